@@ -1,0 +1,232 @@
+package query
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/dshq/dshq"
+)
+
+// Client is a typed client of the trusted query API (CONTRACT §3) over NATS.
+// Every method sends one request to dsh.query.v1.<endpoint> and returns the
+// decoded reply; a failure the service reports is returned as a *dshq.Error
+// whose Code is the Nats-Service-Error-Code of the reply. A Client is safe
+// for concurrent use.
+type Client struct {
+	nc      *nats.Conn
+	prefix  string
+	timeout time.Duration
+}
+
+// DefaultClientTimeout bounds a call whose context has no deadline: the
+// service's longest wait (MaxTimeoutMs) plus a margin.
+const DefaultClientTimeout = time.Duration(dshq.MaxTimeoutMs)*time.Millisecond + 5*time.Second
+
+// ClientOption configures a Client.
+type ClientOption func(*Client)
+
+// WithSubjectPrefix sets the endpoint subject prefix (default
+// SubjectPrefix, "dsh.query.v1").
+func WithSubjectPrefix(prefix string) ClientOption {
+	return func(c *Client) { c.prefix = prefix }
+}
+
+// WithClientTimeout sets the timeout of a call whose context has no deadline.
+func WithClientTimeout(d time.Duration) ClientOption {
+	return func(c *Client) { c.timeout = d }
+}
+
+// NewClient returns a Client that talks over nc.
+func NewClient(nc *nats.Conn, opts ...ClientOption) *Client {
+	c := &Client{nc: nc, prefix: SubjectPrefix, timeout: DefaultClientTimeout}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// CallOption sets the consistency fields every request may carry.
+type CallOption func(*callOptions)
+
+type callOptions struct {
+	minGeneration *uint64
+	timeoutMs     int
+}
+
+// WithMinGeneration asks the service to answer only once the projection has
+// applied generation g (read-your-writes); it fails with
+// SESSION_QUERY_NOT_CAUGHT_UP when the request's timeoutMs passes first.
+func WithMinGeneration(g uint64) CallOption {
+	return func(o *callOptions) { o.minGeneration = &g }
+}
+
+// WithTimeoutMs sets the request's timeoutMs (1..30000; default 5000).
+func WithTimeoutMs(ms int) CallOption {
+	return func(o *callOptions) { o.timeoutMs = ms }
+}
+
+// ListSessions calls sessions.list.
+func (c *Client) ListSessions(ctx context.Context, req dshq.SessionListRequest, opts ...CallOption) (*dshq.SessionPage, error) {
+	var out dshq.SessionPage
+	return &out, c.call(ctx, EndpointSessionsList, req, &out, opts)
+}
+
+// FilterSessions calls sessions.filter.
+func (c *Client) FilterSessions(ctx context.Context, req dshq.SessionFilterRequest, opts ...CallOption) (*dshq.SessionPage, error) {
+	var out dshq.SessionPage
+	if req.Filters == nil {
+		req.Filters = []dshq.Filter{}
+	}
+	return &out, c.call(ctx, EndpointSessionsFilter, req, &out, opts)
+}
+
+// SearchSessions calls sessions.search.
+func (c *Client) SearchSessions(ctx context.Context, req dshq.SessionSearchRequest, opts ...CallOption) (*dshq.SessionSearchPage, error) {
+	var out dshq.SessionSearchPage
+	return &out, c.call(ctx, EndpointSessionsSearch, req, &out, opts)
+}
+
+// ReadSession calls sessions.read.
+func (c *Client) ReadSession(ctx context.Context, req dshq.SessionReadRequest, opts ...CallOption) (*dshq.SessionRead, error) {
+	var out dshq.SessionRead
+	return &out, c.call(ctx, EndpointSessionsRead, req, &out, opts)
+}
+
+// ReadSurface calls sessions.surface.
+func (c *Client) ReadSurface(ctx context.Context, req dshq.SessionReadRequest, opts ...CallOption) (*dshq.SurfaceSnapshot, error) {
+	var out dshq.SurfaceSnapshot
+	return &out, c.call(ctx, EndpointSessionsSurface, req, &out, opts)
+}
+
+// TraceSession calls sessions.trace.
+func (c *Client) TraceSession(ctx context.Context, req dshq.SessionTraceRequest, opts ...CallOption) (*dshq.LineageTrace, error) {
+	var out dshq.LineageTrace
+	return &out, c.call(ctx, EndpointSessionsTrace, req, &out, opts)
+}
+
+// ReadTitles calls sessions.titles.
+func (c *Client) ReadTitles(ctx context.Context, req dshq.SessionTitlesRequest, opts ...CallOption) (*dshq.SessionTitles, error) {
+	var out dshq.SessionTitles
+	if req.SessionIDs == nil {
+		req.SessionIDs = []string{}
+	}
+	return &out, c.call(ctx, EndpointSessionsTitles, req, &out, opts)
+}
+
+// ListEvents calls events.list.
+func (c *Client) ListEvents(ctx context.Context, req dshq.SessionReadRequest, opts ...CallOption) (*dshq.EventRecordPage, error) {
+	var out dshq.EventRecordPage
+	return &out, c.call(ctx, EndpointEventsList, req, &out, opts)
+}
+
+// FilterEvents calls events.filter.
+func (c *Client) FilterEvents(ctx context.Context, req dshq.EventFilterRequest, opts ...CallOption) (*dshq.SearchDocumentPage, error) {
+	var out dshq.SearchDocumentPage
+	if req.Filters == nil {
+		req.Filters = []dshq.Filter{}
+	}
+	return &out, c.call(ctx, EndpointEventsFilter, req, &out, opts)
+}
+
+// SearchEvents calls events.search.
+func (c *Client) SearchEvents(ctx context.Context, req dshq.EventSearchRequest, opts ...CallOption) (*dshq.EventSearchPage, error) {
+	var out dshq.EventSearchPage
+	return &out, c.call(ctx, EndpointEventsSearch, req, &out, opts)
+}
+
+// ReadEvent calls events.read.
+func (c *Client) ReadEvent(ctx context.Context, req dshq.EventReadRequest, opts ...CallOption) (*dshq.EventWindow, error) {
+	var out dshq.EventWindow
+	return &out, c.call(ctx, EndpointEventsRead, req, &out, opts)
+}
+
+// TraceEvent calls events.trace.
+func (c *Client) TraceEvent(ctx context.Context, req dshq.EventTraceRequest, opts ...CallOption) (*dshq.EventTrace, error) {
+	var out dshq.EventTrace
+	return &out, c.call(ctx, EndpointEventsTrace, req, &out, opts)
+}
+
+// Raw sends body as is to endpoint and returns the reply body, or the
+// service's failure as a *dshq.Error. It is for callers that relay JSON
+// (the CLI's --json, the MCP adapter).
+func (c *Client) Raw(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
+	return c.request(ctx, endpoint, body)
+}
+
+func (c *Client) call(ctx context.Context, endpoint string, req, out any, opts []CallOption) error {
+	body, err := encodeRequest(req, opts)
+	if err != nil {
+		return fmt.Errorf("%s: encode request: %w", endpoint, err)
+	}
+	data, err := c.request(ctx, endpoint, body)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%s: decode reply: %w", endpoint, err)
+	}
+	return nil
+}
+
+// encodeRequest marshals req and adds minGeneration/timeoutMs.
+func encodeRequest(req any, opts []CallOption) ([]byte, error) {
+	var o callOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	body, err := json.Marshal(req)
+	if err != nil || (o.minGeneration == nil && o.timeoutMs == 0) {
+		return body, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return nil, err
+	}
+	if o.minGeneration != nil {
+		fields["minGeneration"], _ = json.Marshal(*o.minGeneration)
+	}
+	if o.timeoutMs != 0 {
+		fields["timeoutMs"], _ = json.Marshal(o.timeoutMs)
+	}
+	return json.Marshal(fields)
+}
+
+func (c *Client) request(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	msg, err := c.nc.RequestWithContext(ctx, c.prefix+"."+endpoint, body)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return nil, fmt.Errorf("%s: no query service is running: %w", endpoint, err)
+		}
+		return nil, fmt.Errorf("%s: %w", endpoint, err)
+	}
+	if err := replyError(msg); err != nil {
+		return nil, err
+	}
+	return msg.Data, nil
+}
+
+// replyError returns the *dshq.Error a reply carries, or nil for a success.
+// The body's message is preferred (headers cannot hold every character).
+func replyError(msg *nats.Msg) error {
+	code := msg.Header.Get(micro.ErrorCodeHeader)
+	if code == "" {
+		return nil
+	}
+	e := &dshq.Error{Code: dshq.Code(code), Message: msg.Header.Get(micro.ErrorHeader)}
+	var body dshq.ErrorReply
+	if json.Unmarshal(msg.Data, &body) == nil && body.Error.Message != "" {
+		e.Message = body.Error.Message
+	}
+	return e
+}

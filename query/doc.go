@@ -1,0 +1,32 @@
+// Package query is the trusted query API of dshq (CONTRACT §3): the
+// stateless NATS micro service dsh-query, the projection-side Engine that
+// answers normalized requests against a projection snapshot, and a typed
+// Client.
+//
+// A request travels in two hops. The service (Serve) decodes the body
+// strictly, validates and normalizes it in the original's order (UPSTREAM
+// §5.5) and forwards the normalized Request to the projection shard on
+// dsh.proj.<shard>.v1.<endpoint>; the shard (ServeShard, hosted by the
+// projector) runs it on its Engine and the service relays the answer,
+// generation included. Both hops answer failures with the micro error
+// headers and the {"error":{code,message}} body.
+//
+// Decisions the contract leaves open:
+//
+//   - Unknown request fields are refused with SESSION_QUERY_INVALID_REQUEST
+//     (naming the field), after the body's shape and before any field check.
+//     Unknown keys inside a filter clause are SESSION_QUERY_INVALID_FILTER.
+//   - Ids compare by the byte order of their UTF-8 (CONTRACT §3).
+//   - Search compiles its metadata filters under the original's budgets: at
+//     most 14 predicates (13 event predicates in events.search) and 32 766
+//     bound values, of which 3 (sessions.search: query, limit, offset) or 4
+//     (events.search: plus the session id) are the fixed bindings.
+//   - Search paging is answered as of the first page: the first page ranks
+//     up to MaxSearchResults hits and stores the rest in a CursorStore (the
+//     JetStream KV bucket DSH_CURSORS, TTL CursorTTL); later pages read them
+//     back. List-shaped endpoints page by key on their immutable order and
+//     count only what existed at the first page's generation.
+//   - A cursor is stale (SESSION_QUERY_STALE_CURSOR) when the projection
+//     epoch changed (a rebuild was swapped in), when a session it counted was
+//     reclassified after its first page, or when its stored results expired.
+package query

@@ -1,0 +1,90 @@
+package dshq
+
+// Request and reply shapes of the trusted query API that query.go does not
+// already name (CONTRACT §3). Every request may also carry minGeneration and
+// timeoutMs; the Go client adds them from its call options, so they are not
+// fields here.
+
+// SessionListRequest is the sessions.list request.
+type SessionListRequest struct {
+	Limit  int    `json:"limit,omitempty"`
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// SessionFilterRequest is the sessions.filter request.
+type SessionFilterRequest struct {
+	Filters []Filter `json:"filters"`
+	Limit   int      `json:"limit,omitempty"`
+	Cursor  string   `json:"cursor,omitempty"`
+}
+
+// SessionPage is a sessions.list or sessions.filter reply: records newest
+// first (createdAt desc, id asc).
+type SessionPage struct {
+	Items      []SessionRecord `json:"items"`
+	NextCursor string          `json:"nextCursor,omitempty"`
+	Generation uint64          `json:"generation"`
+}
+
+// SessionReadRequest is the sessions.read request (and, with the same
+// fields, sessions.surface and events.list).
+type SessionReadRequest struct {
+	SessionID string `json:"sessionId"`
+	Limit     int    `json:"limit,omitempty"`
+	Cursor    string `json:"cursor,omitempty"`
+}
+
+// SessionRead is the sessions.read reply: the header, the inherited prefix
+// length and one page of raw events in seq order.
+type SessionRead struct {
+	Session             Header  `json:"session"`
+	InheritedEventCount int64   `json:"inheritedEventCount"`
+	Events              []Event `json:"events"`
+	NextCursor          string  `json:"nextCursor,omitempty"`
+	Generation          uint64  `json:"generation"`
+}
+
+// SessionTraceRequest is the sessions.trace request.
+type SessionTraceRequest struct {
+	SessionID string `json:"sessionId"`
+}
+
+// SessionTitlesRequest is the sessions.titles request.
+type SessionTitlesRequest struct {
+	SessionIDs []string `json:"sessionIds"`
+}
+
+// SessionTitles is the sessions.titles reply: one item per unique id, in
+// first-occurrence order.
+type SessionTitles struct {
+	Items      []TitleResult `json:"items"`
+	Generation uint64        `json:"generation"`
+}
+
+// EventFilterRequest is the events.filter request.
+type EventFilterRequest struct {
+	SessionID string   `json:"sessionId"`
+	Filters   []Filter `json:"filters"`
+	Limit     int      `json:"limit,omitempty"`
+	Cursor    string   `json:"cursor,omitempty"`
+}
+
+// EventRecordPage is an events.list reply.
+type EventRecordPage struct {
+	Items      []EventRecord `json:"items"`
+	NextCursor string        `json:"nextCursor,omitempty"`
+	Generation uint64        `json:"generation"`
+}
+
+// SearchDocumentPage is an events.filter reply.
+type SearchDocumentPage struct {
+	Items      []SearchDocument `json:"items"`
+	NextCursor string           `json:"nextCursor,omitempty"`
+	Generation uint64           `json:"generation"`
+}
+
+// ErrorReply is the body of a failed query API request:
+// {"error":{"code","message"}}.
+type ErrorReply struct {
+	Error ErrorBody `json:"error"`
+}
