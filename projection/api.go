@@ -1,0 +1,225 @@
+// Package projection is the projector: it folds the session log stream
+// (JetStream DSH_SESSIONS) into a bbolt store (sessions, events, surfaces,
+// replacement and provenance edges, lineage, quarantine, checkpoint) and a
+// Bleve index, and serves consistent read snapshots of them.
+//
+// Generation: a projection's generation is the stream sequence through which
+// it has been applied. Every batch of records commits its effects and the
+// stream sequence it reached in one bbolt transaction, so a snapshot always
+// reflects a prefix of the stream exactly.
+//
+// Consistency with the index: the index applies a batch before bbolt commits
+// it, so the index is never behind a snapshot; it may be slightly ahead. A
+// caller that searches the index must resolve every hit through the Snapshot
+// (Snapshot.Event) and drop hits the snapshot does not hold, and take surfaces
+// from the snapshot, not from the index.
+package projection
+
+import (
+	"github.com/dshq/dshq"
+)
+
+// Snapshot is a consistent, read-only view of one projection at one
+// generation: one bbolt read transaction plus the live set taken when the view
+// began. A Snapshot is valid only inside the View callback that received it
+// and must not be used from other goroutines.
+type Snapshot interface {
+	// Generation is the stream sequence through which this snapshot was
+	// applied.
+	Generation() uint64
+	// Epoch identifies the projection instance: it changes when a rebuilt
+	// projection is swapped in (cursors from another epoch are stale).
+	Epoch() string
+	// LiveVersion counts lease changes seen by this projector; it moves
+	// independently of Generation.
+	LiveVersion() uint64
+
+	// Session returns a session by id; false when the id has no valid header
+	// record in the stream (never listed, reads are SESSION_NOT_FOUND).
+	Session(id string) (SessionInfo, bool)
+	// SessionsByCreated calls fn for each session in createdAt descending, id
+	// ascending (UTF-8 byte) order, starting strictly after afterKey (nil =
+	// from the start; afterKey is a SessionInfo.OrderKey), until fn returns
+	// false.
+	SessionsByCreated(afterKey []byte, fn func(SessionInfo) bool) error
+	// Children returns the ids of sessions whose parentSession is parentID,
+	// in createdAt ascending, id ascending order.
+	Children(parentID string) []string
+
+	// Event returns the event at seq (its position in the session's log).
+	Event(id string, seq int64) (StoredEvent, bool)
+	// Events calls fn for each event of the session from fromSeq upward in
+	// seq order until fn returns false.
+	Events(id string, fromSeq int64, fn func(StoredEvent) bool) error
+	// SurfaceSeqs returns the session's current surface nodes in model
+	// order (UPSTREAM §3.1), which is not seq order after a replacement.
+	SurfaceSeqs(id string) []int64
+	// Closers returns the synthetic crash closers (UPSTREAM §1.7) for a
+	// session whose lease is not held and whose last turn is open: the
+	// balanced view a cold reader sees. They are never written. Nil for a
+	// balanced, live, invalid or unknown session.
+	Closers(id string) ([]dshq.Event, error)
+
+	// IsLive reports whether a harness holds the session's write lease.
+	IsLive(id string) bool
+	// LiveSet returns the ids of the sessions that are live (sorted by
+	// UTF-8 byte order). Leased subjects without a header record yet are
+	// not included.
+	LiveSet() []string
+	// Record returns the session's SessionRecord (header, live,
+	// persisted=true).
+	Record(info SessionInfo) dshq.SessionRecord
+
+	// Quarantined calls fn for each quarantined record in stream order,
+	// starting after stream sequence afterSeq, until fn returns false.
+	Quarantined(afterSeq uint64, fn func(QuarantineRecord) bool) error
+}
+
+// SessionInfo is what the store knows about one session.
+type SessionInfo struct {
+	// Header is the header record (header in version 2 shape, format
+	// version, inherited count; Raw is the record as written).
+	Header dshq.HeaderRecord
+	// Token is the session's subject token (the lease key).
+	Token string
+	// HeaderSeq is the stream sequence of the header record.
+	HeaderSeq uint64
+	// EventCount is the number of event records stored for the session,
+	// invalid ones included: events occupy seqs 0..EventCount-1.
+	EventCount int64
+	// Title is the latest session/title, nil when there is none.
+	Title *dshq.Title
+	// LastStepStart is the seq of the last step/start event, -1 if none.
+	LastStepStart int64
+	// InvalidFrom is the seq of the first event that failed decoding or the
+	// fold's rules, -1 while the session is valid. Events from it on are
+	// stored raw and marked invalid, never folded.
+	InvalidFrom int64
+	// InvalidReason says why InvalidFrom is invalid ("" while valid).
+	InvalidReason string
+	// ReclassifiedAt is the generation at which any event of this session
+	// last changed surface (a replacement, or the session becoming invalid);
+	// 0 if never. A cursor that counted this session is stale when it is
+	// newer than the cursor's generation.
+	ReclassifiedAt uint64
+	// UpdatedAt is the generation at which anything about this session last
+	// changed.
+	UpdatedAt uint64
+	// OrderKey is the session's key in the createdAt-desc/id-asc order, for
+	// resuming SessionsByCreated.
+	OrderKey []byte
+}
+
+// Valid reports whether the session's surface is valid (no invalid record).
+func (s SessionInfo) Valid() bool { return s.InvalidFrom < 0 }
+
+// StoredEvent is one stored event with its edges.
+type StoredEvent struct {
+	// Record is the lightweight record; Surface is the current
+	// classification ("" for an invalid event).
+	Record dshq.EventRecord
+	// Raw is the record exactly as written.
+	Raw []byte
+	// Text is the semantic text ("" = no search document).
+	Text string
+	// Invalid is true for an event at or after its session's InvalidFrom.
+	Invalid bool
+	// ReplacedBy is the seq of the event that shadowed this one, nil if none.
+	ReplacedBy *int64
+	// ReplacedEventSeqs is what this event shadowed, in surface order.
+	ReplacedEventSeqs []int64
+	// Sources is the envelope sourceEventSeqs in recorded order.
+	Sources []int64
+	// Derived is every later event citing this one, ascending.
+	Derived []int64
+	// StreamSeq is the stream sequence of the record.
+	StreamSeq uint64
+}
+
+// Event returns the stored event as a dshq.Event with only Raw, Type, Seq
+// and Time set (enough to marshal it as written).
+func (e StoredEvent) Event() dshq.Event {
+	return dshq.Event{Type: e.Record.Type, Seq: e.Record.Seq, Time: e.Record.Time, Raw: e.Raw}
+}
+
+// QuarantineRecord is a record the projector refused.
+type QuarantineRecord struct {
+	// StreamSeq is the record's stream sequence.
+	StreamSeq uint64 `json:"streamSeq"`
+	// Subject is the subject it was published on.
+	Subject string `json:"subject"`
+	// SessionID is the session it belongs to, "" when unknown (an invalid
+	// header record or an unknown subject).
+	SessionID string `json:"sessionId,omitempty"`
+	// Reason names the problem.
+	Reason string `json:"reason"`
+	// Raw is the record's bytes, capped at MaxQuarantineRawBytes.
+	Raw []byte `json:"raw"`
+	// Truncated is true when Raw was capped.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// MaxQuarantineRawBytes caps the raw bytes kept for a quarantined record.
+const MaxQuarantineRawBytes = 64 << 10
+
+// Commit is what one applied batch (or a lease change) changed, delivered
+// to the OnCommit hook after the change is visible to View. It is the source
+// of the live feed.
+type Commit struct {
+	// Generation is the stream sequence the projection reached (unchanged
+	// for a lease-only commit).
+	Generation uint64
+	// Epoch is the projection epoch the commit belongs to.
+	Epoch string
+	// Sessions are the sessions whose header records were applied.
+	Sessions []SessionInfo
+	// Events are the appended events, with semantic text, in stream order.
+	Events []CommittedEvent
+	// Reclassified are surface changes of earlier events.
+	Reclassified []Reclassification
+	// Titles are title changes.
+	Titles []TitleChange
+	// Leases are live-set changes.
+	Leases []LeaseChange
+	// Quarantined are the records refused in this batch.
+	Quarantined []QuarantineRecord
+}
+
+// CommittedEvent is one event applied in a batch.
+type CommittedEvent struct {
+	dshq.SearchDocument
+	// Token is the session's subject token.
+	Token string
+	// Workspace is the session's workspace key (CONTRACT §1).
+	Workspace string
+	// Invalid marks an event stored raw after its session became invalid.
+	Invalid bool
+	// Raw is the record as written.
+	Raw []byte
+	// StreamSeq is its stream sequence.
+	StreamSeq uint64
+}
+
+// Reclassification is one event whose surface changed.
+type Reclassification struct {
+	SessionID string
+	Seq       int64
+	Surface   dshq.Surface
+	// ReplacedBy is the replacing seq when Surface is shadowed.
+	ReplacedBy *int64
+}
+
+// TitleChange is a session's new latest title.
+type TitleChange struct {
+	SessionID string
+	Title     dshq.Title
+}
+
+// LeaseChange is a change of a session's live availability.
+type LeaseChange struct {
+	// Token is the lease key (subject token).
+	Token string
+	// SessionID is the session, "" when its header is not projected yet.
+	SessionID string
+	Live      bool
+}

@@ -1,0 +1,490 @@
+package projection
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/fold"
+	"github.com/dshq/dshq/record"
+	bolt "go.etcd.io/bbolt"
+)
+
+// streamRecord is one message of the stream, as the projector applies it.
+type streamRecord struct {
+	seq     uint64 // stream sequence
+	subject string
+	data    []byte
+}
+
+// batch applies stream records to one instance inside one bbolt write
+// transaction and collects the index batch and the Commit.
+type batch struct {
+	p        *Projector
+	inst     *instance
+	tx       *bolt.Tx
+	gen      uint64 // stream sequence of the record being applied
+	sessions map[string]*openSession
+	created  []string // ids of sessions created, in stream order
+	docs     map[docKey]IndexDoc
+	deletes  map[string]bool
+	commit   Commit
+	counts   map[string]int
+}
+
+type openSession struct {
+	v     *sessionValue
+	sk    []byte
+	state FoldState // nil once the session is invalid
+}
+
+type docKey struct {
+	id  string
+	seq int64
+}
+
+func (p *Projector) newBatch(inst *instance, tx *bolt.Tx) *batch {
+	return &batch{
+		p: p, inst: inst, tx: tx,
+		sessions: map[string]*openSession{},
+		docs:     map[docKey]IndexDoc{},
+		deletes:  map[string]bool{},
+		counts:   map[string]int{},
+		commit:   Commit{Epoch: inst.store.epoch},
+	}
+}
+
+// apply applies one record. Bad records are quarantined, never returned as
+// errors: an error means the store itself failed.
+func (b *batch) apply(r streamRecord) error {
+	b.gen = r.seq
+	tok, ok := strings.CutPrefix(r.subject, DefaultSubjectPrefix)
+	if !ok || tok == "" || strings.Contains(tok, ".") {
+		return b.quarantine(r, "", fmt.Sprintf("subject %q is not %s<token>", r.subject, DefaultSubjectPrefix))
+	}
+	if at := b.tx.Bucket(bucketBadSubjects).Get([]byte(tok)); at != nil {
+		seq, _ := readU64(at)
+		return b.quarantine(r, "", fmt.Sprintf("subject's header record was refused at stream sequence %d", seq))
+	}
+	if id := b.tx.Bucket(bucketTokens).Get([]byte(tok)); id != nil {
+		return b.applyEvent(r, string(id))
+	}
+	return b.applyHeader(r, tok)
+}
+
+func (b *batch) applyHeader(r streamRecord, tok string) error {
+	h, err := b.p.cfg.decoder.ParseHeader(r.data)
+	if err != nil {
+		return b.refuseSubject(r, tok, "invalid header record: "+err.Error())
+	}
+	want, err := record.SubjectToken(h.Header.ID)
+	if err != nil {
+		return b.refuseSubject(r, tok, "invalid header record: "+err.Error())
+	}
+	if want != tok {
+		return b.refuseSubject(r, tok, fmt.Sprintf("header record of session %q is on subject token %q, want %q", h.Header.ID, tok, want))
+	}
+	id := h.Header.ID
+	v := &sessionValue{
+		HeaderRaw: append(json.RawMessage(nil), r.data...), Header: h.Header,
+		FormatVersion: h.FormatVersion, Inherited: h.InheritedEventCount,
+		Token: tok, HeaderSeq: r.seq, LastStepStart: -1, InvalidFrom: -1, UpdatedAt: r.seq,
+	}
+	if err := b.tx.Bucket(bucketTokens).Put([]byte(tok), []byte(id)); err != nil {
+		return err
+	}
+	if err := b.tx.Bucket(bucketByCreated).Put(createdKey(h.Header.CreatedAt, id), nil); err != nil {
+		return err
+	}
+	if h.Header.ParentSession != nil {
+		if err := b.tx.Bucket(bucketChildren).Put(childKey(*h.Header.ParentSession, h.Header.CreatedAt, id), nil); err != nil {
+			return err
+		}
+	}
+	b.sessions[id] = &openSession{v: v, sk: sessionKey(id), state: b.p.cfg.folder.New(h)}
+	b.created = append(b.created, id)
+	b.counts["header"]++
+	return nil
+}
+
+// refuseSubject quarantines a subject whose header record is invalid: it
+// holds no session, and every later record on it is quarantined too.
+func (b *batch) refuseSubject(r streamRecord, tok, reason string) error {
+	if err := b.tx.Bucket(bucketBadSubjects).Put([]byte(tok), u64(r.seq)); err != nil {
+		return err
+	}
+	return b.quarantine(r, "", reason)
+}
+
+func (b *batch) quarantine(r streamRecord, id, reason string) error {
+	q := QuarantineRecord{StreamSeq: r.seq, Subject: r.subject, SessionID: id, Reason: reason, Raw: r.data}
+	if len(q.Raw) > MaxQuarantineRawBytes {
+		q.Raw, q.Truncated = q.Raw[:MaxQuarantineRawBytes], true
+	}
+	q.Raw = append([]byte(nil), q.Raw...)
+	val, err := json.Marshal(q)
+	if err != nil {
+		return err
+	}
+	if err := b.tx.Bucket(bucketQuarantine).Put(u64(r.seq), val); err != nil {
+		return err
+	}
+	b.commit.Quarantined = append(b.commit.Quarantined, q)
+	b.counts["quarantined"]++
+	b.p.log.Warn("record quarantined", "streamSeq", r.seq, "subject", r.subject, "session", id, "reason", reason)
+	return nil
+}
+
+// session returns the open state of a session that has a header.
+func (b *batch) session(id string) (*openSession, error) {
+	if s, ok := b.sessions[id]; ok {
+		return s, nil
+	}
+	v, err := getSession(b.tx, id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorruptStore, err)
+	}
+	if v == nil {
+		return nil, fmt.Errorf("%w: token names missing session %q", ErrCorruptStore, id)
+	}
+	s := &openSession{v: v, sk: sessionKey(id)}
+	if v.InvalidFrom < 0 {
+		if st, ok := b.inst.cache.get(id); ok {
+			s.state = st
+		} else {
+			raw := b.tx.Bucket(bucketStates).Get([]byte(id))
+			if raw == nil {
+				return nil, fmt.Errorf("%w: session %q has no fold state", ErrCorruptStore, id)
+			}
+			st, err := b.p.cfg.folder.Restore(v.info().Header, raw)
+			if err != nil {
+				return nil, fmt.Errorf("%w: session %q: restore fold state: %v", ErrCorruptStore, id, err)
+			}
+			s.state = st
+		}
+	}
+	b.sessions[id] = s
+	return s, nil
+}
+
+func (b *batch) applyEvent(r streamRecord, id string) error {
+	s, err := b.session(id)
+	if err != nil {
+		return err
+	}
+	pos := s.v.EventCount
+	if s.state == nil {
+		return b.storeInvalid(s, pos, r, nil)
+	}
+	ev, err := b.p.cfg.decoder.ParseEvent(r.data)
+	if err != nil {
+		return b.invalidate(s, pos, r, "invalid event record: "+err.Error(), nil)
+	}
+	eff, err := s.state.Apply(ev)
+	if err != nil {
+		return b.invalidate(s, pos, r, err.Error(), &ev)
+	}
+	if eff.Record.Seq != pos {
+		// The fold checks contiguity; this guards the store's invariant
+		// that an event is stored at its position.
+		return b.invalidate(s, pos, r, fmt.Sprintf("event seq %d is not the next; expected %d", eff.Record.Seq, pos), &ev)
+	}
+	return b.storeEvent(s, r, eff)
+}
+
+func (b *batch) storeEvent(s *openSession, r streamRecord, eff fold.Effects) error {
+	seq := eff.Record.Seq
+	val := eventValue{
+		Type: eff.Record.Type, Time: eff.Record.Time, Surface: eff.Record.Surface,
+		StreamSeq: r.seq, OrderKey: seq, Text: eff.Text, Raw: r.data,
+	}
+	if len(eff.Shadowed) > 0 {
+		first, ok, err := getEvent(b.tx, s.sk, eff.Shadowed[0])
+		if err != nil || !ok {
+			return fmt.Errorf("%w: session %q: shadowed event %d: %v", ErrCorruptStore, s.v.Header.ID, eff.Shadowed[0], err)
+		}
+		val.OrderKey = first.OrderKey
+	}
+	key := seqKey(s.sk, seq)
+	if err := b.tx.Bucket(bucketEvents).Put(key, val.marshal()); err != nil {
+		return err
+	}
+	if err := b.shadow(s, seq, eff.Shadowed); err != nil {
+		return err
+	}
+	if val.Surface == dshq.SurfaceCurrent {
+		if err := b.tx.Bucket(bucketSurface).Put(seqKey(s.sk, val.OrderKey), u64(uint64(seq))); err != nil {
+			return err
+		}
+	}
+	if err := b.putEdges(s, key, seq, eff.Sources); err != nil {
+		return err
+	}
+	if eff.Title != nil {
+		t := *eff.Title
+		s.v.Title = &t
+		b.commit.Titles = append(b.commit.Titles, TitleChange{SessionID: s.v.Header.ID, Title: t})
+	}
+	if eff.StepStart {
+		s.v.LastStepStart = seq
+	}
+	s.v.EventCount++
+	s.v.UpdatedAt = r.seq
+	doc := dshq.SearchDocument{EventRecord: eff.Record, Text: eff.Text}
+	doc.SessionID = s.v.Header.ID
+	if eff.Text != "" {
+		b.docs[docKey{s.v.Header.ID, seq}] = IndexDoc{SearchDocument: doc, Header: s.v.Header}
+	}
+	b.commit.Events = append(b.commit.Events, CommittedEvent{
+		SearchDocument: doc, Token: s.v.Token, Workspace: record.WorkspaceKey(s.v.Header.Cwd),
+		Raw: r.data, StreamSeq: r.seq,
+	})
+	b.counts["event"]++
+	return nil
+}
+
+// shadow marks the seqs an event replaced as shadowed by seq.
+func (b *batch) shadow(s *openSession, seq int64, shadowed []int64) error {
+	if len(shadowed) == 0 {
+		return nil
+	}
+	id := s.v.Header.ID
+	events := b.tx.Bucket(bucketEvents)
+	for _, x := range shadowed {
+		old, ok, err := getEvent(b.tx, s.sk, x)
+		if err != nil || !ok {
+			return fmt.Errorf("%w: session %q: shadowed event %d: %v", ErrCorruptStore, id, x, err)
+		}
+		if err := b.tx.Bucket(bucketSurface).Delete(seqKey(s.sk, old.OrderKey)); err != nil {
+			return err
+		}
+		old.Surface = dshq.SurfaceShadowed
+		k := seqKey(s.sk, x)
+		if err := events.Put(k, old.marshal()); err != nil {
+			return err
+		}
+		if err := b.tx.Bucket(bucketReplacedBy).Put(k, u64(uint64(seq))); err != nil {
+			return err
+		}
+		by := seq
+		b.commit.Reclassified = append(b.commit.Reclassified, Reclassification{SessionID: id, Seq: x, Surface: dshq.SurfaceShadowed, ReplacedBy: &by})
+		if old.Text != "" {
+			b.docs[docKey{id, x}] = IndexDoc{Header: s.v.Header, SearchDocument: dshq.SearchDocument{
+				EventRecord: dshq.EventRecord{SessionID: id, Seq: x, Type: old.Type, Time: old.Time, Surface: dshq.SurfaceShadowed},
+				Text:        old.Text,
+			}}
+		}
+	}
+	s.v.ReclassifiedAt = b.gen
+	return b.tx.Bucket(bucketReplaced).Put(seqKey(s.sk, seq), encodeSeqs(shadowed))
+}
+
+// putEdges stores an event's provenance: its sources in recorded order and
+// a derived edge under each source.
+func (b *batch) putEdges(s *openSession, key []byte, seq int64, sources []int64) error {
+	if len(sources) == 0 {
+		return nil
+	}
+	if err := b.tx.Bucket(bucketSources).Put(key, encodeSeqs(sources)); err != nil {
+		return err
+	}
+	derived := b.tx.Bucket(bucketDerived)
+	for _, src := range sources {
+		k := append(seqKey(s.sk, src), u64(uint64(seq))...)
+		if err := derived.Put(k, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// invalidate marks a session invalid from pos: the record is quarantined
+// and stored raw, the fold state is dropped, and the session's documents
+// leave the index.
+func (b *batch) invalidate(s *openSession, pos int64, r streamRecord, reason string, ev *dshq.Event) error {
+	id := s.v.Header.ID
+	reason = fmt.Sprintf("event at seq %d: %s", pos, reason)
+	if err := b.quarantine(r, id, reason); err != nil {
+		return err
+	}
+	s.v.InvalidFrom, s.v.InvalidReason, s.v.ReclassifiedAt = pos, reason, b.gen
+	s.state = nil
+	b.inst.cache.remove(id)
+	if err := b.tx.Bucket(bucketStates).Delete([]byte(id)); err != nil {
+		return err
+	}
+	b.deletes[id] = true
+	for k := range b.docs {
+		if k.id == id {
+			delete(b.docs, k)
+		}
+	}
+	return b.storeInvalid(s, pos, r, ev)
+}
+
+// storeInvalid stores a record of an invalid session raw at pos.
+func (b *batch) storeInvalid(s *openSession, pos int64, r streamRecord, ev *dshq.Event) error {
+	val := eventValue{Invalid: true, StreamSeq: r.seq, OrderKey: pos, Raw: r.data}
+	if ev != nil {
+		val.Type, val.Time = ev.Type, ev.Time
+	} else {
+		// Best effort, for listing only: the record may not be JSON at all.
+		var env struct {
+			Type string `json:"type"`
+			Time int64  `json:"time"`
+		}
+		if json.Unmarshal(r.data, &env) == nil {
+			val.Type, val.Time = env.Type, env.Time
+		}
+	}
+	if err := b.tx.Bucket(bucketEvents).Put(seqKey(s.sk, pos), val.marshal()); err != nil {
+		return err
+	}
+	s.v.EventCount++
+	s.v.UpdatedAt = r.seq
+	b.commit.Events = append(b.commit.Events, CommittedEvent{
+		SearchDocument: dshq.SearchDocument{EventRecord: dshq.EventRecord{SessionID: s.v.Header.ID, Seq: pos, Type: val.Type, Time: val.Time}},
+		Token:          s.v.Token, Workspace: record.WorkspaceKey(s.v.Header.Cwd),
+		Invalid: true, Raw: r.data, StreamSeq: r.seq,
+	})
+	b.counts["invalid"]++
+	return nil
+}
+
+// finish writes the touched sessions, their fold states and the checkpoint,
+// and returns the index batch. The transaction is not committed.
+func (b *batch) finish() (IndexBatch, error) {
+	ids := make([]string, 0, len(b.sessions))
+	for id := range b.sessions {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		s := b.sessions[id]
+		if s.state != nil {
+			raw, err := s.state.MarshalBinary()
+			if err != nil {
+				return IndexBatch{}, fmt.Errorf("session %q: encode fold state: %w", id, err)
+			}
+			if err := b.tx.Bucket(bucketStates).Put([]byte(id), raw); err != nil {
+				return IndexBatch{}, err
+			}
+			b.inst.cache.put(id, s.state, int64(len(raw)))
+		}
+		if err := putSession(b.tx, s.v); err != nil {
+			return IndexBatch{}, err
+		}
+	}
+	if err := b.tx.Bucket(bucketMeta).Put(metaCheckpoint, u64(b.gen)); err != nil {
+		return IndexBatch{}, err
+	}
+	for _, id := range b.created {
+		b.commit.Sessions = append(b.commit.Sessions, b.sessions[id].v.info())
+	}
+	b.commit.Generation = b.gen
+	return b.indexBatch(), nil
+}
+
+func (b *batch) indexBatch() IndexBatch {
+	var ib IndexBatch
+	for id := range b.deletes {
+		ib.DeleteSessions = append(ib.DeleteSessions, id)
+	}
+	sort.Strings(ib.DeleteSessions)
+	for k, d := range b.docs {
+		if s := b.sessions[k.id]; s != nil && s.state == nil {
+			continue
+		}
+		ib.Upserts = append(ib.Upserts, d)
+	}
+	sort.Slice(ib.Upserts, func(i, j int) bool {
+		a, c := ib.Upserts[i], ib.Upserts[j]
+		if a.SessionID != c.SessionID {
+			return a.SessionID < c.SessionID
+		}
+		return a.Seq < c.Seq
+	})
+	return ib
+}
+
+// abort forgets the fold states the batch touched: they may hold effects
+// that were never committed.
+func (b *batch) abort() {
+	for id := range b.sessions {
+		b.inst.cache.remove(id)
+	}
+}
+
+// applyBatch applies records (in stream order) to inst: records at or
+// below the checkpoint are skipped; the index is fed before the store
+// commits, so it is never behind a snapshot. It returns the Commit (nil when
+// nothing was applied).
+func (p *Projector) applyBatch(ctx context.Context, inst *instance, recs []streamRecord) (*Commit, error) {
+	tx, err := inst.store.db.Begin(true)
+	if err != nil {
+		return nil, fmt.Errorf("begin batch: %w", err)
+	}
+	b := p.newBatch(inst, tx)
+	ok := false
+	defer func() {
+		if !ok {
+			tx.Rollback()
+			b.abort()
+		}
+	}()
+	cp, err := readU64(tx.Bucket(bucketMeta).Get(metaCheckpoint))
+	if err != nil {
+		return nil, fmt.Errorf("%w: checkpoint: %v", ErrCorruptStore, err)
+	}
+	applied := 0
+	for _, r := range recs {
+		if r.seq <= cp {
+			continue // redelivered: already applied
+		}
+		if err := b.apply(r); err != nil {
+			return nil, err
+		}
+		cp = r.seq
+		applied++
+	}
+	if applied == 0 {
+		return nil, nil
+	}
+	ib, err := b.finish()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.hook("before-index", b.gen); err != nil {
+		return nil, err
+	}
+	if b.gen > inst.indexGen {
+		if err := inst.index.Apply(ctx, ib, b.gen); err != nil {
+			return nil, fmt.Errorf("apply batch to index: %w", err)
+		}
+		inst.indexGen = b.gen
+		p.metrics.indexDocs.Add(float64(len(ib.Upserts)))
+	}
+	if err := p.hook("before-commit", b.gen); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit batch: %w", err)
+	}
+	ok = true
+	for kind, n := range b.counts {
+		p.metrics.applied.WithLabelValues(kind).Add(float64(n))
+	}
+	p.metrics.quarantined.Add(float64(b.counts["quarantined"]))
+	p.metrics.cacheBytes.Set(float64(inst.cache.bytes()))
+	return &b.commit, nil
+}
+
+func (p *Projector) hook(point string, gen uint64) error {
+	if p.cfg.hook == nil {
+		return nil
+	}
+	return p.cfg.hook(point, gen)
+}

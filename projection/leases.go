@@ -1,0 +1,129 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	bolt "go.etcd.io/bbolt"
+)
+
+// leaseRetry is how long the lease follower waits before retrying a missing
+// bucket or a failed watch.
+const leaseRetry = time.Second
+
+// watchLeases follows the lease bucket until ctx ends: a key present means
+// the session with that subject token is live. A key's lease lapses when it
+// is deleted or purged (including the server's MaxAge markers) or, for a
+// bucket with a TTL, when no put renewed it within the TTL.
+func (p *Projector) watchLeases(ctx context.Context) error {
+	for ctx.Err() == nil {
+		kv, err := p.js.KeyValue(ctx, p.cfg.leaseBucket)
+		if err != nil {
+			if !errors.Is(err, jetstream.ErrBucketNotFound) {
+				p.log.Warn("lease bucket unavailable; retrying", "bucket", p.cfg.leaseBucket, "err", err)
+			}
+			if waitCtx(ctx, leaseRetry) != nil {
+				return nil
+			}
+			continue
+		}
+		if err := p.followLeases(ctx, kv); err != nil && ctx.Err() == nil {
+			p.log.Warn("lease watch failed; retrying", "err", err)
+			if waitCtx(ctx, leaseRetry) != nil {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+func (p *Projector) followLeases(ctx context.Context, kv jetstream.KeyValue) error {
+	status, err := kv.Status(ctx)
+	if err != nil {
+		return err
+	}
+	ttl := status.TTL()
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	expires := map[string]time.Time{} // token → lapse time, when the bucket has a TTL
+	sweep := time.NewTicker(sweepInterval(ttl))
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return errors.New("lease watch closed")
+			}
+			if e == nil {
+				continue // initial values delivered
+			}
+			live := e.Operation() == jetstream.KeyValuePut
+			if live && ttl > 0 {
+				expires[e.Key()] = e.Created().Add(ttl)
+				if time.Now().After(expires[e.Key()]) {
+					live = false
+				}
+			}
+			if !live {
+				delete(expires, e.Key())
+			}
+			p.setLive(e.Key(), live)
+		case now := <-sweep.C:
+			for tok, at := range expires {
+				if now.After(at) {
+					delete(expires, tok)
+					p.setLive(tok, false)
+				}
+			}
+		}
+	}
+}
+
+func sweepInterval(ttl time.Duration) time.Duration {
+	if ttl <= 0 || ttl > 4*time.Second {
+		return time.Second
+	}
+	return ttl / 4
+}
+
+// setLive records a token's lease state; a change bumps the live version
+// and is delivered to the OnCommit hook.
+func (p *Projector) setLive(tok string, live bool) {
+	p.liveMu.Lock()
+	if p.live[tok] == live {
+		p.liveMu.Unlock()
+		return
+	}
+	if live {
+		p.live[tok] = true
+	} else {
+		delete(p.live, tok)
+	}
+	p.liveVersion++
+	p.liveMu.Unlock()
+	if p.cfg.onCommit == nil {
+		return
+	}
+	// Serialized with batch commits, so the hook sees one ordered feed.
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	inst := p.current()
+	if inst == nil {
+		return
+	}
+	c := Commit{Generation: p.Generation(), Epoch: inst.store.epoch, Leases: []LeaseChange{{Token: tok, Live: live}}}
+	_ = inst.store.db.View(func(tx *bolt.Tx) error {
+		if id := tx.Bucket(bucketTokens).Get([]byte(tok)); id != nil {
+			c.Leases[0].SessionID = string(id)
+		}
+		return nil
+	})
+	p.cfg.onCommit(c)
+}

@@ -1,0 +1,86 @@
+package projection
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the projector's Prometheus metrics.
+type metrics struct {
+	reg          prometheus.Registerer
+	collectors   []prometheus.Collector
+	applied      *prometheus.CounterVec // records applied, by kind
+	quarantined  prometheus.Counter
+	batchSeconds prometheus.Histogram
+	lag          prometheus.Gauge
+	generation   prometheus.Gauge
+	indexDocs    prometheus.Gauge
+	cacheBytes   prometheus.Gauge
+	rebuilds     prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		reg: reg,
+		applied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dshq_projector_records_applied_total",
+			Help: "Stream records applied, by kind (header, event, invalid, quarantined).",
+		}, []string{"kind"}),
+		quarantined: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dshq_projector_quarantined_records_total",
+			Help: "Records refused and quarantined.",
+		}),
+		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "dshq_projector_batch_seconds",
+			Help:    "Time to apply one batch to the store and the index.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dshq_projector_lag_records",
+			Help: "Records in the stream not yet applied (as of the last batch).",
+		}),
+		generation: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dshq_projector_generation",
+			Help: "Stream sequence through which the projection is applied.",
+		}),
+		indexDocs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dshq_projector_index_documents",
+			Help: "Documents upserted into the index by this process (net of deleted sessions is not tracked).",
+		}),
+		cacheBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dshq_projector_fold_cache_bytes",
+			Help: "Bytes of fold state held in the in-memory cache.",
+		}),
+		rebuilds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dshq_projector_rebuilds_total",
+			Help: "Rebuilt projections swapped in.",
+		}),
+	}
+	m.collectors = []prometheus.Collector{m.applied, m.quarantined, m.batchSeconds, m.lag, m.generation, m.indexDocs, m.cacheBytes, m.rebuilds}
+	if reg == nil {
+		return m, nil
+	}
+	for i, c := range m.collectors {
+		if err := reg.Register(c); err != nil {
+			for _, done := range m.collectors[:i] {
+				reg.Unregister(done)
+			}
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, errors.New("register projector metrics: already registered on this registry")
+			}
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) unregister() {
+	if m.reg == nil {
+		return
+	}
+	for _, c := range m.collectors {
+		m.reg.Unregister(c)
+	}
+}

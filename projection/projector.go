@@ -1,0 +1,426 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/dshq/dshq"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults of the projector's settings.
+const (
+	DefaultStream         = "DSH_SESSIONS"
+	DefaultSubjectPrefix  = "dsh.log."
+	DefaultLeaseBucket    = "DSH_LEASES"
+	DefaultDurable        = "dsh-projector"
+	DefaultBatchSize      = 512
+	DefaultFoldCacheBytes = 64 << 20
+)
+
+// Option configures Open.
+type Option func(*config)
+
+type config struct {
+	stream      string
+	durable     string
+	leaseBucket string
+	batchSize   int
+	cacheBytes  int64
+	registerer  prometheus.Registerer
+	logger      *slog.Logger
+	onCommit    func(Commit)
+	verify      bool
+	decoder     Decoder
+	folder      Folder
+	openIndex   IndexOpener
+	// hook, when set, is called at named points of a batch; an error makes
+	// the projector stop as if it crashed there (crash tests).
+	hook func(point string, gen uint64) error
+}
+
+// WithStream sets the stream name (DefaultStream).
+func WithStream(name string) Option { return func(c *config) { c.stream = name } }
+
+// WithDurable sets the durable consumer's name (DefaultDurable).
+func WithDurable(name string) Option { return func(c *config) { c.durable = name } }
+
+// WithLeaseBucket sets the write-lease KV bucket (DefaultLeaseBucket).
+func WithLeaseBucket(name string) Option { return func(c *config) { c.leaseBucket = name } }
+
+// WithBatchSize bounds the records applied in one transaction (DefaultBatchSize).
+func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
+
+// WithFoldCacheBytes sets the in-memory fold-state cache budget
+// (DefaultFoldCacheBytes).
+func WithFoldCacheBytes(n int64) Option { return func(c *config) { c.cacheBytes = n } }
+
+// WithRegisterer registers the projector's metrics on r.
+func WithRegisterer(r prometheus.Registerer) Option { return func(c *config) { c.registerer = r } }
+
+// WithLogger sets the structured logger (slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithOnCommit sets the hook that receives every Commit after it becomes
+// visible. It runs on the projector's goroutine: it must not block long and
+// must not call View with a generation beyond the commit's.
+func WithOnCommit(fn func(Commit)) Option { return func(c *config) { c.onCommit = fn } }
+
+// WithVerifyOnOpen sets whether Open runs bbolt's full consistency check on
+// the store (default true; its cost grows with the store).
+func WithVerifyOnOpen(v bool) Option { return func(c *config) { c.verify = v } }
+
+// WithDecoder sets the record decoder.
+func WithDecoder(d Decoder) Option { return func(c *config) { c.decoder = d } }
+
+// WithFolder sets the fold.
+func WithFolder(f Folder) Option { return func(c *config) { c.folder = f } }
+
+// WithIndex sets how the full-text index is opened.
+func WithIndex(open IndexOpener) Option { return func(c *config) { c.openIndex = open } }
+
+// Projector folds the session stream into its stores and serves reads. Open
+// it, call Run to follow the stream, View to read, Close when done.
+type Projector struct {
+	js      jetstream.JetStream
+	dir     string
+	cfg     config
+	log     *slog.Logger
+	metrics *metrics
+
+	// mu guards cur: readers take it shared to begin a snapshot, a rebuild
+	// swap takes it exclusively.
+	mu  sync.RWMutex
+	cur *instance
+
+	// writeMu serializes writers: the loop holds it for each batch, a
+	// rebuild swap holds it to catch up and swap.
+	writeMu sync.Mutex
+
+	// genMu guards gen and genCh.
+	genMu sync.Mutex
+	gen   uint64
+	genCh chan struct{} // closed and replaced when gen advances
+
+	// liveMu guards live and liveVersion.
+	liveMu      sync.RWMutex
+	live        map[string]bool
+	liveVersion uint64
+}
+
+// instance is one projection on disk: a store, an index, their fold-state
+// cache, in one directory.
+type instance struct {
+	dir   string
+	store *store
+	index Index
+	cache *stateCache // used only by the writer holding writeMu
+	// indexGen is the index's applied generation; only the writer holding
+	// writeMu uses it.
+	indexGen uint64
+}
+
+// Open opens the projection in dir (creating it if missing). A missing,
+// corrupt or incompatible store or index is rebuilt from the stream (the
+// rebuild itself happens as Run catches up from sequence 1); an index behind
+// the store is re-fed from the store. Open does not read the stream; Run
+// does.
+func Open(ctx context.Context, js jetstream.JetStream, dir string, opts ...Option) (*Projector, error) {
+	cfg := config{
+		stream: DefaultStream, durable: DefaultDurable, leaseBucket: DefaultLeaseBucket,
+		batchSize: DefaultBatchSize, cacheBytes: DefaultFoldCacheBytes, verify: true,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.complete(); err != nil {
+		return nil, err
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	p := &Projector{
+		js: js, dir: dir, cfg: cfg, log: cfg.logger.With("component", "projector"),
+		genCh: make(chan struct{}), live: map[string]bool{},
+	}
+	var err error
+	if p.metrics, err = newMetrics(cfg.registerer); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open projection: %w", err)
+	}
+	inst, err := p.openCurrent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.cur = inst
+	cp, err := inst.store.checkpoint()
+	if err != nil {
+		inst.close()
+		return nil, err
+	}
+	p.gen = cp
+	return p, nil
+}
+
+func (c *config) complete() error {
+	switch {
+	case c.decoder == nil:
+		return errors.New("open projection: no record decoder (WithDecoder)")
+	case c.folder == nil:
+		return errors.New("open projection: no fold (WithFolder)")
+	case c.openIndex == nil:
+		return errors.New("open projection: no index (WithIndex)")
+	case c.batchSize < 1:
+		return fmt.Errorf("open projection: batch size %d is not positive", c.batchSize)
+	case c.cacheBytes < 0:
+		return fmt.Errorf("open projection: fold cache budget %d is negative", c.cacheBytes)
+	case c.stream == "" || c.durable == "" || c.leaseBucket == "":
+		return errors.New("open projection: stream, durable and lease bucket names must not be empty")
+	}
+	return nil
+}
+
+// currentFile names the directory of the serving projection.
+const currentFile = "CURRENT"
+
+// openCurrent opens the serving instance named by CURRENT, replacing it with
+// an empty one when it is missing, corrupt or incompatible.
+func (p *Projector) openCurrent(ctx context.Context) (*instance, error) {
+	name, err := os.ReadFile(filepath.Join(p.dir, currentFile))
+	if err == nil && validInstanceName(strings.TrimSpace(string(name))) {
+		inst, err := p.openInstance(ctx, filepath.Join(p.dir, strings.TrimSpace(string(name))))
+		if err == nil {
+			p.removeStale(filepath.Base(inst.dir))
+			return inst, nil
+		}
+		if !errors.Is(err, ErrCorruptStore) {
+			return nil, err
+		}
+		p.log.Warn("projection store is corrupt or incompatible; rebuilding from the stream", "err", err)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("open projection: %w", err)
+	}
+	inst, err := p.newInstance(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.setCurrent(inst); err != nil {
+		inst.close()
+		return nil, err
+	}
+	p.removeStale(filepath.Base(inst.dir))
+	return inst, nil
+}
+
+func validInstanceName(n string) bool {
+	return strings.HasPrefix(n, "p-") && !strings.ContainsAny(n, "/\\") && n != "p-"
+}
+
+// newInstance creates an empty instance in a fresh directory.
+func (p *Projector) newInstance(ctx context.Context) (*instance, error) {
+	dir, err := os.MkdirTemp(p.dir, "p-")
+	if err != nil {
+		return nil, fmt.Errorf("create projection: %w", err)
+	}
+	inst, err := p.openInstance(ctx, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return inst, nil
+}
+
+// openInstance opens the store and index in dir. A corrupt index is
+// recreated and re-fed from the store; an index behind the store is re-fed
+// for the sessions changed since its generation.
+func (p *Projector) openInstance(ctx context.Context, dir string) (*instance, error) {
+	st, err := openStore(filepath.Join(dir, "projection.db"), p.cfg.verify)
+	if err != nil {
+		return nil, err
+	}
+	inst := &instance{dir: dir, store: st, cache: newStateCache(p.cfg.cacheBytes)}
+	idxDir := filepath.Join(dir, "index")
+	idx, err := p.cfg.openIndex(idxDir)
+	if err != nil {
+		p.log.Warn("index is corrupt or incompatible; recreating it from the store", "dir", idxDir, "err", err)
+		if err := os.RemoveAll(idxDir); err != nil {
+			st.close()
+			return nil, fmt.Errorf("remove corrupt index: %w", err)
+		}
+		if idx, err = p.cfg.openIndex(idxDir); err != nil {
+			st.close()
+			return nil, fmt.Errorf("create index: %w", err)
+		}
+	}
+	inst.index = idx
+	if err := p.refeedIndex(ctx, inst); err != nil {
+		inst.close()
+		return nil, err
+	}
+	return inst, nil
+}
+
+// setCurrent records inst as the serving instance (atomic rename).
+func (p *Projector) setCurrent(inst *instance) error {
+	tmp := filepath.Join(p.dir, currentFile+".tmp")
+	if err := os.WriteFile(tmp, []byte(filepath.Base(inst.dir)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("record current projection: %w", err)
+	}
+	if err := syncFile(tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(p.dir, currentFile)); err != nil {
+		return fmt.Errorf("record current projection: %w", err)
+	}
+	return syncFile(p.dir)
+}
+
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	return nil
+}
+
+// removeStale deletes projection directories other than keep (leftovers of
+// an interrupted rebuild or a replaced corrupt projection).
+func (p *Projector) removeStale(keep string) {
+	entries, err := os.ReadDir(p.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "p-") && e.Name() != keep {
+			if err := os.RemoveAll(filepath.Join(p.dir, e.Name())); err != nil {
+				p.log.Warn("remove stale projection", "dir", e.Name(), "err", err)
+			}
+		}
+	}
+}
+
+func (i *instance) close() error {
+	return errors.Join(i.index.Close(), i.store.close())
+}
+
+// Close closes the serving projection. Run must have returned.
+func (p *Projector) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cur == nil {
+		return nil
+	}
+	err := p.cur.close()
+	p.cur = nil
+	p.metrics.unregister()
+	return err
+}
+
+// Generation returns the stream sequence through which the serving
+// projection has been applied (store and index).
+func (p *Projector) Generation() uint64 {
+	p.genMu.Lock()
+	defer p.genMu.Unlock()
+	return p.gen
+}
+
+// Epoch returns the serving projection's epoch.
+func (p *Projector) Epoch() string {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.cur == nil {
+		return ""
+	}
+	return p.cur.store.epoch
+}
+
+// Index returns the serving projection's full-text index. Its content may
+// be ahead of any snapshot (see the package doc); after a rebuild swap a new
+// Index is serving, so call Index inside View rather than keeping it.
+func (p *Projector) Index() Index {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.cur == nil {
+		return nil
+	}
+	return p.cur.index
+}
+
+// WaitGeneration waits until the applied generation reaches min. It fails
+// with a *dshq.Error of code SESSION_QUERY_NOT_CAUGHT_UP when ctx ends first.
+func (p *Projector) WaitGeneration(ctx context.Context, min uint64) error {
+	for {
+		p.genMu.Lock()
+		gen, ch := p.gen, p.genCh
+		p.genMu.Unlock()
+		if gen >= min {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return &dshq.Error{
+				Code:    dshq.CodeNotCaughtUp,
+				Message: fmt.Sprintf("projection is at generation %d; minGeneration %d was not reached in time", gen, min),
+				Err:     ctx.Err(),
+			}
+		}
+	}
+}
+
+// setGeneration publishes a new applied generation and wakes waiters.
+func (p *Projector) setGeneration(g uint64) {
+	p.genMu.Lock()
+	defer p.genMu.Unlock()
+	p.gen = g
+	close(p.genCh)
+	p.genCh = make(chan struct{})
+}
+
+// View waits (bounded by ctx: SESSION_QUERY_NOT_CAUGHT_UP) until the applied
+// generation reaches minGeneration, then runs fn on a consistent snapshot.
+// fn's error is returned as is. A closed projector fails with
+// SESSION_QUERY_INDEX_FAILED.
+func (p *Projector) View(ctx context.Context, minGeneration uint64, fn func(Snapshot) error) error {
+	if err := p.WaitGeneration(ctx, minGeneration); err != nil {
+		return err
+	}
+	p.mu.RLock()
+	if p.cur == nil {
+		p.mu.RUnlock()
+		return dshq.Errorf(dshq.CodeIndexFailed, "projection is closed")
+	}
+	inst := p.cur
+	tx, err := inst.store.db.Begin(false)
+	p.mu.RUnlock()
+	if err != nil {
+		return &dshq.Error{Code: dshq.CodeIndexFailed, Message: "projection read failed", Err: err}
+	}
+	defer tx.Rollback()
+	gen, err := readU64(tx.Bucket(bucketMeta).Get(metaCheckpoint))
+	if err != nil {
+		return &dshq.Error{Code: dshq.CodeIndexFailed, Message: "projection read failed", Err: err}
+	}
+	s := &snapshot{tx: tx, gen: gen, epoch: inst.store.epoch, folder: p.cfg.folder}
+	p.liveMu.RLock()
+	s.live = make(map[string]bool, len(p.live))
+	for k, v := range p.live {
+		s.live[k] = v
+	}
+	s.liveVersion = p.liveVersion
+	p.liveMu.RUnlock()
+	return fn(s)
+}

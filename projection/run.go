@@ -1,0 +1,208 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+)
+
+// fetchWait is how long one pull request waits for records.
+const fetchWait = 2 * time.Second
+
+// Run follows the stream and the lease bucket until ctx ends (then it
+// returns nil) or a store fails (then it returns the error). It applies
+// records in stream order in batches, each committed with its checkpoint in
+// one bbolt transaction before it is acknowledged.
+func (p *Projector) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return p.follow(ctx) })
+	g.Go(func() error { return p.watchLeases(ctx) })
+	err := g.Wait()
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return nil
+	}
+	return err
+}
+
+func (p *Projector) current() *instance {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.cur
+}
+
+// follow is the projector loop.
+func (p *Projector) follow(ctx context.Context) error {
+	var (
+		cons jetstream.Consumer
+		for_ *instance
+	)
+	for ctx.Err() == nil {
+		inst := p.current()
+		if inst == nil {
+			return errors.New("projection is closed")
+		}
+		if inst != for_ {
+			c, err := p.consumer(ctx, inst)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			cons, for_ = c, inst
+		}
+		mb, err := cons.Fetch(p.cfg.batchSize, jetstream.FetchMaxWait(fetchWait))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			p.log.Warn("fetch failed; retrying", "err", err)
+			for_ = nil // recreate the consumer: it may have been deleted
+			if err := waitCtx(ctx, time.Second); err != nil {
+				return nil
+			}
+			continue
+		}
+		if err := p.drain(ctx, inst, mb); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drain applies the messages of one pull request, grouping those that are
+// already there into batches.
+func (p *Projector) drain(ctx context.Context, inst *instance, mb jetstream.MessageBatch) error {
+	msgs := mb.Messages()
+	for {
+		var first jetstream.Msg
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return nil
+			}
+			first = m
+		case <-ctx.Done():
+			return nil
+		}
+		group := []jetstream.Msg{first}
+	gather:
+		for len(group) < p.cfg.batchSize {
+			select {
+			case m, ok := <-msgs:
+				if !ok {
+					break gather
+				}
+				group = append(group, m)
+			default:
+				break gather
+			}
+		}
+		if err := p.applyMsgs(ctx, inst, group); err != nil {
+			if errors.Is(err, errSwapped) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// errSwapped: the serving instance changed under the loop (a rebuild was
+// swapped in); the loop re-creates its consumer from the new checkpoint.
+var errSwapped = errors.New("projection swapped")
+
+func (p *Projector) applyMsgs(ctx context.Context, inst *instance, msgs []jetstream.Msg) error {
+	recs := make([]streamRecord, 0, len(msgs))
+	var pending uint64
+	for _, m := range msgs {
+		md, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("message metadata: %w", err)
+		}
+		recs = append(recs, streamRecord{seq: md.Sequence.Stream, subject: m.Subject(), data: m.Data()})
+		pending = md.NumPending
+	}
+	start := time.Now()
+	p.writeMu.Lock()
+	if p.current() != inst {
+		p.writeMu.Unlock()
+		return errSwapped
+	}
+	c, err := p.applyBatch(ctx, inst, recs)
+	if err == nil && c != nil {
+		p.published(c)
+	}
+	p.writeMu.Unlock()
+	if err != nil {
+		return err
+	}
+	if herr := p.hook("before-ack", recs[len(recs)-1].seq); herr != nil {
+		return herr
+	}
+	// AckAll: acknowledging the last acknowledges the group. A lost ack
+	// only means a redelivery, which the checkpoint skips.
+	if err := msgs[len(msgs)-1].Ack(); err != nil {
+		p.log.Debug("ack failed", "err", err)
+	}
+	p.metrics.batchSeconds.Observe(time.Since(start).Seconds())
+	p.metrics.lag.Set(float64(pending))
+	return nil
+}
+
+// published makes a committed batch visible: the generation advances and
+// the OnCommit hook runs. The caller holds writeMu.
+func (p *Projector) published(c *Commit) {
+	p.setGeneration(c.Generation)
+	p.metrics.generation.Set(float64(c.Generation))
+	if p.cfg.onCommit != nil {
+		p.cfg.onCommit(*c)
+	}
+}
+
+// consumer (re)creates the durable pull consumer so that it delivers from
+// the instance's checkpoint + 1: the store, not the consumer's ack floor,
+// says where to resume (after a rebuild or a lost store they differ).
+func (p *Projector) consumer(ctx context.Context, inst *instance) (jetstream.Consumer, error) {
+	cp, err := inst.store.checkpoint()
+	if err != nil {
+		return nil, err
+	}
+	stream, err := p.js.Stream(ctx, p.cfg.stream)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", p.cfg.stream, err)
+	}
+	if err := stream.DeleteConsumer(ctx, p.cfg.durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("reset consumer %s: %w", p.cfg.durable, err)
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       p.cfg.durable,
+		AckPolicy:     jetstream.AckAllPolicy,
+		AckWait:       time.Minute,
+		MaxAckPending: -1,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+	if cp > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = cp + 1
+	}
+	c, err := stream.CreateConsumer(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create consumer %s: %w", p.cfg.durable, err)
+	}
+	return c, nil
+}
+
+func waitCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,68 @@
+package projection
+
+import "container/list"
+
+// stateCache keeps decoded fold states in memory within a byte budget,
+// evicting the least recently used. The size of an entry is the length of
+// its encoded state. Only the writer holding Projector.writeMu uses it, so
+// it has no lock of its own. The stored bytes in bbolt are the truth: an
+// evicted state is restored from them.
+type stateCache struct {
+	budget int64
+	used   int64
+	order  *list.List               // front = most recently used
+	items  map[string]*list.Element // id → element holding *cacheEntry
+}
+
+type cacheEntry struct {
+	id    string
+	state FoldState
+	size  int64
+}
+
+func newStateCache(budget int64) *stateCache {
+	return &stateCache{budget: budget, order: list.New(), items: map[string]*list.Element{}}
+}
+
+// get returns the cached state of id.
+func (c *stateCache) get(id string) (FoldState, bool) {
+	el, ok := c.items[id]
+	if !ok {
+		return nil, false
+	}
+	c.order.MoveToFront(el)
+	return el.Value.(*cacheEntry).state, true
+}
+
+// put caches st for id with the given encoded size, evicting as needed. A
+// state larger than the whole budget is not cached.
+func (c *stateCache) put(id string, st FoldState, size int64) {
+	c.remove(id)
+	if size > c.budget {
+		return
+	}
+	c.items[id] = c.order.PushFront(&cacheEntry{id: id, state: st, size: size})
+	c.used += size
+	for c.used > c.budget {
+		last := c.order.Back()
+		e := last.Value.(*cacheEntry)
+		c.order.Remove(last)
+		delete(c.items, e.id)
+		c.used -= e.size
+	}
+}
+
+// remove drops id's state (after a failed batch, or when it became invalid).
+func (c *stateCache) remove(id string) {
+	if el, ok := c.items[id]; ok {
+		c.used -= el.Value.(*cacheEntry).size
+		c.order.Remove(el)
+		delete(c.items, id)
+	}
+}
+
+// bytes returns the bytes in use.
+func (c *stateCache) bytes() int64 { return c.used }
+
+// len returns the number of cached states.
+func (c *stateCache) len() int { return len(c.items) }

@@ -1,0 +1,194 @@
+package projection
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/dshq/dshq"
+	bolt "go.etcd.io/bbolt"
+)
+
+// ErrCorruptStore is wrapped by every failure to open a store that a rebuild
+// from the stream repairs: an unreadable or truncated file, a checksum
+// failure, a missing bucket, or another schema version.
+var ErrCorruptStore = errors.New("projection store is corrupt or incompatible")
+
+// store is one bbolt projection file.
+type store struct {
+	db    *bolt.DB
+	path  string
+	epoch string
+}
+
+// sessionValue is the stored form of SessionInfo.
+type sessionValue struct {
+	HeaderRaw      json.RawMessage `json:"h"`
+	Header         dshq.Header     `json:"hd"`
+	FormatVersion  int             `json:"fv"`
+	Inherited      int64           `json:"ic"`
+	Token          string          `json:"tok"`
+	HeaderSeq      uint64          `json:"hs"`
+	EventCount     int64           `json:"n"`
+	Title          *dshq.Title     `json:"title,omitempty"`
+	LastStepStart  int64           `json:"step"`
+	InvalidFrom    int64           `json:"inv"`
+	InvalidReason  string          `json:"why,omitempty"`
+	ReclassifiedAt uint64          `json:"rc"`
+	UpdatedAt      uint64          `json:"up"`
+}
+
+func (v *sessionValue) info() SessionInfo {
+	return SessionInfo{
+		Header: dshq.HeaderRecord{
+			Header:              v.Header,
+			FormatVersion:       v.FormatVersion,
+			InheritedEventCount: v.Inherited,
+			Raw:                 v.HeaderRaw,
+		},
+		Token:          v.Token,
+		HeaderSeq:      v.HeaderSeq,
+		EventCount:     v.EventCount,
+		Title:          v.Title,
+		LastStepStart:  v.LastStepStart,
+		InvalidFrom:    v.InvalidFrom,
+		InvalidReason:  v.InvalidReason,
+		ReclassifiedAt: v.ReclassifiedAt,
+		UpdatedAt:      v.UpdatedAt,
+		OrderKey:       createdKey(v.Header.CreatedAt, v.Header.ID),
+	}
+}
+
+func newEpoch() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// openStore opens (or creates) the bbolt file at path. A new file gets a
+// fresh epoch. A file that cannot be read, fails bbolt's consistency check
+// (when verify) or has another schema version fails with ErrCorruptStore.
+func openStore(path string, verify bool) (s *store, err error) {
+	_, statErr := os.Stat(path)
+	fresh := errors.Is(statErr, os.ErrNotExist)
+	defer func() {
+		// bbolt panics on some garbled pages; a corrupt file must be an
+		// error, never a crash.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: open %s: %v", ErrCorruptStore, path, r)
+		}
+	}()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, fmt.Errorf("open %s: file is locked by another process: %w", path, err)
+		}
+		return nil, fmt.Errorf("%w: open %s: %v", ErrCorruptStore, path, err)
+	}
+	s = &store{db: db, path: path}
+	if err := s.init(fresh, verify); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *store) init(fresh, verify bool) error {
+	if fresh {
+		return s.db.Update(func(tx *bolt.Tx) error {
+			for _, b := range allBuckets {
+				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+					return err
+				}
+			}
+			s.epoch = newEpoch()
+			meta := tx.Bucket(bucketMeta)
+			if err := meta.Put(metaSchema, u64(SchemaVersion)); err != nil {
+				return err
+			}
+			if err := meta.Put(metaCheckpoint, u64(0)); err != nil {
+				return err
+			}
+			return meta.Put(metaEpoch, []byte(s.epoch))
+		})
+	}
+	return s.db.View(func(tx *bolt.Tx) error {
+		if verify {
+			var first error
+			for err := range tx.Check() { // drain: the checker goroutine ends only when read out
+				if first == nil {
+					first = err
+				}
+			}
+			if first != nil {
+				return fmt.Errorf("%w: %s: %v", ErrCorruptStore, s.path, first)
+			}
+		}
+		for _, b := range allBuckets {
+			if tx.Bucket(b) == nil {
+				return fmt.Errorf("%w: %s: bucket %q is missing", ErrCorruptStore, s.path, b)
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		v, err := readU64(meta.Get(metaSchema))
+		if err != nil || v != SchemaVersion {
+			return fmt.Errorf("%w: %s: schema version %d, want %d", ErrCorruptStore, s.path, v, SchemaVersion)
+		}
+		if _, err := readU64(meta.Get(metaCheckpoint)); err != nil {
+			return fmt.Errorf("%w: %s: checkpoint: %v", ErrCorruptStore, s.path, err)
+		}
+		s.epoch = string(meta.Get(metaEpoch))
+		if s.epoch == "" {
+			return fmt.Errorf("%w: %s: no epoch", ErrCorruptStore, s.path)
+		}
+		return nil
+	})
+}
+
+// checkpoint returns the stream sequence the store has applied.
+func (s *store) checkpoint() (uint64, error) {
+	var cp uint64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		cp, err = readU64(tx.Bucket(bucketMeta).Get(metaCheckpoint))
+		return err
+	})
+	return cp, err
+}
+
+func (s *store) close() error { return s.db.Close() }
+
+func getSession(tx *bolt.Tx, id string) (*sessionValue, error) {
+	b := tx.Bucket(bucketSessions).Get([]byte(id))
+	if b == nil {
+		return nil, nil
+	}
+	var v sessionValue
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("stored session %q: %w", id, err)
+	}
+	return &v, nil
+}
+
+func putSession(tx *bolt.Tx, v *sessionValue) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketSessions).Put([]byte(v.Header.ID), b)
+}
+
+func getEvent(tx *bolt.Tx, sk []byte, seq int64) (eventValue, bool, error) {
+	b := tx.Bucket(bucketEvents).Get(seqKey(sk, seq))
+	if b == nil {
+		return eventValue{}, false, nil
+	}
+	v, err := unmarshalEvent(b)
+	return v, err == nil, err
+}
