@@ -1,0 +1,105 @@
+package fold
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"strconv"
+)
+
+// maxSafeInt is JavaScript's Number.MAX_SAFE_INTEGER: every seq, time and
+// range bound upstream is a safe integer.
+const maxSafeInt = 1<<53 - 1
+
+// jsonKind returns the first significant byte of a JSON value ('{', '[', '"',
+// 'n', 't', 'f', or a number's first byte), or 0 for empty input.
+func jsonKind(raw []byte) byte {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	if len(raw) == 0 {
+		return 0
+	}
+	return raw[0]
+}
+
+// safeIntLiteral parses a JSON number literal as JavaScript would and reports
+// whether it is a safe integer. negZero is true for a literal that denotes -0.
+func safeIntLiteral(raw []byte) (v int64, negZero bool, ok bool) {
+	raw = bytes.TrimSpace(raw)
+	k := jsonKind(raw)
+	if k != '-' && (k < '0' || k > '9') {
+		return 0, false, false
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) || f != math.Trunc(f) || math.Abs(f) > maxSafeInt {
+		return 0, false, false
+	}
+	if f == 0 && raw[0] == '-' {
+		negZero = true
+	}
+	return int64(f), negZero, true
+}
+
+// decodeAny decodes a JSON value into Go's generic form (map[string]any,
+// []any, string, float64, bool, nil): the shape JavaScript's JSON.parse
+// gives, which the fold's comparisons are defined on.
+func decodeAny(raw []byte) (any, error) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// checkLossless reports the first value in raw that upstream's lossless-JSON
+// check refuses: -0 and numbers outside the float64 range (JSON cannot carry
+// NaN, undefined or cycles, so they cannot occur).
+func checkLossless(raw []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		n, ok := tok.(json.Number)
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(string(n), 64)
+		if err != nil || math.IsInf(f, 0) {
+			return errors.New("number " + string(n) + " is not finite")
+		}
+		if f == 0 && len(n) > 0 && n[0] == '-' {
+			return errors.New("-0 is not lossless JSON")
+		}
+	}
+}
+
+// obj returns v as a JSON object, or nil.
+func obj(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}
+
+// arr returns v as a JSON array and whether it is one.
+func arr(v any) ([]any, bool) {
+	a, ok := v.([]any)
+	return a, ok
+}
+
+// str returns v as a string and whether it is one.
+func str(v any) (string, bool) {
+	s, ok := v.(string)
+	return s, ok
+}
+
+// nonEmptyString reports whether v is a string other than "".
+func nonEmptyString(v any) bool {
+	s, ok := v.(string)
+	return ok && s != ""
+}

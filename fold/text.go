@@ -1,0 +1,128 @@
+package fold
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/dshq/dshq"
+)
+
+// Text returns an event's semantic text (UPSTREAM §4): what is indexed and
+// searched. "" means the event has no search document. Data that cannot be
+// decoded has no text.
+func Text(e dshq.Event) string {
+	switch e.Type {
+	case dshq.TypeUserMessage, dshq.TypeAssistantMessage, dshq.TypeToolResult,
+		"tool/call", "todo/write", "turn/end":
+	default:
+		return ""
+	}
+	data, err := decodeAny(e.Data)
+	if err != nil {
+		return ""
+	}
+	return SemanticText(e.Type, data)
+}
+
+// SemanticText is Text for data already decoded into Go's generic JSON form
+// (map[string]any, []any, string, float64, bool, nil). Parts are trimmed as
+// JavaScript's String.prototype.trim does, empty parts dropped and the rest
+// joined with "\n":
+//
+//   - user/message: the text of its content blocks;
+//   - assistant/message, tool/result: the text of data.message.content (or
+//     of data.content in the older shape without data.message), then for a
+//     tool/result error.name and error.code;
+//   - tool/call: name, arguments;
+//   - todo/write: each todo's status and content;
+//   - turn/end: "error" and the error's message, "aborted", "max-tokens" or
+//     "interrupted" by reason kind ("" for completed, blocked and others);
+//   - every other type, known or not: "".
+//
+// Blocks: text gives its text, tool-call its name and arguments, tool-result
+// its inner blocks (recursively); reasoning, image and unknown blocks give
+// nothing — reasoning is never searchable.
+func SemanticText(eventType string, data any) string {
+	var parts []string
+	d := obj(data)
+	switch eventType {
+	case dshq.TypeUserMessage:
+		parts = contentParts(parts, d["content"])
+	case dshq.TypeAssistantMessage:
+		parts = contentParts(parts, messageContent(d))
+	case dshq.TypeToolResult:
+		parts = contentParts(parts, messageContent(d))
+		errObj := obj(d["error"])
+		parts = appendStrings(parts, errObj["name"], errObj["code"])
+	case "tool/call":
+		parts = appendStrings(parts, d["name"], d["arguments"])
+	case "todo/write":
+		todos, _ := arr(d["todos"])
+		for _, t := range todos {
+			to := obj(t)
+			parts = appendStrings(parts, to["status"], to["content"])
+		}
+	case "turn/end":
+		parts = turnEndParts(parts, obj(d["reason"]))
+	}
+	return strings.Join(parts, "\n")
+}
+
+func turnEndParts(parts []string, reason map[string]any) []string {
+	switch kind, _ := str(reason["kind"]); kind {
+	case "error":
+		return appendStrings(parts, "error", obj(reason["error"])["message"])
+	case "aborted", "max-tokens", "interrupted":
+		return append(parts, kind)
+	}
+	return parts
+}
+
+// contentParts appends the text parts of a content block list.
+func contentParts(parts []string, content any) []string {
+	blocks, _ := arr(content)
+	for _, b := range blocks {
+		block := obj(b)
+		switch block["type"] {
+		case "text":
+			parts = appendStrings(parts, block["text"])
+		case "tool-call":
+			parts = appendStrings(parts, block["name"], block["arguments"])
+		case "tool-result":
+			parts = contentParts(parts, block["content"])
+		}
+	}
+	return parts
+}
+
+// appendStrings appends each value that is a string and not blank after
+// trimming.
+func appendStrings(parts []string, values ...any) []string {
+	for _, v := range values {
+		s, ok := v.(string)
+		if !ok {
+			continue
+		}
+		if s = jsTrim(s); s != "" {
+			parts = append(parts, s)
+		}
+	}
+	return parts
+}
+
+// jsTrim trims what JavaScript's String.prototype.trim trims: WhiteSpace
+// and LineTerminator code points (which differ from unicode.IsSpace: U+FEFF
+// is trimmed, U+0085 is not).
+func jsTrim(s string) string {
+	return strings.TrimFunc(s, isJSSpace)
+}
+
+func isJSSpace(r rune) bool {
+	switch r {
+	case '\t', '\n', '\v', '\f', '\r', ' ', 0xA0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0xFEFF:
+		return true
+	case utf8.RuneError:
+		return false
+	}
+	return r >= 0x2000 && r <= 0x200A
+}
