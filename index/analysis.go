@@ -1,0 +1,213 @@
+package index
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/analysis/lang/cjk"
+	"github.com/blevesearch/bleve/v2/registry"
+	"golang.org/x/text/unicode/norm"
+)
+
+// Names under which the analysis components are registered with Bleve. The
+// index mapping refers to them by name, so they are part of the on-disk
+// format: changing what they do means a new MappingVersion.
+const (
+	tokenizerName = "dshq_words"
+	foldName      = "dshq_fold"
+	bigramName    = "dshq_cjk_bigram"
+	analyzerName  = "dshq_text"
+)
+
+// Registration only records constructors; it does no work. Bleve resolves
+// analysis components by name from the mapping stored in an index, so they
+// must be registered before any index is opened.
+func init() {
+	if err := registry.RegisterTokenizer(tokenizerName, func(map[string]any, *registry.Cache) (analysis.Tokenizer, error) {
+		return wordTokenizer{}, nil
+	}); err != nil {
+		panic(err)
+	}
+	if err := registry.RegisterTokenFilter(foldName, func(map[string]any, *registry.Cache) (analysis.TokenFilter, error) {
+		return foldFilter{}, nil
+	}); err != nil {
+		panic(err)
+	}
+}
+
+// wordTokenizer splits text like SQLite FTS5 unicode61: a token is a maximal
+// run of letters, numbers and marks (categories L*, N*, M*, and private use
+// Co); everything else separates. A run is further split where it changes
+// between CJK and other scripts, and CJK tokens are typed Ideographic so the
+// bigram filter can take them apart.
+type wordTokenizer struct{}
+
+// Tokenize implements analysis.Tokenizer.
+func (wordTokenizer) Tokenize(input []byte) analysis.TokenStream {
+	var rv analysis.TokenStream
+	start, pos := -1, 1
+	var startCJK bool
+	flush := func(end int) {
+		if start < 0 {
+			return
+		}
+		typ := analysis.AlphaNumeric
+		if startCJK {
+			typ = analysis.Ideographic
+		}
+		rv = append(rv, &analysis.Token{Term: input[start:end], Start: start, End: end, Position: pos, Type: typ})
+		pos++
+		start = -1
+	}
+	for i := 0; i < len(input); {
+		r, size := utf8.DecodeRune(input[i:])
+		switch {
+		case !isWordRune(r):
+			flush(i)
+		case start >= 0 && unicode.In(r, unicode.M):
+			// a mark extends whatever token it follows
+		case start >= 0 && isCJK(r) != startCJK:
+			flush(i)
+			start, startCJK = i, isCJK(r)
+		case start < 0:
+			start, startCJK = i, isCJK(r)
+		}
+		i += size
+	}
+	flush(len(input))
+	return rv
+}
+
+func isWordRune(r rune) bool {
+	if r == utf8.RuneError {
+		return false
+	}
+	return unicode.In(r, unicode.L, unicode.N, unicode.M, unicode.Co)
+}
+
+// isCJK reports whether r belongs to a script written without spaces between
+// words, which the index finds by overlapping character bigrams.
+func isCJK(r rune) bool {
+	switch r {
+	case 0x30FC, 0xFF70, 0xFF9E, 0xFF9F: // prolonged sound and (half-width) voicing marks
+		return true
+	}
+	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul, unicode.Bopomofo)
+}
+
+// foldFilter makes matching case- and diacritic-insensitive: a non-CJK token
+// is lowercased, decomposed (NFKD), stripped of its nonspacing marks and
+// recomposed, so `CAFÉ`, `café` and `cafe` are one term. CJK tokens are only
+// NFKC-normalized (width variants), since their marks carry meaning (が is not
+// か). A token left empty is dropped.
+type foldFilter struct{}
+
+// Filter implements analysis.TokenFilter.
+func (foldFilter) Filter(input analysis.TokenStream) analysis.TokenStream {
+	rv := input[:0]
+	for _, tok := range input {
+		if tok.Type == analysis.Ideographic {
+			tok.Term = norm.NFKC.Bytes(tok.Term)
+		} else {
+			tok.Term = []byte(foldWord(string(tok.Term)))
+		}
+		if len(tok.Term) > 0 {
+			rv = append(rv, tok)
+		}
+	}
+	return rv
+}
+
+func foldWord(s string) string {
+	d := norm.NFKD.String(strings.ToLower(s))
+	var b strings.Builder
+	b.Grow(len(d))
+	for _, r := range d {
+		if !unicode.Is(unicode.Mn, r) {
+			b.WriteRune(r)
+		}
+	}
+	return strings.ToLower(norm.NFC.String(b.String()))
+}
+
+// analyzer is the text analysis used for documents and queries alike.
+type analyzer struct {
+	a analysis.Analyzer
+}
+
+func newAnalyzer() *analyzer {
+	return &analyzer{a: &analysis.DefaultAnalyzer{
+		Tokenizer:    wordTokenizer{},
+		TokenFilters: []analysis.TokenFilter{foldFilter{}, cjk.NewCJKBigramFilter(true)},
+	}}
+}
+
+// Analyze returns the token stream of text.
+func (an *analyzer) Analyze(text string) analysis.TokenStream {
+	return an.a.Analyze([]byte(text))
+}
+
+// phraseTerms returns the terms of the phrase that text denotes, one per
+// position: a CJK bigram where one starts at that position, else the single
+// token there. Any occurrence of text in a doc yields, at consecutive
+// positions, the same bigrams (both characters of a query bigram are in the
+// doc's run too) and a unigram at every CJK position, so the phrase matches.
+func (an *analyzer) phraseTerms(text string) []string {
+	toks := an.Analyze(text)
+	var terms []string
+	lastPos := 0
+	for _, t := range toks {
+		if t.Position != lastPos {
+			terms = append(terms, string(t.Term))
+			lastPos = t.Position
+			continue
+		}
+		if t.Type == analysis.Double {
+			terms[len(terms)-1] = string(t.Term)
+		}
+	}
+	return terms
+}
+
+// matchStart returns the byte offset in text where the phrase terms first
+// occur (by position, as the index matches them), or -1.
+func (an *analyzer) matchStart(text string, terms []string) int {
+	if len(terms) == 0 {
+		return -1
+	}
+	type slot struct {
+		start int
+		terms []string
+	}
+	var slots []slot
+	for _, t := range an.Analyze(text) {
+		i := t.Position - 1
+		for len(slots) <= i {
+			slots = append(slots, slot{start: -1})
+		}
+		if slots[i].start < 0 || t.Start < slots[i].start {
+			slots[i].start = t.Start
+		}
+		slots[i].terms = append(slots[i].terms, string(t.Term))
+	}
+	has := func(s slot, term string) bool {
+		for _, t := range s.terms {
+			if t == term {
+				return true
+			}
+		}
+		return false
+	}
+next:
+	for p := 0; p+len(terms) <= len(slots); p++ {
+		for k, term := range terms {
+			if !has(slots[p+k], term) {
+				continue next
+			}
+		}
+		return slots[p].start
+	}
+	return -1
+}

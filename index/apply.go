@@ -1,0 +1,273 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/search"
+	"github.com/blevesearch/bleve/v2/search/query"
+	"github.com/dshq/dshq"
+)
+
+// maxExactNumber bounds numeric doc fields: Bleve stores numbers as float64,
+// exact only up to 2^53 (JavaScript's safe integers, as upstream).
+const maxExactNumber = 1 << 53
+
+// stored is a doc as the index holds it: the doc and the generation of the
+// batch that first indexed it (kept across surface reclassifications).
+type stored struct {
+	doc  Doc
+	cgen uint64
+}
+
+// Apply applies b and records generation as the index's applied stream
+// sequence, in one atomic Bleve batch: after a crash the index holds either
+// everything before it or everything through it. Apply returns once the batch
+// is durable. An invalid doc fails the whole batch with ErrInvalidDoc
+// (CodeIndexFailed) and changes nothing. Apply must not run concurrently with
+// itself.
+func (x *Index) Apply(ctx context.Context, b *Batch, generation uint64) error {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.idx == nil {
+		return indexError(ErrClosed, "apply index batch")
+	}
+	if err := ctx.Err(); err != nil {
+		return indexError(err, "apply index batch")
+	}
+	final, err := x.resolve(ctx, b, generation)
+	if err != nil {
+		return indexError(err, "apply index batch")
+	}
+	bb := x.idx.NewBatch()
+	ids := make([]string, 0, len(final))
+	for id := range final {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		s := final[id]
+		if s == nil {
+			bb.Delete(id)
+			continue
+		}
+		if err := bb.Index(id, s.fields()); err != nil {
+			return indexError(err, "index doc %q", id)
+		}
+	}
+	bb.SetInternal(keyGeneration, encodeGen(generation))
+	if err := ctx.Err(); err != nil {
+		return indexError(err, "apply index batch")
+	}
+	if err := x.idx.Batch(bb); err != nil {
+		return indexError(err, "apply index batch")
+	}
+	x.gen.Store(generation)
+	return nil
+}
+
+// resolve folds the batch's operations, in order, into the final state of
+// each doc id it touches (nil = deleted).
+func (x *Index) resolve(ctx context.Context, b *Batch, generation uint64) (map[string]*stored, error) {
+	final := make(map[string]*stored)
+	for _, o := range b.ops {
+		switch o.kind {
+		case opUpsert:
+			d, err := cleanDoc(o.doc)
+			if err != nil {
+				return nil, err
+			}
+			final[docID(d.SessionID, d.Seq)] = &stored{doc: d, cgen: generation}
+		case opSetSurface:
+			if err := x.resolveSurface(ctx, final, o, generation); err != nil {
+				return nil, err
+			}
+		case opDeleteSession:
+			if err := x.resolveDelete(ctx, final, o.doc.SessionID); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return final, nil
+}
+
+func (x *Index) resolveSurface(ctx context.Context, final map[string]*stored, o op, generation uint64) error {
+	if !o.surface.Valid() {
+		return fmt.Errorf("%w: surface %q of %q seq %d", ErrInvalidDoc, o.surface, o.doc.SessionID, o.doc.Seq)
+	}
+	id := docID(o.doc.SessionID, o.doc.Seq)
+	if s, ok := final[id]; ok {
+		if s != nil {
+			s.doc.Surface = o.surface
+		}
+		return nil
+	}
+	docs, err := x.fetch(ctx, []string{id})
+	if err != nil {
+		return err
+	}
+	if len(docs) == 0 {
+		return nil // an event without text has no doc
+	}
+	s := docs[0]
+	s.doc.Surface = o.surface
+	final[id] = &s
+	return nil
+}
+
+// resolveDelete marks every doc of the session deleted: those in the index
+// and those upserted earlier in the batch.
+func (x *Index) resolveDelete(ctx context.Context, final map[string]*stored, sessionID string) error {
+	for id, s := range final {
+		if s != nil && s.doc.SessionID == sessionID {
+			final[id] = nil
+		}
+	}
+	q := query.NewTermQuery(sessionID)
+	q.SetField(fieldSession)
+	const page = 10000
+	var after []string
+	for {
+		req := bleve.NewSearchRequestOptions(q, page, 0, false)
+		req.SortByCustom(search.SortOrder{&search.SortDocID{}})
+		req.Score = "none"
+		req.SearchAfter = after
+		res, err := x.idx.SearchInContext(ctx, req)
+		if err != nil {
+			return fmt.Errorf("list docs of session %q: %w", sessionID, err)
+		}
+		for _, h := range res.Hits {
+			final[h.ID] = nil
+		}
+		if len(res.Hits) < page {
+			return nil
+		}
+		after = []string{res.Hits[len(res.Hits)-1].ID}
+	}
+}
+
+// cleanDoc validates d and sanitizes its text.
+func cleanDoc(d Doc) (Doc, error) {
+	switch {
+	case d.SessionID == "":
+		return d, fmt.Errorf("%w: blank session id", ErrInvalidDoc)
+	case d.Type == "":
+		return d, fmt.Errorf("%w: blank type of %q seq %d", ErrInvalidDoc, d.SessionID, d.Seq)
+	case !d.Surface.Valid():
+		return d, fmt.Errorf("%w: surface %q of %q seq %d", ErrInvalidDoc, d.Surface, d.SessionID, d.Seq)
+	case strings.TrimSpace(d.Text) == "":
+		return d, fmt.Errorf("%w: blank text of %q seq %d", ErrInvalidDoc, d.SessionID, d.Seq)
+	case !exact(d.Seq) || !exact(d.Time) || !exact(d.CreatedAt) || d.Seq < 0:
+		return d, fmt.Errorf("%w: seq %d, time %d or createdAt %d of %q out of range", ErrInvalidDoc, d.Seq, d.Time, d.CreatedAt, d.SessionID)
+	}
+	d.Text = Sanitize(d.Text)
+	return d, nil
+}
+
+func exact(n int64) bool { return n >= -maxExactNumber && n <= maxExactNumber }
+
+// Sanitize returns s with NUL and the noncharacters U+FDD0 and U+FDD1 (and any
+// invalid UTF-8) replaced by U+FFFD, as upstream does to document text and
+// queries.
+func Sanitize(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if !strings.ContainsAny(s, "\x00\uFDD0\uFDD1") {
+		return s
+	}
+	return strings.NewReplacer("\x00", "\uFFFD", "\uFDD0", "\uFFFD", "\uFDD1", "\uFFFD").Replace(s)
+}
+
+// fields returns the document Bleve indexes for s.
+func (s *stored) fields() map[string]any {
+	d := s.doc
+	return map[string]any{
+		fieldSession: d.SessionID,
+		fieldCwd:     nullableTerm(d.Cwd),
+		fieldParent:  nullableTerm(d.Parent),
+		fieldCreated: float64(d.CreatedAt),
+		fieldSeq:     float64(d.Seq),
+		fieldTime:    float64(d.Time),
+		fieldType:    d.Type,
+		fieldSurface: string(d.Surface),
+		fieldGen:     float64(s.cgen),
+		fieldText:    d.Text,
+	}
+}
+
+// storedFields lists the fields fetch loads.
+var storedFields = []string{fieldSession, fieldCwd, fieldParent, fieldCreated, fieldSeq, fieldTime, fieldType, fieldSurface, fieldGen, fieldText}
+
+// fetch loads the stored docs with the given ids, in the order of ids;
+// missing ids are skipped.
+func (x *Index) fetch(ctx context.Context, ids []string) ([]stored, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	req := bleve.NewSearchRequestOptions(query.NewDocIDQuery(ids), len(ids), 0, false)
+	req.Fields = storedFields
+	req.Score = "none"
+	res, err := x.idx.SearchInContext(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("load docs: %w", err)
+	}
+	byID := make(map[string]stored, len(res.Hits))
+	for _, h := range res.Hits {
+		s, err := decodeStored(h)
+		if err != nil {
+			return nil, err
+		}
+		byID[h.ID] = s
+	}
+	out := make([]stored, 0, len(ids))
+	for _, id := range ids {
+		if s, ok := byID[id]; ok {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func decodeStored(h *search.DocumentMatch) (stored, error) {
+	str := func(f string) (string, error) {
+		v, ok := h.Fields[f].(string)
+		if !ok {
+			return "", fmt.Errorf("%w: doc %q has no %s", ErrCorrupt, h.ID, f)
+		}
+		return v, nil
+	}
+	num := func(f string) (int64, error) {
+		v, ok := h.Fields[f].(float64)
+		if !ok || math.IsNaN(v) {
+			return 0, fmt.Errorf("%w: doc %q has no %s", ErrCorrupt, h.ID, f)
+		}
+		return int64(v), nil
+	}
+	var s stored
+	var errs [10]error
+	var cwd, parent, surface string
+	var cgen int64
+	s.doc.SessionID, errs[0] = str(fieldSession)
+	cwd, errs[1] = str(fieldCwd)
+	parent, errs[2] = str(fieldParent)
+	s.doc.CreatedAt, errs[3] = num(fieldCreated)
+	s.doc.Seq, errs[4] = num(fieldSeq)
+	s.doc.Time, errs[5] = num(fieldTime)
+	s.doc.Type, errs[6] = str(fieldType)
+	surface, errs[7] = str(fieldSurface)
+	cgen, errs[8] = num(fieldGen)
+	s.doc.Text, errs[9] = str(fieldText)
+	for _, err := range errs {
+		if err != nil {
+			return s, err
+		}
+	}
+	s.doc.Cwd = parseNullableTerm(cwd)
+	s.doc.Parent = parseNullableTerm(parent)
+	s.doc.Surface = dshq.Surface(surface)
+	s.cgen = uint64(cgen)
+	return s, nil
+}

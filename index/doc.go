@@ -1,0 +1,90 @@
+// Package index is dshq's full-text index: a Bleve (scorch) index of the
+// semantic text of events (UPSTREAM §4), with each session's immutable header
+// fields denormalized into every document so that metadata filters run inside
+// the index, before ranking.
+//
+// The projector is the only writer: it fills a Batch (upserts, surface
+// reclassifications, session deletions) and applies it together with the
+// stream sequence it has applied (the generation), in one atomic Bleve batch.
+// The query service searches: a query is one literal phrase, never syntax
+// (UPSTREAM §5.5), analyzed like the documents (case- and diacritic-folded
+// Unicode words, CJK as overlapping bigrams), ranked by BM25 with the
+// deterministic tie-breaks time desc, session id asc (byte order), seq desc.
+//
+// Failures at the edge are *dshq.Error values: CodeIndexFailed for storage
+// problems (and a closed index), CodeInvalidFilter for a filter the index
+// cannot apply, CodeInvalidQuery for a blank query, CodeAborted when ctx ends.
+// Open reports an unusable directory with ErrCorrupt or ErrIncompatible in the
+// chain (errors.Is), so the owner can delete it and rebuild from the stream.
+package index
+
+import "github.com/dshq/dshq"
+
+// Doc is one event with semantic text: the unit of the index. The header
+// fields (Cwd, Parent, CreatedAt) are immutable per session and repeated in
+// each of its docs so filters need no join.
+type Doc struct {
+	SessionID string
+	// Cwd is the session header's cwd; nil when the header has none.
+	Cwd *string
+	// Parent is the session header's parentSession; nil when it has none.
+	Parent    *string
+	CreatedAt int64
+	Seq       int64
+	Type      string
+	Time      int64
+	Surface   dshq.Surface
+	// Text is the event's semantic text; it must not be blank. The index
+	// sanitizes it (NUL, U+FDD0, U+FDD1 → U+FFFD) before storing it.
+	Text string
+}
+
+// Record returns the doc's event record.
+func (d Doc) Record() dshq.EventRecord {
+	return dshq.EventRecord{SessionID: d.SessionID, Seq: d.Seq, Type: d.Type, Time: d.Time, Surface: d.Surface}
+}
+
+// Batch collects index changes to apply atomically with one generation. Its
+// operations take effect in the order they were added (an upsert after a
+// DeleteSession of the same session survives it). The zero value is empty and
+// ready to use; a Batch is not safe for concurrent use.
+type Batch struct {
+	ops []op
+}
+
+type opKind int
+
+const (
+	opUpsert opKind = iota + 1
+	opSetSurface
+	opDeleteSession
+)
+
+type op struct {
+	kind    opKind
+	doc     Doc
+	surface dshq.Surface
+}
+
+// Upsert adds or replaces the doc of (d.SessionID, d.Seq).
+func (b *Batch) Upsert(d Doc) {
+	b.ops = append(b.ops, op{kind: opUpsert, doc: d})
+}
+
+// SetSurface re-indexes the doc of (sessionID, seq) with a new surface. It is a
+// no-op when that event has no doc (an event without semantic text).
+func (b *Batch) SetSurface(sessionID string, seq int64, s dshq.Surface) {
+	b.ops = append(b.ops, op{kind: opSetSurface, doc: Doc{SessionID: sessionID, Seq: seq}, surface: s})
+}
+
+// DeleteSession removes every doc of a session (a session marked invalid
+// leaves cross-session search).
+func (b *Batch) DeleteSession(sessionID string) {
+	b.ops = append(b.ops, op{kind: opDeleteSession, doc: Doc{SessionID: sessionID}})
+}
+
+// Len returns the number of operations in the batch.
+func (b *Batch) Len() int { return len(b.ops) }
+
+// Reset empties the batch for reuse.
+func (b *Batch) Reset() { b.ops = b.ops[:0] }

@@ -1,0 +1,181 @@
+package index
+
+import (
+	"math"
+
+	"github.com/blevesearch/bleve/v2/search/query"
+	"github.com/dshq/dshq"
+)
+
+// Filter budgets, kept from the original's SQL backend (UPSTREAM §5.5) so
+// that a request means the same thing on either: at most MaxPredicates
+// compiled predicates (MaxEventPredicates in event scope, where the session
+// id takes one) and MaxBoundValues values including the fixed query and
+// paging bindings.
+const (
+	MaxPredicates      = 14
+	MaxEventPredicates = 13
+	MaxBoundValues     = 32766
+)
+
+// The fixed bindings of the original's statements: query, limit and offset,
+// plus the session id in event scope.
+const (
+	fixedSessionBindings = 3
+	fixedEventBindings   = 4
+)
+
+func invalidFilter(format string, args ...any) error {
+	return dshq.Errorf(dshq.CodeInvalidFilter, format, args...)
+}
+
+// filterSet accumulates the compiled filter clauses of one search.
+type filterSet struct {
+	clauses    []query.Query
+	predicates int
+	values     int
+}
+
+// add compiles f into a clause. Session kinds are allowed only when session
+// is true, event kinds only when event is true.
+func (fs *filterSet) add(f dshq.Filter, session, event bool, live []string) error {
+	switch f.Kind {
+	case dshq.FilterID, dshq.FilterCwd, dshq.FilterParent, dshq.FilterCreatedAt, dshq.FilterAvailability:
+		if !session {
+			return invalidFilter("filter kind %q is not an event filter", f.Kind)
+		}
+	case dshq.FilterSeq, dshq.FilterTime, dshq.FilterType, dshq.FilterSurface:
+		if !event {
+			return invalidFilter("filter kind %q is not a session filter", f.Kind)
+		}
+	case dshq.FilterText:
+		return invalidFilter("metadata filters do not accept text clauses")
+	default:
+		return invalidFilter("unknown filter kind %q", f.Kind)
+	}
+	switch f.Kind {
+	case dshq.FilterID:
+		return fs.list(f, fieldSession, false, nil)
+	case dshq.FilterCwd:
+		return fs.list(f, fieldCwd, true, nil)
+	case dshq.FilterParent:
+		return fs.list(f, fieldParent, true, nil)
+	case dshq.FilterType:
+		return fs.list(f, fieldType, false, nil)
+	case dshq.FilterSurface:
+		return fs.list(f, fieldSurface, false, func(v string) bool { return dshq.Surface(v).Valid() })
+	case dshq.FilterAvailability:
+		return fs.availability(f, live)
+	default:
+		return fs.rangeOf(f)
+	}
+}
+
+// list compiles a list clause: field ∈ values (OR). A nil value is legal only
+// for a nullable field and means "absent".
+func (fs *filterSet) list(f dshq.Filter, field string, nullable bool, valid func(string) bool) error {
+	fs.predicates++
+	terms := make([]string, 0, len(f.Values))
+	for _, v := range f.Values {
+		switch {
+		case v == nil && !nullable:
+			return invalidFilter("%s filter values must be strings", f.Kind)
+		case v != nil && valid != nil && !valid(*v):
+			return invalidFilter("%s filter value %q is not allowed", f.Kind, *v)
+		case nullable:
+			terms = append(terms, nullableTerm(v))
+		default:
+			terms = append(terms, *v)
+		}
+	}
+	fs.values += len(f.Values)
+	fs.clauses = append(fs.clauses, termsQuery(field, terms))
+	return nil
+}
+
+// termsQuery matches docs whose field is one of terms; none when empty.
+func termsQuery(field string, terms []string) query.Query {
+	if len(terms) == 0 {
+		return query.NewMatchNoneQuery()
+	}
+	qs := make([]query.Query, len(terms))
+	for i, t := range terms {
+		tq := query.NewTermQuery(t)
+		tq.SetField(field)
+		qs[i] = tq
+	}
+	if len(qs) == 1 {
+		return qs[0]
+	}
+	return query.NewDisjunctionQuery(qs)
+}
+
+// availability: every indexed session is persisted (its header is in the
+// stream); a session is live when its id is in live.
+func (fs *filterSet) availability(f dshq.Filter, live []string) error {
+	var isLive, persisted bool
+	for _, v := range f.Values {
+		switch {
+		case v != nil && *v == "live":
+			isLive = true
+		case v != nil && *v == "persisted":
+			persisted = true
+		default:
+			return invalidFilter("availability filter values must be \"live\" or \"persisted\"")
+		}
+	}
+	switch {
+	case persisted:
+		return nil
+	case isLive:
+		fs.predicates++
+		fs.clauses = append(fs.clauses, termsQuery(fieldSession, live))
+	default:
+		fs.predicates++
+		fs.clauses = append(fs.clauses, query.NewMatchNoneQuery())
+	}
+	return nil
+}
+
+var rangeFields = map[string]string{
+	dshq.FilterCreatedAt: fieldCreated,
+	dshq.FilterSeq:       fieldSeq,
+	dshq.FilterTime:      fieldTime,
+}
+
+// rangeOf compiles an inclusive range; each present endpoint is a predicate.
+func (fs *filterSet) rangeOf(f dshq.Filter) error {
+	for _, b := range []*float64{f.From, f.To} {
+		if b != nil && (math.IsNaN(*b) || math.IsInf(*b, 0)) {
+			return invalidFilter("%s filter bounds must be finite numbers", f.Kind)
+		}
+	}
+	if f.From != nil && f.To != nil && *f.From > *f.To {
+		return invalidFilter("%s filter has from greater than to", f.Kind)
+	}
+	if f.From == nil && f.To == nil {
+		return nil
+	}
+	yes := true
+	q := query.NewNumericRangeInclusiveQuery(f.From, f.To, &yes, &yes)
+	q.SetField(rangeFields[f.Kind])
+	fs.clauses = append(fs.clauses, q)
+	for _, b := range []*float64{f.From, f.To} {
+		if b != nil {
+			fs.predicates++
+			fs.values++
+		}
+	}
+	return nil
+}
+
+// checkBudget enforces the original's predicate and binding budgets.
+func (fs *filterSet) checkBudget(maxPredicates, fixedBindings int) error {
+	if fs.predicates > maxPredicates {
+		return invalidFilter("too many filter predicates: %d, at most %d", fs.predicates, maxPredicates)
+	}
+	if fs.values+fixedBindings > MaxBoundValues {
+		return invalidFilter("too many filter values: %d, at most %d", fs.values, MaxBoundValues-fixedBindings)
+	}
+	return nil
+}

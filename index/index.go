@@ -1,0 +1,246 @@
+package index
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/dshq/dshq"
+)
+
+// MappingVersion names the document mapping and analysis this package writes.
+// An index recorded with another version is ErrIncompatible.
+const MappingVersion = "dshq-index-v1"
+
+// Internal keys stored beside the documents (Bleve SetInternal).
+var (
+	keyMapping    = []byte("dshq.mapping")
+	keyGeneration = []byte("dshq.generation")
+)
+
+// Sentinel errors of Open, found with errors.Is in the returned error's chain.
+var (
+	// ErrCorrupt: the directory holds something that is not a readable
+	// Bleve index. Delete it and rebuild.
+	ErrCorrupt = errors.New("index is corrupt")
+	// ErrIncompatible: a readable Bleve index that this version did not
+	// write (foreign, or another mapping version). Delete it and rebuild.
+	ErrIncompatible = errors.New("index is incompatible")
+	// ErrClosed: the index was closed.
+	ErrClosed = errors.New("index is closed")
+	// ErrInvalidDoc: a batch holds a doc the index refuses (blank session id
+	// or text, unknown surface).
+	ErrInvalidDoc = errors.New("invalid index doc")
+)
+
+// DefaultSnippetChars is the default Options.SnippetChars.
+const DefaultSnippetChars = dshq.SnippetChars
+
+// Options tunes an Index. The zero value is valid.
+type Options struct {
+	// SnippetChars bounds snippets, in code points; 0 means
+	// DefaultSnippetChars.
+	SnippetChars int
+}
+
+// Index is an open full-text index. Apply must be called by one goroutine at
+// a time (the projector); searches may run concurrently with it and with each
+// other.
+type Index struct {
+	dir  string
+	opts Options
+	an   *analyzer
+	gen  atomic.Uint64
+
+	// mu guards idx against Close: operations hold it shared, Close
+	// exclusively; idx is nil once closed.
+	mu  sync.RWMutex
+	idx bleve.Index
+}
+
+// Open opens the index in dir, creating a fresh one when dir does not exist
+// or is empty. A directory that does not hold a readable Bleve index fails
+// with ErrCorrupt, one written by another mapping version (or by something
+// else) with ErrIncompatible; both are *dshq.Error with CodeIndexFailed.
+func Open(dir string, opts Options) (*Index, error) {
+	if opts.SnippetChars < 0 {
+		return nil, dshq.Errorf(dshq.CodeInvalidConfig, "index snippet chars must not be negative, got %d", opts.SnippetChars)
+	}
+	if opts.SnippetChars == 0 {
+		opts.SnippetChars = DefaultSnippetChars
+	}
+	x := &Index{dir: dir, opts: opts, an: newAnalyzer()}
+	fresh, err := prepareDir(dir)
+	if err != nil {
+		return nil, indexError(err, "open index %q", dir)
+	}
+	if fresh {
+		err = x.create()
+	} else {
+		err = x.open()
+	}
+	if err != nil {
+		return nil, indexError(err, "open index %q", dir)
+	}
+	return x, nil
+}
+
+// prepareDir reports whether dir must be created; an empty directory is
+// removed so that Bleve can create it.
+func prepareDir(dir string) (fresh bool, err error) {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return true, os.MkdirAll(filepath.Dir(filepath.Clean(dir)), 0o700)
+	case err != nil:
+		var pe *fs.PathError
+		if errors.As(err, &pe) && !errors.Is(err, fs.ErrPermission) {
+			// not a directory
+			return false, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		return false, err
+	case len(entries) == 0:
+		return true, os.Remove(dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "index_meta.json")); err != nil {
+		return false, fmt.Errorf("%w: %s holds no index_meta.json", ErrCorrupt, dir)
+	}
+	return false, nil
+}
+
+func (x *Index) create() error {
+	m, err := newMapping()
+	if err != nil {
+		return err
+	}
+	idx, err := bleve.NewUsing(x.dir, m, bleve.Config.DefaultIndexType, bleve.Config.DefaultKVStore, nil)
+	if err != nil {
+		return err
+	}
+	b := idx.NewBatch()
+	b.SetInternal(keyMapping, []byte(MappingVersion))
+	b.SetInternal(keyGeneration, encodeGen(0))
+	if err := idx.Batch(b); err != nil {
+		_ = idx.Close()
+		return err
+	}
+	x.idx = idx
+	return nil
+}
+
+func (x *Index) open() (err error) {
+	defer func() {
+		// A damaged segment can make Bleve panic while loading it.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrCorrupt, r)
+		}
+	}()
+	idx, err := bleve.Open(x.dir)
+	if err != nil {
+		if errors.Is(err, bleve.ErrorUnknownIndexType) {
+			return fmt.Errorf("%w: %v", ErrIncompatible, err)
+		}
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	version, err := idx.GetInternal(keyMapping)
+	if err != nil {
+		_ = idx.Close()
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if string(version) != MappingVersion {
+		_ = idx.Close()
+		return fmt.Errorf("%w: mapping version %q, want %q", ErrIncompatible, version, MappingVersion)
+	}
+	raw, err := idx.GetInternal(keyGeneration)
+	if err != nil || len(raw) != 8 {
+		_ = idx.Close()
+		return fmt.Errorf("%w: unreadable generation (%d bytes, %v)", ErrCorrupt, len(raw), err)
+	}
+	x.gen.Store(binary.BigEndian.Uint64(raw))
+	x.idx = idx
+	return nil
+}
+
+// Close closes the index. Calls after Close fail with ErrClosed; Close itself
+// is idempotent.
+func (x *Index) Close() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.idx == nil {
+		return nil
+	}
+	err := x.idx.Close()
+	x.idx = nil
+	if err != nil {
+		return indexError(err, "close index")
+	}
+	return nil
+}
+
+// Generation returns the stream sequence through which the index has been
+// applied (0 for a fresh index). It is stored atomically with the content.
+func (x *Index) Generation() uint64 { return x.gen.Load() }
+
+// Stats are index metrics.
+type Stats struct {
+	// Docs is the number of indexed docs.
+	Docs uint64
+	// DiskBytes is the size of the index directory.
+	DiskBytes int64
+	// Generation is as Generation returns.
+	Generation uint64
+}
+
+// Stats returns the index's doc count and on-disk size.
+func (x *Index) Stats() (Stats, error) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.idx == nil {
+		return Stats{}, indexError(ErrClosed, "index stats")
+	}
+	n, err := x.idx.DocCount()
+	if err != nil {
+		return Stats{}, indexError(err, "count index docs")
+	}
+	var size int64
+	err = filepath.WalkDir(x.dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			// a segment merged away while walking
+			return nil
+		}
+		if info, ierr := d.Info(); ierr == nil && !d.IsDir() {
+			size += info.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		return Stats{}, indexError(err, "size index")
+	}
+	return Stats{Docs: n, DiskBytes: size, Generation: x.gen.Load()}, nil
+}
+
+func encodeGen(g uint64) []byte {
+	return binary.BigEndian.AppendUint64(nil, g)
+}
+
+// indexError wraps err as a *dshq.Error: CodeAborted for a context error,
+// CodeIndexFailed otherwise.
+func indexError(err error, format string, args ...any) error {
+	var de *dshq.Error
+	if errors.As(err, &de) {
+		return err
+	}
+	code := dshq.CodeIndexFailed
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		code = dshq.CodeAborted
+	}
+	msg := fmt.Sprintf(format, args...)
+	return &dshq.Error{Code: code, Message: msg + ": " + err.Error(), Err: err}
+}

@@ -1,0 +1,129 @@
+package index
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strconv"
+
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
+	"github.com/blevesearch/bleve/v2/analysis/lang/cjk"
+	"github.com/blevesearch/bleve/v2/mapping"
+	bindex "github.com/blevesearch/bleve_index_api"
+)
+
+// Field names of an indexed doc.
+const (
+	fieldSession = "sid"
+	fieldCwd     = "cwd"
+	fieldParent  = "parent"
+	fieldCreated = "created"
+	fieldSeq     = "seq"
+	fieldTime    = "time"
+	fieldType    = "type"
+	fieldSurface = "surface"
+	fieldGen     = "cgen"
+	fieldText    = "text"
+)
+
+// newMapping returns the index mapping: one document type with keyword
+// metadata fields, numeric ranges, and the analyzed text; BM25 scoring.
+func newMapping() (*mapping.IndexMappingImpl, error) {
+	im := mapping.NewIndexMapping()
+	im.ScoringModel = bindex.BM25Scoring
+	im.IndexDynamic = false
+	im.StoreDynamic = false
+	im.DocValuesDynamic = false
+	if err := im.AddCustomTokenFilter(bigramName, map[string]any{
+		"type":           cjk.BigramName,
+		"output_unigram": true,
+	}); err != nil {
+		return nil, fmt.Errorf("index mapping: %w", err)
+	}
+	if err := im.AddCustomAnalyzer(analyzerName, map[string]any{
+		"type":          custom.Name,
+		"tokenizer":     tokenizerName,
+		"token_filters": []any{foldName, bigramName},
+	}); err != nil {
+		return nil, fmt.Errorf("index mapping: %w", err)
+	}
+
+	dm := mapping.NewDocumentStaticMapping()
+	keywordField := func(sortable bool) *mapping.FieldMapping {
+		f := mapping.NewKeywordFieldMapping()
+		f.Analyzer = keyword.Name
+		f.Store = true
+		f.IncludeInAll = false
+		f.DocValues = sortable
+		return f
+	}
+	numberField := func(store, sortable bool) *mapping.FieldMapping {
+		f := mapping.NewNumericFieldMapping()
+		f.Store = store
+		f.IncludeInAll = false
+		f.DocValues = sortable
+		return f
+	}
+	text := mapping.NewTextFieldMapping()
+	text.Analyzer = analyzerName
+	text.Store = true
+	text.IncludeInAll = false
+	text.IncludeTermVectors = true // positions, for phrases
+	text.DocValues = false
+
+	dm.AddFieldMappingsAt(fieldSession, keywordField(true))
+	dm.AddFieldMappingsAt(fieldCwd, keywordField(false))
+	dm.AddFieldMappingsAt(fieldParent, keywordField(false))
+	dm.AddFieldMappingsAt(fieldType, keywordField(false))
+	dm.AddFieldMappingsAt(fieldSurface, keywordField(false))
+	dm.AddFieldMappingsAt(fieldCreated, numberField(true, false))
+	dm.AddFieldMappingsAt(fieldSeq, numberField(true, true))
+	dm.AddFieldMappingsAt(fieldTime, numberField(true, true))
+	dm.AddFieldMappingsAt(fieldGen, numberField(true, false))
+	dm.AddFieldMappingsAt(fieldText, text)
+	im.DefaultMapping = dm
+	im.DefaultAnalyzer = analyzerName
+	if err := im.Validate(); err != nil {
+		return nil, fmt.Errorf("index mapping: %w", err)
+	}
+	return im, nil
+}
+
+// docID is the Bleve id of (sessionID, seq): the seq as 16 hex digits, then
+// the session id's bytes. The fixed-width prefix makes it injective for any
+// session id bytes, and lets a hit's session and seq be read from its id.
+func docID(sessionID string, seq int64) string {
+	return fmt.Sprintf("%016x", uint64(seq)) + sessionID
+}
+
+// parseDocID inverts docID.
+func parseDocID(id string) (sessionID string, seq int64, err error) {
+	if len(id) < 16 {
+		return "", 0, fmt.Errorf("index doc id %q is too short", id)
+	}
+	if _, err := hex.DecodeString(id[:16]); err != nil {
+		return "", 0, fmt.Errorf("index doc id %q: %w", id, err)
+	}
+	u, err := strconv.ParseUint(id[:16], 16, 64)
+	if err != nil {
+		return "", 0, fmt.Errorf("index doc id %q: %w", id, err)
+	}
+	return id[16:], int64(u), nil
+}
+
+// nullableTerm encodes an optional header string as a keyword term that keeps
+// "absent" apart from every present value (including the empty string).
+func nullableTerm(s *string) string {
+	if s == nil {
+		return "n"
+	}
+	return "v" + *s
+}
+
+func parseNullableTerm(t string) *string {
+	if len(t) == 0 || t[0] != 'v' {
+		return nil
+	}
+	s := t[1:]
+	return &s
+}

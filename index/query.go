@@ -1,0 +1,67 @@
+package index
+
+import "github.com/dshq/dshq"
+
+// EventQuery searches the docs of one session (events.search).
+type EventQuery struct {
+	// SessionID is the session searched.
+	SessionID string
+	// Query is one literal phrase (UPSTREAM §5.5): never syntax. A query
+	// whose analysis yields no token (`*`, punctuation) matches nothing.
+	Query string
+	// Filters are event filters (seq, time, type, surface), ANDed, applied
+	// before ranking. Any other kind is CodeInvalidFilter.
+	Filters []dshq.Filter
+	// Offset and Limit page the ranked hits; Limit 0 means
+	// dshq.DefaultSearchLimit.
+	Offset, Limit int
+	// AsOf, when non-zero, hides docs first indexed after that generation,
+	// so that later pages of a paged search never see later appends.
+	AsOf uint64
+}
+
+// SessionQuery searches across sessions and groups hits by session
+// (sessions.search).
+type SessionQuery struct {
+	// Query is one literal phrase, as in EventQuery.
+	Query string
+	// SessionFilters are session filters (id, cwd, created-at, parent,
+	// availability), ANDed, applied before ranking.
+	SessionFilters []dshq.Filter
+	// EventFilters are event filters (seq, time, type, surface).
+	EventFilters []dshq.Filter
+	// LiveSessionIDs resolves availability filters: a session is live when
+	// its id is in this set; every indexed session is persisted.
+	LiveSessionIDs []string
+	// Offset and Limit page the grouped sessions; Limit 0 means
+	// dshq.DefaultSearchLimit.
+	Offset, Limit int
+	// AsOf is as in EventQuery.
+	AsOf uint64
+}
+
+// Hit is one ranked doc with its BM25 score and snippet.
+type Hit struct {
+	Doc
+	// Score is the BM25 relevance (higher is better); ties are broken by
+	// time desc, session id asc, seq desc.
+	Score float64
+	// Snippet is the doc text around the first match (UPSTREAM §5.5).
+	Snippet string
+}
+
+// EventHit returns the hit in its wire shape.
+func (h Hit) EventHit() dshq.EventSearchHit {
+	return dshq.EventSearchHit{EventRecord: h.Record(), Snippet: h.Snippet}
+}
+
+// Page is one page of hits. For SearchSessions each hit is one session's
+// strongest doc, sessions in the order of their best hit.
+type Page struct {
+	Hits []Hit
+	// More is true when at least one hit (or session) follows this page.
+	More bool
+	// Generation is the index generation read before searching: the page
+	// reflects at least every batch through it.
+	Generation uint64
+}

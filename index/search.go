@@ -1,0 +1,260 @@
+package index
+
+import (
+	"context"
+	"strings"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/search"
+	"github.com/blevesearch/bleve/v2/search/query"
+	"github.com/dshq/dshq"
+)
+
+// rankOrder is BM25 relevance, then time desc, session id asc (byte order),
+// seq desc: a total order, since (session id, seq) identifies a doc.
+func rankOrder() search.SortOrder {
+	return search.SortOrder{
+		&search.SortScore{Desc: true},
+		&search.SortField{Field: fieldTime, Desc: true, Type: search.SortFieldAsNumber},
+		&search.SortField{Field: fieldSession, Type: search.SortFieldAsString},
+		&search.SortField{Field: fieldSeq, Desc: true, Type: search.SortFieldAsNumber},
+	}
+}
+
+// NormalizeQuery returns the query as the index reads it: sanitized (NUL,
+// U+FDD0, U+FDD1 → U+FFFD), whitespace runs collapsed to one space, trimmed.
+// A blank query is CodeInvalidQuery.
+func NormalizeQuery(q string) (string, error) {
+	q = strings.Join(strings.FieldsFunc(Sanitize(q), isJSSpace), " ")
+	if q == "" {
+		return "", dshq.Errorf(dshq.CodeInvalidQuery, "query must not be blank")
+	}
+	return q, nil
+}
+
+// phrase compiles a normalized query into a Bleve phrase over the text
+// field: never the query-string parser, so every character is data. It
+// returns nil when the query has no token (it matches nothing).
+func (x *Index) phrase(q string) ([]string, query.Query) {
+	terms := x.an.phraseTerms(q)
+	switch len(terms) {
+	case 0:
+		return nil, nil
+	case 1:
+		tq := query.NewTermQuery(terms[0])
+		tq.SetField(fieldText)
+		return terms, tq
+	}
+	pq := query.NewPhraseQuery(terms, fieldText)
+	return terms, pq
+}
+
+func pageBounds(offset, limit int) (int, error) {
+	if limit == 0 {
+		limit = dshq.DefaultSearchLimit
+	}
+	if limit < 1 || limit > dshq.MaxSearchLimit {
+		return 0, dshq.Errorf(dshq.CodeInvalidLimit, "limit must be an integer from 1 to %d, got %d", dshq.MaxSearchLimit, limit)
+	}
+	if offset < 0 {
+		return 0, dshq.Errorf(dshq.CodeInvalidCursor, "offset must not be negative, got %d", offset)
+	}
+	return limit, nil
+}
+
+// SearchEvents ranks the docs of q.SessionID that contain the phrase q.Query
+// and pass q.Filters. Errors: CodeInvalidFilter, CodeInvalidQuery,
+// CodeInvalidLimit, CodeInvalidCursor (negative offset), CodeAborted,
+// CodeIndexFailed.
+func (x *Index) SearchEvents(ctx context.Context, q EventQuery) (Page, error) {
+	var fs filterSet
+	for _, f := range q.Filters {
+		if err := fs.add(f, false, true, nil); err != nil {
+			return Page{}, err
+		}
+	}
+	if err := fs.checkBudget(MaxEventPredicates, fixedEventBindings); err != nil {
+		return Page{}, err
+	}
+	text, err := NormalizeQuery(q.Query)
+	if err != nil {
+		return Page{}, err
+	}
+	limit, err := pageBounds(q.Offset, q.Limit)
+	if err != nil {
+		return Page{}, err
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.idx == nil {
+		return Page{}, indexError(ErrClosed, "search events")
+	}
+	page := Page{Generation: x.gen.Load()}
+	terms, tq := x.phrase(text)
+	if tq == nil {
+		return page, nil
+	}
+	fs.clauses = append(fs.clauses, termsQuery(fieldSession, []string{q.SessionID}))
+	req := bleve.NewSearchRequestOptions(withFilters(tq, fs.clauses, q.AsOf, nil), limit+1, q.Offset, false)
+	req.SortByCustom(rankOrder())
+	res, err := x.idx.SearchInContext(ctx, req)
+	if err != nil {
+		return Page{}, indexError(err, "search events")
+	}
+	hits := res.Hits
+	if len(hits) > limit {
+		page.More = true
+		hits = hits[:limit]
+	}
+	page.Hits, err = x.hits(ctx, hits, terms)
+	if err != nil {
+		return Page{}, indexError(err, "search events")
+	}
+	return page, nil
+}
+
+// SearchSessions ranks sessions by their strongest doc containing the phrase
+// q.Query: filters apply before ranking, each session appears once with its
+// first doc in rank order, and sessions are ordered by that doc. Errors are as
+// for SearchEvents.
+func (x *Index) SearchSessions(ctx context.Context, q SessionQuery) (Page, error) {
+	var fs filterSet
+	for _, f := range q.SessionFilters {
+		if err := fs.add(f, true, false, q.LiveSessionIDs); err != nil {
+			return Page{}, err
+		}
+	}
+	for _, f := range q.EventFilters {
+		if err := fs.add(f, false, true, nil); err != nil {
+			return Page{}, err
+		}
+	}
+	if err := fs.checkBudget(MaxPredicates, fixedSessionBindings); err != nil {
+		return Page{}, err
+	}
+	text, err := NormalizeQuery(q.Query)
+	if err != nil {
+		return Page{}, err
+	}
+	limit, err := pageBounds(q.Offset, q.Limit)
+	if err != nil {
+		return Page{}, err
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.idx == nil {
+		return Page{}, indexError(ErrClosed, "search sessions")
+	}
+	page := Page{Generation: x.gen.Load()}
+	terms, tq := x.phrase(text)
+	if tq == nil {
+		return page, nil
+	}
+	best, err := x.bestPerSession(ctx, tq, fs.clauses, q.AsOf, q.Offset+limit+1)
+	if err != nil {
+		return Page{}, indexError(err, "search sessions")
+	}
+	if len(best) <= q.Offset {
+		return page, nil
+	}
+	best = best[q.Offset:]
+	if len(best) > limit {
+		page.More = true
+		best = best[:limit]
+	}
+	page.Hits, err = x.hits(ctx, best, terms)
+	if err != nil {
+		return Page{}, indexError(err, "search sessions")
+	}
+	return page, nil
+}
+
+// bestPerSession returns, in rank order, the first-ranked doc of each of the
+// first need sessions. Each round searches only sessions not yet seen (the
+// seen ones are excluded, which changes no score), so every round yields at
+// least one new session and a session with many matching docs costs one
+// round, not a walk through all its docs.
+func (x *Index) bestPerSession(ctx context.Context, tq query.Query, filters []query.Query, asOf uint64, need int) ([]*search.DocumentMatch, error) {
+	var best []*search.DocumentMatch
+	var seen []string
+	seenSet := make(map[string]bool)
+	round := max(need, 64)
+	for len(best) < need {
+		req := bleve.NewSearchRequestOptions(withFilters(tq, filters, asOf, seen), round, 0, false)
+		req.SortByCustom(rankOrder())
+		res, err := x.idx.SearchInContext(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range res.Hits {
+			sid, _, err := parseDocID(h.ID)
+			if err != nil {
+				return nil, err
+			}
+			if seenSet[sid] {
+				continue
+			}
+			seenSet[sid] = true
+			seen = append(seen, sid)
+			best = append(best, h)
+			if len(best) == need {
+				break
+			}
+		}
+		if len(res.Hits) < round {
+			break
+		}
+		round = min(round*2, 10000)
+	}
+	return best, nil
+}
+
+// withFilters combines the text query with filter clauses that restrict the
+// candidates without scoring them, so they never change relative ranking.
+func withFilters(tq query.Query, clauses []query.Query, asOf uint64, exclude []string) query.Query {
+	if asOf > 0 {
+		lim := float64(asOf)
+		yes := true
+		r := query.NewNumericRangeInclusiveQuery(nil, &lim, nil, &yes)
+		r.SetField(fieldGen)
+		clauses = append(clauses, r)
+	}
+	bq := query.NewBooleanQuery([]query.Query{tq}, nil, nil)
+	if len(exclude) > 0 {
+		bq.AddMustNot(termsQuery(fieldSession, exclude))
+	}
+	switch len(clauses) {
+	case 0:
+	case 1:
+		bq.AddFilter(clauses[0])
+	default:
+		bq.AddFilter(query.NewConjunctionQuery(clauses))
+	}
+	return bq
+}
+
+// hits loads the docs of ranked matches and cuts their snippets.
+func (x *Index) hits(ctx context.Context, ms []*search.DocumentMatch, terms []string) ([]Hit, error) {
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+	}
+	docs, err := x.fetch(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]Doc, len(docs))
+	for _, s := range docs {
+		byID[docID(s.doc.SessionID, s.doc.Seq)] = s.doc
+	}
+	out := make([]Hit, 0, len(ms))
+	for _, m := range ms {
+		d, ok := byID[m.ID]
+		if !ok {
+			continue // deleted between the search and the load
+		}
+		at := x.an.matchStart(d.Text, terms)
+		out = append(out, Hit{Doc: d, Score: m.Score, Snippet: Snippet(d.Text, at, x.opts.SnippetChars)})
+	}
+	return out, nil
+}
