@@ -1,0 +1,425 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/fold"
+	"github.com/dshq/dshq/record"
+)
+
+// Handle is a single-owner handle on one session (UPSTREAM §8.1
+// SessionHandle). A write handle holds the session's write lease until Close;
+// its heartbeat goroutine is stopped by Close. A Handle is safe for
+// concurrent use; its operations are serialised.
+type Handle struct {
+	store   *Store
+	id      string
+	token   string
+	subject string
+	hrec    dshq.HeaderRecord
+	access  Access
+
+	mu           sync.Mutex // guards every field below; held across each operation
+	closed       bool
+	headerRaw    []byte
+	materialised bool
+	lease        *lease
+	// lastStreamSeq is the stream sequence of the session's last record
+	// known to this handle (0 before materialisation).
+	lastStreamSeq uint64
+	// headerSeq is the stream sequence of the header record (0 = unknown).
+	headerSeq uint64
+	// index[i] is the stream sequence of event i, 0 where not known exactly.
+	index []uint64
+	// state is the strict fold of events [0, state.NextSeq()): on a write
+	// handle the whole log, on a read handle the prefix read so far.
+	state *fold.State
+}
+
+func newHandle(s *Store, hrec dshq.HeaderRecord, tok string, access Access) *Handle {
+	return &Handle{store: s, id: hrec.Header.ID, token: tok, subject: SubjectPrefix + tok, hrec: hrec,
+		access: access, state: fold.New(hrec, fold.Strict)}
+}
+
+// readView is a read handle on the same session as h.
+func (h *Handle) readView() *Handle {
+	r := newHandle(h.store, h.hrec, h.token, Read)
+	r.headerRaw = h.headerRaw
+	return r
+}
+
+// ID returns the session id.
+func (h *Handle) ID() string { return h.id }
+
+// Header returns the session header, fixed at create or open.
+func (h *Handle) Header() dshq.Header { return h.hrec.Header }
+
+// InheritedEventCount returns the length of the inherited prefix.
+func (h *Handle) InheritedEventCount() int64 { return h.hrec.InheritedEventCount }
+
+// Access returns the handle's access mode.
+func (h *Handle) Access() Access { return h.access }
+
+// NextSeq returns the seq the next appended event must carry, as far as this
+// handle knows (exact for a write handle).
+func (h *Handle) NextSeq() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.state.NextSeq()
+}
+
+func (h *Handle) snapshot() *Snapshot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return &Snapshot{Header: h.hrec.Header, InheritedEventCount: h.hrec.InheritedEventCount,
+		Revision: h.lastStreamSeq, EventCount: h.state.NextSeq()}
+}
+
+func (h *Handle) closedErr(op string) error {
+	return errorf(ErrHandleClosed, h.id, "session %q: %s on a closed handle", h.id, op)
+}
+
+// writable checks that op may write: open, write access, lease held.
+func (h *Handle) writable(ctx context.Context, op string) error {
+	if h.closed {
+		return h.closedErr(op)
+	}
+	if h.access != Write {
+		return errorf(ErrReadOnly, h.id, "session %q is open read-only: %s refused", h.id, op)
+	}
+	if !h.lease.ensure(ctx) {
+		return errorf(ErrOwnershipLost, h.id, "session %q: write ownership lost (the lease lapsed and another writer took it)", h.id)
+	}
+	return nil
+}
+
+// Append stores events at the end of the log and returns the stream sequence
+// of the last record. The batch must continue at the stored next seq, and
+// every event must be a valid record (record.ParseEvent of its Raw) that the
+// strict fold accepts; unknown event types are stored verbatim. Nothing is
+// stored when any check fails. An empty batch is a no-op. The first Append
+// also publishes the header record. Errors: ErrHandleClosed, ErrReadOnly,
+// ErrOwnershipLost, ErrInvalidArgument (seq mismatch, invalid event).
+func (h *Handle) Append(ctx context.Context, events []dshq.Event) (uint64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.writable(ctx, "append"); err != nil {
+		return 0, err
+	}
+	if len(events) == 0 {
+		return h.lastStreamSeq, nil
+	}
+	st := h.state.Clone()
+	next := st.NextSeq()
+	recs := make([]outRecord, 0, len(events)+1)
+	if !h.materialised {
+		recs = append(recs, outRecord{msgID: h.token + ":h", data: h.headerRaw})
+	}
+	for i, e := range events {
+		if e.Seq != next+int64(i) {
+			return 0, errorf(ErrInvalidArgument, h.id,
+				"append seq mismatch for %q: expected %d at index %d, got %d", h.id, next+int64(i), i, e.Seq)
+		}
+		ev, err := record.ParseEvent(e.Raw)
+		if err != nil {
+			return 0, wrapf(ErrInvalidArgument, h.id, err,
+				"append to session %q: event at index %d is not a valid, losslessly JSON-serializable record: %v", h.id, i, err)
+		}
+		if ev.Seq != e.Seq || ev.Type != e.Type {
+			return 0, errorf(ErrInvalidArgument, h.id,
+				"append to session %q: event at index %d: raw record (type %q, seq %d) differs from its fields (type %q, seq %d)",
+				h.id, i, ev.Type, ev.Seq, e.Type, e.Seq)
+		}
+		if _, err := st.Apply(ev); err != nil {
+			return 0, wrapf(ErrInvalidArgument, h.id, err, "append to session %q: event at index %d: %v", h.id, i, err)
+		}
+		recs = append(recs, outRecord{msgID: h.token + ":" + strconv.FormatInt(ev.Seq, 10), data: ev.Raw})
+	}
+	if err := h.publish(ctx, recs); err != nil {
+		return 0, err
+	}
+	h.state = st
+	return h.lastStreamSeq, nil
+}
+
+// publish stores recs after the handle's last record and updates the books.
+func (h *Handle) publish(ctx context.Context, recs []outRecord) error {
+	last, err := h.store.pub.publish(ctx, h.subject, h.lastStreamSeq, recs)
+	if isConflict(err) {
+		return wrapf(ErrOwnershipLost, h.id, err,
+			"session %q: write ownership lost: the log changed under this writer (%v)", h.id, err)
+	}
+	if err != nil {
+		return fmt.Errorf("append to session %q: %w", h.id, err)
+	}
+	events := len(recs)
+	if !h.materialised {
+		events--
+		if len(recs) == 1 {
+			h.headerSeq = last
+		}
+		h.materialised = true
+		h.store.materialised(h)
+	}
+	// Only the last record's stream sequence is known exactly; the others
+	// are found by a read from the nearest known one.
+	for i := 0; i < events; i++ {
+		h.index = append(h.index, 0)
+	}
+	if events > 0 {
+		h.index[len(h.index)-1] = last
+	}
+	h.lastStreamSeq = last
+	return nil
+}
+
+// Flush materialises a created session (publishing its header record) and
+// returns once every acknowledged append is stored. Acknowledged records are
+// on disk when the server syncs always (the embedded default). Errors:
+// ErrHandleClosed, ErrReadOnly, ErrOwnershipLost, bus failures.
+func (h *Handle) Flush(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.writable(ctx, "flush"); err != nil {
+		return err
+	}
+	if h.materialised {
+		return nil
+	}
+	return h.publish(ctx, []outRecord{{msgID: h.token + ":h", data: h.headerRaw}})
+}
+
+// Close releases the handle: a write handle stops its heartbeat and releases
+// the lease; a created session that was never appended to or flushed is
+// erased (nothing was published, the id is free). Close is idempotent and
+// not cancellable (it is bounded by DefaultCloseTimeout).
+func (h *Handle) Close(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	if h.access != Write {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultCloseTimeout)
+	defer cancel()
+	h.store.forget(h)
+	if h.lease == nil {
+		return nil
+	}
+	return h.lease.release(ctx)
+}
+
+// Read returns the events with seq >= offset, at most length of them
+// (length < 0 = all). It sees every append that resolved before it started,
+// on any handle of any Store. Errors: ErrHandleClosed, ErrInvalidArgument
+// (offset or length not a safe integer), ErrFormatUnsupported (an event type
+// this harness does not know, not ignorable), ErrCorruption (a record that
+// fails validation).
+func (h *Handle) Read(ctx context.Context, offset, length int64) ([]dshq.Event, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, h.closedErr("read")
+	}
+	if offset < 0 || offset > maxSafeInt {
+		return nil, errorf(ErrInvalidArgument, h.id, "read offset must be a non-negative safe integer, got %d", offset)
+	}
+	if length > maxSafeInt {
+		return nil, errorf(ErrInvalidArgument, h.id, "read length must be a non-negative safe integer, got %d", length)
+	}
+	if length == 0 {
+		return []dshq.Event{}, nil
+	}
+	last, err := h.tail(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []dshq.Event{}
+	if last == 0 {
+		return out, nil
+	}
+	err = h.scan(ctx, offset, last, func(e dshq.Event) bool {
+		if e.Seq >= offset {
+			out = append(out, e)
+		}
+		return length < 0 || int64(len(out)) < length
+	})
+	return out, err
+}
+
+// tail returns the stream sequence of the subject's last record (0 for an
+// unmaterialised session). A write handle knows it; a read handle asks.
+func (h *Handle) tail(ctx context.Context) (uint64, error) {
+	if h.access == Write {
+		return h.lastStreamSeq, nil
+	}
+	var last uint64
+	err := h.store.pub.retry(ctx, func(ctx context.Context) error {
+		m, err := h.store.stream.GetLastMsgForSubject(ctx, h.subject)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			last = 0
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		last = m.Sequence
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read session %q: %w", h.id, err)
+	}
+	if last > h.lastStreamSeq {
+		h.lastStreamSeq = last
+	}
+	return last, nil
+}
+
+// scan delivers the events from (about) offset through stream sequence last,
+// in order, until fn returns false. Events beyond the validated prefix are
+// validated and folded as they pass, so every event this handle returns has
+// been checked in log order.
+func (h *Handle) scan(ctx context.Context, offset int64, last uint64, fn func(dshq.Event) bool) error {
+	from := min(offset, h.state.NextSeq(), int64(len(h.index))-1)
+	start, want := h.headerSeq+1, int64(0)
+	for i := from; i >= 0; i-- {
+		if h.index[i] != 0 {
+			start, want = h.index[i], i
+			break
+		}
+	}
+	// Without a known header position, the subject's first record (the
+	// header) comes first and is skipped.
+	skipHeader := h.headerSeq == 0
+	if skipHeader {
+		start = 1
+	}
+	return h.fetch(ctx, start, last, func(m jetstream.Msg, seq uint64) (bool, error) {
+		if skipHeader {
+			skipHeader, h.headerSeq = false, seq
+			return true, nil
+		}
+		e, err := h.accept(m.Data(), want, seq)
+		if err != nil {
+			return false, err
+		}
+		want++
+		return fn(e), nil
+	})
+}
+
+// accept parses the record of event want (at stream sequence seq), checks
+// it, folds it if it extends the validated prefix, and indexes it.
+func (h *Handle) accept(raw []byte, want int64, seq uint64) (dshq.Event, error) {
+	e, err := record.ParseEvent(raw)
+	if err != nil {
+		return dshq.Event{}, wrapf(ErrCorruption, h.id, err, "stored session %q failed validation: record at stream sequence %d: %v", h.id, seq, err)
+	}
+	if e.Seq != want {
+		return dshq.Event{}, errorf(ErrCorruption, h.id,
+			"stored session %q failed validation: event at stream sequence %d has seq %d, expected %d", h.id, seq, e.Seq, want)
+	}
+	if !e.Ignorable && !h.store.opts.knownType(e.Type) {
+		return dshq.Event{}, errorf(ErrFormatUnsupported, h.id,
+			"stored session %q has event type %q at seq %d that this harness does not know (not ignorable)", h.id, e.Type, e.Seq)
+	}
+	if e.Seq == h.state.NextSeq() {
+		if _, err := h.state.Apply(e); err != nil {
+			return dshq.Event{}, wrapf(ErrCorruption, h.id, err, "stored session %q failed validation: %v", h.id, err)
+		}
+	}
+	for int64(len(h.index)) <= e.Seq {
+		h.index = append(h.index, 0)
+	}
+	h.index[e.Seq] = seq
+	return e, nil
+}
+
+// loadForWrite validates the whole stored log of a freshly opened write
+// handle and positions it at the end.
+func (h *Handle) loadForWrite(ctx context.Context) error {
+	var last uint64
+	err := h.store.pub.retry(ctx, func(ctx context.Context) error {
+		m, err := h.store.stream.GetLastMsgForSubject(ctx, h.subject)
+		if err != nil {
+			return err
+		}
+		last = m.Sequence
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("open session %q: %w", h.id, err)
+	}
+	h.lastStreamSeq = last
+	if last == h.headerSeq {
+		return nil
+	}
+	return h.scan(ctx, 0, last, func(dshq.Event) bool { return true })
+}
+
+// fetch delivers the subject's messages from stream sequence start through
+// last to fn, using an ordered consumer, until fn returns false.
+func (h *Handle) fetch(ctx context.Context, start, last uint64, fn func(jetstream.Msg, uint64) (bool, error)) error {
+	if start > last {
+		return nil
+	}
+	var cons jetstream.Consumer
+	err := h.store.pub.retry(ctx, func(ctx context.Context) error {
+		var err error
+		cons, err = h.store.js.OrderedConsumer(ctx, h.store.stream.CachedInfo().Config.Name, jetstream.OrderedConsumerConfig{
+			FilterSubjects:    []string{h.subject},
+			DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+			OptStartSeq:       start,
+			InactiveThreshold: 30 * time.Second,
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read session %q: %w", h.id, err)
+	}
+	deadline := time.Now().Add(h.store.opts.maxElapsed)
+	for {
+		batch, err := cons.FetchNoWait(512)
+		if err == nil {
+			for m := range batch.Messages() {
+				md, merr := m.Metadata()
+				if merr != nil {
+					drain(batch)
+					return fmt.Errorf("read session %q: %w", h.id, merr)
+				}
+				seq := md.Sequence.Stream
+				more, ferr := fn(m, seq)
+				if ferr != nil || !more || seq >= last {
+					drain(batch)
+					return ferr
+				}
+			}
+			err = batch.Error()
+		}
+		if err != nil && !(isTransient(err) && time.Now().Before(deadline)) {
+			return fmt.Errorf("read session %q: %w", h.id, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("read session %q: %w", h.id, err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("read session %q: stream sequence %d not delivered within %v", h.id, last, h.store.opts.maxElapsed)
+		}
+	}
+}
+
+func drain(b jetstream.MessageBatch) {
+	for range b.Messages() {
+	}
+}

@@ -1,0 +1,171 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+)
+
+// LeaseKey returns the write-lease key of a session's subject token. It is
+// the token itself, except that the leading "~" of an encoded token becomes
+// "=" because key-value keys may not contain "~"; plain tokens never contain
+// "=" or "~", so the mapping stays injective.
+func LeaseKey(token string) string {
+	if strings.HasPrefix(token, "~") {
+		return "=" + token[1:]
+	}
+	return token
+}
+
+// LeaseValue is the JSON value of a write lease.
+type LeaseValue struct {
+	// SessionID is the leased session.
+	SessionID string `json:"sessionId"`
+	// Owner identifies the handle holding the lease (unique per acquisition).
+	Owner string `json:"owner"`
+	// AcquiredAt is the acquisition time, epoch ms.
+	AcquiredAt int64 `json:"acquiredAt"`
+}
+
+// lease is one held write lease. Its heartbeat goroutine is started by
+// acquireLease and stopped by release.
+type lease struct {
+	kv    jetstream.KeyValue
+	key   string
+	value []byte
+	ttl   time.Duration
+
+	stop chan struct{}
+	done chan struct{}
+
+	beatMu sync.Mutex // serialises beats (heartbeat goroutine and ensure)
+
+	mu       sync.Mutex // guards rev, lost, lastBeat
+	rev      uint64
+	lost     bool
+	lastBeat time.Time
+}
+
+// acquireLease creates the lease key; an existing live key is ErrKeyExists.
+func acquireLease(ctx context.Context, kv jetstream.KeyValue, key, id string, ttl time.Duration) (*lease, error) {
+	v, _ := json.Marshal(LeaseValue{SessionID: id, Owner: nuid.Next(), AcquiredAt: time.Now().UnixMilli()})
+	rev, err := kv.Create(ctx, key, v)
+	if err != nil {
+		return nil, err
+	}
+	l := &lease{kv: kv, key: key, value: v, ttl: ttl, rev: rev, lastBeat: time.Now(),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go l.heartbeat()
+	return l, nil
+}
+
+// heartbeat rewrites the key every ttl/3 so it never ages out while held.
+// A rewrite that finds the key changed means the lease lapsed: if nobody
+// took it, it is re-created; otherwise the lease is lost for good.
+func (l *lease) heartbeat() {
+	defer close(l.done)
+	t := time.NewTicker(l.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		}
+		if !l.beat() {
+			return
+		}
+	}
+}
+
+func (l *lease) beat() bool {
+	l.beatMu.Lock()
+	defer l.beatMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), l.ttl/3)
+	defer cancel()
+	l.mu.Lock()
+	rev := l.rev
+	l.mu.Unlock()
+	nrev, err := l.kv.Update(ctx, l.key, l.value, rev)
+	if err != nil && isWrongLastSequence(err) {
+		// The key changed under us: it lapsed (a limit marker) or another
+		// writer holds it now. Re-create only if nobody does.
+		nrev, err = l.kv.Create(ctx, l.key, l.value)
+		if isWrongLastSequence(err) || errors.Is(err, jetstream.ErrKeyExists) {
+			l.mu.Lock()
+			l.lost = true
+			l.mu.Unlock()
+			return false
+		}
+	}
+	if err != nil {
+		return true // transient: try again next tick
+	}
+	l.mu.Lock()
+	l.rev, l.lastBeat = nrev, time.Now()
+	l.mu.Unlock()
+	return true
+}
+
+// check reports whether the lease is still held as far as this process
+// knows: not taken over, and refreshed within the TTL.
+func (l *lease) check() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.lost && time.Since(l.lastBeat) < l.ttl
+}
+
+// release stops the heartbeat and deletes the key if it is still ours.
+func (l *lease) release(ctx context.Context) error {
+	close(l.stop)
+	<-l.done
+	l.mu.Lock()
+	rev, lost := l.rev, l.lost
+	l.mu.Unlock()
+	if lost {
+		return nil
+	}
+	err := l.kv.Delete(ctx, l.key, jetstream.LastRevision(rev))
+	if err != nil && !isWrongLastSequence(err) {
+		return fmt.Errorf("release lease %s: %w", l.key, err)
+	}
+	return nil
+}
+
+func isWrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	}
+	return false
+}
+
+// ensure reports whether the lease is held, refreshing it synchronously when
+// the heartbeat has not succeeded within the TTL (after an outage the key
+// may have lapsed; it is re-created unless another writer holds it).
+func (l *lease) ensure(ctx context.Context) bool {
+	if l == nil {
+		return false
+	}
+	if l.check() {
+		return true
+	}
+	l.mu.Lock()
+	lost := l.lost
+	l.mu.Unlock()
+	if lost {
+		return false
+	}
+	l.beat()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.lost
+}

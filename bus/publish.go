@@ -1,0 +1,257 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+)
+
+// Headers of a session record (CONTRACT §2) and of an atomic batch
+// (nats-server 2.12+).
+const (
+	hdrMsgID           = jetstream.MsgIDHeader
+	hdrExpectedSubjSeq = jetstream.ExpectedLastSubjSeqHeader
+	hdrBatchID         = "Nats-Batch-Id"
+	hdrBatchSeq        = "Nats-Batch-Sequence"
+	hdrBatchCommit     = "Nats-Batch-Commit"
+)
+
+// MaxAtomicBatch is the largest atomic batch the server accepts by default;
+// a longer Append is published as consecutive atomic batches.
+const MaxAtomicBatch = 1000
+
+// JetStream error codes the publisher reacts to.
+const (
+	errCodeBatchDuplicate  jetstream.ErrorCode = 10201 // atomic batch holds a stored msg id
+	errCodeDupInProcess    jetstream.ErrorCode = 10158 // the same msg id is being stored
+	errCodeBatchIncomplete jetstream.ErrorCode = 10176 // a batch message was lost in transit
+)
+
+// outRecord is one record to publish on a session subject.
+type outRecord struct {
+	msgID string
+	data  []byte
+}
+
+// publisher publishes a session's records with deduplication and the
+// expected-last-subject-sequence guard, retrying transient failures.
+type publisher struct {
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	stream     jetstream.Stream
+	maxElapsed time.Duration
+	attempt    time.Duration // per-attempt request timeout
+}
+
+// publish stores recs on subject after the record at stream sequence prev
+// (0 = none) and returns the stream sequence of the last one. Records go in
+// atomic batches of at most MaxAtomicBatch; a single record is a plain
+// publish. A retried attempt after an ambiguous failure never stores a record
+// twice (Nats-Msg-Id) nor out of order (expected last subject sequence): a
+// conflict is resolved by checking whether the records are already stored.
+func (p *publisher) publish(ctx context.Context, subject string, prev uint64, recs []outRecord) (uint64, error) {
+	for len(recs) > 0 {
+		n := min(len(recs), MaxAtomicBatch)
+		last, err := p.publishChunk(ctx, subject, prev, recs[:n])
+		if err != nil {
+			return 0, err
+		}
+		prev, recs = last, recs[n:]
+	}
+	return prev, nil
+}
+
+func (p *publisher) publishChunk(ctx context.Context, subject string, prev uint64, recs []outRecord) (uint64, error) {
+	var last uint64
+	op := func() error {
+		actx, cancel := context.WithTimeout(ctx, p.attempt)
+		defer cancel()
+		seq, err := p.send(actx, subject, prev, recs)
+		if err == nil {
+			last = seq
+			return nil
+		}
+		if ctx.Err() != nil {
+			return backoff.Permanent(ctx.Err())
+		}
+		if isConflict(err) {
+			// A previous attempt may have stored the chunk already.
+			seq, ok, cerr := p.confirm(actx, subject, prev, recs)
+			if cerr != nil {
+				return cerr // transient lookup failure: retry the whole step
+			}
+			if ok {
+				last = seq
+				return nil
+			}
+			return backoff.Permanent(err)
+		}
+		if isTransient(err) {
+			return err
+		}
+		return backoff.Permanent(err)
+	}
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 20 * time.Millisecond
+	b.MaxInterval = time.Second
+	b.MaxElapsedTime = p.maxElapsed
+	if err := backoff.Retry(op, backoff.WithContext(b, ctx)); err != nil {
+		return 0, err
+	}
+	return last, nil
+}
+
+// send makes one attempt: a plain publish for one record, otherwise an
+// atomic batch. Only the first record carries the expected last subject
+// sequence: the server refuses the header on a subject already written in
+// the same batch, and the batch is applied all-or-nothing in isolation, so
+// the first record's check guards the whole chunk.
+func (p *publisher) send(ctx context.Context, subject string, prev uint64, recs []outRecord) (uint64, error) {
+	msg := func(i int) *nats.Msg {
+		m := nats.NewMsg(subject)
+		m.Data = recs[i].data
+		m.Header.Set(hdrMsgID, recs[i].msgID)
+		if i == 0 {
+			m.Header.Set(hdrExpectedSubjSeq, strconv.FormatUint(prev, 10))
+		}
+		return m
+	}
+	if len(recs) == 1 {
+		ack, err := p.js.PublishMsg(ctx, msg(0))
+		if err != nil {
+			return 0, err
+		}
+		if ack.Duplicate {
+			return 0, errDuplicateAck
+		}
+		return ack.Sequence, nil
+	}
+	id := nuid.Next()
+	for i := range recs {
+		m := msg(i)
+		m.Header.Set(hdrBatchID, id)
+		m.Header.Set(hdrBatchSeq, strconv.Itoa(i+1))
+		if i < len(recs)-1 {
+			// Staged without a reply; a lost one makes the commit fail
+			// as an incomplete batch, which is retried whole.
+			if err := p.nc.PublishMsg(m); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		m.Header.Set(hdrBatchCommit, "1")
+		ack, err := p.js.PublishMsg(ctx, m)
+		if err != nil {
+			return 0, err
+		}
+		return ack.Sequence, nil
+	}
+	panic("unreachable")
+}
+
+// errDuplicateAck is a publish acknowledged as a duplicate of a stored msg
+// id: resolved like a conflict, by checking what is stored.
+var errDuplicateAck = errors.New("publish acknowledged as duplicate")
+
+// confirm reports whether recs are stored on subject right after prev: the
+// subject's last record has the chunk's last msg id and bytes, and the
+// chunk's first record follows prev. It returns the last record's sequence.
+func (p *publisher) confirm(ctx context.Context, subject string, prev uint64, recs []outRecord) (uint64, bool, error) {
+	last, err := p.stream.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	want := recs[len(recs)-1]
+	if last.Header.Get(hdrMsgID) != want.msgID || !bytes.Equal(last.Data, want.data) {
+		return 0, false, nil
+	}
+	if len(recs) > 1 || prev > 0 {
+		first, err := p.stream.GetMsg(ctx, prev+1, jetstream.WithGetMsgSubject(subject))
+		if err != nil {
+			return 0, false, err
+		}
+		if first.Header.Get(hdrMsgID) != recs[0].msgID || !bytes.Equal(first.Data, recs[0].data) {
+			return 0, false, nil
+		}
+	}
+	return last.Sequence, true, nil
+}
+
+// isConflict reports a refusal that may mean "already stored": a wrong last
+// subject sequence, a duplicate msg id in a batch, or a duplicate ack.
+func isConflict(err error) bool {
+	if errors.Is(err, errDuplicateAck) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant,
+			errCodeBatchDuplicate:
+			return true
+		}
+	}
+	return false
+}
+
+// isTransient reports a failure worth retrying: the server or the route to
+// it is temporarily unavailable, or the attempt timed out.
+func isTransient(err error) bool {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, jetstream.ErrNoStreamResponse),
+		errors.Is(err, nats.ErrDisconnected),
+		errors.Is(err, nats.ErrConnectionReconnecting),
+		errors.Is(err, nats.ErrConnectionDraining),
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled),
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case errCodeDupInProcess, errCodeBatchIncomplete:
+			return true
+		}
+		return apiErr.Code == 503 || apiErr.Code == 408
+	}
+	var synErr *json.SyntaxError
+	return errors.As(err, &synErr)
+}
+
+// retry runs op with the publisher's bounded backoff, retrying transient
+// failures only.
+func (p *publisher) retry(ctx context.Context, op func(ctx context.Context) error) error {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 20 * time.Millisecond
+	b.MaxInterval = time.Second
+	b.MaxElapsedTime = p.maxElapsed
+	return backoff.Retry(func() error {
+		actx, cancel := context.WithTimeout(ctx, p.attempt)
+		defer cancel()
+		err := op(actx)
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return backoff.Permanent(fmt.Errorf("%w (last error: %v)", ctx.Err(), err))
+		case isTransient(err):
+			return err
+		}
+		return backoff.Permanent(err)
+	}, backoff.WithContext(b, ctx))
+}

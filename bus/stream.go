@@ -1,0 +1,238 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream and bucket defaults (CONTRACT §2).
+const (
+	// DefaultStreamName is the session log stream.
+	DefaultStreamName = "DSH_SESSIONS"
+	// SubjectPrefix prefixes every session subject: dsh.log.<token>.
+	SubjectPrefix = "dsh.log."
+	// StreamSubjects is the stream's only subject filter.
+	StreamSubjects = "dsh.log.>"
+	// DefaultDuplicates is the stream's duplicate window. It bounds how long
+	// after a first attempt a retried publish is still recognised by its
+	// Nats-Msg-Id; it is longer than DefaultRetryMaxElapsed.
+	DefaultDuplicates = 10 * time.Minute
+	// DefaultLeaseBucket is the key-value bucket of write leases.
+	DefaultLeaseBucket = "DSH_LEASES"
+	// DefaultLeaseTTL is how long a write lease outlives its last heartbeat.
+	DefaultLeaseTTL = 15 * time.Second
+)
+
+// StreamConfig says what EnsureStream provisions. The zero value is the
+// default deployment.
+type StreamConfig struct {
+	// Name is the stream name ("" = DefaultStreamName).
+	Name string
+	// Replicas is the stream and bucket replica count (0 = 1).
+	Replicas int
+	// Duplicates is the duplicate window (0 = DefaultDuplicates).
+	Duplicates time.Duration
+	// LeaseBucket is the write-lease bucket ("" = DefaultLeaseBucket).
+	LeaseBucket string
+	// LeaseTTL is the lease lifetime without heartbeat (0 = DefaultLeaseTTL).
+	// It is the bucket's max age, so it is fixed when the bucket is created.
+	LeaseTTL time.Duration
+}
+
+func (c StreamConfig) withDefaults() StreamConfig {
+	if c.Name == "" {
+		c.Name = DefaultStreamName
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.Duplicates == 0 {
+		c.Duplicates = DefaultDuplicates
+	}
+	if c.LeaseBucket == "" {
+		c.LeaseBucket = DefaultLeaseBucket
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	return c
+}
+
+// jsConfig is the stream configuration dshq needs. The log is the source of
+// truth: no limits, no expiry, no deletes or purges; atomic batch publish
+// lets one Append land all-or-nothing; direct get serves header and tail
+// lookups from any replica.
+func (c StreamConfig) jsConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:               c.Name,
+		Subjects:           []string{StreamSubjects},
+		Storage:            jetstream.FileStorage,
+		Retention:          jetstream.LimitsPolicy,
+		Discard:            jetstream.DiscardOld,
+		MaxMsgs:            -1,
+		MaxBytes:           -1,
+		MaxAge:             0,
+		MaxMsgsPerSubject:  -1,
+		MaxMsgSize:         -1,
+		Replicas:           c.Replicas,
+		Duplicates:         c.Duplicates,
+		DenyDelete:         true,
+		DenyPurge:          true,
+		AllowDirect:        true,
+		AllowAtomicPublish: true,
+	}
+}
+
+// EnsureStream creates the session log stream, or verifies an existing one.
+// It is idempotent. An existing stream whose configuration conflicts with
+// what dshq needs is an *Error of kind ErrStreamConflict naming every
+// difference; it is never updated. The lease bucket is ensured as well
+// (EnsureLeaseBucket).
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
+	cfg = cfg.withDefaults()
+	want := cfg.jsConfig()
+	st, err := js.CreateStream(ctx, want)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		st, err = js.Stream(ctx, cfg.Name)
+		if err != nil {
+			return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+		}
+		if err := compareStream(want, st.CachedInfo().Config); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+	}
+	if _, err := EnsureLeaseBucket(ctx, js, cfg); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func compareStream(want, got jetstream.StreamConfig) error {
+	var diffs []string
+	diff := func(field string, w, g any) {
+		diffs = append(diffs, fmt.Sprintf("%s is %v, want %v", field, g, w))
+	}
+	gs, ws := slices.Clone(got.Subjects), slices.Clone(want.Subjects)
+	sort.Strings(gs)
+	if !slices.Equal(gs, ws) {
+		diff("subjects", ws, gs)
+	}
+	if got.Storage != want.Storage {
+		diff("storage", want.Storage, got.Storage)
+	}
+	if got.Retention != want.Retention {
+		diff("retention", want.Retention, got.Retention)
+	}
+	for _, l := range []struct {
+		name string
+		v    int64
+	}{{"max_msgs", got.MaxMsgs}, {"max_bytes", got.MaxBytes}, {"max_msgs_per_subject", got.MaxMsgsPerSubject}} {
+		if l.v > 0 {
+			diff(l.name, "unlimited", l.v)
+		}
+	}
+	if got.MaxAge != 0 {
+		diff("max_age", "unlimited", got.MaxAge)
+	}
+	if got.Replicas != want.Replicas {
+		diff("replicas", want.Replicas, got.Replicas)
+	}
+	if got.Duplicates < want.Duplicates {
+		diff("duplicate_window", fmt.Sprintf("at least %v", want.Duplicates), got.Duplicates)
+	}
+	if !got.AllowAtomicPublish {
+		diff("allow_atomic", true, false)
+	}
+	if !got.AllowDirect {
+		diff("allow_direct", true, false)
+	}
+	if !got.DenyDelete {
+		diff("deny_delete", true, false)
+	}
+	if !got.DenyPurge {
+		diff("deny_purge", true, false)
+	}
+	if got.Sealed {
+		diff("sealed", false, true)
+	}
+	if got.Mirror != nil {
+		diff("mirror", "none", got.Mirror.Name)
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return errorf(ErrStreamConflict, "", "stream %s exists with a conflicting configuration: %s",
+		want.Name, joinDiffs(diffs))
+}
+
+func joinDiffs(d []string) string {
+	s := d[0]
+	for _, x := range d[1:] {
+		s += "; " + x
+	}
+	return s
+}
+
+// EnsureLeaseBucket creates the write-lease key-value bucket, or verifies an
+// existing one (same kind of conflict error as EnsureStream). A lease is a
+// key whose value ages out LeaseTTL after its last write; the bucket keeps a
+// limit marker when one does, so watchers see a lapse as a delete.
+func EnsureLeaseBucket(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.KeyValue, error) {
+	cfg = cfg.withDefaults()
+	want := jetstream.KeyValueConfig{
+		Bucket:         cfg.LeaseBucket,
+		Description:    "dshq session write leases",
+		History:        1,
+		TTL:            cfg.LeaseTTL,
+		Storage:        jetstream.FileStorage,
+		Replicas:       cfg.Replicas,
+		LimitMarkerTTL: cfg.LeaseTTL,
+	}
+	kv, err := js.CreateKeyValue(ctx, want)
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		kv, err = js.KeyValue(ctx, cfg.LeaseBucket)
+		if err != nil {
+			return nil, fmt.Errorf("ensure lease bucket %s: %w", cfg.LeaseBucket, err)
+		}
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("ensure lease bucket %s: %w", cfg.LeaseBucket, err)
+		}
+		var diffs []string
+		if st.TTL() != want.TTL {
+			diffs = append(diffs, fmt.Sprintf("ttl is %v, want %v", st.TTL(), want.TTL))
+		}
+		if st.History() != 1 {
+			diffs = append(diffs, fmt.Sprintf("history is %d, want 1", st.History()))
+		}
+		if st.BackingStore() != "JetStream" {
+			diffs = append(diffs, fmt.Sprintf("backing store is %s", st.BackingStore()))
+		}
+		if len(diffs) > 0 {
+			return nil, errorf(ErrStreamConflict, "", "lease bucket %s exists with a conflicting configuration: %s",
+				cfg.LeaseBucket, joinDiffs(diffs))
+		}
+		return kv, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ensure lease bucket %s: %w", cfg.LeaseBucket, err)
+	}
+	return kv, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
