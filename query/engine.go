@@ -1,0 +1,222 @@
+package query
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/dshq/dshq"
+)
+
+// Engine defaults.
+const (
+	// DefaultMaxReplyBytes is the reply budget when none is set: the default
+	// NATS max payload less room for headers.
+	DefaultMaxReplyBytes = 1<<20 - replyHeadroom
+	// replyHeadroom is kept free of a payload for headers and framing.
+	replyHeadroom = 8 << 10
+	// MaxSearchResults is how many hits a search ranks on its first page
+	// and keeps for its later pages.
+	MaxSearchResults = 1000
+	// cursorReserve is room kept in a page for its nextCursor.
+	cursorReserve = 2 << 10
+)
+
+// Engine answers normalized requests against a projection snapshot. It is
+// hosted by the projector (ServeShard); it holds no state of its own beyond
+// the stored hits of paged searches (in its CursorStore). It is safe for
+// concurrent use.
+type Engine struct {
+	proj     Projection
+	search   Searcher
+	store    CursorStore
+	maxReply int
+}
+
+// EngineOption configures an Engine.
+type EngineOption func(*Engine)
+
+// WithSearcher sets the full-text index. Without one, the search endpoints
+// fail with SESSION_QUERY_SEARCH_DISABLED while exact reads keep working.
+func WithSearcher(s Searcher) EngineOption { return func(e *Engine) { e.search = s } }
+
+// WithCursorStore sets where paged searches keep their hits (default: an
+// in-memory store private to this Engine).
+func WithCursorStore(s CursorStore) EngineOption { return func(e *Engine) { e.store = s } }
+
+// WithMaxReplyBytes sets the reply budget (default DefaultMaxReplyBytes).
+func WithMaxReplyBytes(n int) EngineOption { return func(e *Engine) { e.maxReply = n } }
+
+// NewEngine returns an Engine over p.
+func NewEngine(p Projection, opts ...EngineOption) *Engine {
+	e := &Engine{proj: p, maxReply: DefaultMaxReplyBytes}
+	for _, o := range opts {
+		o(e)
+	}
+	if e.store == nil {
+		e.store = NewMemoryCursorStore(CursorTTL)
+	}
+	return e
+}
+
+type handler func(e *Engine, ctx context.Context, snap Snapshot, req *Request) (any, error)
+
+var handlers = map[string]handler{
+	EndpointSessionsList:    (*Engine).listSessions,
+	EndpointSessionsFilter:  (*Engine).listSessions,
+	EndpointSessionsSearch:  (*Engine).searchSessions,
+	EndpointSessionsRead:    (*Engine).readSession,
+	EndpointSessionsSurface: (*Engine).readSurface,
+	EndpointSessionsTrace:   (*Engine).traceSession,
+	EndpointSessionsTitles:  (*Engine).readTitles,
+	EndpointEventsList:      (*Engine).listEvents,
+	EndpointEventsFilter:    (*Engine).listEvents,
+	EndpointEventsSearch:    (*Engine).searchEvents,
+	EndpointEventsRead:      (*Engine).readEvent,
+	EndpointEventsTrace:     (*Engine).traceEvent,
+}
+
+// Run answers req and returns the reply body (JSON, at most the reply
+// budget). Failures are *dshq.Error: besides the codes of each endpoint,
+// SESSION_QUERY_NOT_CAUGHT_UP when the projection does not reach
+// req.MinGeneration within req.TimeoutMs, SESSION_QUERY_REPLY_TOO_LARGE for
+// an unpageable reply over the budget, and SESSION_QUERY_PERSISTENCE_FAILED
+// when the projection cannot be read.
+func (e *Engine) Run(ctx context.Context, req *Request) ([]byte, error) {
+	h, ok := handlers[req.Endpoint]
+	if !ok {
+		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "unknown endpoint %q", req.Endpoint)
+	}
+	if e.search == nil && (req.Endpoint == EndpointSessionsSearch || req.Endpoint == EndpointEventsSearch) {
+		return nil, dshq.Errorf(dshq.CodeSearchDisabled, "search is disabled: this projection has no index")
+	}
+	minGen := max(req.MinGeneration, peekCursorGeneration(req))
+	timeout := req.TimeoutMs
+	if timeout <= 0 {
+		timeout = dshq.DefaultTimeoutMs
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, msDuration(timeout))
+	defer cancel()
+	var out []byte
+	called := false
+	err := e.proj.View(waitCtx, minGen, func(snap Snapshot) error {
+		called = true
+		reply, err := h(e, ctx, snap, req)
+		if err != nil {
+			return err
+		}
+		out, err = json.Marshal(reply)
+		if err != nil {
+			return fmt.Errorf("encode reply: %w", err)
+		}
+		if len(out) > e.maxReply {
+			return dshq.Errorf(dshq.CodeReplyTooLarge, "%s reply would be %d bytes; the reply limit is %d bytes", req.Endpoint, len(out), e.maxReply)
+		}
+		return nil
+	})
+	if err == nil {
+		return out, nil
+	}
+	return nil, e.mapError(ctx, err, called, minGen, timeout)
+}
+
+func (e *Engine) mapError(ctx context.Context, err error, called bool, minGen uint64, timeout int) error {
+	var de *dshq.Error
+	switch {
+	case errors.As(err, &de):
+		return err
+	case !called && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		return &dshq.Error{Code: dshq.CodeNotCaughtUp, Err: err,
+			Message: fmt.Sprintf("projection did not reach generation %d within %d ms", minGen, timeout)}
+	case ctx.Err() != nil:
+		return &dshq.Error{Code: dshq.CodeAborted, Message: "query was cancelled", Err: err}
+	}
+	return &dshq.Error{Code: dshq.CodePersistenceFailed, Message: "projection read failed: " + err.Error(), Err: err}
+}
+
+// peekCursorGeneration returns the first-page generation of req's cursor
+// without validating it (validation happens in order, later), so that a
+// lagging replica waits until it has caught up with the first page.
+func peekCursorGeneration(req *Request) uint64 {
+	if req.Cursor == "" {
+		return 0
+	}
+	c, err := decodeCursor(req)
+	if err != nil {
+		return 0
+	}
+	return c.Generation
+}
+
+func notFound(id string) error {
+	return dshq.Errorf(dshq.CodeSessionNotFound, "session %q was not found", id)
+}
+
+func invalidSurface(info SessionInfo) error {
+	return dshq.Errorf(dshq.CodeInvalidSurface, "invalid session surface: session %q is invalid from seq %d: %s",
+		info.Header.ID, info.InvalidFromSeq, info.InvalidReason)
+}
+
+func staleCursor() error {
+	return dshq.Errorf(dshq.CodeStaleCursor, "cursor is stale because its relevant corpus changed")
+}
+
+// lookup returns a session or SESSION_QUERY_SESSION_NOT_FOUND.
+func lookup(snap Snapshot, id string) (SessionInfo, error) {
+	info, ok, err := snap.Session(id)
+	if err != nil {
+		return info, fmt.Errorf("read session %q: %w", id, err)
+	}
+	if !ok {
+		return info, notFound(id)
+	}
+	return info, nil
+}
+
+// record returns the session's record: every projected session's header is
+// in the stream (persisted); live while its lease is held.
+func record(snap Snapshot, h dshq.Header) dshq.SessionRecord {
+	return dshq.SessionRecord{Header: h, Live: snap.IsLive(h.ID), Persisted: true}
+}
+
+// continueCursor decodes req's cursor and checks that it still describes
+// the snapshot's build. A fresh request gets a new cursor at offset 0.
+func continueCursor(snap Snapshot, req *Request) (c *cursor, first bool, err error) {
+	if req.Cursor == "" {
+		return newCursor(req, snap.Generation(), snap.Epoch()), true, nil
+	}
+	c, err = decodeCursor(req)
+	if err != nil {
+		return nil, false, err
+	}
+	if c.Epoch != snap.Epoch() {
+		return nil, false, dshq.Errorf(dshq.CodeStaleCursor, "cursor is stale because the projection was rebuilt")
+	}
+	return c, false, nil
+}
+
+// sizer tracks the bytes of a page against the reply budget.
+type sizer struct{ used, budget int }
+
+func (e *Engine) sizer(empty any) *sizer {
+	b, _ := json.Marshal(empty)
+	return &sizer{used: len(b) + cursorReserve, budget: e.maxReply}
+}
+
+// add reports whether v still fits, and counts it when it does.
+func (s *sizer) add(v any) bool {
+	b, _ := json.Marshal(v)
+	if s.used+len(b)+1 > s.budget {
+		return false
+	}
+	s.used += len(b) + 1
+	return true
+}
+
+func tooLargeItem(endpoint string) error {
+	return dshq.Errorf(dshq.CodeReplyTooLarge, "%s: a single item is larger than the reply limit", endpoint)
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }

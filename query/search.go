@@ -1,0 +1,274 @@
+package query
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/dshq/dshq"
+)
+
+// storedChunkBytes bounds one stored chunk of hits (well under any payload).
+const storedChunkBytes = 256 << 10
+
+// searchMeta is what a paged search stores beside its hits: the sessions
+// its results count (for the stale check) and where each chunk starts.
+type searchMeta struct {
+	Sessions []string `json:"sessions"`
+	Starts   []int64  `json:"starts"`
+}
+
+// searchSessions answers sessions.search (UPSTREAM §5.5 order: cursor, then
+// the compile budget, then the index).
+func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *Request) (any, error) {
+	c, first, err := continueCursor(snap, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBudget(0, sessionSearchFixedBindings, req.SessionFilters, req.EventFilters); err != nil {
+		return nil, err
+	}
+	page := dshq.SessionSearchPage{Items: []dshq.SessionSearchHit{}, Generation: snap.Generation()}
+	if !first {
+		page.Items, page.NextCursor, err = continueSearch[dshq.SessionSearchHit](ctx, e, snap, req, c, page)
+		return page, err
+	}
+	var hits []dshq.SessionSearchHit
+	sessions := []string{}
+	filters, nothing := resolveAvailability(snap, req.SessionFilters)
+	if !nothing && !matchesNothing(req.EventFilters) {
+		found, err := e.search.SearchSessions(ctx, SearchQuery{Phrase: req.Query, SessionFilters: filters,
+			EventFilters: req.EventFilters, Limit: MaxSearchResults, SnippetChars: dshq.SnippetChars})
+		if err != nil {
+			return nil, indexFailed(err)
+		}
+		for _, h := range found {
+			info, ok, err := snap.Session(h.SessionID)
+			if err != nil {
+				return nil, fmt.Errorf("read session %q: %w", h.SessionID, err)
+			}
+			if !ok || info.InvalidFromSeq >= 0 || info.HeaderGeneration > snap.Generation() {
+				continue
+			}
+			hits = append(hits, dshq.SessionSearchHit{SessionRecord: record(snap, info.Header), BestMatch: h.BestMatch})
+			sessions = append(sessions, h.SessionID)
+		}
+	}
+	page.Items, page.NextCursor, err = firstSearchPage(ctx, e, req, c, hits, sessions, page)
+	return page, err
+}
+
+// searchEvents answers events.search: the target is resolved before the
+// cursor is decoded (UPSTREAM §5.5); an invalid target is
+// SESSION_QUERY_INVALID_SURFACE.
+func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *Request) (any, error) {
+	info, err := lookup(snap, req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if info.InvalidFromSeq >= 0 {
+		return nil, invalidSurface(info)
+	}
+	c, first, err := continueCursor(snap, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBudget(1, eventSearchFixedBindings, req.Filters); err != nil {
+		return nil, err
+	}
+	page := dshq.EventSearchPage{Session: info.Header, Items: []dshq.EventSearchHit{}, Generation: snap.Generation()}
+	if !first {
+		page.Items, page.NextCursor, err = continueSearch[dshq.EventSearchHit](ctx, e, snap, req, c, page)
+		return page, err
+	}
+	var hits []dshq.EventSearchHit
+	if !matchesNothing(req.Filters) {
+		hits, err = e.search.SearchEvents(ctx, SearchQuery{Phrase: req.Query, SessionID: req.SessionID,
+			EventFilters: req.Filters, Limit: MaxSearchResults, SnippetChars: dshq.SnippetChars})
+		if err != nil {
+			return nil, indexFailed(err)
+		}
+	}
+	page.Items, page.NextCursor, err = firstSearchPage(ctx, e, req, c, hits, []string{req.SessionID}, page)
+	return page, err
+}
+
+func indexFailed(err error) error {
+	var de *dshq.Error
+	if errors.As(err, &de) {
+		return err
+	}
+	return &dshq.Error{Code: dshq.CodeIndexFailed, Message: "search index failed: " + err.Error(), Err: err}
+}
+
+// resolveAvailability turns availability clauses into id clauses: every
+// projected session is persisted; "live" means its lease is held. nothing
+// is true when a clause can match no session.
+func resolveAvailability(snap Snapshot, fs []dshq.Filter) (out []dshq.Filter, nothing bool) {
+	for _, f := range fs {
+		if f.Kind != dshq.FilterAvailability {
+			out = append(out, f)
+			continue
+		}
+		d := distinct(f.Values)
+		switch {
+		case d["persisted"]:
+		case d["live"]:
+			live := snap.LiveSessions()
+			vals := make([]*string, len(live))
+			for i := range live {
+				vals[i] = &live[i]
+			}
+			out = append(out, dshq.Filter{Kind: dshq.FilterID, Values: vals})
+		default:
+			return nil, true
+		}
+	}
+	return out, nothing || matchesNothing(out)
+}
+
+// matchesNothing reports whether a list clause with no values is present.
+func matchesNothing(fs []dshq.Filter) bool {
+	for _, f := range fs {
+		if !f.IsRange() && f.Kind != dshq.FilterText && len(f.Values) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// firstSearchPage serves the first page of hits and, when more remain,
+// stores the rest so later pages are answered as of this one.
+func firstSearchPage[T any](ctx context.Context, e *Engine, req *Request, c *cursor, hits []T, sessions []string, empty any) ([]T, string, error) {
+	sz := e.sizer(empty)
+	items := []T{}
+	for _, h := range hits {
+		if len(items) == req.Limit || !sz.add(h) {
+			break
+		}
+		items = append(items, h)
+	}
+	if len(items) == 0 && len(hits) > 0 {
+		return nil, "", tooLargeItem(req.Endpoint)
+	}
+	if len(items) == len(hits) {
+		return items, "", nil
+	}
+	id, err := e.storeHits(ctx, hits, len(items), sessions)
+	if err != nil {
+		return nil, "", err
+	}
+	c.Store, c.Bound = id, int64(len(hits))
+	return items, c.at(int64(len(items))), nil
+}
+
+// storeHits stores hits[from:] in chunks and the meta; it returns the id.
+func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []string) (string, error) {
+	var all []json.RawMessage
+	b, _ := json.Marshal(hits)
+	if err := json.Unmarshal(b, &all); err != nil {
+		return "", fmt.Errorf("store hits: %w", err)
+	}
+	var idb [12]byte
+	_, _ = rand.Read(idb[:])
+	id := hex.EncodeToString(idb[:])
+	meta := searchMeta{Sessions: dedupe(sessions)}
+	for start := from; start < len(all); {
+		end, size := start, 2
+		for end < len(all) && (end == start || size+len(all[end])+1 <= storedChunkBytes) {
+			size += len(all[end]) + 1
+			end++
+		}
+		chunk, _ := json.Marshal(all[start:end])
+		if err := e.store.Put(ctx, fmt.Sprintf("%s.%d", id, len(meta.Starts)), chunk); err != nil {
+			return "", &dshq.Error{Code: dshq.CodeIndexFailed, Message: "store search results: " + err.Error(), Err: err}
+		}
+		meta.Starts = append(meta.Starts, int64(start))
+		start = end
+	}
+	mb, _ := json.Marshal(meta)
+	if err := e.store.Put(ctx, id+".m", mb); err != nil {
+		return "", &dshq.Error{Code: dshq.CodeIndexFailed, Message: "store search results: " + err.Error(), Err: err}
+	}
+	return id, nil
+}
+
+// continueSearch serves a later page from the stored hits. It is stale when
+// a session the results count was reclassified (or invalidated, or is gone)
+// after the first page, or when the stored hits expired.
+func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *Request, c *cursor, empty any) ([]T, string, error) {
+	if c.Store == "" || c.offset >= c.Bound {
+		return nil, "", dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: offset out of range")
+	}
+	var meta searchMeta
+	if err := e.load(ctx, c.Store+".m", &meta); err != nil {
+		return nil, "", err
+	}
+	for _, id := range meta.Sessions {
+		info, ok, err := snap.Session(id)
+		if err != nil {
+			return nil, "", fmt.Errorf("read session %q: %w", id, err)
+		}
+		if !ok || info.ReclassifiedAt > c.Generation || info.InvalidFromSeq >= 0 {
+			return nil, "", staleCursor()
+		}
+	}
+	k := sort.Search(len(meta.Starts), func(i int) bool { return meta.Starts[i] > c.offset }) - 1
+	if k < 0 {
+		return nil, "", dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: offset out of range")
+	}
+	sz := e.sizer(empty)
+	items := []T{}
+	pos := c.offset
+	for ; k < len(meta.Starts) && len(items) < req.Limit; k++ {
+		var chunk []T
+		if err := e.load(ctx, fmt.Sprintf("%s.%d", c.Store, k), &chunk); err != nil {
+			return nil, "", err
+		}
+		for i := pos - meta.Starts[k]; i < int64(len(chunk)) && len(items) < req.Limit; i++ {
+			if !sz.add(chunk[i]) {
+				k = len(meta.Starts)
+				break
+			}
+			items = append(items, chunk[i])
+			pos++
+		}
+	}
+	if len(items) == 0 {
+		return nil, "", tooLargeItem(req.Endpoint)
+	}
+	if pos < c.Bound {
+		return items, c.at(pos), nil
+	}
+	return items, "", nil
+}
+
+func (e *Engine) load(ctx context.Context, key string, v any) error {
+	b, err := e.store.Get(ctx, key)
+	if errors.Is(err, ErrCursorExpired) {
+		return dshq.Errorf(dshq.CodeStaleCursor, "cursor is stale because its stored results expired")
+	}
+	if err != nil {
+		return &dshq.Error{Code: dshq.CodeIndexFailed, Message: "load search results: " + err.Error(), Err: err}
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: its stored results are unreadable")
+	}
+	return nil
+}
+
+func dedupe(ids []string) []string {
+	seen := map[string]bool{}
+	out := []string{}
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}

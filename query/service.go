@@ -1,0 +1,213 @@
+package query
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/dshq/dshq"
+)
+
+// ShardServiceName is the micro service name of the projection side.
+const ShardServiceName = "dsh-projection"
+
+// DefaultShard is the only shard token for now.
+const DefaultShard = "0"
+
+// Version is the version the services announce.
+const Version = "1.0.0"
+
+// maxInFlight bounds the requests one service instance works on at once;
+// further requests wait in the subscription.
+const maxInFlight = 256
+
+// ShardSubject returns the internal subject of endpoint on shard.
+func ShardSubject(shard, endpoint string) string {
+	return "dsh.proj." + shard + ".v1." + endpoint
+}
+
+// ServiceOption configures Serve.
+type ServiceOption func(*serviceConfig)
+
+type serviceConfig struct {
+	shard  string
+	logger *slog.Logger
+}
+
+// WithShard sets the projection shard token the service asks (default "0").
+func WithShard(shard string) ServiceOption { return func(c *serviceConfig) { c.shard = shard } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) ServiceOption { return func(c *serviceConfig) { c.logger = l } }
+
+// Serve starts the query service dsh-query on nc: one micro endpoint per
+// endpoint on dsh.query.v1.<endpoint>, in the queue group "q" so replicas
+// share the load. Each request is decoded strictly and validated, then
+// forwarded to the projection shard and its answer relayed. stop drains the
+// endpoints and waits for in-flight requests.
+func Serve(ctx context.Context, nc *nats.Conn, opts ...ServiceOption) (stop func() error, err error) {
+	cfg := serviceConfig{shard: DefaultShard, logger: slog.Default()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return serve(ctx, nc, micro.Config{
+		Name:        ServiceName,
+		Version:     Version,
+		Description: "dshq trusted query API (CONTRACT §3)",
+		QueueGroup:  "q",
+		Metadata:    map[string]string{"shard": cfg.shard},
+	}, func(endpoint string) string { return SubjectPrefix + "." + endpoint },
+		func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
+			return forward(ctx, nc, cfg.shard, endpoint, body)
+		}, cfg.logger)
+}
+
+// ServeShard serves engine as projection shard shard on nc: the micro
+// service dsh-projection with one endpoint per query endpoint on
+// dsh.proj.<shard>.v1.<endpoint>. The projector process calls it. Replies
+// are bounded by nc's max payload. stop drains and waits for in-flight
+// requests.
+func ServeShard(ctx context.Context, nc *nats.Conn, shard string, engine *Engine, opts ...ServiceOption) (stop func() error, err error) {
+	cfg := serviceConfig{logger: slog.Default()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	eng := *engine
+	if limit := int(nc.MaxPayload()) - replyHeadroom; limit > 0 && limit < eng.maxReply {
+		eng.maxReply = limit
+	}
+	return serve(ctx, nc, micro.Config{
+		Name:        ShardServiceName,
+		Version:     Version,
+		Description: "dshq projection reads for the query service",
+		QueueGroup:  "p" + shard,
+		Metadata:    map[string]string{"shard": shard},
+	}, func(endpoint string) string { return ShardSubject(shard, endpoint) },
+		func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
+			req, err := DecodeRequest(endpoint, body)
+			if err != nil {
+				return nil, err
+			}
+			return eng.Run(ctx, req)
+		}, cfg.logger)
+}
+
+type answerFunc func(ctx context.Context, endpoint string, body []byte) ([]byte, error)
+
+func serve(ctx context.Context, nc *nats.Conn, cfg micro.Config, subject func(string) string, answer answerFunc, log *slog.Logger) (func() error, error) {
+	svc, err := micro.AddService(nc, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("add service %s: %w", cfg.Name, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, maxInFlight)
+	for _, ep := range Endpoints {
+		handle := func(r micro.Request) {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				respondError(r, &dshq.Error{Code: dshq.CodeAborted, Message: "service is stopping"})
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				out, err := answer(ctx, ep, r.Data())
+				if err != nil {
+					logFailure(log, cfg.Name, ep, err)
+					respondError(r, err)
+					return
+				}
+				if err := r.Respond(out); err != nil {
+					log.Warn("respond", "service", cfg.Name, "endpoint", ep, "err", err)
+				}
+			}()
+		}
+		if err := svc.AddEndpoint(ep, micro.HandlerFunc(handle), micro.WithEndpointSubject(subject(ep))); err != nil {
+			cancel()
+			_ = svc.Stop()
+			return nil, fmt.Errorf("add endpoint %s: %w", ep, err)
+		}
+	}
+	var once sync.Once
+	var stopErr error
+	return func() error {
+		once.Do(func() {
+			stopErr = svc.Stop()
+			cancel()
+			wg.Wait()
+		})
+		return stopErr
+	}, nil
+}
+
+func logFailure(log *slog.Logger, service, endpoint string, err error) {
+	code := dshq.ErrorCode(err)
+	switch code {
+	case dshq.CodePersistenceFailed, dshq.CodeIndexFailed, dshq.CodeCorruptSession, "":
+		log.Error("query failed", "service", service, "endpoint", endpoint, "code", code, "err", err)
+	default:
+		log.Debug("query refused", "service", service, "endpoint", endpoint, "code", code, "err", err)
+	}
+}
+
+// respondError answers with the micro error headers and the error body.
+func respondError(r micro.Request, err error) {
+	var de *dshq.Error
+	if !errors.As(err, &de) {
+		de = &dshq.Error{Code: dshq.CodePersistenceFailed, Message: "query failed: " + err.Error(), Err: err}
+	}
+	body, _ := json.Marshal(dshq.ErrorReply{Error: dshq.ErrorBody{Code: de.Code, Message: de.Message}})
+	_ = r.Error(string(de.Code), headerText(de.Message), body)
+}
+
+// headerText makes a message safe for a header value.
+func headerText(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	if s == "" {
+		s = "error"
+	}
+	return s
+}
+
+// forward validates body and asks the projection shard, relaying its
+// answer (errors included).
+func forward(ctx context.Context, nc *nats.Conn, shard, endpoint string, body []byte) ([]byte, error) {
+	req, err := DecodeRequest(endpoint, body)
+	if err != nil {
+		return nil, err
+	}
+	wait := msDuration(req.TimeoutMs) + 10*time.Second
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	msg, err := nc.RequestWithContext(ctx, ShardSubject(shard, endpoint), body)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, &dshq.Error{Code: dshq.CodePersistenceFailed, Err: err,
+			Message: fmt.Sprintf("projection shard %s is not available", shard)}
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		return nil, &dshq.Error{Code: dshq.CodePersistenceFailed, Err: err,
+			Message: fmt.Sprintf("projection shard %s did not answer within %s", shard, wait)}
+	case err != nil:
+		return nil, &dshq.Error{Code: dshq.CodePersistenceFailed, Err: err,
+			Message: fmt.Sprintf("projection shard %s: %v", shard, err)}
+	}
+	if err := replyError(msg); err != nil {
+		return nil, err
+	}
+	return msg.Data, nil
+}

@@ -1,0 +1,181 @@
+package query
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/dshq/dshq"
+)
+
+// listSessions answers sessions.list and sessions.filter: records newest
+// first, keyset-paged; later pages count only sessions that existed at the
+// first page's generation.
+func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *Request) (any, error) {
+	c, first, err := continueCursor(snap, req)
+	if err != nil {
+		return nil, err
+	}
+	match := sessionMatcher(req.Filters)
+	page := dshq.SessionPage{Items: []dshq.SessionRecord{}, Generation: snap.Generation()}
+	sz := e.sizer(page)
+	var last dshq.Header
+	more, tooBig := false, false
+	err = snap.SessionsByCreated(!first, c.CreatedAt, c.ID, func(info SessionInfo) bool {
+		if info.HeaderGeneration > c.Generation {
+			return true
+		}
+		rec := record(snap, info.Header)
+		if !match.match(rec) {
+			return true
+		}
+		if len(page.Items) == req.Limit {
+			more = true
+			return false
+		}
+		if !sz.add(rec) {
+			more, tooBig = true, len(page.Items) == 0
+			return false
+		}
+		page.Items = append(page.Items, rec)
+		last = info.Header
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	if tooBig {
+		return nil, tooLargeItem(req.Endpoint)
+	}
+	if more {
+		n := *c
+		n.CreatedAt, n.ID = last.CreatedAt, last.ID
+		page.NextCursor = n.at(0)
+	}
+	return page, nil
+}
+
+// readTitles answers sessions.titles: one result per unique id in
+// first-occurrence order, failures isolated per id.
+func (e *Engine) readTitles(_ context.Context, snap Snapshot, req *Request) (any, error) {
+	out := dshq.SessionTitles{Items: []dshq.TitleResult{}, Generation: snap.Generation()}
+	seen := map[string]bool{}
+	for _, id := range req.SessionIDs {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		info, err := lookup(snap, id)
+		if err != nil {
+			out.Items = append(out.Items, rejected(id, err))
+			continue
+		}
+		out.Items = append(out.Items, dshq.TitleResult{SessionID: id, Status: "fulfilled",
+			Value: &dshq.TitleValue{Session: info.Header, Title: info.Title}})
+	}
+	return out, nil
+}
+
+func rejected(id string, err error) dshq.TitleResult {
+	reason := &dshq.ErrorBody{Code: dshq.ErrorCode(err), Message: err.Error()}
+	if reason.Code == "" {
+		reason.Code = dshq.CodePersistenceFailed
+	}
+	return dshq.TitleResult{SessionID: id, Status: "rejected", Reason: reason}
+}
+
+// traceSession answers sessions.trace (UPSTREAM §5.7) without recursion, so
+// chains of any depth work; a trace over the reply budget is
+// SESSION_QUERY_REPLY_TOO_LARGE (from Run).
+func (e *Engine) traceSession(_ context.Context, snap Snapshot, req *Request) (any, error) {
+	target, err := lookup(snap, req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	tr := dshq.LineageTrace{Target: record(snap, target.Header), Ancestors: []dshq.SessionRecord{}, Generation: snap.Generation()}
+	seen := map[string]bool{target.Header.ID: true}
+	for p := target.Header.ParentSession; ; {
+		if p == nil {
+			root := tr.Target
+			if n := len(tr.Ancestors); n > 0 {
+				root = tr.Ancestors[n-1]
+			}
+			tr.Complete, tr.Root = true, &root
+			break
+		}
+		if seen[*p] {
+			return nil, dshq.Errorf(dshq.CodeInvalidLineage, "session lineage contains a cycle at %q", *p)
+		}
+		seen[*p] = true
+		parent, ok, err := snap.Session(*p)
+		if err != nil {
+			return nil, fmt.Errorf("read session %q: %w", *p, err)
+		}
+		if !ok {
+			tr.UnresolvedParentID = dshq.Str(*p)
+			break
+		}
+		tr.Ancestors = append(tr.Ancestors, record(snap, parent.Header))
+		p = parent.Header.ParentSession
+	}
+	tr.Descendants, err = e.descendants(snap, target.Header.ID, e.maxReply)
+	if err != nil {
+		return nil, err
+	}
+	return tr, nil
+}
+
+// descendants builds the forest under root: siblings by createdAt asc, id
+// asc. It walks iteratively and assembles nodes bottom-up. A forest whose
+// records alone exceed budget bytes is refused early.
+func (e *Engine) descendants(snap Snapshot, root string, budget int) ([]dshq.LineageNode, error) {
+	children := map[string][]SessionInfo{}
+	order := []string{root}
+	seen := map[string]bool{root: true}
+	size := 0
+	for i := 0; i < len(order); i++ {
+		kids, err := snap.Children(order[i])
+		if err != nil {
+			return nil, fmt.Errorf("read children of %q: %w", order[i], err)
+		}
+		slices.SortFunc(kids, func(a, b SessionInfo) int {
+			return cmp.Or(cmp.Compare(a.Header.CreatedAt, b.Header.CreatedAt), cmp.Compare(a.Header.ID, b.Header.ID))
+		})
+		kept := kids[:0]
+		for _, k := range kids {
+			if seen[k.Header.ID] {
+				continue
+			}
+			seen[k.Header.ID] = true
+			kept = append(kept, k)
+			order = append(order, k.Header.ID)
+			size += 150 + len(k.Header.ID) + len(deref(k.Header.Cwd)) + len(deref(k.Header.ParentSession)) + len(deref(k.Header.AgentPreset))
+		}
+		children[order[i]] = kept
+		if size > 4*budget {
+			return nil, dshq.Errorf(dshq.CodeReplyTooLarge, "lineage of session %q has more than %d descendants; its trace would exceed the reply limit of %d bytes", root, len(order)-1, budget)
+		}
+	}
+	nodes := map[string]dshq.LineageNode{}
+	for i := len(order) - 1; i >= 0; i-- {
+		id := order[i]
+		kids := children[id]
+		list := make([]dshq.LineageNode, 0, len(kids))
+		for _, k := range kids {
+			n := nodes[k.Header.ID]
+			n.Session = record(snap, k.Header)
+			list = append(list, n)
+			delete(nodes, k.Header.ID)
+		}
+		nodes[id] = dshq.LineageNode{Descendants: list}
+	}
+	return nodes[root].Descendants, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
