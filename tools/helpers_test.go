@@ -1,0 +1,114 @@
+package tools_test
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/tools"
+	"github.com/dshq/dshq/tools/toolstest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
+
+// exampleCorpus is the corpus of the UPSTREAM §6.6 examples: the §2.5 log,
+// its fork child, that child's child in another workspace (and a grandchild
+// back in the caller's workspace), a root session in another workspace and
+// the calling sessions.
+var exampleCorpus = []string{"s-7f3c", "s-9a01", "s-b77c", "s-a-grand", "b-secret", "s-caller", "b-caller", "n-caller"}
+
+// fullCorpus adds sessions that probe the boundary further.
+var fullCorpus = append(append([]string{}, exampleCorpus...), "a-orphan", "n-nocwd")
+
+// liveSessions are held by a harness.
+var liveSessions = map[string]bool{"s-7f3c": true, "s-caller": true, "b-caller": true, "n-caller": true}
+
+// corpusFile reads one session log from testdata/corpus.
+func corpusFile(t testing.TB, id string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "corpus", id+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// newFake loads sessions into an in-memory service.
+func newFake(t testing.TB, ids []string) *toolstest.Fake {
+	t.Helper()
+	f := toolstest.New()
+	for _, id := range ids {
+		if err := f.AddJSONL(corpusFile(t, id), liveSessions[id]); err != nil {
+			t.Fatalf("load %s: %v", id, err)
+		}
+	}
+	return f
+}
+
+func newTools(t testing.TB, svc tools.Service, opts ...tools.Option) *tools.Tools {
+	t.Helper()
+	tl, err := tools.New(svc, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tl
+}
+
+// call runs one tool and fails the test on a cancellation error.
+func call(t testing.TB, tl *tools.Tools, caller, name, args string) tools.Result {
+	t.Helper()
+	r, err := tl.Call(context.Background(), caller, name, []byte(args))
+	if err != nil {
+		t.Fatalf("%s %s: %v", name, args, err)
+	}
+	return r
+}
+
+// golden compares got with testdata/golden/<name>.txt (rewritten with -update).
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name+".txt")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Fatalf("rendering differs from %s\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
+	}
+}
+
+// resultText renders a result for a golden file.
+func resultText(r tools.Result) string {
+	code := "ok"
+	if r.IsError {
+		code = string(r.Code)
+	}
+	return "code: " + code + "\n" + r.Text + "\n"
+}
+
+func wantError(t *testing.T, r tools.Result, code dshq.Code, text string) {
+	t.Helper()
+	if !r.IsError || r.Code != code || (text != "" && r.Text != text) {
+		t.Fatalf("got %+v, want error %s %q", r, code, text)
+	}
+}
+
+// noneOf fails when text contains any of the secrets.
+func noneOf(t *testing.T, text string, secrets ...string) {
+	t.Helper()
+	for _, s := range secrets {
+		if strings.Contains(text, s) {
+			t.Fatalf("output leaks %q:\n%s", s, text)
+		}
+	}
+}
