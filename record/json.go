@@ -423,3 +423,52 @@ func abbreviate(b []byte) string {
 	}
 	return string(b)
 }
+
+// splitArray returns the spans of the elements of a JSON array value that
+// has already been validated; it refuses anything that is not an array.
+func splitArray(v []byte) ([][]byte, bool) {
+	if len(v) == 0 || v[0] != '[' {
+		return nil, false
+	}
+	s := scanner{in: v, out: make([]byte, 0, len(v)), depth: 1}
+	s.pos = 1
+	s.out = append(s.out, '[')
+	var elems [][]byte
+	s.skipSpace()
+	if s.pos < len(s.in) && s.in[s.pos] == ']' {
+		return nil, true
+	}
+	for {
+		start := len(s.out)
+		if err := s.value(); err != nil {
+			return nil, false
+		}
+		elems = append(elems, s.out[start:])
+		s.skipSpace()
+		if s.pos == len(s.in) {
+			return nil, false
+		}
+		switch s.in[s.pos] {
+		case ',':
+			s.pos++
+			s.out = append(s.out, ',')
+		case ']':
+			return elems, true
+		default:
+			return nil, false
+		}
+	}
+}
+
+// splitObject returns the members of a JSON object value that has already
+// been validated; it refuses anything that is not an object.
+func splitObject(v []byte) ([]member, []byte, bool) {
+	if len(v) == 0 || v[0] != '{' {
+		return nil, nil, false
+	}
+	out, top, err := compactObject(v)
+	if err != nil {
+		return nil, nil, false
+	}
+	return top, out, true
+}
