@@ -21,7 +21,7 @@ type cursor struct {
 	Fingerprint string `json:"f"`
 	// Generation and Epoch are those of the first page.
 	Generation uint64 `json:"g"`
-	Epoch      uint64 `json:"p"`
+	Epoch      string `json:"p"`
 	// Offset is the position to continue from: the next seq (events.list,
 	// events.filter, sessions.read), the next surface index
 	// (sessions.surface) or the next stored hit (search).
@@ -29,10 +29,9 @@ type cursor struct {
 	// Bound is the size of the list at the first page: the session's event
 	// count, its surface length, or the number of stored hits.
 	Bound int64 `json:"n,omitempty"`
-	// CreatedAt and ID are the key of the last session returned
-	// (sessions.list, sessions.filter).
-	CreatedAt int64  `json:"ca,omitempty"`
-	ID        string `json:"id,omitempty"`
+	// Key is the order key of the last session returned (sessions.list,
+	// sessions.filter).
+	Key []byte `json:"k,omitempty"`
 	// Captured is capturedThroughSeq at the first page (sessions.surface;
 	// -1 for null).
 	Captured int64 `json:"c,omitempty"`
@@ -102,7 +101,7 @@ func fingerprint(req *Request) string {
 }
 
 // newCursor starts a cursor of req at the given first-page snapshot.
-func newCursor(req *Request, generation, epoch uint64) *cursor {
+func newCursor(req *Request, generation uint64, epoch string) *cursor {
 	return &cursor{Endpoint: req.Endpoint, Fingerprint: fingerprint(req), Generation: generation, Epoch: epoch}
 }
 

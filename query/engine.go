@@ -33,6 +33,8 @@ type Engine struct {
 	search   Searcher
 	store    CursorStore
 	maxReply int
+	// maxResults is how many hits a search ranks and keeps.
+	maxResults int
 }
 
 // EngineOption configures an Engine.
@@ -46,12 +48,16 @@ func WithSearcher(s Searcher) EngineOption { return func(e *Engine) { e.search =
 // in-memory store private to this Engine).
 func WithCursorStore(s CursorStore) EngineOption { return func(e *Engine) { e.store = s } }
 
+// WithMaxSearchResults sets how many hits a search ranks on its first page
+// and keeps for later pages (default MaxSearchResults).
+func WithMaxSearchResults(n int) EngineOption { return func(e *Engine) { e.maxResults = n } }
+
 // WithMaxReplyBytes sets the reply budget (default DefaultMaxReplyBytes).
 func WithMaxReplyBytes(n int) EngineOption { return func(e *Engine) { e.maxReply = n } }
 
 // NewEngine returns an Engine over p.
 func NewEngine(p Projection, opts ...EngineOption) *Engine {
-	e := &Engine{proj: p, maxReply: DefaultMaxReplyBytes}
+	e := &Engine{proj: p, maxReply: DefaultMaxReplyBytes, maxResults: MaxSearchResults}
 	for _, o := range opts {
 		o(e)
 	}

@@ -39,10 +39,10 @@ func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *Request
 	}
 	var hits []dshq.SessionSearchHit
 	sessions := []string{}
-	filters, nothing := resolveAvailability(snap, req.SessionFilters)
-	if !nothing && !matchesNothing(req.EventFilters) {
-		found, err := e.search.SearchSessions(ctx, SearchQuery{Phrase: req.Query, SessionFilters: filters,
-			EventFilters: req.EventFilters, Limit: MaxSearchResults, SnippetChars: dshq.SnippetChars})
+	if !matchesNothing(req.SessionFilters) && !matchesNothing(req.EventFilters) {
+		found, err := e.search.SearchSessions(ctx, SearchQuery{Phrase: req.Query, SessionFilters: req.SessionFilters,
+			EventFilters: req.EventFilters, LiveSessionIDs: snap.LiveSessions(), Limit: e.maxResults,
+			SnippetChars: dshq.SnippetChars})
 		if err != nil {
 			return nil, indexFailed(err)
 		}
@@ -51,11 +51,17 @@ func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *Request
 			if err != nil {
 				return nil, fmt.Errorf("read session %q: %w", h.SessionID, err)
 			}
-			if !ok || info.InvalidFromSeq >= 0 || info.HeaderGeneration > snap.Generation() {
+			if !ok || info.InvalidFromSeq >= 0 {
 				continue
 			}
-			hits = append(hits, dshq.SessionSearchHit{SessionRecord: record(snap, info.Header), BestMatch: h.BestMatch})
-			sessions = append(sessions, h.SessionID)
+			best, ok, err := resolveHit(snap, h.SessionID, h.BestMatch)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				hits = append(hits, dshq.SessionSearchHit{SessionRecord: record(snap, info.Header), BestMatch: best})
+				sessions = append(sessions, h.SessionID)
+			}
 		}
 	}
 	page.Items, page.NextCursor, err = firstSearchPage(ctx, e, req, c, hits, sessions, page)
@@ -87,10 +93,19 @@ func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *Request) 
 	}
 	var hits []dshq.EventSearchHit
 	if !matchesNothing(req.Filters) {
-		hits, err = e.search.SearchEvents(ctx, SearchQuery{Phrase: req.Query, SessionID: req.SessionID,
-			EventFilters: req.Filters, Limit: MaxSearchResults, SnippetChars: dshq.SnippetChars})
+		found, err := e.search.SearchEvents(ctx, SearchQuery{Phrase: req.Query, SessionID: req.SessionID,
+			EventFilters: req.Filters, Limit: e.maxResults, SnippetChars: dshq.SnippetChars})
 		if err != nil {
 			return nil, indexFailed(err)
+		}
+		for _, h := range found {
+			h, ok, err := resolveHit(snap, req.SessionID, h)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				hits = append(hits, h)
+			}
 		}
 	}
 	page.Items, page.NextCursor, err = firstSearchPage(ctx, e, req, c, hits, []string{req.SessionID}, page)
@@ -105,30 +120,19 @@ func indexFailed(err error) error {
 	return &dshq.Error{Code: dshq.CodeIndexFailed, Message: "search index failed: " + err.Error(), Err: err}
 }
 
-// resolveAvailability turns availability clauses into id clauses: every
-// projected session is persisted; "live" means its lease is held. nothing
-// is true when a clause can match no session.
-func resolveAvailability(snap Snapshot, fs []dshq.Filter) (out []dshq.Filter, nothing bool) {
-	for _, f := range fs {
-		if f.Kind != dshq.FilterAvailability {
-			out = append(out, f)
-			continue
-		}
-		d := distinct(f.Values)
-		switch {
-		case d["persisted"]:
-		case d["live"]:
-			live := snap.LiveSessions()
-			vals := make([]*string, len(live))
-			for i := range live {
-				vals[i] = &live[i]
-			}
-			out = append(out, dshq.Filter{Kind: dshq.FilterID, Values: vals})
-		default:
-			return nil, true
-		}
+// resolveHit checks a hit against the snapshot: the index may be ahead of
+// it, so a hit the snapshot does not hold is dropped, and the surface is the
+// snapshot's.
+func resolveHit(snap Snapshot, sessionID string, h dshq.EventSearchHit) (dshq.EventSearchHit, bool, error) {
+	ev, ok, err := snap.Event(sessionID, h.Seq)
+	if err != nil {
+		return h, false, fmt.Errorf("read event %d of %q: %w", h.Seq, sessionID, err)
 	}
-	return out, nothing || matchesNothing(out)
+	if !ok {
+		return h, false, nil
+	}
+	h.EventRecord = ev.Record
+	return h, true, nil
 }
 
 // matchesNothing reports whether a list clause with no values is present.

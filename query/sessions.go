@@ -20,9 +20,13 @@ func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *Request) (a
 	match := sessionMatcher(req.Filters)
 	page := dshq.SessionPage{Items: []dshq.SessionRecord{}, Generation: snap.Generation()}
 	sz := e.sizer(page)
-	var last dshq.Header
+	var lastKey []byte
 	more, tooBig := false, false
-	err = snap.SessionsByCreated(!first, c.CreatedAt, c.ID, func(info SessionInfo) bool {
+	var after []byte
+	if !first {
+		after = c.Key
+	}
+	err = snap.SessionsByCreated(after, func(info SessionInfo) bool {
 		if info.HeaderGeneration > c.Generation {
 			return true
 		}
@@ -39,7 +43,7 @@ func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *Request) (a
 			return false
 		}
 		page.Items = append(page.Items, rec)
-		last = info.Header
+		lastKey = info.OrderKey
 		return true
 	})
 	if err != nil {
@@ -50,7 +54,7 @@ func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *Request) (a
 	}
 	if more {
 		n := *c
-		n.CreatedAt, n.ID = last.CreatedAt, last.ID
+		n.Key = lastKey
 		page.NextCursor = n.at(0)
 	}
 	return page, nil

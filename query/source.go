@@ -23,13 +23,13 @@ type Snapshot interface {
 	Generation() uint64
 	// Epoch identifies the projection build; it changes when a rebuild is
 	// swapped in.
-	Epoch() uint64
+	Epoch() string
 	// Session returns a session by id; ok is false when there is none.
 	Session(id string) (info SessionInfo, ok bool, err error)
 	// SessionsByCreated calls fn for each session in createdAt desc, id asc
-	// (byte order) order, starting strictly after the key (createdAt, id)
-	// when after is true, until fn returns false.
-	SessionsByCreated(after bool, createdAt int64, id string, fn func(SessionInfo) bool) error
+	// (byte order) order, starting strictly after afterKey (a
+	// SessionInfo.OrderKey; nil = from the start), until fn returns false.
+	SessionsByCreated(afterKey []byte, fn func(SessionInfo) bool) error
 	// Children returns the sessions whose parentSession is parentID, in any
 	// order.
 	Children(parentID string) ([]SessionInfo, error)
@@ -72,6 +72,8 @@ type SessionInfo struct {
 	// ReclassifiedAt is the generation of the session's last surface
 	// reclassification (a replace), 0 when none.
 	ReclassifiedAt uint64
+	// OrderKey is the session's position in SessionsByCreated order.
+	OrderKey []byte
 }
 
 // StoredEvent is one projected event.
@@ -110,9 +112,12 @@ type SearchQuery struct {
 	Phrase string
 	// SessionID restricts an event search to one session.
 	SessionID string
-	// SessionFilters hold id, cwd, created-at and parent clauses (the
-	// Engine resolves availability to id clauses).
+	// SessionFilters hold id, cwd, created-at, parent and availability
+	// clauses.
 	SessionFilters []dshq.Filter
+	// LiveSessionIDs resolves availability: a session is live when its id
+	// is listed; every projected session is persisted.
+	LiveSessionIDs []string
 	// EventFilters hold seq, time, type and surface clauses.
 	EventFilters []dshq.Filter
 	// Limit is the most hits to return.

@@ -1,0 +1,160 @@
+package query
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/fold"
+	"github.com/dshq/dshq/index"
+	"github.com/dshq/dshq/projection"
+)
+
+// FromProjector adapts a projector's read API to Projection.
+func FromProjector(p *projection.Projector) Projection { return projectorSource{p} }
+
+type projectorSource struct{ p *projection.Projector }
+
+func (s projectorSource) View(ctx context.Context, minGeneration uint64, fn func(Snapshot) error) error {
+	return s.p.View(ctx, minGeneration, func(ps projection.Snapshot) error { return fn(snapshotAdapter{ps}) })
+}
+
+// snapshotAdapter presents a projection.Snapshot as a Snapshot.
+type snapshotAdapter struct{ s projection.Snapshot }
+
+func (a snapshotAdapter) Generation() uint64     { return a.s.Generation() }
+func (a snapshotAdapter) Epoch() string          { return a.s.Epoch() }
+func (a snapshotAdapter) IsLive(id string) bool  { return a.s.IsLive(id) }
+func (a snapshotAdapter) LiveSessions() []string { return a.s.LiveSet() }
+
+func (a snapshotAdapter) Session(id string) (SessionInfo, bool, error) {
+	info, ok := a.s.Session(id)
+	return sessionInfo(info), ok, nil
+}
+
+func (a snapshotAdapter) SessionsByCreated(afterKey []byte, fn func(SessionInfo) bool) error {
+	return a.s.SessionsByCreated(afterKey, func(info projection.SessionInfo) bool { return fn(sessionInfo(info)) })
+}
+
+func (a snapshotAdapter) Children(parentID string) ([]SessionInfo, error) {
+	ids := a.s.Children(parentID)
+	out := make([]SessionInfo, 0, len(ids))
+	for _, id := range ids {
+		if info, ok := a.s.Session(id); ok {
+			out = append(out, sessionInfo(info))
+		}
+	}
+	return out, nil
+}
+
+func (a snapshotAdapter) Event(id string, seq int64) (StoredEvent, bool, error) {
+	ev, ok := a.s.Event(id, seq)
+	return storedEvent(ev), ok, nil
+}
+
+func (a snapshotAdapter) Events(id string, fromSeq int64, fn func(StoredEvent) bool) error {
+	return a.s.Events(id, fromSeq, func(ev projection.StoredEvent) bool { return fn(storedEvent(ev)) })
+}
+
+func (a snapshotAdapter) SurfaceSeqs(id string) ([]int64, error) { return a.s.SurfaceSeqs(id), nil }
+
+// Closers returns the projector's synthetic closers with their records: a
+// closer tool/result is a surface append (current), the others log-only.
+func (a snapshotAdapter) Closers(id string) ([]StoredEvent, error) {
+	evs, err := a.s.Closers(id)
+	if err != nil || len(evs) == 0 {
+		return nil, err
+	}
+	out := make([]StoredEvent, len(evs))
+	for i, ev := range evs {
+		surface := dshq.SurfaceLogOnly
+		if dshq.IsSurfaceType(ev.Type) {
+			surface = dshq.SurfaceCurrent
+		}
+		var sources []int64
+		if len(ev.SourceEventSeqs) > 0 {
+			_ = json.Unmarshal(ev.SourceEventSeqs, &sources)
+		}
+		out[i] = StoredEvent{
+			Record:  dshq.EventRecord{SessionID: id, Seq: ev.Seq, Type: ev.Type, Time: ev.Time, Surface: surface},
+			Raw:     ev.Raw,
+			Text:    fold.Text(ev),
+			Sources: sources,
+		}
+	}
+	return out, nil
+}
+
+func sessionInfo(i projection.SessionInfo) SessionInfo {
+	return SessionInfo{
+		Header:              i.Header.Header,
+		FormatVersion:       i.Header.FormatVersion,
+		InheritedEventCount: i.Header.InheritedEventCount,
+		EventCount:          i.EventCount,
+		Title:               i.Title,
+		InvalidFromSeq:      i.InvalidFrom,
+		InvalidReason:       i.InvalidReason,
+		HeaderGeneration:    i.HeaderSeq,
+		ReclassifiedAt:      i.ReclassifiedAt,
+		OrderKey:            i.OrderKey,
+	}
+}
+
+func storedEvent(e projection.StoredEvent) StoredEvent {
+	return StoredEvent{
+		Record:            e.Record,
+		Raw:               e.Raw,
+		Text:              e.Text,
+		ReplacedBy:        e.ReplacedBy,
+		ReplacedEventSeqs: e.ReplacedEventSeqs,
+		Sources:           e.Sources,
+		Derived:           e.Derived,
+	}
+}
+
+// FromIndex adapts the Bleve index to Searcher. It collects up to q.Limit
+// hits in index pages of dshq.MaxSearchLimit, all read as of the index
+// generation of the first page.
+func FromIndex(x *index.Index) Searcher { return indexSearcher{x} }
+
+type indexSearcher struct{ x *index.Index }
+
+func (s indexSearcher) SearchSessions(ctx context.Context, q SearchQuery) ([]SessionHit, error) {
+	var out []SessionHit
+	var asOf uint64
+	for len(out) < q.Limit {
+		page, err := s.x.SearchSessions(ctx, index.SessionQuery{Query: q.Phrase, SessionFilters: q.SessionFilters,
+			EventFilters: q.EventFilters, LiveSessionIDs: q.LiveSessionIDs, Offset: len(out), Limit: min(dshq.MaxSearchLimit, q.Limit-len(out)), AsOf: asOf})
+		if err != nil {
+			return nil, err
+		}
+		asOf = page.Generation
+		for _, h := range page.Hits {
+			out = append(out, SessionHit{SessionID: h.SessionID, BestMatch: h.EventHit()})
+		}
+		if !page.More || len(page.Hits) == 0 {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (s indexSearcher) SearchEvents(ctx context.Context, q SearchQuery) ([]dshq.EventSearchHit, error) {
+	var out []dshq.EventSearchHit
+	var asOf uint64
+	for len(out) < q.Limit {
+		page, err := s.x.SearchEvents(ctx, index.EventQuery{SessionID: q.SessionID, Query: q.Phrase, Filters: q.EventFilters,
+			Offset: len(out), Limit: min(dshq.MaxSearchLimit, q.Limit-len(out)), AsOf: asOf})
+		if err != nil {
+			return nil, err
+		}
+		asOf = page.Generation
+		for _, h := range page.Hits {
+			out = append(out, h.EventHit())
+		}
+		if !page.More || len(page.Hits) == 0 {
+			break
+		}
+	}
+	return out, nil
+}
