@@ -122,3 +122,14 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond) // poll interval, not a wait for a condition
 	}
 }
+
+func parseRaw(t testing.TB, raw string) (dshq.Event, error) {
+	t.Helper()
+	e, err := record.ParseEvent([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, nil
+}
+
+func subjectToken(id string) (string, error) { return record.SubjectToken(id) }

@@ -42,8 +42,9 @@ type lease struct {
 	value []byte
 	ttl   time.Duration
 
-	stop chan struct{}
-	done chan struct{}
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
 
 	beatMu sync.Mutex // serialises beats (heartbeat goroutine and ensure)
 
@@ -124,8 +125,7 @@ func (l *lease) check() bool {
 
 // release stops the heartbeat and deletes the key if it is still ours.
 func (l *lease) release(ctx context.Context) error {
-	close(l.stop)
-	<-l.done
+	l.halt()
 	l.mu.Lock()
 	rev, lost := l.rev, l.lost
 	l.mu.Unlock()
@@ -137,6 +137,12 @@ func (l *lease) release(ctx context.Context) error {
 		return fmt.Errorf("release lease %s: %w", l.key, err)
 	}
 	return nil
+}
+
+// halt stops the heartbeat goroutine and waits for it to end.
+func (l *lease) halt() {
+	l.stopOnce.Do(func() { close(l.stop) })
+	<-l.done
 }
 
 func isWrongLastSequence(err error) bool {
