@@ -9,6 +9,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/fold"
+	"github.com/dshq/dshq/index"
 	"github.com/dshq/dshq/record"
 	bolt "go.etcd.io/bbolt"
 )
@@ -29,7 +30,8 @@ type batch struct {
 	gen      uint64 // stream sequence of the record being applied
 	sessions map[string]*openSession
 	created  []string // ids of sessions created, in stream order
-	docs     map[docKey]IndexDoc
+	docs     map[docKey]index.Doc      // net upserts
+	surfaces map[docKey]dshq.Surface // reclassified docs not upserted in this batch
 	deletes  map[string]bool
 	commit   Commit
 	counts   map[string]int
@@ -38,7 +40,7 @@ type batch struct {
 type openSession struct {
 	v     *sessionValue
 	sk    []byte
-	state FoldState // nil once the session is invalid
+	state *fold.State // nil once the session is invalid
 }
 
 type docKey struct {
@@ -50,7 +52,8 @@ func (p *Projector) newBatch(inst *instance, tx *bolt.Tx) *batch {
 	return &batch{
 		p: p, inst: inst, tx: tx,
 		sessions: map[string]*openSession{},
-		docs:     map[docKey]IndexDoc{},
+		docs:     map[docKey]index.Doc{},
+		surfaces: map[docKey]dshq.Surface{},
 		deletes:  map[string]bool{},
 		counts:   map[string]int{},
 		commit:   Commit{Epoch: inst.store.epoch},
@@ -76,7 +79,7 @@ func (b *batch) apply(r streamRecord) error {
 }
 
 func (b *batch) applyHeader(r streamRecord, tok string) error {
-	h, err := b.p.cfg.decoder.ParseHeader(r.data)
+	h, err := record.ParseHeader(r.data)
 	if err != nil {
 		return b.refuseSubject(r, tok, "invalid header record: "+err.Error())
 	}
@@ -104,7 +107,7 @@ func (b *batch) applyHeader(r streamRecord, tok string) error {
 			return err
 		}
 	}
-	b.sessions[id] = &openSession{v: v, sk: sessionKey(id), state: b.p.cfg.folder.New(h)}
+	b.sessions[id] = &openSession{v: v, sk: sessionKey(id), state: fold.New(h, fold.Lenient)}
 	b.created = append(b.created, id)
 	b.counts["header"]++
 	return nil
@@ -159,8 +162,8 @@ func (b *batch) session(id string) (*openSession, error) {
 			if raw == nil {
 				return nil, fmt.Errorf("%w: session %q has no fold state", ErrCorruptStore, id)
 			}
-			st, err := b.p.cfg.folder.Restore(v.info().Header, raw)
-			if err != nil {
+			st := fold.New(v.info().Header, fold.Lenient)
+			if err := st.UnmarshalBinary(raw); err != nil {
 				return nil, fmt.Errorf("%w: session %q: restore fold state: %v", ErrCorruptStore, id, err)
 			}
 			s.state = st
@@ -179,7 +182,7 @@ func (b *batch) applyEvent(r streamRecord, id string) error {
 	if s.state == nil {
 		return b.storeInvalid(s, pos, r, nil)
 	}
-	ev, err := b.p.cfg.decoder.ParseEvent(r.data)
+	ev, err := record.ParseEvent(r.data)
 	if err != nil {
 		return b.invalidate(s, pos, r, "invalid event record: "+err.Error(), nil)
 	}
@@ -236,7 +239,7 @@ func (b *batch) storeEvent(s *openSession, r streamRecord, eff fold.Effects) err
 	doc := dshq.SearchDocument{EventRecord: eff.Record, Text: eff.Text}
 	doc.SessionID = s.v.Header.ID
 	if eff.Text != "" {
-		b.docs[docKey{s.v.Header.ID, seq}] = IndexDoc{SearchDocument: doc, Header: s.v.Header}
+		b.docs[docKey{s.v.Header.ID, seq}] = indexDoc(s.v.Header, doc)
 	}
 	b.commit.Events = append(b.commit.Events, CommittedEvent{
 		SearchDocument: doc, Token: s.v.Token, Workspace: record.WorkspaceKey(s.v.Header.Cwd),
@@ -272,10 +275,13 @@ func (b *batch) shadow(s *openSession, seq int64, shadowed []int64) error {
 		by := seq
 		b.commit.Reclassified = append(b.commit.Reclassified, Reclassification{SessionID: id, Seq: x, Surface: dshq.SurfaceShadowed, ReplacedBy: &by})
 		if old.Text != "" {
-			b.docs[docKey{id, x}] = IndexDoc{Header: s.v.Header, SearchDocument: dshq.SearchDocument{
-				EventRecord: dshq.EventRecord{SessionID: id, Seq: x, Type: old.Type, Time: old.Time, Surface: dshq.SurfaceShadowed},
-				Text:        old.Text,
-			}}
+			k := docKey{id, x}
+			if d, ok := b.docs[k]; ok {
+				d.Surface = dshq.SurfaceShadowed
+				b.docs[k] = d
+			} else {
+				b.surfaces[k] = dshq.SurfaceShadowed
+			}
 		}
 	}
 	s.v.ReclassifiedAt = b.gen
@@ -322,6 +328,11 @@ func (b *batch) invalidate(s *openSession, pos int64, r streamRecord, reason str
 			delete(b.docs, k)
 		}
 	}
+	for k := range b.surfaces {
+		if k.id == id {
+			delete(b.surfaces, k)
+		}
+	}
 	return b.storeInvalid(s, pos, r, ev)
 }
 
@@ -356,7 +367,7 @@ func (b *batch) storeInvalid(s *openSession, pos int64, r streamRecord, ev *dshq
 
 // finish writes the touched sessions, their fold states and the checkpoint,
 // and returns the index batch. The transaction is not committed.
-func (b *batch) finish() (IndexBatch, error) {
+func (b *batch) finish() (*index.Batch, error) {
 	ids := make([]string, 0, len(b.sessions))
 	for id := range b.sessions {
 		ids = append(ids, id)
@@ -367,19 +378,19 @@ func (b *batch) finish() (IndexBatch, error) {
 		if s.state != nil {
 			raw, err := s.state.MarshalBinary()
 			if err != nil {
-				return IndexBatch{}, fmt.Errorf("session %q: encode fold state: %w", id, err)
+				return nil, fmt.Errorf("session %q: encode fold state: %w", id, err)
 			}
 			if err := b.tx.Bucket(bucketStates).Put([]byte(id), raw); err != nil {
-				return IndexBatch{}, err
+				return nil, err
 			}
 			b.inst.cache.put(id, s.state, int64(len(raw)))
 		}
 		if err := putSession(b.tx, s.v); err != nil {
-			return IndexBatch{}, err
+			return nil, err
 		}
 	}
 	if err := b.tx.Bucket(bucketMeta).Put(metaCheckpoint, u64(b.gen)); err != nil {
-		return IndexBatch{}, err
+		return nil, err
 	}
 	for _, id := range b.created {
 		b.commit.Sessions = append(b.commit.Sessions, b.sessions[id].v.info())
@@ -388,26 +399,56 @@ func (b *batch) finish() (IndexBatch, error) {
 	return b.indexBatch(), nil
 }
 
-func (b *batch) indexBatch() IndexBatch {
-	var ib IndexBatch
-	for id := range b.deletes {
-		ib.DeleteSessions = append(ib.DeleteSessions, id)
+// indexBatch returns the batch's index operations as net final states:
+// session deletions, then upserts, then surface changes of docs indexed by
+// an earlier batch.
+func (b *batch) indexBatch() *index.Batch {
+	ib := &index.Batch{}
+	for _, id := range sortedKeys(b.deletes) {
+		ib.DeleteSession(id)
 	}
-	sort.Strings(ib.DeleteSessions)
-	for k, d := range b.docs {
-		if s := b.sessions[k.id]; s != nil && s.state == nil {
-			continue
+	for _, k := range sortedDocKeys(b.docs) {
+		if s := b.sessions[k.id]; s == nil || s.state != nil {
+			ib.Upsert(b.docs[k])
 		}
-		ib.Upserts = append(ib.Upserts, d)
 	}
-	sort.Slice(ib.Upserts, func(i, j int) bool {
-		a, c := ib.Upserts[i], ib.Upserts[j]
-		if a.SessionID != c.SessionID {
-			return a.SessionID < c.SessionID
+	for _, k := range sortedDocKeys(b.surfaces) {
+		if s := b.sessions[k.id]; s == nil || s.state != nil {
+			ib.SetSurface(k.id, k.seq, b.surfaces[k])
 		}
-		return a.Seq < c.Seq
-	})
+	}
 	return ib
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedDocKeys[V any](m map[docKey]V) []docKey {
+	out := make([]docKey, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].id != out[j].id {
+			return out[i].id < out[j].id
+		}
+		return out[i].seq < out[j].seq
+	})
+	return out
+}
+
+// indexDoc is the index document of an event with semantic text.
+func indexDoc(h dshq.Header, d dshq.SearchDocument) index.Doc {
+	return index.Doc{
+		SessionID: d.SessionID, Cwd: h.Cwd, Parent: h.ParentSession, CreatedAt: h.CreatedAt,
+		Seq: d.Seq, Type: d.Type, Time: d.Time, Surface: d.Surface, Text: d.Text,
+	}
 }
 
 // abort forgets the fold states the batch touched: they may hold effects
@@ -465,7 +506,6 @@ func (p *Projector) applyBatch(ctx context.Context, inst *instance, recs []strea
 			return nil, fmt.Errorf("apply batch to index: %w", err)
 		}
 		inst.indexGen = b.gen
-		p.metrics.indexDocs.Add(float64(len(ib.Upserts)))
 	}
 	if err := p.hook("before-commit", b.gen); err != nil {
 		return nil, err

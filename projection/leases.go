@@ -3,6 +3,7 @@ package projection
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -74,16 +75,26 @@ func (p *Projector) followLeases(ctx context.Context, kv jetstream.KeyValue) err
 			if !live {
 				delete(expires, e.Key())
 			}
-			p.setLive(e.Key(), live)
+			p.setLive(tokenOfLeaseKey(e.Key()), live)
 		case now := <-sweep.C:
 			for tok, at := range expires {
 				if now.After(at) {
 					delete(expires, tok)
-					p.setLive(tok, false)
+					p.setLive(tokenOfLeaseKey(tok), false)
 				}
 			}
 		}
 	}
+}
+
+// tokenOfLeaseKey inverts the lease key mapping of package bus (LeaseKey):
+// key-value keys may not hold "~", so an encoded token's leading "~" is
+// written as "=".
+func tokenOfLeaseKey(key string) string {
+	if strings.HasPrefix(key, "=") {
+		return "~" + key[1:]
+	}
+	return key
 }
 
 func sweepInterval(ttl time.Duration) time.Duration {

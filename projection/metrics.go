@@ -3,6 +3,7 @@ package projection
 import (
 	"errors"
 
+	"github.com/dshq/dshq/index"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -15,12 +16,15 @@ type metrics struct {
 	batchSeconds prometheus.Histogram
 	lag          prometheus.Gauge
 	generation   prometheus.Gauge
-	indexDocs    prometheus.Gauge
+	indexDocs    prometheus.GaugeFunc
+	indexBytes   prometheus.GaugeFunc
 	cacheBytes   prometheus.Gauge
 	rebuilds     prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// newMetrics creates the metrics and registers them on reg (when not nil);
+// stats reads the serving index's size at scrape time.
+func newMetrics(reg prometheus.Registerer, stats func() (index.Stats, error)) (*metrics, error) {
 	m := &metrics{
 		reg: reg,
 		applied: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -44,10 +48,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "dshq_projector_generation",
 			Help: "Stream sequence through which the projection is applied.",
 		}),
-		indexDocs: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "dshq_projector_index_documents",
-			Help: "Documents upserted into the index by this process (net of deleted sessions is not tracked).",
-		}),
+		indexDocs: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "dshq_projector_index_docs",
+			Help: "Documents in the full-text index.",
+		}, func() float64 { s, _ := stats(); return float64(s.Docs) }),
+		indexBytes: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "dshq_projector_index_bytes",
+			Help: "Size of the full-text index on disk.",
+		}, func() float64 { s, _ := stats(); return float64(s.DiskBytes) }),
 		cacheBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "dshq_projector_fold_cache_bytes",
 			Help: "Bytes of fold state held in the in-memory cache.",
@@ -57,7 +65,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Rebuilt projections swapped in.",
 		}),
 	}
-	m.collectors = []prometheus.Collector{m.applied, m.quarantined, m.batchSeconds, m.lag, m.generation, m.indexDocs, m.cacheBytes, m.rebuilds}
+	m.collectors = []prometheus.Collector{m.applied, m.quarantined, m.batchSeconds, m.lag, m.generation, m.indexDocs, m.indexBytes, m.cacheBytes, m.rebuilds}
 	if reg == nil {
 		return m, nil
 	}

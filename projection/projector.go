@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/index"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -38,9 +39,7 @@ type config struct {
 	logger      *slog.Logger
 	onCommit    func(Commit)
 	verify      bool
-	decoder     Decoder
-	folder      Folder
-	openIndex   IndexOpener
+	indexOpts   index.Options
 	// hook, when set, is called at named points of a batch; an error makes
 	// the projector stop as if it crashed there (crash tests).
 	hook func(point string, gen uint64) error
@@ -77,14 +76,8 @@ func WithOnCommit(fn func(Commit)) Option { return func(c *config) { c.onCommit 
 // the store (default true; its cost grows with the store).
 func WithVerifyOnOpen(v bool) Option { return func(c *config) { c.verify = v } }
 
-// WithDecoder sets the record decoder.
-func WithDecoder(d Decoder) Option { return func(c *config) { c.decoder = d } }
-
-// WithFolder sets the fold.
-func WithFolder(f Folder) Option { return func(c *config) { c.folder = f } }
-
-// WithIndex sets how the full-text index is opened.
-func WithIndex(open IndexOpener) Option { return func(c *config) { c.openIndex = open } }
+// WithIndexOptions sets the full-text index's options.
+func WithIndexOptions(o index.Options) Option { return func(c *config) { c.indexOpts = o } }
 
 // Projector folds the session stream into its stores and serves reads. Open
 // it, call Run to follow the stream, View to read, Close when done.
@@ -120,7 +113,7 @@ type Projector struct {
 type instance struct {
 	dir   string
 	store *store
-	index Index
+	index *index.Index
 	cache *stateCache // used only by the writer holding writeMu
 	// indexGen is the index's applied generation; only the writer holding
 	// writeMu uses it.
@@ -151,7 +144,7 @@ func Open(ctx context.Context, js jetstream.JetStream, dir string, opts ...Optio
 		genCh: make(chan struct{}), live: map[string]bool{},
 	}
 	var err error
-	if p.metrics, err = newMetrics(cfg.registerer); err != nil {
+	if p.metrics, err = newMetrics(cfg.registerer, p.indexStats); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -173,12 +166,6 @@ func Open(ctx context.Context, js jetstream.JetStream, dir string, opts ...Optio
 
 func (c *config) complete() error {
 	switch {
-	case c.decoder == nil:
-		return errors.New("open projection: no record decoder (WithDecoder)")
-	case c.folder == nil:
-		return errors.New("open projection: no fold (WithFolder)")
-	case c.openIndex == nil:
-		return errors.New("open projection: no index (WithIndex)")
 	case c.batchSize < 1:
 		return fmt.Errorf("open projection: batch size %d is not positive", c.batchSize)
 	case c.cacheBytes < 0:
@@ -249,14 +236,18 @@ func (p *Projector) openInstance(ctx context.Context, dir string) (*instance, er
 	}
 	inst := &instance{dir: dir, store: st, cache: newStateCache(p.cfg.cacheBytes)}
 	idxDir := filepath.Join(dir, "index")
-	idx, err := p.cfg.openIndex(idxDir)
+	idx, err := index.Open(idxDir, p.cfg.indexOpts)
 	if err != nil {
+		if !errors.Is(err, index.ErrCorrupt) && !errors.Is(err, index.ErrIncompatible) {
+			st.close()
+			return nil, fmt.Errorf("open index: %w", err)
+		}
 		p.log.Warn("index is corrupt or incompatible; recreating it from the store", "dir", idxDir, "err", err)
 		if err := os.RemoveAll(idxDir); err != nil {
 			st.close()
 			return nil, fmt.Errorf("remove corrupt index: %w", err)
 		}
-		if idx, err = p.cfg.openIndex(idxDir); err != nil {
+		if idx, err = index.Open(idxDir, p.cfg.indexOpts); err != nil {
 			st.close()
 			return nil, fmt.Errorf("create index: %w", err)
 		}
@@ -350,13 +341,22 @@ func (p *Projector) Epoch() string {
 // Index returns the serving projection's full-text index. Its content may
 // be ahead of any snapshot (see the package doc); after a rebuild swap a new
 // Index is serving, so call Index inside View rather than keeping it.
-func (p *Projector) Index() Index {
+func (p *Projector) Index() *index.Index {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.cur == nil {
 		return nil
 	}
 	return p.cur.index
+}
+
+func (p *Projector) indexStats() (index.Stats, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.cur == nil {
+		return index.Stats{}, errors.New("projection is closed")
+	}
+	return p.cur.index.Stats()
 }
 
 // WaitGeneration waits until the applied generation reaches min. It fails
@@ -414,7 +414,7 @@ func (p *Projector) View(ctx context.Context, minGeneration uint64, fn func(Snap
 	if err != nil {
 		return &dshq.Error{Code: dshq.CodeIndexFailed, Message: "projection read failed", Err: err}
 	}
-	s := &snapshot{tx: tx, gen: gen, epoch: inst.store.epoch, folder: p.cfg.folder}
+	s := &snapshot{tx: tx, gen: gen, epoch: inst.store.epoch}
 	p.liveMu.RLock()
 	s.live = make(map[string]bool, len(p.live))
 	for k, v := range p.live {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/index"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -19,10 +20,7 @@ const refeedChunk = 4096
 // the store needs nothing: replaying the stream from the store's checkpoint
 // reproduces what it already holds.
 func (p *Projector) refeedIndex(ctx context.Context, inst *instance) error {
-	ig, err := inst.index.Generation()
-	if err != nil {
-		return fmt.Errorf("read index generation: %w", err)
-	}
+	ig := inst.index.Generation()
 	cp, err := inst.store.checkpoint()
 	if err != nil {
 		return err
@@ -32,12 +30,12 @@ func (p *Projector) refeedIndex(ctx context.Context, inst *instance) error {
 		return nil
 	}
 	p.log.Info("re-feeding index from the store", "indexGeneration", ig, "checkpoint", cp)
-	var pending IndexBatch
+	pending := &index.Batch{}
 	flush := func(gen uint64) error {
 		if err := inst.index.Apply(ctx, pending, gen); err != nil {
 			return fmt.Errorf("re-feed index: %w", err)
 		}
-		pending = IndexBatch{}
+		pending = &index.Batch{}
 		return nil
 	}
 	err = inst.store.db.View(func(tx *bolt.Tx) error {
@@ -49,13 +47,13 @@ func (p *Projector) refeedIndex(ctx context.Context, inst *instance) error {
 			if v.UpdatedAt <= ig {
 				return nil
 			}
-			pending.DeleteSessions = append(pending.DeleteSessions, v.Header.ID)
+			pending.DeleteSession(v.Header.ID)
 			if v.InvalidFrom < 0 {
-				if err := appendDocs(tx, &v, &pending); err != nil {
+				if err := appendDocs(tx, &v, pending); err != nil {
 					return err
 				}
 			}
-			if len(pending.Upserts) >= refeedChunk {
+			if pending.Len() >= refeedChunk {
 				return flush(ig) // not yet complete: keep the old generation
 			}
 			return nil
@@ -72,16 +70,12 @@ func (p *Projector) refeedIndex(ctx context.Context, inst *instance) error {
 }
 
 // appendDocs adds the documents of a valid session to ib.
-func appendDocs(tx *bolt.Tx, v *sessionValue, ib *IndexBatch) error {
+func appendDocs(tx *bolt.Tx, v *sessionValue, ib *index.Batch) error {
 	s := &snapshot{tx: tx}
 	return s.Events(v.Header.ID, 0, func(e StoredEvent) bool {
 		if e.Text != "" && !e.Invalid {
-			ib.Upserts = append(ib.Upserts, IndexDoc{Header: v.Header, SearchDocument: dshqDoc(e)})
+			ib.Upsert(indexDoc(v.Header, dshq.SearchDocument{EventRecord: e.Record, Text: e.Text}))
 		}
 		return true
 	})
-}
-
-func dshqDoc(e StoredEvent) dshq.SearchDocument {
-	return dshq.SearchDocument{EventRecord: e.Record, Text: e.Text}
 }

@@ -55,8 +55,10 @@ func (p *Projector) follow(ctx context.Context) error {
 			}
 			cons, for_ = c, inst
 		}
-		mb, err := cons.Fetch(p.cfg.batchSize, jetstream.FetchMaxWait(fetchWait))
+		fctx, cancel := context.WithTimeout(ctx, fetchWait)
+		mb, err := cons.Fetch(p.cfg.batchSize, jetstream.FetchContext(fctx))
 		if err != nil {
+			cancel()
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -67,7 +69,9 @@ func (p *Projector) follow(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := p.drain(ctx, inst, mb); err != nil {
+		err = p.drain(ctx, inst, mb)
+		cancel()
+		if err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/fold"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -18,7 +19,6 @@ type snapshot struct {
 	epoch       string
 	live        map[string]bool // subject tokens whose lease is held
 	liveVersion uint64
-	folder      Folder
 }
 
 func (s *snapshot) Generation() uint64  { return s.gen }
@@ -146,8 +146,8 @@ func (s *snapshot) Closers(id string) ([]dshq.Event, error) {
 	if b == nil {
 		return nil, fmt.Errorf("session %q has no stored fold state", id)
 	}
-	st, err := s.folder.Restore(v.info().Header, b)
-	if err != nil {
+	st := fold.New(v.info().Header, fold.Lenient)
+	if err := st.UnmarshalBinary(b); err != nil {
 		return nil, fmt.Errorf("session %q: restore fold state: %w", id, err)
 	}
 	return st.Closers(), nil

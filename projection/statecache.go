@@ -1,6 +1,10 @@
 package projection
 
-import "container/list"
+import (
+	"container/list"
+
+	"github.com/dshq/dshq/fold"
+)
 
 // stateCache keeps decoded fold states in memory within a byte budget,
 // evicting the least recently used. The size of an entry is the length of
@@ -16,7 +20,7 @@ type stateCache struct {
 
 type cacheEntry struct {
 	id    string
-	state FoldState
+	state *fold.State
 	size  int64
 }
 
@@ -25,7 +29,7 @@ func newStateCache(budget int64) *stateCache {
 }
 
 // get returns the cached state of id.
-func (c *stateCache) get(id string) (FoldState, bool) {
+func (c *stateCache) get(id string) (*fold.State, bool) {
 	el, ok := c.items[id]
 	if !ok {
 		return nil, false
@@ -36,7 +40,7 @@ func (c *stateCache) get(id string) (FoldState, bool) {
 
 // put caches st for id with the given encoded size, evicting as needed. A
 // state larger than the whole budget is not cached.
-func (c *stateCache) put(id string, st FoldState, size int64) {
+func (c *stateCache) put(id string, st *fold.State, size int64) {
 	c.remove(id)
 	if size > c.budget {
 		return

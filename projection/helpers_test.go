@@ -1,0 +1,313 @@
+package projection
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	bolt "go.etcd.io/bbolt"
+	"go.uber.org/goleak"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/index"
+	"github.com/dshq/dshq/record"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+func TestMain(m *testing.M) {
+	// Bleve starts its analysis workers once per process, at package init.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
+}
+
+// env is an embedded nats-server with the session stream and lease bucket.
+type env struct {
+	t  testing.TB
+	e  *bus.Embedded
+	nc *nats.Conn
+	js jetstream.JetStream
+	kv jetstream.KeyValue
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	ctx := context.Background()
+	e, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: t.TempDir(), Sync: bus.SyncRelaxed})
+	if err != nil {
+		t.Fatalf("start embedded: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := e.Shutdown(context.Background()); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	nc, err := e.InProcessConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.EnsureStream(ctx, js, bus.StreamConfig{LeaseTTL: 2 * time.Second}); err != nil {
+		t.Fatalf("ensure stream: %v", err)
+	}
+	kv, err := bus.EnsureLeaseBucket(ctx, js, bus.StreamConfig{LeaseTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("ensure lease bucket: %v", err)
+	}
+	return &env{t: t, e: e, nc: nc, js: js, kv: kv}
+}
+
+// publish publishes one raw record on dsh.log.<tok> and returns its stream
+// sequence.
+func (e *env) publish(tok string, data []byte) uint64 {
+	e.t.Helper()
+	ack, err := e.js.Publish(context.Background(), DefaultSubjectPrefix+tok, data)
+	if err != nil {
+		e.t.Fatalf("publish on %s: %v", tok, err)
+	}
+	return ack.Sequence
+}
+
+// publishLog publishes a JSONL log (header line first) and returns the
+// session id and the last stream sequence.
+func (e *env) publishLog(lines [][]byte) (string, uint64) {
+	e.t.Helper()
+	var h struct{ ID string }
+	if err := json.Unmarshal(lines[0], &h); err != nil {
+		e.t.Fatalf("header: %v", err)
+	}
+	tok := token(e.t, h.ID)
+	var last uint64
+	for _, l := range lines {
+		last = e.publish(tok, l)
+	}
+	return h.ID, last
+}
+
+func token(t testing.TB, id string) string {
+	t.Helper()
+	tok, err := record.SubjectToken(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// readLines reads a JSONL file of testdata.
+func readLines(t testing.TB, name string) [][]byte {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out [][]byte
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		if l := bytes.TrimSpace(sc.Bytes()); len(l) > 0 {
+			out = append(out, append([]byte(nil), l...))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// withID returns lines with the header's id replaced.
+func withID(t testing.TB, lines [][]byte, id string) [][]byte {
+	t.Helper()
+	var h map[string]any
+	dec := json.NewDecoder(bytes.NewReader(lines[0]))
+	dec.UseNumber()
+	if err := dec.Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	h["id"] = id
+	hb, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([][]byte{hb}, lines[1:]...)
+}
+
+// running is a projector whose Run goroutine the test owns.
+type running struct {
+	t      testing.TB
+	p      *Projector
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+func (e *env) open(dir string, opts ...Option) *Projector {
+	e.t.Helper()
+	opts = append([]Option{WithLogger(quietLogger())}, opts...)
+	p, err := Open(context.Background(), e.js, dir, opts...)
+	if err != nil {
+		e.t.Fatalf("open projector: %v", err)
+	}
+	return p
+}
+
+func (e *env) start(dir string, opts ...Option) *running {
+	e.t.Helper()
+	return run(e.t, e.open(dir, opts...))
+}
+
+func run(t testing.TB, p *Projector) *running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{t: t, p: p, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- p.Run(ctx) }()
+	t.Cleanup(func() { r.stop() })
+	return r
+}
+
+// stop cancels Run, waits for it and closes the projector; it returns Run's
+// error.
+func (r *running) stop() error {
+	r.once.Do(func() {
+		r.cancel()
+		r.err = <-r.done
+		if err := r.p.Close(); err != nil {
+			r.t.Errorf("close projector: %v", err)
+		}
+	})
+	return r.err
+}
+
+// waitGen waits until p has applied generation g.
+func waitGen(t testing.TB, p *Projector, g uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := p.WaitGeneration(ctx, g); err != nil {
+		t.Fatalf("wait for generation %d (at %d): %v", g, p.Generation(), err)
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for a condition
+	}
+}
+
+func view(t testing.TB, p *Projector, fn func(Snapshot) error) {
+	t.Helper()
+	if err := p.View(context.Background(), 0, fn); err != nil {
+		t.Fatalf("view: %v", err)
+	}
+}
+
+// dumpStore renders every bucket of a store file except the epoch, for
+// comparing two projections of the same stream.
+func dumpStore(t testing.TB, p *Projector) string {
+	t.Helper()
+	var sb strings.Builder
+	p.mu.RLock()
+	db := p.cur.store.db
+	p.mu.RUnlock()
+	err := db.View(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			fmt.Fprintf(&sb, "[%s]\n", name)
+			err := tx.Bucket(name).ForEach(func(k, v []byte) error {
+				if bytes.Equal(name, bucketMeta) && bytes.Equal(k, metaEpoch) {
+					return nil
+				}
+				fmt.Fprintf(&sb, "%q=%q\n", k, v)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb.String()
+}
+
+// dumpIndex renders, for every valid session's event with semantic text,
+// what the index holds for it (found by searching its own text in its
+// session), plus the index's doc count.
+func dumpIndex(t testing.TB, p *Projector) string {
+	t.Helper()
+	var lines []string
+	view(t, p, func(s Snapshot) error {
+		return s.SessionsByCreated(nil, func(info SessionInfo) bool {
+			if !info.Valid() {
+				return true
+			}
+			_ = s.Events(info.Header.Header.ID, 0, func(e StoredEvent) bool {
+				if e.Text != "" {
+					lines = append(lines, indexedDoc(t, p, e))
+				}
+				return true
+			})
+			return true
+		})
+	})
+	st, err := p.Index().Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(lines)
+	return fmt.Sprintf("docs=%d\n%s", st.Docs, strings.Join(lines, "\n"))
+}
+
+func indexedDoc(t testing.TB, p *Projector, e StoredEvent) string {
+	t.Helper()
+	seq := float64(e.Record.Seq)
+	q := strings.Fields(e.Text)[0]
+	page, err := p.Index().SearchEvents(context.Background(), indexQuery(e.Record.SessionID, q, seq))
+	if err != nil {
+		return fmt.Sprintf("%s/%d: search error %v", e.Record.SessionID, e.Record.Seq, err)
+	}
+	if len(page.Hits) != 1 {
+		return fmt.Sprintf("%s/%d: %d hits", e.Record.SessionID, e.Record.Seq, len(page.Hits))
+	}
+	h := page.Hits[0]
+	return fmt.Sprintf("%s/%d %s %s", h.SessionID, h.Seq, h.Type, h.Surface)
+}
+
+var errCrash = errors.New("injected crash")
+
+func indexQuery(id, q string, seq float64) index.EventQuery {
+	return index.EventQuery{
+		SessionID: id, Query: q, Limit: 10,
+		Filters: []dshq.Filter{{Kind: dshq.FilterSeq, From: &seq, To: &seq}},
+	}
+}
+
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
