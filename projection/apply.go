@@ -29,8 +29,8 @@ type batch struct {
 	tx       *bolt.Tx
 	gen      uint64 // stream sequence of the record being applied
 	sessions map[string]*openSession
-	created  []string // ids of sessions created, in stream order
-	docs     map[docKey]index.Doc      // net upserts
+	created  []string                // ids of sessions created, in stream order
+	docs     map[docKey]index.Doc    // net upserts
 	surfaces map[docKey]dshq.Surface // reclassified docs not upserted in this batch
 	deletes  map[string]bool
 	commit   Commit
