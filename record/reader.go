@@ -78,6 +78,8 @@ type Reader struct {
 	next    int64        // the seq the next event must have
 	err     error        // sticky
 	tail    *RecordError // the damage WithUpstreamTail tolerated
+	// zstdTorn is set when WithUpstreamTail met a torn final zstd frame.
+	zstdTorn bool
 }
 
 // NewReader returns a Reader of r.
@@ -155,7 +157,13 @@ func (r *Reader) readLine() ([]byte, error) {
 			r.line++
 			return nil, recErr(RuleTooLarge, "record is longer than the limit of %d bytes", r.max)
 		}
+		r.buf = r.grow(len(chunk))
 		r.buf = append(r.buf, chunk...)
+		if err != nil && r.upstreamTail && r.dec != nil && errors.Is(err, io.ErrUnexpectedEOF) {
+			// A torn final zstd frame ends the input (UPSTREAM §11.7).
+			r.zstdTorn = true
+			err = io.EOF
+		}
 		switch {
 		case err == nil:
 			r.line++
@@ -173,6 +181,20 @@ func (r *Reader) readLine() ([]byte, error) {
 			return nil, r.readErr(err)
 		}
 	}
+}
+
+// grow makes room for n more bytes in r.buf, doubling (never past the
+// limit) so that a long line costs about twice its length in allocations.
+func (r *Reader) grow(n int) []byte {
+	need := len(r.buf) + n
+	if need <= cap(r.buf) {
+		return r.buf
+	}
+	c := max(2*cap(r.buf), need, 4<<10)
+	c = min(c, max(r.max+1, need))
+	b := make([]byte, len(r.buf), c)
+	copy(b, r.buf)
+	return b
 }
 
 // readErr classifies an error of the underlying stream.
@@ -235,6 +257,9 @@ func (r *Reader) Next() (dshq.Event, error) {
 		}
 		evs, err := r.readRecord()
 		if err == io.EOF {
+			if r.zstdTorn {
+				r.tail = &RecordError{File: r.name, Line: r.line + 1, Rule: RuleTornTail, Msg: "the final zstd frame is torn"}
+			}
 			r.err = io.EOF
 			return dshq.Event{}, io.EOF
 		}
