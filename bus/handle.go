@@ -101,6 +101,10 @@ func (h *Handle) writable(ctx context.Context, op string) error {
 	return nil
 }
 
+// recordHeaderRoom is the payload room kept for a record's NATS headers
+// (msg id with a token of up to 700 bytes, expected sequence, batch headers).
+const recordHeaderRoom = 1024
+
 // Append stores events at the end of the log and returns the stream sequence
 // of the last record. The batch must continue at the stored next seq, and
 // every event must be a valid record (record.ParseEvent of its Raw) that the
@@ -140,6 +144,11 @@ func (h *Handle) Append(ctx context.Context, events []dshq.Event) (uint64, error
 		}
 		if _, err := st.Apply(ev); err != nil {
 			return 0, wrapf(ErrInvalidArgument, h.id, err, "append to session %q: event at index %d: %v", h.id, i, err)
+		}
+		if max := h.store.nc.MaxPayload(); int64(len(ev.Raw))+recordHeaderRoom > max {
+			return 0, errorf(ErrInvalidArgument, h.id,
+				"append to session %q: event at index %d is %d bytes, over the bus's maximum payload of %d bytes",
+				h.id, i, len(ev.Raw), max-recordHeaderRoom)
 		}
 		recs = append(recs, outRecord{msgID: h.token + ":" + strconv.FormatInt(ev.Seq, 10), data: ev.Raw})
 	}

@@ -203,6 +203,11 @@ func buildHeader(h dshq.Header, co createOptions) (dshq.HeaderRecord, []byte, er
 	if err := record.ValidateSessionID(id); err != nil {
 		return dshq.HeaderRecord{}, nil, wrapf(ErrInvalidArgument, id, err, "create session: %v", err)
 	}
+	if h.ParentSession != nil {
+		if err := record.ValidateSessionID(*h.ParentSession); err != nil {
+			return dshq.HeaderRecord{}, nil, wrapf(ErrInvalidArgument, id, err, "create session %q: parentSession: %v", id, err)
+		}
+	}
 	if h.Version != dshq.FormatVersion2 {
 		return dshq.HeaderRecord{}, nil, errorf(ErrInvalidArgument, id,
 			"create session %q: header version is %d, want %d", id, h.Version, dshq.FormatVersion2)
