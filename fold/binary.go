@@ -113,6 +113,10 @@ func (s *State) UnmarshalBinary(data []byte) error {
 type decoder struct {
 	b   []byte
 	err error
+	// scratch sizes the canonical encoding of a decoded varint: a
+	// non-minimal one is refused, so every accepted input re-encodes to
+	// itself.
+	scratch [binary.MaxVarintLen64]byte
 }
 
 func (d *decoder) fail(format string, args ...any) {
@@ -136,7 +140,7 @@ func (d *decoder) uvarint() uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
+	if n <= 0 || n != len(binary.AppendUvarint(d.scratch[:0], v)) {
 		d.fail("bad uvarint")
 		return 0
 	}
@@ -149,7 +153,7 @@ func (d *decoder) varint() int64 {
 		return 0
 	}
 	v, n := binary.Varint(d.b)
-	if n <= 0 {
+	if n <= 0 || n != len(binary.AppendVarint(d.scratch[:0], v)) {
 		d.fail("bad varint")
 		return 0
 	}
