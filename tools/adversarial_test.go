@@ -1,0 +1,125 @@
+package tools_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dshq/dshq/tools"
+)
+
+// secretsOfB are every id, title and text of workspace B (and of sessions
+// pruned with a hidden subtree) that a caller in workspace A must never see.
+var secretsOfB = []string{
+	"b-secret", "s-b77c", "b-caller", "n-nocwd", "n-caller",
+	"SECRET", "/home/u/other",
+}
+
+// probe is one way a workspace-A caller can reach for workspace B.
+type probe struct {
+	name, tool, args string
+	// twin, when set, is the same probe aimed at a nonexistent session: the
+	// two answers must be byte-identical.
+	twin string
+	// pruned are further strings this probe must not show (sessions of the
+	// caller's workspace that sit under a hidden subtree).
+	pruned []string
+}
+
+var probesOfB = []probe{
+	{"trace a foreign root", tools.NameSessionTrace, `{"session_id":"b-secret"}`, `{"session_id":"zz-missing"}`, nil},
+	{"trace a foreign child", tools.NameSessionTrace, `{"session_id":"s-b77c"}`, `{"session_id":"zz-missing"}`, nil},
+	{"trace a foreign caller", tools.NameSessionTrace, `{"session_id":"b-caller"}`, `{"session_id":"zz-missing"}`, nil},
+	{"trace a cwd-less session", tools.NameSessionTrace, `{"session_id":"n-nocwd"}`, `{"session_id":"zz-missing"}`, nil},
+	{"trace an A session pruned under a foreign child", tools.NameSessionTrace, `{"session_id":"s-a-grand"}`, "", nil},
+	{"read a foreign event", tools.NameSessionEventRead, `{"session_id":"b-secret","seq":1,"before":1,"after":5}`, `{"session_id":"zz-missing","seq":1,"before":1,"after":5}`, nil},
+	{"read a foreign event past its end", tools.NameSessionEventRead, `{"session_id":"b-secret","seq":999}`, `{"session_id":"zz-missing","seq":999}`, nil},
+	{"trace a foreign event", tools.NameSessionEventTrace, `{"session_id":"s-b77c","seq":1}`, `{"session_id":"zz-missing","seq":1}`, nil},
+	{"search a foreign session's events", tools.NameSessionEventSearch, `{"session_id":"b-secret","query":"retry budget"}`, `{"session_id":"zz-missing","query":"retry budget"}`, nil},
+	{"search for a foreign text", tools.NameSessionSearch, `{"query":"SECRET-B-ROOT-TEXT"}`, `{"query":"no-such-text-anywhere"}`, nil},
+	{"search a shared phrase", tools.NameSessionSearch, `{"query":"retry budget"}`, "", nil},
+	{"search every surface of a shared phrase", tools.NameSessionSearch, `{"query":"retry budget","event_surfaces":["current","shadowed","log-only"],"availability":["live","persisted"]}`, "", nil},
+	{"search a foreign id directly", tools.NameSessionSearch, `{"query":"retry budget","session_ids":["b-secret","s-b77c","n-nocwd"]}`, `{"query":"retry budget","session_ids":["zz-missing"]}`, nil},
+	{"guess a foreign parent", tools.NameSessionSearch, `{"query":"retry budget","parent_session_ids":["b-secret"]}`, `{"query":"retry budget","parent_session_ids":["zz-missing"]}`, nil},
+	{"guess a foreign parent of a foreign child", tools.NameSessionSearch, `{"query":"retry budget","parent_session_ids":["s-9a01"]}`, "", nil},
+	{"search roots", tools.NameSessionSearch, `{"query":"retry budget","include_root_sessions":true}`, "", nil},
+	{"trace lineage crossing out upward", tools.NameSessionTrace, `{"session_id":"a-orphan"}`, "", nil},
+	{"trace lineage crossing out downward", tools.NameSessionTrace, `{"session_id":"s-9a01"}`, "", []string{"s-a-grand"}},
+	{"trace lineage from the root", tools.NameSessionTrace, `{"session_id":"s-7f3c"}`, "", []string{"s-a-grand"}},
+	{"trace lineage from the caller", tools.NameSessionTrace, `{}`, "", []string{"s-a-grand"}},
+	{"search its own events for foreign text", tools.NameSessionEventSearch, `{"query":"SECRET"}`, "", nil},
+	{"read the own parent guess of a sibling", tools.NameSessionEventRead, `{"session_id":"a-orphan","seq":1,"before":50,"after":50}`, "", nil},
+}
+
+// TestWorkspaceBoundary is the adversarial suite: a caller in workspace A
+// probes workspace B every way the arguments allow, against the in-memory
+// service and against the real pipeline (embedded NATS, projector, Bleve,
+// query service).
+func TestWorkspaceBoundary(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			tl := newTools(t, be.open(t, fullCorpus))
+			for _, p := range probesOfB {
+				t.Run(p.name+" reveals nothing of B", func(t *testing.T) {
+					r := call(t, tl, "s-caller", p.tool, p.args)
+					noneOf(t, r.Text, secretsOfB...)
+					noneOf(t, r.Text, p.pruned...)
+					if p.twin == "" {
+						return
+					}
+					twin := call(t, tl, "s-caller", p.tool, p.twin)
+					if r != twin {
+						t.Fatalf("hidden and missing differ:\n%+v\n%+v", r, twin)
+					}
+				})
+			}
+			t.Run("a B caller sees none of A either", func(t *testing.T) {
+				for _, args := range []string{`{"query":"retry budget"}`, `{"query":"Find where the retry budget"}`} {
+					r := call(t, tl, "b-caller", tools.NameSessionSearch, args)
+					noneOf(t, r.Text, "s-7f3c", "s-9a01", "a-orphan", "s-caller", "/home/u/proj")
+				}
+				r := call(t, tl, "b-caller", tools.NameSessionTrace, `{"session_id":"s-b77c"}`)
+				noneOf(t, r.Text, "s-9a01", "s-a-grand", "s-7f3c")
+				if !strings.Contains(r.Text, "- [outside workspace boundary]") || !strings.Contains(r.Text, "- [outside workspace subtree]") {
+					t.Fatalf("markers missing:\n%s", r.Text)
+				}
+			})
+			t.Run("a cwd-less caller sees only itself", func(t *testing.T) {
+				for _, p := range []struct{ tool, args string }{
+					{tools.NameSessionTrace, `{"session_id":"n-nocwd"}`},
+					{tools.NameSessionEventRead, `{"session_id":"n-nocwd","seq":1}`},
+					{tools.NameSessionSearch, `{"query":"retry budget"}`},
+				} {
+					r := call(t, tl, "n-caller", p.tool, p.args)
+					if !r.IsError {
+						t.Fatalf("%s %s succeeded:\n%s", p.tool, p.args, r.Text)
+					}
+					noneOf(t, r.Text, "SECRET-NOCWD", "n-nocwd")
+				}
+			})
+		})
+	}
+}
+
+// The exact tools render the §6.6 examples identically on the real pipeline.
+func TestExactToolsOnThePipeline(t *testing.T) {
+	fake := newTools(t, newFake(t, exampleCorpus))
+	real := newTools(t, newPipeline(t, exampleCorpus).svc)
+	for _, tc := range goldenCases {
+		if tc.tool == tools.NameSessionSearch || tc.tool == tools.NameSessionEventSearch || strings.Contains(tc.name, "orphan") {
+			continue // ranking and snippets are the index's (BM25), compared separately
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			want := call(t, fake, tc.caller, tc.tool, tc.args)
+			got := call(t, real, tc.caller, tc.tool, tc.args)
+			if got != want {
+				t.Fatalf("pipeline:\n%s\n--- in-memory:\n%s", resultText(got), resultText(want))
+			}
+		})
+	}
+	t.Run("the session search example matches on the pipeline", func(t *testing.T) {
+		got := call(t, real, "s-caller", tools.NameSessionSearch, `{"query":"retry budget"}`)
+		if got.IsError || !strings.HasPrefix(got.Text, "Session search results (1):\n\n1. Session s-7f3c — Find where the retry budget\n") {
+			t.Fatalf("got:\n%s", got.Text)
+		}
+	})
+}

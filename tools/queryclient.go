@@ -1,0 +1,139 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query"
+)
+
+// FromQueryClient adapts the trusted query API's Go client to Service.
+// Failures are the client's (*dshq.Error for a service failure).
+func FromQueryClient(c *query.Client) Service { return queryService{c} }
+
+type queryService struct{ c *query.Client }
+
+// FilterSessions follows every page of sessions.filter.
+func (q queryService) FilterSessions(ctx context.Context, filters []dshq.Filter) ([]dshq.SessionRecord, error) {
+	var out []dshq.SessionRecord
+	req := dshq.SessionFilterRequest{Filters: filters, Limit: dshq.MaxListLimit}
+	for {
+		p, err := q.c.FilterSessions(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Items...)
+		if p.NextCursor == "" {
+			return out, nil
+		}
+		if p.NextCursor == req.Cursor {
+			return nil, dshq.Errorf(dshq.CodeInvalidCursor, "sessions.filter repeated a continuation cursor")
+		}
+		req.Cursor = p.NextCursor
+	}
+}
+
+func (q queryService) SearchSessions(ctx context.Context, req dshq.SessionSearchRequest) (dshq.SessionSearchPage, error) {
+	p, err := q.c.SearchSessions(ctx, req)
+	if err != nil {
+		return dshq.SessionSearchPage{}, err
+	}
+	return *p, nil
+}
+
+func (q queryService) SearchEvents(ctx context.Context, req dshq.EventSearchRequest) (dshq.EventSearchPage, error) {
+	p, err := q.c.SearchEvents(ctx, req)
+	if err != nil {
+		return dshq.EventSearchPage{}, err
+	}
+	return *p, nil
+}
+
+func (q queryService) TraceSession(ctx context.Context, id string) (dshq.LineageTrace, error) {
+	p, err := q.c.TraceSession(ctx, dshq.SessionTraceRequest{SessionID: id})
+	if err != nil {
+		return dshq.LineageTrace{}, err
+	}
+	return *p, nil
+}
+
+func (q queryService) Titles(ctx context.Context, ids []string) ([]dshq.TitleResult, error) {
+	p, err := q.c.ReadTitles(ctx, dshq.SessionTitlesRequest{SessionIDs: ids})
+	if err != nil {
+		return nil, err
+	}
+	return p.Items, nil
+}
+
+func (q queryService) ReadEvent(ctx context.Context, req dshq.EventReadRequest) (dshq.EventWindow, error) {
+	raw, err := q.c.Raw(ctx, query.EndpointEventsRead, mustJSON(req))
+	if err != nil {
+		return dshq.EventWindow{}, err
+	}
+	// Decode events keeping each record's exact bytes.
+	var w struct {
+		dshq.EventWindow
+		Target json.RawMessage   `json:"target"`
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return dshq.EventWindow{}, fmt.Errorf("events.read: decode reply: %w", err)
+	}
+	out := w.EventWindow
+	out.Target = rawToEvent(w.Target)
+	out.Events = make([]dshq.Event, len(w.Events))
+	for i, e := range w.Events {
+		out.Events[i] = rawToEvent(e)
+	}
+	return out, nil
+}
+
+func rawToEvent(raw json.RawMessage) dshq.Event {
+	return decoded(dshq.Event{Raw: raw})
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // request types always marshal
+	}
+	return b
+}
+
+func (q queryService) TraceEvent(ctx context.Context, req dshq.EventTraceRequest) (dshq.EventTrace, error) {
+	p, err := q.c.TraceEvent(ctx, req)
+	if err != nil {
+		return dshq.EventTrace{}, err
+	}
+	return *p, nil
+}
+
+// LastStepStart scans events.list (the API has no narrower read of the turn
+// boundary) and keeps the last step/start.
+func (q queryService) LastStepStart(ctx context.Context, id string) (int64, bool, error) {
+	req := dshq.SessionReadRequest{SessionID: id, Limit: dshq.MaxListLimit}
+	var (
+		last  int64
+		found bool
+	)
+	for {
+		p, err := q.c.ListEvents(ctx, req)
+		if err != nil {
+			return 0, false, err
+		}
+		for _, r := range p.Items {
+			if r.Type == "step/start" {
+				last, found = r.Seq, true
+			}
+		}
+		if p.NextCursor == "" {
+			return last, found, nil
+		}
+		if p.NextCursor == req.Cursor {
+			return 0, false, dshq.Errorf(dshq.CodeInvalidCursor, "events.list repeated a continuation cursor")
+		}
+		req.Cursor = p.NextCursor
+	}
+}
