@@ -181,9 +181,9 @@ func lookup(snap Snapshot, id string) (SessionInfo, error) {
 	return info, nil
 }
 
-// record returns the session's record: every projected session's header is
+// sessionRecord returns the session's record: every projected session's header is
 // in the stream (persisted); live while its lease is held.
-func record(snap Snapshot, h dshq.Header) dshq.SessionRecord {
+func sessionRecord(snap Snapshot, h dshq.Header) dshq.SessionRecord {
 	return dshq.SessionRecord{Header: h, Live: snap.IsLive(h.ID), Persisted: true}
 }
 

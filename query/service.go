@@ -132,7 +132,8 @@ func serve(ctx context.Context, nc *nats.Conn, cfg micro.Config, subject func(st
 				}
 			}()
 		}
-		if err := svc.AddEndpoint(ep, micro.HandlerFunc(handle), micro.WithEndpointSubject(subject(ep))); err != nil {
+		// Endpoint names may not hold dots: sessions.list is named sessions_list.
+		if err := svc.AddEndpoint(strings.ReplaceAll(ep, ".", "_"), micro.HandlerFunc(handle), micro.WithEndpointSubject(subject(ep))); err != nil {
 			cancel()
 			_ = svc.Stop()
 			return nil, fmt.Errorf("add endpoint %s: %w", ep, err)
