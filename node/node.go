@@ -1,0 +1,238 @@
+// Package node runs dshq's parts in one process: the NATS connection
+// (embedded server or an existing deployment), stream provisioning, the
+// projector with its query shard, the query service, the tools service and the
+// metrics endpoint. `dshq serve` runs all of them; cmd/projector and cmd/query
+// run a subset against --nats-url. There is one code path: the all-in-one
+// process talks to its parts over an in-process NATS connection exactly as
+// separate processes do over the network.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/projection"
+	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/tools"
+	"github.com/dshq/dshq/tools/toolservice"
+)
+
+// Parts selects what a node runs.
+type Parts struct {
+	Projector bool // the projector and its query shard
+	Query     bool // the dsh-query front service
+	Tools     bool // the dsh-tools service
+}
+
+// All is every part: what `dshq serve` runs.
+var All = Parts{Projector: true, Query: true, Tools: true}
+
+// Config configures Run.
+type Config struct {
+	// Home is the data directory ($DSH_HOME); the embedded server keeps its
+	// JetStream store under Home/nats and the projector under Home/projection.
+	Home string
+	// Conn says how to reach NATS. With Conn.URL empty an embedded server is
+	// started under Home.
+	Conn ConnectOptions
+	// Listen is the embedded server's client address ("" = DefaultListen).
+	Listen string
+	// RelaxedSync relaxes the embedded server's sync_interval=always.
+	RelaxedSync bool
+	// Metrics is the HTTP address of /metrics ("" = none).
+	Metrics string
+	// Parts selects the parts to run.
+	Parts Parts
+	// Stream configures the session stream and lease bucket.
+	Stream bus.StreamConfig
+	// Logger receives structured logs (nil = slog.Default()).
+	Logger *slog.Logger
+}
+
+// DefaultListen is the embedded server's default client address: loopback only.
+const DefaultListen = "127.0.0.1:4222"
+
+// Info describes a node that is ready.
+type Info struct {
+	// ClientURL is the NATS URL clients use (the embedded server's, or the
+	// configured one).
+	ClientURL string
+	// MetricsURL is the metrics endpoint, "" when disabled.
+	MetricsURL string
+	// Embedded is true when this node runs its own NATS server.
+	Embedded bool
+	// Generation is the projection generation at start (0 without a projector).
+	Generation uint64
+}
+
+// Run starts the configured parts, calls ready once they all serve, and runs
+// until ctx is done; then it stops every part in reverse order and returns.
+// A part that fails stops the node and its error is returned.
+func Run(ctx context.Context, cfg Config, ready func(Info)) (err error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	var stack stopStack
+	defer func() { err = errors.Join(err, stack.stop()) }()
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	nc, info, err := connect(ctx, cfg, &stack)
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	if _, err := bus.EnsureStream(ctx, js, cfg.Stream); err != nil {
+		return err
+	}
+	if _, err := bus.EnsureLeaseBucket(ctx, js, cfg.Stream); err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	var wg sync.WaitGroup
+	stack.push(func() error { wg.Wait(); return nil })
+	if cfg.Parts.Projector {
+		gen, err := startProjector(ctx, cancel, cfg, js, nc, reg, log, &stack, &wg)
+		if err != nil {
+			return err
+		}
+		info.Generation = gen
+	}
+	if cfg.Parts.Query {
+		stop, err := query.Serve(ctx, nc, query.WithLogger(log))
+		if err != nil {
+			return fmt.Errorf("start query service: %w", err)
+		}
+		stack.push(stop)
+	}
+	if cfg.Parts.Tools {
+		t, err := tools.New(tools.FromQueryClient(query.NewClient(nc)), tools.WithLogger(log))
+		if err != nil {
+			return fmt.Errorf("tools: %w", err)
+		}
+		stop, err := toolservice.Serve(ctx, nc, t, toolservice.WithLogger(log))
+		if err != nil {
+			return fmt.Errorf("start tools service: %w", err)
+		}
+		stack.push(stop)
+	}
+	if cfg.Metrics != "" {
+		url, err := serveMetrics(cfg.Metrics, reg, log, &stack, &wg)
+		if err != nil {
+			return err
+		}
+		info.MetricsURL = url
+	}
+	if ready != nil {
+		ready(info)
+	}
+	<-ctx.Done()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return nil
+}
+
+// startProjector opens the projector under Home/projection, runs it in a
+// goroutine owned by wg (a failure cancels the node), and serves its query
+// shard.
+func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Config, js jetstream.JetStream, nc *nats.Conn, reg prometheus.Registerer, log *slog.Logger, stack *stopStack, wg *sync.WaitGroup) (uint64, error) {
+	opts := []projection.Option{projection.WithLogger(log), projection.WithRegisterer(reg)}
+	if cfg.Stream.Name != "" {
+		opts = append(opts, projection.WithStream(cfg.Stream.Name))
+	}
+	if cfg.Stream.LeaseBucket != "" {
+		opts = append(opts, projection.WithLeaseBucket(cfg.Stream.LeaseBucket))
+	}
+	p, err := projection.Open(ctx, js, filepath.Join(cfg.Home, "projection"), opts...)
+	if err != nil {
+		return 0, fmt.Errorf("open projector: %w", err)
+	}
+	stack.push(p.Close)
+	runCtx, stopRun := context.WithCancel(ctx)
+	done := make(chan struct{})
+	stack.push(func() error { stopRun(); <-done; return nil })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(done)
+		if err := p.Run(runCtx); err != nil && runCtx.Err() == nil {
+			cancel(fmt.Errorf("projector: %w", err))
+		}
+	}()
+	cursors, err := query.NewKVCursorStore(ctx, js)
+	if err != nil {
+		return 0, fmt.Errorf("cursor store: %w", err)
+	}
+	engine := query.NewEngine(query.FromProjector(p), query.WithSearcher(query.FromIndex(p.Index())), query.WithCursorStore(cursors))
+	stop, err := query.ServeShard(ctx, nc, query.DefaultShard, engine, query.WithLogger(log))
+	if err != nil {
+		return 0, fmt.Errorf("start query shard: %w", err)
+	}
+	stack.push(stop)
+	return p.Generation(), nil
+}
+
+// serveMetrics serves reg on addr/metrics until the node stops.
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger, stack *stopStack, wg *sync.WaitGroup) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server failed", "err", err)
+		}
+	}()
+	stack.push(func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(ctx)
+	})
+	return "http://" + ln.Addr().String() + "/metrics", nil
+}
+
+// stopStack runs stop functions in reverse order of registration.
+type stopStack struct {
+	fns []func() error
+}
+
+func (s *stopStack) push(fn func() error) { s.fns = append(s.fns, fn) }
+
+func (s *stopStack) stop() error {
+	var errs []error
+	for i := len(s.fns) - 1; i >= 0; i-- {
+		if err := s.fns[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.fns = nil
+	return errors.Join(errs...)
+}
