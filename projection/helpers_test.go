@@ -184,6 +184,19 @@ func run(t testing.TB, p *Projector) *running {
 	return r
 }
 
+// wait waits (bounded) for Run to return on its own and returns its error.
+func (r *running) wait() error {
+	r.t.Helper()
+	select {
+	case err := <-r.done:
+		r.done <- err // for stop
+		return err
+	case <-time.After(20 * time.Second):
+		r.t.Fatal("Run did not return")
+		return nil
+	}
+}
+
 // stop cancels Run, waits for it and closes the projector; it returns Run's
 // error.
 func (r *running) stop() error {

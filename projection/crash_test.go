@@ -1,0 +1,162 @@
+package projection
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// mixedCorpus is several sessions' logs interleaved record by record, with
+// bad records among them, so that batches span sessions, replacements,
+// quarantines and invalidations.
+func mixedCorpus(t testing.TB) [][2]string {
+	t.Helper()
+	base := readLines(t, "upstream-2.5.jsonl")
+	var logs [][][]byte
+	for i := range 4 {
+		logs = append(logs, withID(t, base, fmt.Sprintf("s-%d", i)))
+	}
+	bad := withID(t, base, "s-bad")
+	bad = append(bad[:6:6], append([][]byte{[]byte(`{"type":"turn/start","seq":99,"time":1,"data":{}}`)}, bad[6:]...)...)
+	logs = append(logs, bad, [][]byte{[]byte(`{"type":"session","version":9,"id":"s-v9","createdAt":1,"isSeeded":false}`), line(turnStart, 0)})
+	var out [][2]string
+	for i := 0; ; i++ {
+		more := false
+		for _, l := range logs {
+			if i < len(l) {
+				var h struct{ ID string }
+				mustUnmarshal(t, l[0], &h)
+				out = append(out, [2]string{token(t, h.ID), string(l[i])})
+				more = true
+			}
+		}
+		if !more {
+			return out
+		}
+	}
+}
+
+func (e *env) publishAll(recs [][2]string) uint64 {
+	var last uint64
+	for _, r := range recs {
+		last = e.publish(r[0], []byte(r[1]))
+	}
+	return last
+}
+
+// crashAt returns a hook that fails at the n-th time point is reached.
+func crashAt(point string, n int64) func(string, uint64) error {
+	var seen atomic.Int64
+	return func(p string, _ uint64) error {
+		if p == point && seen.Add(1) == n {
+			return errCrash
+		}
+		return nil
+	}
+}
+
+func TestProjector_CrashAndRestartYieldsTheCleanProjection(t *testing.T) {
+	e := newEnv(t)
+	corpus := mixedCorpus(t)
+	half := len(corpus) / 2
+	e.publishAll(corpus[:half])
+	last := e.publishAll(corpus[half:])
+
+	clean := e.start(t.TempDir(), WithBatchSize(7))
+	waitGen(t, clean.p, last)
+	wantStore, wantIndex := dumpStore(t, clean.p), dumpIndex(t, clean.p)
+	clean.stop()
+
+	cases := []struct {
+		name  string
+		point string
+		n     int64
+	}{
+		{"a crash before the index applied a batch", "before-index", 3},
+		{"a crash after the index applied a batch but before the store committed it", "before-commit", 5},
+		{"a crash after the commit but before the ack", "before-ack", 4},
+		{"a crash before the very first commit", "before-commit", 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := []Option{WithBatchSize(7)}
+			crashing := e.start(dir, append(opts, withHook(crashAt(c.point, c.n)))...)
+			if err := crashing.wait(); !errors.Is(err, errCrash) {
+				t.Fatalf("Run returned %v, want the injected crash", err)
+			}
+			crashing.stop()
+			again := e.start(dir, opts...)
+			waitGen(t, again.p, last)
+			if got := dumpStore(t, again.p); got != wantStore {
+				t.Errorf("store after crash and restart differs from a clean run:\n%s", diffLines(got, wantStore))
+			}
+			if got := dumpIndex(t, again.p); got != wantIndex {
+				t.Errorf("index after crash and restart differs from a clean run:\n%s", diffLines(got, wantIndex))
+			}
+			again.stop() // one projector per durable consumer at a time
+		})
+	}
+	t.Run("closing the bbolt file under the running projector", func(t *testing.T) {
+		dir := t.TempDir()
+		var closed atomic.Bool
+		var target atomic.Pointer[Projector]
+		p := e.open(dir, WithBatchSize(5), withHook(func(point string, gen uint64) error {
+			if point == "before-ack" && gen > uint64(half) && closed.CompareAndSwap(false, true) {
+				// The loop holds no transaction between commit and ack.
+				return target.Load().current().store.db.Close()
+			}
+			return nil
+		}))
+		target.Store(p)
+		r := run(t, p)
+		if err := r.wait(); err == nil {
+			t.Fatal("Run ended without error on a closed store")
+		}
+		r.stop()
+		again := e.start(dir, WithBatchSize(5))
+		waitGen(t, again.p, last)
+		if got := dumpStore(t, again.p); got != wantStore {
+			t.Errorf("store differs from a clean run:\n%s", diffLines(got, wantStore))
+		}
+		if got := dumpIndex(t, again.p); got != wantIndex {
+			t.Errorf("index differs from a clean run:\n%s", diffLines(got, wantIndex))
+		}
+	})
+}
+
+func withHook(h func(string, uint64) error) Option { return func(c *config) { c.hook = h } }
+
+func mustUnmarshal(t testing.TB, b []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// diffLines lists the lines only in got (+) and only in want (-).
+func diffLines(got, want string) string {
+	in := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l] = true
+		}
+		return m
+	}
+	g, w := in(got), in(want)
+	var b strings.Builder
+	for _, l := range strings.Split(got, "\n") {
+		if !w[l] {
+			fmt.Fprintf(&b, "+ %s\n", l)
+		}
+	}
+	for _, l := range strings.Split(want, "\n") {
+		if !g[l] {
+			fmt.Fprintf(&b, "- %s\n", l)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,179 @@
+package projection
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+const (
+	goodHeader = `{"type":"session","version":2,"id":"%s","createdAt":1788000000000,"cwd":"/w","isSeeded":false}`
+	turnStart  = `{"type":"turn/start","seq":%d,"time":1788000000100,"data":{"turn":1}}`
+	userMsg    = `{"type":"user/message","seq":%d,"time":1788000000101,"data":{"id":"m","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":"hello quarantine"}]},"surfaceOp":"append"}`
+)
+
+func line(format string, args ...any) []byte { return []byte(fmt.Sprintf(format, args...)) }
+
+func TestProjector_QuarantinesBadRecordsWhileOtherSessionsFlow(t *testing.T) {
+	cases := []struct {
+		name string
+		id   string // session id ("" when the subject holds no session)
+		tok  string // subject token when it differs from the id's
+		log  [][]byte
+		// invalidFrom is the seq the session is invalid from (-1 = valid,
+		// -2 = no session at all).
+		invalidFrom int64
+		events      int64 // events stored
+		quarantined int   // quarantine entries on this subject
+		reason      string
+	}{
+		{
+			name: "a header of an unknown version quarantines the subject",
+			id:   "q-version", log: [][]byte{
+				line(`{"type":"session","version":7,"id":"q-version","createdAt":1,"isSeeded":false}`),
+				line(turnStart, 0),
+			},
+			invalidFrom: -2, quarantined: 2, reason: "version",
+		},
+		{
+			name: "a header that is not JSON quarantines the subject",
+			tok:  "q-garbage", log: [][]byte{line(`{"type":"session",`), line(turnStart, 0)},
+			invalidFrom: -2, quarantined: 2, reason: "invalid header record",
+		},
+		{
+			name: "a header on another session's subject quarantines the subject",
+			id:   "q-elsewhere", tok: "q-wrong-subject", log: [][]byte{line(goodHeader, "q-elsewhere")},
+			invalidFrom: -2, quarantined: 1, reason: "subject token",
+		},
+		{
+			name: "an event that is not JSON marks its session invalid from its seq",
+			id:   "q-notjson", log: [][]byte{line(goodHeader, "q-notjson"), line(turnStart, 0), line(`not json`), line(userMsg, 2)},
+			invalidFrom: 1, events: 3, quarantined: 1, reason: "invalid event record",
+		},
+		{
+			name: "an event breaking the fold's rules marks its session invalid",
+			id:   "q-fold", log: [][]byte{line(goodHeader, "q-fold"), line(`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1},"surfaceOp":"append"}`), line(userMsg, 1)},
+			invalidFrom: 0, events: 2, quarantined: 1, reason: "surfaceOp",
+		},
+		{
+			name: "a duplicated seq is quarantined, never applied twice",
+			id:   "q-dup", log: [][]byte{line(goodHeader, "q-dup"), line(turnStart, 0), line(userMsg, 1), line(userMsg, 1)},
+			invalidFrom: 2, events: 3, quarantined: 1, reason: "seq",
+		},
+		{
+			name: "an out-of-order seq is quarantined",
+			id:   "q-gap", log: [][]byte{line(goodHeader, "q-gap"), line(turnStart, 0), line(userMsg, 3)},
+			invalidFrom: 1, events: 2, quarantined: 1, reason: "seq",
+		},
+	}
+	e := newEnv(t)
+	reg := prometheus.NewRegistry()
+	var mu sync.Mutex
+	var commits []Commit
+	r := e.start(t.TempDir(), WithRegisterer(reg), WithOnCommit(func(c Commit) {
+		mu.Lock()
+		commits = append(commits, c)
+		mu.Unlock()
+	}))
+	subjects := map[string]string{}
+	for _, c := range cases {
+		tok := c.tok
+		if tok == "" {
+			tok = token(t, c.id)
+		}
+		subjects[c.name] = DefaultSubjectPrefix + tok
+		for _, l := range c.log {
+			e.publish(tok, l)
+		}
+	}
+	e.publish("a.b", line(goodHeader, "q-nested")) // not dsh.log.<token>
+	goodID, last := e.publishLog(readLines(t, "upstream-2.5.jsonl"))
+	waitGen(t, r.p, last)
+
+	total := 1
+	view(t, r.p, func(s Snapshot) error {
+		byKey := map[string][]QuarantineRecord{}
+		if err := s.Quarantined(0, func(q QuarantineRecord) bool {
+			byKey[q.Subject] = append(byKey[q.Subject], q)
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got := byKey["dsh.log.a.b"]; len(got) != 1 || !strings.Contains(got[0].Reason, "is not dsh.log.<token>") {
+			t.Errorf("nested subject: quarantine = %+v", got)
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				qs := byKey[subjects[c.name]]
+				total += len(qs)
+				if len(qs) != c.quarantined {
+					t.Fatalf("%d quarantined records, want %d: %+v", len(qs), c.quarantined, qs)
+				}
+				if !strings.Contains(qs[0].Reason, c.reason) {
+					t.Errorf("reason %q does not mention %q", qs[0].Reason, c.reason)
+				}
+				if len(qs[0].Raw) == 0 {
+					t.Error("quarantine lost the raw record")
+				}
+				info, ok := s.Session(c.id)
+				if c.invalidFrom == -2 {
+					if ok && c.id != "" {
+						t.Fatalf("session %q exists: %+v", c.id, info)
+					}
+					return
+				}
+				if !ok {
+					t.Fatalf("session %q missing", c.id)
+				}
+				if info.InvalidFrom != c.invalidFrom || info.EventCount != c.events {
+					t.Errorf("invalidFrom %d events %d; want %d %d", info.InvalidFrom, info.EventCount, c.invalidFrom, c.events)
+				}
+				if info.ReclassifiedAt == 0 || info.InvalidReason == "" {
+					t.Errorf("invalid session lacks reclassification generation or reason: %+v", info)
+				}
+				for seq := c.invalidFrom; seq < c.events; seq++ {
+					ev, ok := s.Event(c.id, seq)
+					if !ok || !ev.Invalid || len(ev.Raw) == 0 {
+						t.Errorf("event %d: stored=%v invalid=%v raw=%d bytes", seq, ok, ev.Invalid, len(ev.Raw))
+					}
+				}
+				if cl, err := s.Closers(c.id); err != nil || cl != nil {
+					t.Errorf("closers of an invalid session: %v, %v", cl, err)
+				}
+			})
+		}
+		if info, ok := s.Session(goodID); !ok || !info.Valid() || info.EventCount != 18 {
+			t.Errorf("the good session did not flow: %+v", info)
+		}
+		return nil
+	})
+	// Invalid sessions leave the index.
+	if dump := dumpIndex(t, r.p); strings.Contains(dump, "q-") {
+		t.Errorf("index still holds invalid sessions:\n%s", dump)
+	}
+	if got := counterValue(t, r.p.metrics.quarantined); int(got) != total {
+		t.Errorf("quarantine metric = %v, want %d", got, total)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	n := 0
+	for _, c := range commits {
+		n += len(c.Quarantined)
+	}
+	if n != total {
+		t.Errorf("OnCommit saw %d quarantined records, want %d", n, total)
+	}
+}
+
+func counterValue(t testing.TB, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
