@@ -1,5 +1,7 @@
 package dshq
 
+import "encoding/json"
+
 // Request and reply shapes of the trusted query API that query.go does not
 // already name (CONTRACT §3). Every request may also carry minGeneration and
 // timeoutMs; the Go client adds them from its call options, so they are not
@@ -87,4 +89,30 @@ type SearchDocumentPage struct {
 // {"error":{"code","message"}}.
 type ErrorReply struct {
 	Error ErrorBody `json:"error"`
+}
+
+// UnmarshalJSON reads an event from a reply: Raw keeps the record's bytes
+// exactly (the inverse of MarshalJSON), and the envelope fields are decoded
+// from it for convenience. It does not validate the record (record.ParseEvent
+// does).
+func (e *Event) UnmarshalJSON(b []byte) error {
+	var env struct {
+		Type            string          `json:"type"`
+		Seq             int64           `json:"seq"`
+		Time            int64           `json:"time"`
+		Data            json.RawMessage `json:"data"`
+		SurfaceOp       json.RawMessage `json:"surfaceOp"`
+		SourceEventSeqs json.RawMessage `json:"sourceEventSeqs"`
+		Ignorable       bool            `json:"ignorable"`
+	}
+	if string(b) == "null" {
+		*e = Event{}
+		return nil
+	}
+	if err := json.Unmarshal(b, &env); err != nil {
+		return err
+	}
+	*e = Event{Type: env.Type, Seq: env.Seq, Time: env.Time, Data: env.Data, SurfaceOp: env.SurfaceOp,
+		SourceEventSeqs: env.SourceEventSeqs, Ignorable: env.Ignorable, Raw: append(json.RawMessage(nil), b...)}
+	return nil
 }
