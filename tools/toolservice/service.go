@@ -1,0 +1,339 @@
+// Package toolservice serves the five model-facing tools as the NATS micro
+// service dsh-tools (CONTRACT §4): one endpoint per tool on
+// dsh.tools.v1.<tool>, the tool list on dsh.tools.v1.list, and the spill
+// reader on dsh.tools.v1.spill.read. The caller is the session named by the
+// Dsh-Caller-Session header, set by the trusted harness; the body is the
+// model's argument object. Every answer is a normal reply:
+//
+//	{"text":"…","isError":false}
+//	{"text":"Error: <safe message>","isError":true,"error":{"code":"<CODE>"}}
+//
+// A rendering larger than the connection's payload limit is never cut in
+// place: the full text goes to a JetStream object store (DSH_SPILL, TTL at
+// least ten minutes), and the reply carries a bounded preview, a locator line
+// and {"spill":{"id","bytes"}}; spill.read pages the full text for the same
+// caller only.
+package toolservice
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nuid"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/authz"
+	"github.com/dshq/dshq/tools"
+)
+
+// Names of the service and its subjects.
+const (
+	ServiceName   = "dsh-tools"
+	Version       = "1.0.0"
+	SubjectPrefix = "dsh.tools.v1"
+	// CallerHeader names the calling session; only the trusted harness sets it.
+	CallerHeader = "Dsh-Caller-Session"
+	// EndpointList and EndpointSpillRead are the non-tool endpoints.
+	EndpointList      = "list"
+	EndpointSpillRead = "spill.read"
+)
+
+// Spill defaults.
+const (
+	DefaultSpillBucket = "DSH_SPILL"
+	// DefaultSpillTTL keeps spilled results past the contract's ten minutes.
+	DefaultSpillTTL = 15 * time.Minute
+	// DefaultCallTimeout bounds one tool call: the search timeout plus the
+	// title and preflight reads around it.
+	DefaultCallTimeout = tools.DefaultSearchTimeout + 15*time.Second
+)
+
+// CodeSpillNotFound is the failure of spill.read for an unknown, expired or
+// foreign spill id (the three are one answer).
+const CodeSpillNotFound dshq.Code = "SESSION_QUERY_TOOL_SPILL_NOT_FOUND"
+
+// maxInFlight bounds concurrent calls of one service instance.
+const maxInFlight = 64
+
+// Option configures Serve.
+type Option func(*config)
+
+type config struct {
+	bucket      string
+	ttl         time.Duration
+	maxPayload  int
+	callTimeout time.Duration
+	log         *slog.Logger
+}
+
+// WithSpillBucket names the object store bucket of spilled results.
+func WithSpillBucket(name string) Option { return func(c *config) { c.bucket = name } }
+
+// WithSpillTTL sets how long spilled results live (at least ten minutes).
+func WithSpillTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
+
+// WithMaxPayload sets the reply size above which a rendering spills (default:
+// the connection's maximum payload).
+func WithMaxPayload(n int) Option { return func(c *config) { c.maxPayload = n } }
+
+// WithCallTimeout bounds one tool call (default DefaultCallTimeout).
+func WithCallTimeout(d time.Duration) Option { return func(c *config) { c.callTimeout = d } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// Reply is the body of every tool answer.
+type Reply struct {
+	Text    string     `json:"text"`
+	IsError bool       `json:"isError"`
+	Error   *ErrorInfo `json:"error,omitempty"`
+	Spill   *SpillRef  `json:"spill,omitempty"`
+}
+
+// ErrorInfo names a failure's code.
+type ErrorInfo struct {
+	Code dshq.Code `json:"code"`
+}
+
+// SpillRef locates a spilled full result.
+type SpillRef struct {
+	ID    string `json:"id"`
+	Bytes int    `json:"bytes"`
+}
+
+// ListReply is the body of dsh.tools.v1.list.
+type ListReply struct {
+	Tools  []tools.Definition `json:"tools"`
+	Prompt string             `json:"prompt"`
+}
+
+// SpillReadRequest is the body of dsh.tools.v1.spill.read.
+type SpillReadRequest struct {
+	ID     string `json:"id"`
+	Offset *int64 `json:"offset,omitempty"`
+}
+
+// SpillPage is one page of a spilled result.
+type SpillPage struct {
+	Text       string `json:"text"`
+	NextOffset *int64 `json:"nextOffset,omitempty"`
+}
+
+type server struct {
+	cfg   config
+	tools *tools.Tools
+	store jetstream.ObjectStore
+}
+
+// Serve starts dsh-tools on nc over t. It creates (or updates) the spill
+// bucket. stop drains the endpoints and waits for calls in flight.
+func Serve(ctx context.Context, nc *nats.Conn, t *tools.Tools, opts ...Option) (stop func() error, err error) {
+	cfg := config{bucket: DefaultSpillBucket, ttl: DefaultSpillTTL, maxPayload: int(nc.MaxPayload()),
+		callTimeout: DefaultCallTimeout, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.ttl < 10*time.Minute {
+		return nil, fmt.Errorf("spill TTL %v is below the contract's ten minutes", cfg.ttl)
+	}
+	if cfg.maxPayload < 4096 {
+		return nil, fmt.Errorf("max payload %d is too small to answer", cfg.maxPayload)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	store, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket: cfg.bucket, TTL: cfg.ttl, Description: "dsh-tools spilled results"})
+	if err != nil {
+		return nil, fmt.Errorf("spill bucket %s: %w", cfg.bucket, err)
+	}
+	s := &server{cfg: cfg, tools: t, store: store}
+	return s.serve(ctx, nc)
+}
+
+func (s *server) serve(ctx context.Context, nc *nats.Conn) (func() error, error) {
+	svc, err := micro.AddService(nc, micro.Config{Name: ServiceName, Version: Version,
+		Description: "model-facing session tools", QueueGroup: "q"})
+	if err != nil {
+		return nil, fmt.Errorf("add service: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, maxInFlight)
+	add := func(endpoint string, answer func(ctx context.Context, r micro.Request) any) error {
+		handle := func(r micro.Request) {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				s.respond(r, errorReply(dshq.CodeAborted, "session query was cancelled"))
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				s.respond(r, answer(ctx, r))
+			}()
+		}
+		return svc.AddEndpoint(strings.ReplaceAll(endpoint, ".", "_"), micro.HandlerFunc(handle),
+			micro.WithEndpointSubject(SubjectPrefix+"."+endpoint))
+	}
+	for _, d := range tools.Definitions() {
+		name := d.Name
+		if err := add(name, func(ctx context.Context, r micro.Request) any { return s.call(ctx, name, r) }); err != nil {
+			cancel()
+			_ = svc.Stop()
+			return nil, fmt.Errorf("add endpoint %s: %w", name, err)
+		}
+	}
+	list := ListReply{Tools: tools.Definitions(), Prompt: tools.Prompt}
+	if err := add(EndpointList, func(context.Context, micro.Request) any { return list }); err != nil {
+		cancel()
+		_ = svc.Stop()
+		return nil, fmt.Errorf("add endpoint list: %w", err)
+	}
+	if err := add(EndpointSpillRead, s.spillRead); err != nil {
+		cancel()
+		_ = svc.Stop()
+		return nil, fmt.Errorf("add endpoint spill.read: %w", err)
+	}
+	return func() error {
+		err := svc.Stop()
+		cancel()
+		wg.Wait()
+		return err
+	}, nil
+}
+
+func errorReply(code dshq.Code, msg string) Reply {
+	return Reply{Text: "Error: " + msg, IsError: true, Error: &ErrorInfo{Code: code}}
+}
+
+// marshal encodes without HTML escaping (the text is for a model, not HTML).
+func marshal(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Only our own reply types are encoded; they always marshal.
+		panic(fmt.Sprintf("encode reply: %v", err))
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+func (s *server) respond(r micro.Request, v any) {
+	if err := r.Respond(marshal(v)); err != nil {
+		s.cfg.log.Warn("respond", "service", ServiceName, "subject", r.Subject(), "err", err)
+	}
+}
+
+// call runs one tool and spills an oversized rendering.
+func (s *server) call(ctx context.Context, name string, r micro.Request) any {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.callTimeout)
+	defer cancel()
+	caller := r.Headers().Get(CallerHeader)
+	res, err := s.tools.Call(ctx, caller, name, r.Data())
+	if err != nil {
+		return errorReply(dshq.CodeAborted, "session query was cancelled")
+	}
+	if res.IsError {
+		return errorReply(res.Code, strings.TrimPrefix(res.Text, "Error: "))
+	}
+	reply := Reply{Text: res.Text}
+	if len(marshal(reply)) <= s.limit() {
+		return reply
+	}
+	spilled, err := s.spill(ctx, caller, res.Text)
+	if err != nil {
+		s.cfg.log.Warn("spill failed", "tool", name, "err", err)
+		return errorReply(dshq.CodeToolFailed, "session query operation failed")
+	}
+	return spilled
+}
+
+// limit is the largest reply body: the payload limit less room for headers.
+func (s *server) limit() int { return s.cfg.maxPayload - 1024 }
+
+// spill stores text for caller and returns the preview reply.
+func (s *server) spill(ctx context.Context, caller, text string) (Reply, error) {
+	id := nuid.Next()
+	meta := jetstream.ObjectMeta{Name: id, Metadata: map[string]string{"caller": caller}}
+	if _, err := s.store.Put(ctx, meta, strings.NewReader(text)); err != nil {
+		return Reply{}, fmt.Errorf("put %s: %w", id, err)
+	}
+	locator := fmt.Sprintf("\n[full result: %d bytes; read it with %s.%s id=%s]", len(text), SubjectPrefix, EndpointSpillRead, id)
+	ref := &SpillRef{ID: id, Bytes: len(text)}
+	for n := min(len(text), s.limit()); ; n /= 2 {
+		reply := Reply{Text: prefix(text, n) + locator, Spill: ref}
+		if len(marshal(reply)) <= s.limit() || n == 0 {
+			return reply, nil
+		}
+	}
+}
+
+// prefix returns at most n bytes of s, cut at a character boundary.
+func prefix(s string, n int) string {
+	if n >= len(s) {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// spillRead pages a spilled result for the caller that produced it.
+func (s *server) spillRead(ctx context.Context, r micro.Request) any {
+	caller := r.Headers().Get(CallerHeader)
+	if caller == "" {
+		return errorReply(dshq.CodeToolMissingAgent, authz.MsgMissingAgent)
+	}
+	var req SpillReadRequest
+	dec := json.NewDecoder(bytes.NewReader(r.Data()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || req.ID == "" {
+		return errorReply(dshq.CodeInvalidArgs, "invalid arguments: expected {\"id\": string, \"offset\"?: non-negative integer}")
+	}
+	notFound := errorReply(CodeSpillNotFound, "spilled result was not found or has expired")
+	info, err := s.store.GetInfo(ctx, req.ID)
+	if err != nil || info.Metadata["caller"] != caller {
+		if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+			s.cfg.log.Warn("spill info", "err", err)
+		}
+		return notFound
+	}
+	data, err := s.store.GetBytes(ctx, req.ID)
+	if err != nil {
+		s.cfg.log.Warn("spill read", "err", err)
+		return notFound
+	}
+	var off int64
+	if req.Offset != nil {
+		off = *req.Offset
+	}
+	if off < 0 || off > int64(len(data)) || (off < int64(len(data)) && !utf8.RuneStart(data[off])) {
+		return errorReply(dshq.CodeInvalidArgs, "invalid arguments: offset must be a character boundary within the result")
+	}
+	rest := string(data[off:])
+	for n := min(len(rest), s.limit()); ; n /= 2 {
+		page := SpillPage{Text: prefix(rest, n)}
+		if end := off + int64(len(page.Text)); end < int64(len(data)) {
+			page.NextOffset = &end
+		}
+		if len(marshal(page)) <= s.limit() || n == 0 {
+			return page
+		}
+	}
+}

@@ -1,0 +1,249 @@
+package toolservice_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
+
+	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/tools"
+	"github.com/dshq/dshq/tools/toolservice"
+	"github.com/dshq/dshq/tools/toolstest"
+)
+
+func TestMain(m *testing.M) {
+	// Bleve (linked through the query client) starts its analysis workers at init.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
+}
+
+const bigText = "retry budget "
+
+// corpus holds a caller and a same-workspace session with a large event.
+func corpus(t *testing.T) *toolstest.Fake {
+	t.Helper()
+	f := toolstest.New()
+	big := strings.Repeat(bigText, 3000) // ~39 KB
+	for _, log := range []string{
+		`{"type":"session","version":2,"id":"me","createdAt":1,"cwd":"/w","isSeeded":false}
+{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}
+{"type":"step/start","seq":1,"time":2,"data":{"turn":1,"step":1}}`,
+		fmt.Sprintf(`{"type":"session","version":2,"id":"big","createdAt":2,"cwd":"/w","isSeeded":false}
+{"type":"user/message","seq":0,"time":5,"data":{"id":"m","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":%q}]},"surfaceOp":"append"}`, big),
+		`{"type":"session","version":2,"id":"other","createdAt":3,"cwd":"/elsewhere","isSeeded":false}`,
+	} {
+		if err := f.AddJSONL([]byte(log), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+type env struct {
+	nc    *nats.Conn
+	tools *tools.Tools
+}
+
+func start(t *testing.T, opts ...toolservice.Option) *env {
+	t.Helper()
+	ctx := context.Background()
+	e, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: t.TempDir(), Sync: bus.SyncRelaxed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Shutdown(context.Background()); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	nc, err := e.InProcessConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	tl, err := tools.New(corpus(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := toolservice.Serve(ctx, nc, tl, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	return &env{nc: nc, tools: tl}
+}
+
+// request sends body to dsh.tools.v1.<endpoint> as caller ("" = no header).
+func (e *env) request(t *testing.T, endpoint, caller, body string) []byte {
+	t.Helper()
+	msg := nats.NewMsg(toolservice.SubjectPrefix + "." + endpoint)
+	msg.Data = []byte(body)
+	if caller != "" {
+		msg.Header.Set(toolservice.CallerHeader, caller)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	reply, err := e.nc.RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		t.Fatalf("request %s: %v", endpoint, err)
+	}
+	if reply.Header.Get("Nats-Service-Error-Code") != "" {
+		t.Fatalf("service error reply: %v", reply.Header)
+	}
+	return reply.Data
+}
+
+func TestToolEndpoints(t *testing.T) {
+	e := start(t)
+	t.Run("list names the five tools with schemas and the prompt", func(t *testing.T) {
+		var l toolservice.ListReply
+		if err := json.Unmarshal(e.request(t, "list", "", `{}`), &l); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Tools) != 5 || l.Prompt != tools.Prompt {
+			t.Fatalf("list = %+v", l)
+		}
+		for _, d := range l.Tools {
+			var s map[string]any
+			if json.Unmarshal(d.InputSchema, &s) != nil || s["type"] != "object" || d.Description == "" {
+				t.Fatalf("tool %s: schema %s", d.Name, d.InputSchema)
+			}
+		}
+	})
+	t.Run("a call answers the tool's text", func(t *testing.T) {
+		got := string(e.request(t, tools.NameSessionTrace, "me", `{}`))
+		want, _ := e.tools.Call(context.Background(), "me", tools.NameSessionTrace, []byte(`{}`))
+		wb, _ := json.Marshal(want.Text)
+		if got != `{"text":`+string(wb)+`,"isError":false}` {
+			t.Fatalf("got %s", got)
+		}
+	})
+	for _, tc := range []struct {
+		name, tool, caller, body, want string
+	}{
+		{"a missing caller header is the missing-agent error", tools.NameSessionTrace, "", `{}`,
+			`{"text":"Error: session query tools require an agent-bound caller","isError":true,"error":{"code":"SESSION_QUERY_TOOL_MISSING_AGENT"}}`},
+		{"a foreign target is unauthorized", tools.NameSessionTrace, "me", `{"session_id":"other"}`,
+			`{"text":"Error: session target is outside the caller workspace","isError":true,"error":{"code":"SESSION_QUERY_TOOL_UNAUTHORIZED"}}`},
+		{"a body that is not an object is invalid arguments", tools.NameSessionEventRead, "me", `not json`,
+			`{"text":"Error: invalid arguments: arguments must be a JSON object","isError":true,"error":{"code":"INVALID_ARGS"}}`},
+		{"a window over the maximum is the sanitized window error", tools.NameSessionEventRead, "me", `{"session_id":"big","seq":0,"before":80}`,
+			`{"text":"Error: session event window is invalid","isError":true,"error":{"code":"SESSION_QUERY_INVALID_WINDOW"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(e.request(t, tc.tool, tc.caller, tc.body)); got != tc.want {
+				t.Fatalf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSpill(t *testing.T) {
+	const limit = 8192
+	e := start(t, toolservice.WithMaxPayload(limit))
+	full, _ := e.tools.Call(context.Background(), "me", tools.NameSessionEventRead, []byte(`{"session_id":"big","seq":0}`))
+	if full.IsError || len(full.Text) < 4*limit {
+		t.Fatalf("fixture too small: %d bytes", len(full.Text))
+	}
+	raw := e.request(t, tools.NameSessionEventRead, "me", `{"session_id":"big","seq":0}`)
+	var r toolservice.Reply
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("an oversized rendering becomes a bounded preview and a locator", func(t *testing.T) {
+		if len(raw) > limit || r.IsError || r.Spill == nil || r.Spill.Bytes != len(full.Text) {
+			t.Fatalf("reply %d bytes, spill %+v", len(raw), r.Spill)
+		}
+		locator := fmt.Sprintf("\n[full result: %d bytes; read it with dsh.tools.v1.spill.read id=%s]", len(full.Text), r.Spill.ID)
+		if !strings.HasSuffix(r.Text, locator) || !strings.HasPrefix(full.Text, strings.TrimSuffix(r.Text, locator)) {
+			t.Fatalf("preview is not a prefix plus locator:\n%.300s", r.Text)
+		}
+	})
+	t.Run("spill.read pages the full text for the same caller", func(t *testing.T) {
+		var got strings.Builder
+		body := fmt.Sprintf(`{"id":%q}`, r.Spill.ID)
+		for pages := 0; ; pages++ {
+			raw := e.request(t, "spill.read", "me", body)
+			if len(raw) > limit {
+				t.Fatalf("page of %d bytes", len(raw))
+			}
+			var p toolservice.SpillPage
+			if err := json.Unmarshal(raw, &p); err != nil {
+				t.Fatalf("page %s: %v", raw, err)
+			}
+			got.WriteString(p.Text)
+			if p.NextOffset == nil {
+				break
+			}
+			if pages > 100 {
+				t.Fatal("too many pages")
+			}
+			body = fmt.Sprintf(`{"id":%q,"offset":%d}`, r.Spill.ID, *p.NextOffset)
+		}
+		if got.String() != full.Text {
+			t.Fatalf("paged text differs: %d vs %d bytes", got.Len(), len(full.Text))
+		}
+	})
+	t.Run("another caller and an unknown id get the same not-found answer", func(t *testing.T) {
+		foreign := string(e.request(t, "spill.read", "other", fmt.Sprintf(`{"id":%q}`, r.Spill.ID)))
+		unknown := string(e.request(t, "spill.read", "other", `{"id":"no-such-spill"}`))
+		want := `{"text":"Error: spilled result was not found or has expired","isError":true,"error":{"code":"SESSION_QUERY_TOOL_SPILL_NOT_FOUND"}}`
+		if foreign != want || unknown != want {
+			t.Fatalf("foreign %s\nunknown %s", foreign, unknown)
+		}
+	})
+	for _, tc := range []struct{ name, caller, body, code string }{
+		{"no caller is the missing-agent error", "", `{"id":"x"}`, "SESSION_QUERY_TOOL_MISSING_AGENT"},
+		{"a body without id is invalid", "me", `{}`, "INVALID_ARGS"},
+		{"an unknown field is invalid", "me", `{"id":"x","extra":1}`, "INVALID_ARGS"},
+		{"a negative offset is invalid", "me", `{"id":"ID","offset":-1}`, "INVALID_ARGS"},
+		{"an offset past the end is invalid", "me", `{"id":"ID","offset":99999999}`, "INVALID_ARGS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := strings.ReplaceAll(tc.body, "ID", r.Spill.ID)
+			var rep toolservice.Reply
+			if err := json.Unmarshal(e.request(t, "spill.read", tc.caller, body), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if !rep.IsError || rep.Error == nil || string(rep.Error.Code) != tc.code {
+				t.Fatalf("got %+v", rep)
+			}
+		})
+	}
+	t.Run("a small rendering is not spilled", func(t *testing.T) {
+		var rep toolservice.Reply
+		if err := json.Unmarshal(e.request(t, tools.NameSessionTrace, "me", `{}`), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Spill != nil || rep.IsError {
+			t.Fatalf("got %+v", rep)
+		}
+	})
+}
+
+func TestServeRefusesAShortSpillTTL(t *testing.T) {
+	ctx := context.Background()
+	e, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: t.TempDir(), Sync: bus.SyncRelaxed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(ctx)
+	nc, err := e.InProcessConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	tl, _ := tools.New(toolstest.New())
+	if _, err := toolservice.Serve(ctx, nc, tl, toolservice.WithSpillTTL(time.Minute)); err == nil {
+		t.Fatal("a one-minute spill TTL was accepted")
+	}
+}
