@@ -1,0 +1,183 @@
+package index
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/registry"
+)
+
+// matchCases: does a doc with text find the query? Checked against a real
+// index, so they pin down analysis and phrase building together.
+var matchCases = []struct {
+	name, text, query string
+	match             bool
+}{
+	{"a whole word matches", "An AI helper", "AI", true},
+	{"a word inside another word does not match", "BRAID", "AI", false},
+	{"matching ignores case", "an ai helper", "AN AI", true},
+	{"an unaccented query finds accented text", "café", "CAFE", true},
+	{"an accented query finds unaccented text", "CAFE au lait", "café", true},
+	{"a decomposed accent folds like a precomposed one", "cafe\u0301", "CAFÉ", true},
+	{"dotted capital I folds to i", "İstanbul", "istanbul", true},
+	{"a phrase matches adjacent words", "alpha beta", "alpha beta", true},
+	{"a phrase ignores punctuation between its words", "Alpha, beta!", "alpha beta", true},
+	{"a phrase does not match separated words", "alpha middle beta", "alpha beta", false},
+	{"a phrase does not match reversed words", "beta alpha", "alpha beta", false},
+	{"quotes are literal", `say "needle" exactly`, `say "needle"`, true},
+	{"OR is a literal word", "needle or absent", "needle OR absent", true},
+	{"OR is not an operator", "needle", "needle OR absent", false},
+	{"NEAR is not an operator", "needle", "needle NEAR absent", false},
+	{"a star alone matches nothing", "needle", "*", false},
+	{"a star is no wildcard", "needles", "needle*", false},
+	{"parentheses and plus are literal punctuation", "Hello\n(AI)+", "(ai)+", true},
+	{"there is no stemming", "running", "run", false},
+	{"stop words are words", "to be or not to be", "not to be", true},
+	{"underscore separates words", "snake_case", "case", true},
+	{"a dot separates words", "/tmp/file.go", "file go", true},
+	{"a number is a word", "version 2.5.1", "5 1", true},
+	{"a number does not match a longer number", "version 25", "2", false},
+	{"full-width Latin folds to ASCII", "ＡＢＣ corp", "abc", true},
+	{"a Chinese bigram matches", "我们在中文环境中测试", "中文", true},
+	{"a Chinese run crossing word boundaries matches", "我们在中文环境中测试", "文环", true},
+	{"a longer Chinese run matches", "我们在中文环境中测试", "中文环境中", true},
+	{"Chinese characters that are not adjacent do not match", "我们在中文环境中测试", "环中", false},
+	{"a single Chinese character matches anywhere it occurs", "我们在中文环境中测试", "境", true},
+	{"a single Chinese character absent from the text does not match", "我们在中文环境中测试", "书", false},
+	{"a Chinese query finds a run between Latin words", "我用Go写代码", "写代码", true},
+	{"a mixed Chinese and Latin query matches", "我用Go写代码", "用Go写", true},
+	{"a Latin word inside Chinese text matches", "我用Go写代码", "GO", true},
+	{"a mixed query with a gap does not match", "我用Go写代码", "用写", false},
+	{"katakana with a prolonged sound mark matches", "コーヒーを飲む", "コーヒー", true},
+	{"half-width katakana folds to full width", "ｺｰﾋｰを飲む", "コーヒー", true},
+	{"kana keep their voicing marks", "かき", "がき", false},
+	{"Korean is found by character bigrams", "안녕하세요 세계", "하세", true},
+	{"an emoji is not a word", "🙂 smile", "🙂", false},
+	{"NUL in a query is a separator, not an error", "nul here", "nul\x00here", true},
+}
+
+func TestAnalysisMatches(t *testing.T) {
+	x, _ := openTest(t)
+	var docs []Doc
+	for i, c := range matchCases {
+		docs = append(docs, doc(fmt.Sprintf("case-%02d", i), 0, 1, c.text))
+	}
+	apply(t, x, 1, docs...)
+	for i, c := range matchCases {
+		t.Run(c.name, func(t *testing.T) {
+			sid := fmt.Sprintf("case-%02d", i)
+			p := searchEvents(t, x, EventQuery{SessionID: sid, Query: c.query})
+			if got := len(p.Hits) == 1; got != c.match {
+				t.Fatalf("text %q, query %q: match = %v, want %v", c.text, c.query, got, c.match)
+			}
+		})
+	}
+}
+
+// TestRegisteredAnalyzerIsTheQueryAnalyzer checks that the analyzer Bleve
+// builds from the stored mapping (documents) and the one queries use are the
+// same, token for token.
+func TestRegisteredAnalyzerIsTheQueryAnalyzer(t *testing.T) {
+	m, err := newMapping()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := registry.NewCache()
+	for name, cfg := range m.CustomAnalysis.TokenFilters {
+		if _, err := cache.DefineTokenFilter(name, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	registered, err := cache.DefineAnalyzer(analyzerName, m.CustomAnalysis.Analyzers[analyzerName])
+	if err != nil {
+		t.Fatal(err)
+	}
+	an := newAnalyzer()
+	for _, c := range goldenInputs {
+		if got, want := dumpTokens(registered.Analyze([]byte(c))), dumpTokens(an.Analyze(c)); got != want {
+			t.Errorf("input %q: registered analyzer gives\n%s\nquery analyzer gives\n%s", c, got, want)
+		}
+	}
+}
+
+var goldenInputs = []string{
+	"An AI helper — café",
+	"CAFÉ naïve İstanbul straße",
+	"snake_case /tmp/file.go v2.5.1",
+	"我们在中文环境中测试",
+	"我用Go写代码 中 文",
+	"コーヒーを飲む ｺｰﾋｰ",
+	"안녕하세요 세계",
+	"ＡＢＣ 🙂 * \"quoted\" (ai)+",
+}
+
+func dumpTokens(ts analysis.TokenStream) string {
+	var b strings.Builder
+	for _, tok := range ts {
+		fmt.Fprintf(&b, "  %d %q [%d,%d) type %d\n", tok.Position, tok.Term, tok.Start, tok.End, tok.Type)
+	}
+	return b.String()
+}
+
+// TestAnalysisGolden pins the token streams of varied inputs (term, position,
+// byte range) in testdata/analysis.golden; -update rewrites it.
+func TestAnalysisGolden(t *testing.T) {
+	an := newAnalyzer()
+	var b bytes.Buffer
+	for _, in := range goldenInputs {
+		fmt.Fprintf(&b, "%q\n", in)
+		b.WriteString(dumpTokens(an.Analyze(in)))
+	}
+	path := filepath.Join("testdata", "analysis.golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got := b.String(); got != string(want) {
+		t.Errorf("token streams differ from %s (run with -update and review the diff):\n%s", path, got)
+	}
+}
+
+func TestPhraseTerms(t *testing.T) {
+	an := newAnalyzer()
+	for _, c := range []struct {
+		name, query string
+		want        []string
+	}{
+		{"punctuation alone has no terms", "* () \"\" —", nil},
+		{"Latin words are folded terms", "Café OR Naïve", []string{"cafe", "or", "naive"}},
+		{"a Chinese run is bigrams then its last character", "中文字", []string{"中文", "文字", "字"}},
+		{"a lone Chinese character is a unigram", "文", []string{"文"}},
+		{"mixed text keeps word order", "用Go写", []string{"用", "go", "写"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := an.phraseTerms(c.query)
+			if strings.Join(got, "|") != strings.Join(c.want, "|") {
+				t.Fatalf("phraseTerms(%q) = %q, want %q", c.query, got, c.want)
+			}
+		})
+	}
+}
+
+func TestSanitize(t *testing.T) {
+	got := Sanitize("a\x00b\uFDD0c\uFDD1d\xffe")
+	if want := "a\uFFFDb\uFFFDc\uFFFDd\uFFFDe"; got != want {
+		t.Fatalf("Sanitize = %q, want %q", got, want)
+	}
+	if got := Sanitize("plain — café"); got != "plain — café" {
+		t.Fatalf("Sanitize changed clean text: %q", got)
+	}
+}
