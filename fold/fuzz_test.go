@@ -332,3 +332,31 @@ func FuzzUnmarshalBinary(f *testing.F) {
 		_ = s.MessageSeqs()
 	})
 }
+
+// FuzzScanObject checks the envelope key scanner against encoding/json: on
+// every valid JSON object it finds exactly the member keys, and no input
+// panics it.
+func FuzzScanObject(f *testing.F) {
+	f.Add([]byte(`{"type":"x","seq":0,"time":1,"data":{"a":[1,"}"]},"ignorable":true}`))
+	f.Add([]byte(`{"\u0074ype":"x" , "k\"":[{}]}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		keys := map[string]bool{}
+		ok := scanObject(b, func(key string, val []byte) { keys[key] = true })
+		var m map[string]json.RawMessage
+		if jsonKind(b) != '{' || json.Unmarshal(b, &m) != nil {
+			return
+		}
+		if !ok {
+			t.Fatalf("scanObject refused a valid object %q", b)
+		}
+		if len(keys) != len(m) {
+			t.Fatalf("scanObject found keys %v, encoding/json %d keys", keys, len(m))
+		}
+		for k := range m {
+			if !keys[k] {
+				t.Fatalf("scanObject missed key %q", k)
+			}
+		}
+	})
+}

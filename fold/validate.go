@@ -38,26 +38,40 @@ func (s *State) checkEnvelope(e dshq.Event) *ValidationError {
 }
 
 func checkRawEnvelope(e dshq.Event) *ValidationError {
-	var m map[string]json.RawMessage
-	if jsonKind(e.Raw) != '{' || json.Unmarshal(e.Raw, &m) != nil {
-		return invalid(e.Seq, RuleEnvelope, "session event at seq %d is not a JSON object", e.Seq)
-	}
 	var extra []string
-	for k := range m {
-		if !envelopeKeys[k] {
-			extra = append(extra, k)
+	var have [4]bool
+	ignorable := []byte(nil)
+	ok := scanObject(e.Raw, func(key string, val []byte) {
+		switch key {
+		case "type":
+			have[0] = true
+		case "seq":
+			have[1] = true
+		case "time":
+			have[2] = true
+		case "data":
+			have[3] = true
+		case "ignorable":
+			ignorable = val
+		default:
+			if !envelopeKeys[key] {
+				extra = append(extra, key)
+			}
 		}
+	})
+	if !ok {
+		return invalid(e.Seq, RuleEnvelope, "session event at seq %d is not a JSON object", e.Seq)
 	}
 	if len(extra) > 0 {
 		slices.Sort(extra)
 		return invalid(e.Seq, RuleEnvelope, "session event %d has unexpected envelope key %q", e.Seq, extra[0])
 	}
-	for _, k := range []string{"type", "seq", "time", "data"} {
-		if _, ok := m[k]; !ok {
+	for i, k := range []string{"type", "seq", "time", "data"} {
+		if !have[i] {
 			return invalid(e.Seq, RuleEnvelope, "session event %d has no %s", e.Seq, k)
 		}
 	}
-	if v, ok := m["ignorable"]; ok && string(compactJSON(v)) != "true" {
+	if ignorable != nil && string(ignorable) != "true" {
 		return invalid(e.Seq, RuleEnvelope, "session event %d: ignorable must be absent or true", e.Seq)
 	}
 	return nil
