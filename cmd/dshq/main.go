@@ -1,22 +1,58 @@
 // Command dshq is the dshq CLI: serve (all-in-one), import, export, search,
-// trace, read, tail, rebuild, stats, mcp, env.
+// trace, read, tail, rebuild, stats, env, mcp. Every command has --help with an
+// example; errors are one clear line on stderr and a non-zero exit.
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "dshq:", err)
-		os.Exit(1)
-	}
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-func run(args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("usage: dshq <command> [flags]; run 'dshq help'")
+// run executes the CLI and returns the process exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd := newRootCmd(stdin, stdout, stderr)
+	cmd.SetArgs(args)
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			if ee.msg != "" {
+				fmt.Fprintln(stderr, "dshq:", ee.msg)
+			}
+			return ee.code
+		}
+		fmt.Fprintln(stderr, "dshq:", oneLine(err.Error()))
+		return 1
 	}
-	return fmt.Errorf("unknown command %q", args[0])
+	return 0
+}
+
+// exitError carries a specific exit code.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// oneLine folds a multi-line error into one line.
+func oneLine(s string) string {
+	out := make([]rune, 0, len(s))
+	for _, r := range s {
+		if r == '\n' || r == '\r' {
+			r = ' '
+		}
+		out = append(out, r)
+	}
+	return string(out)
 }

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dshq/dshq/node"
+)
+
+// globals are the flags every client command shares.
+type globals struct {
+	conn   node.ConnectOptions
+	json   bool
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// defaultNATSURL is where `dshq serve` listens by default.
+const defaultNATSURL = "nats://" + node.DefaultListen
+
+func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "dshq",
+		Short: "dshq — a shared, searchable session corpus for AI-agent harnesses",
+		Long: `dshq keeps the session logs of AI-agent harnesses in NATS JetStream, folds them
+into surfaces, lineage and provenance (bbolt) and a full-text index (Bleve), and
+answers search, trace and read requests — for people, programs and the models
+themselves (through the MCP server).
+
+Start everything on this machine with 'dshq serve'; the other commands talk to
+a running dshq over NATS (--nats-url, default ` + defaultNATSURL + `).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.conn.URL, "nats-url", envOr("DSH_NATS_URL", defaultNATSURL), "NATS server URL (env DSH_NATS_URL)")
+	pf.StringVar(&g.conn.Creds, "creds", "", "NATS credentials file")
+	pf.StringVar(&g.conn.NKey, "nkey", "", "NATS NKey seed file")
+	pf.StringVar(&g.conn.User, "user", "", "NATS user")
+	pf.StringVar(&g.conn.Password, "password", os.Getenv("DSH_NATS_PASSWORD"), "NATS password (env DSH_NATS_PASSWORD)")
+	pf.StringVar(&g.conn.Token, "token", os.Getenv("DSH_NATS_TOKEN"), "NATS token (env DSH_NATS_TOKEN)")
+	pf.StringVar(&g.conn.TLSCA, "tls-ca", "", "CA certificate to trust for TLS")
+	pf.StringVar(&g.conn.TLSCert, "tls-cert", "", "client certificate for mutual TLS")
+	pf.StringVar(&g.conn.TLSKey, "tls-key", "", "client key for mutual TLS")
+	pf.BoolVar(&g.json, "json", false, "print JSON for scripts instead of text")
+
+	root.AddCommand(newServeCmd(g))
+	return root
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
