@@ -247,3 +247,32 @@ func TestServeRefusesAShortSpillTTL(t *testing.T) {
 		t.Fatal("a one-minute spill TTL was accepted")
 	}
 }
+
+func TestClient(t *testing.T) {
+	e := start(t, toolservice.WithMaxPayload(8192))
+	args := json.RawMessage(`{"session_id":"big","seq":0}`)
+	full, _ := e.tools.Call(context.Background(), "me", tools.NameSessionEventRead, args)
+	c := toolservice.NewClient(e.nc, "me")
+	t.Run("CallFull reassembles a spilled result", func(t *testing.T) {
+		r, err := c.CallFull(context.Background(), tools.NameSessionEventRead, args)
+		if err != nil || r.Text != full.Text || r.Spill != nil {
+			t.Fatalf("err %v, %d bytes (want %d)", err, len(r.Text), len(full.Text))
+		}
+	})
+	t.Run("List returns the definitions", func(t *testing.T) {
+		l, err := c.List(context.Background())
+		if err != nil || len(l.Tools) != 5 {
+			t.Fatalf("err %v, %+v", err, l)
+		}
+	})
+	t.Run("a spill of another caller cannot be read", func(t *testing.T) {
+		r, err := c.Call(context.Background(), tools.NameSessionEventRead, args)
+		if err != nil || r.Spill == nil {
+			t.Fatalf("err %v, reply %+v", err, r)
+		}
+		_, err = toolservice.NewClient(e.nc, "other").ReadSpill(context.Background(), r.Spill.ID)
+		if err == nil || !strings.Contains(err.Error(), "not found") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
