@@ -234,3 +234,25 @@ func TestCorpus(t *testing.T) {
 		t.Errorf("folded %d corpus logs, want 141", folded)
 	}
 }
+
+func TestCheckLossless(t *testing.T) {
+	tests := []struct {
+		in string
+		ok bool
+	}{
+		{`{"a":-0}`, false},
+		{`[1,-0.0e5]`, false},
+		{`{"n":1e999}`, false},
+		{`{"n":-1e999}`, false},
+		{`{"s":"-0","k-0":1}`, true},
+		{`[-1,0,0.5,-0.5,1e3,-2E-3]`, true},
+		{`{"a":`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			if err := checkLossless([]byte(tt.in)); (err == nil) != tt.ok {
+				t.Fatalf("checkLossless(%s) = %v, want ok=%v", tt.in, err, tt.ok)
+			}
+		})
+	}
+}

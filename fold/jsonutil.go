@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -54,31 +54,51 @@ func decodeAny(raw []byte) (any, error) {
 }
 
 // checkLossless reports the first value in raw that upstream's lossless-JSON
-// check refuses: -0 and numbers outside the float64 range (JSON cannot carry
-// NaN, undefined or cycles, so they cannot occur).
+// check refuses: invalid JSON, -0 and numbers outside the float64 range
+// (JSON cannot carry NaN, undefined or cycles, so they cannot occur).
 func checkLossless(raw []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		n, ok := tok.(json.Number)
-		if !ok {
-			continue
-		}
-		f, err := strconv.ParseFloat(string(n), 64)
-		if err != nil || math.IsInf(f, 0) {
-			return errors.New("number " + string(n) + " is not finite")
-		}
-		if f == 0 && len(n) > 0 && n[0] == '-' {
-			return errors.New("-0 is not lossless JSON")
+	if !json.Valid(raw) {
+		return errors.New("invalid JSON")
+	}
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '"':
+			end := skipString(raw, i)
+			if end < 0 {
+				return errors.New("unterminated string")
+			}
+			i = end - 1
+		case c == '-' || (c >= '0' && c <= '9'):
+			j := i
+			simple := c != '-'
+			for j < len(raw) && strings.IndexByte("+-.eE0123456789", raw[j]) >= 0 {
+				if raw[j] == 'e' || raw[j] == 'E' {
+					simple = false
+				}
+				j++
+			}
+			if !simple {
+				if err := checkNumber(raw[i:j]); err != nil {
+					return err
+				}
+			}
+			i = j - 1
 		}
 	}
+	return nil
+}
+
+// checkNumber refuses a number literal that JavaScript reads as -0 or as
+// an infinity.
+func checkNumber(lit []byte) error {
+	f, err := strconv.ParseFloat(string(lit), 64)
+	if err != nil || math.IsInf(f, 0) {
+		return errors.New("number " + string(lit) + " is not finite")
+	}
+	if f == 0 && lit[0] == '-' {
+		return errors.New("-0 is not lossless JSON")
+	}
+	return nil
 }
 
 // obj returns v as a JSON object, or nil.
