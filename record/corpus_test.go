@@ -24,6 +24,9 @@ const (
 	corpusFiles      = 154
 	corpusValid      = 141
 	corpusValidEvent = 15_011 // logical events of the valid files, rows expanded
+	// corpusTemplatedCwd valid files have a {{cwd}} header cwd (UPSTREAM
+	// §11.8 counts 140 over all 154 files).
+	corpusTemplatedCwd = 137
 )
 
 // corpusRefusals is every file the codec refuses, with the rule, the line
@@ -206,4 +209,32 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// TestCorpusRefusesUnsubstitutedCwd: read without placeholders, every
+// otherwise valid file whose header cwd is templated is refused with
+// RulePlaceholder at line 1, never read with a relative cwd.
+func TestCorpusRefusesUnsubstitutedCwd(t *testing.T) {
+	templated := 0
+	for _, f := range loadCorpus(t) {
+		if _, refused := corpusRefusals[f.name]; refused {
+			continue
+		}
+		header := f.raw[:bytes.IndexByte(f.raw, '\n')]
+		_, _, err := record.ReadAll(bytes.NewReader(f.raw), record.WithName(f.name))
+		if !bytes.Contains(header, []byte(`"cwd":"{{cwd}}`)) {
+			if err != nil {
+				t.Errorf("%s: %v", f.name, err)
+			}
+			continue
+		}
+		templated++
+		var re *record.RecordError
+		if !errors.As(err, &re) || re.Rule != record.RulePlaceholder || re.Line != 1 || !strings.Contains(err.Error(), f.name) {
+			t.Errorf("%s: err = %v, want %s at line 1", f.name, err, record.RulePlaceholder)
+		}
+	}
+	if templated != corpusTemplatedCwd {
+		t.Errorf("%d valid files have a templated cwd, want %d", templated, corpusTemplatedCwd)
+	}
 }

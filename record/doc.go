@@ -3,9 +3,30 @@
 // session log (CONTRACT §2, UPSTREAM §1.2, §2.1), and the upstream JSONL file
 // format with its packed chunk rows and zstd framing (UPSTREAM §11).
 //
-// Decoding is lossless: an event keeps its exact bytes (dshq.Event.Raw), JSON
-// numbers are never converted through float64, and anything that could not
-// survive a round trip (duplicate keys, -0, invalid UTF-8) is refused with a
-// typed error. The package does no I/O of its own beyond the io.Reader and
-// io.Writer it is given, and starts no goroutines.
+// Decoding is lossless: an event keeps its exact bytes (dshq.Event.Raw,
+// compacted: insignificant whitespace dropped, every token, escape and key
+// order kept), JSON numbers are never converted through float64, and
+// anything that could not survive a round trip is refused: invalid JSON or
+// UTF-8, duplicate object keys (compared by decoded value), -0 in any
+// spelling, numbers beyond a double, nesting deeper than MaxDepth, records
+// over DefaultMaxRecordBytes (64 MiB). Which envelope keys and surface rules
+// an event must obey is package fold's to check.
+//
+// Errors: ids and subject tokens give a *dshq.Error with code
+// SESSION_QUERY_INVALID_REQUEST wrapping ErrInvalidSessionID or
+// ErrInvalidSubjectToken; everything else gives a *RecordError with a stable
+// Rule, the file (WithName) and the physical line (the header is line 1;
+// UPSTREAM's messages count from the line after the header).
+//
+// Reading a file (Reader) is strict by default, which is what an import
+// wants: a torn tail, an unparsable line, a malformed row or a seq gap is an
+// error naming the line. WithUpstreamTail gives UPSTREAM §11.6's crash-tail
+// tolerance instead. For .jsonl.zstd the reader decompresses the
+// concatenated frames as one stream (checksums verified) with a bounded
+// window; it does not check that the first frame holds exactly the header
+// line, and in upstream mode a torn final frame ends the input (its lines
+// that did decompress are kept, as UPSTREAM §11.7 step 6 recovers them).
+//
+// The package does no I/O of its own beyond the io.Reader and io.Writer it
+// is given, and starts no goroutines (the zstd coders run synchronously).
 package record

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"strconv"
 	"unicode/utf8"
 )
@@ -29,7 +30,7 @@ type scanner struct {
 	depth int
 	// keys is a stack of the keys of the objects being scanned; each open
 	// object owns keys[its start:].
-	keys []string
+	keys [][]byte
 	top  []member
 }
 
@@ -142,15 +143,15 @@ func (s *scanner) object() error {
 		if set == nil && len(s.keys)-mark >= linearKeys {
 			set = make(map[string]struct{}, 2*linearKeys)
 			for _, k := range s.keys[mark:] {
-				set[k] = struct{}{}
+				set[string(k)] = struct{}{}
 			}
 		}
 		if s.hasKey(mark, set, key) {
-			return recErr(RuleDuplicateKey, "duplicate key %s at byte %d", strconv.Quote(key), at)
+			return recErr(RuleDuplicateKey, "duplicate key %s at byte %d", strconv.Quote(string(key)), at)
 		}
 		s.keys = append(s.keys, key)
 		if set != nil {
-			set[key] = struct{}{}
+			set[string(key)] = struct{}{}
 		}
 		s.skipSpace()
 		if s.pos == len(s.in) || s.in[s.pos] != ':' {
@@ -163,7 +164,7 @@ func (s *scanner) object() error {
 			return err
 		}
 		if s.depth == 1 {
-			s.top = append(s.top, member{key: key, start: start, end: len(s.out)})
+			s.top = append(s.top, member{key: string(key), start: start, end: len(s.out)})
 		}
 		s.skipSpace()
 		if s.pos == len(s.in) {
@@ -187,13 +188,13 @@ const linearKeys = 32
 
 // hasKey reports whether the object whose keys start at mark (or are in set,
 // when it is not nil) has key.
-func (s *scanner) hasKey(mark int, set map[string]struct{}, key string) bool {
+func (s *scanner) hasKey(mark int, set map[string]struct{}, key []byte) bool {
 	if set != nil {
-		_, ok := set[key]
+		_, ok := set[string(key)]
 		return ok
 	}
 	for _, k := range s.keys[mark:] {
-		if k == key {
+		if bytes.Equal(k, key) {
 			return true
 		}
 	}
@@ -238,16 +239,17 @@ func (s *scanner) array() error {
 }
 
 // str scans a string, copying it verbatim. With decode it also returns the
-// string's value, lone surrogates kept as WTF-8 so that distinct JSON
-// strings give distinct values.
-func (s *scanner) str(decode bool) (string, error) {
+// string's value (aliasing the input when it has no escapes), lone
+// surrogates kept as WTF-8 so that distinct JSON strings give distinct
+// values.
+func (s *scanner) str(decode bool) ([]byte, error) {
 	start := s.pos
 	s.pos++
 	var val []byte
 	escaped := false
 	for {
 		if s.pos == len(s.in) {
-			return "", s.syntax("unterminated string")
+			return nil, s.syntax("unterminated string")
 		}
 		c := s.in[s.pos]
 		switch {
@@ -255,12 +257,12 @@ func (s *scanner) str(decode bool) (string, error) {
 			s.pos++
 			s.out = append(s.out, s.in[start:s.pos]...)
 			if !decode {
-				return "", nil
+				return nil, nil
 			}
 			if !escaped {
-				return string(s.in[start+1 : s.pos-1]), nil
+				return s.in[start+1 : s.pos-1], nil
 			}
-			return string(val), nil
+			return val, nil
 		case c == '\\':
 			if !escaped && decode {
 				val = append(val, s.in[start+1:s.pos]...)
@@ -268,7 +270,7 @@ func (s *scanner) str(decode bool) (string, error) {
 			escaped = true
 			r, n, err := s.escape()
 			if err != nil {
-				return "", err
+				return nil, err
 			}
 			s.pos += n
 			if r >= 0xD800 && r < 0xDC00 {
@@ -283,7 +285,7 @@ func (s *scanner) str(decode bool) (string, error) {
 				val = appendWTF8(val, r)
 			}
 		case c < 0x20:
-			return "", s.syntax("control character in string")
+			return nil, s.syntax("control character in string")
 		case c < utf8.RuneSelf:
 			if escaped && decode {
 				val = append(val, c)
@@ -292,7 +294,7 @@ func (s *scanner) str(decode bool) (string, error) {
 		default:
 			r, n := utf8.DecodeRune(s.in[s.pos:])
 			if r == utf8.RuneError && n == 1 {
-				return "", recErr(RuleInvalidUTF8, "invalid UTF-8 in string at byte %d", s.pos)
+				return nil, recErr(RuleInvalidUTF8, "invalid UTF-8 in string at byte %d", s.pos)
 			}
 			if escaped && decode {
 				val = append(val, s.in[s.pos:s.pos+n]...)
@@ -392,7 +394,9 @@ func (s *scanner) number() error {
 		}
 	}
 	mantissaNonZero := nonZero
+	hasFracOrExp := s.pos-start != len(intPart(s.in[start:s.pos]))
 	if s.pos < len(s.in) && (s.in[s.pos] == 'e' || s.in[s.pos] == 'E') {
+		hasFracOrExp = true
 		s.pos++
 		if s.pos < len(s.in) && (s.in[s.pos] == '+' || s.in[s.pos] == '-') {
 			s.pos++
@@ -404,6 +408,11 @@ func (s *scanner) number() error {
 	lit := s.in[start:s.pos]
 	if neg && !mantissaNonZero {
 		return recErr(RuleNegativeZero, "number %s is -0 at byte %d", lit, start)
+	}
+	if !hasFracOrExp && len(lit) <= 16 {
+		// A short integer is a finite double, and not -0 (checked above).
+		s.out = append(s.out, lit...)
+		return nil
 	}
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil {
@@ -471,4 +480,16 @@ func splitObject(v []byte) ([]member, []byte, bool) {
 		return nil, nil, false
 	}
 	return top, out, true
+}
+
+// intPart returns the leading sign and digits of a number literal.
+func intPart(lit []byte) []byte {
+	i := 0
+	if i < len(lit) && lit[i] == '-' {
+		i++
+	}
+	for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
+		i++
+	}
+	return lit[:i]
 }

@@ -96,9 +96,13 @@ func (d *delta) raw() []byte {
 	return b.Bytes()
 }
 
-// event returns the delta as a decoded event.
+// event returns the delta as a decoded event. Its tokens were validated in
+// the row, so the record is valid without parsing it again.
 func (d *delta) event() (dshq.Event, error) {
-	return ParseEvent(d.raw())
+	raw := d.raw()
+	const dataKey = `,"data":`
+	i := bytes.Index(raw, []byte(dataKey))
+	return dshq.Event{Type: "assistant/chunk", Seq: d.seq, Time: d.time, Data: raw[i+len(dataKey) : len(raw)-1], Raw: raw}, nil
 }
 
 func rowErr(tag, format string, args ...any) *RecordError {
@@ -205,7 +209,8 @@ func isNumber(v []byte) bool { return len(v) > 0 && (v[0] == '-' || v[0] >= '0' 
 // expansion of one (UPSTREAM §11.5's whitelist, tightened to byte equality
 // so that packing never changes a record).
 func packable(ev dshq.Event) (delta, bool) {
-	if ev.Type != "assistant/chunk" || ev.Seq < 0 {
+	if ev.Type != "assistant/chunk" || ev.Seq < 0 || !bytes.HasPrefix(ev.Raw, []byte(`{"type":"assistant/chunk","seq":`)) ||
+		!bytes.Contains(ev.Data, []byte(`-delta"`)) {
 		return delta{}, false
 	}
 	dm, dout, ok := splitObject(ev.Data)

@@ -146,7 +146,7 @@ func (w *Writer) emit() error {
 	out := w.buf.Bytes()
 	if w.zstd {
 		if w.enc == nil {
-			enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(true))
+			enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(true), zstd.WithLowerEncoderMem(true))
 			if err != nil {
 				return w.fail(err)
 			}
