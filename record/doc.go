@@ -23,9 +23,12 @@
 // error naming the line. WithUpstreamTail gives UPSTREAM §11.6's crash-tail
 // tolerance instead. For .jsonl.zstd the reader decompresses the
 // concatenated frames as one stream (checksums verified) with a bounded
-// window; it does not check that the first frame holds exactly the header
-// line, and in upstream mode a torn final frame ends the input (its lines
-// that did decompress are kept, as UPSTREAM §11.7 step 6 recovers them).
+// window. It does not see frame boundaries, so it does not check that the
+// first frame holds exactly the header line or that no line spans two
+// frames (UPSTREAM §11.7 steps 3 and 5). A torn final frame is an error, or
+// in upstream mode the end of the input with the whole torn frame dropped:
+// the decoder yields nothing of an incomplete frame, so the complete lines
+// UPSTREAM §11.7 step 6 would recover from it are lost.
 //
 // The package does no I/O of its own beyond the io.Reader and io.Writer it
 // is given, and starts no goroutines (the zstd coders run synchronously).
