@@ -52,8 +52,8 @@ func NewWriter(w io.Writer, opts ...WriterOption) *Writer {
 }
 
 // WriteHeader writes the header line: rec.Raw when it is set (so a version
-// 0 header is exported exactly as received), else EncodeHeader(rec). It
-// must be called once, first.
+// 0 header is exported exactly as received; it must pass ParseHeader), else
+// EncodeHeader(rec). It must be called once, first.
 func (w *Writer) WriteHeader(rec dshq.HeaderRecord) error {
 	if w.err != nil {
 		return w.err
@@ -67,6 +67,8 @@ func (w *Writer) WriteHeader(rec dshq.HeaderRecord) error {
 		if line, err = EncodeHeader(rec); err != nil {
 			return w.fail(err)
 		}
+	} else if _, err := ParseHeader(line); err != nil {
+		return w.fail(err)
 	} else if bytes.IndexByte(line, '\n') >= 0 {
 		return w.fail(recErr(RuleHeader, "header Raw spans more than one line"))
 	}
@@ -77,8 +79,9 @@ func (w *Writer) WriteHeader(rec dshq.HeaderRecord) error {
 	return w.emit()
 }
 
-// WriteEvent adds one event to the current batch. Its Raw must be a single
-// line of JSON (as ParseEvent returns it).
+// WriteEvent adds one event to the current batch. Its Raw must be a record
+// as ParseEvent returns it (compact JSON); only its being one line is
+// checked here.
 func (w *Writer) WriteEvent(ev dshq.Event) error {
 	if w.err != nil {
 		return w.err

@@ -3,12 +3,14 @@ package record
 import (
 	"bytes"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/klauspost/compress/zstd"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -251,5 +253,59 @@ func TestFixturePlaceholders(t *testing.T) {
 				t.Fatalf("got id %q cwd %q data %s", h.Header.ID, *h.Header.Cwd, evs[0].Data)
 			}
 		})
+	}
+}
+
+func TestWriterZstdFrames(t *testing.T) {
+	h, err := ParseHeader([]byte(strings.TrimSpace(hdr)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := mustEvents(t, strings.TrimSpace(ev(0, "a")), strings.TrimSpace(ev(1, "b")), strings.TrimSpace(ev(2, "c")))
+	var out bytes.Buffer
+	w := NewWriter(&out, WithZstd())
+	if err := w.WriteHeader(h); err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range evs {
+		if err := w.WriteEvent(e); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The same frames encoded one by one, with the same settings.
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(true), zstd.WithLowerEncoderMem(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	var want []byte
+	for _, frame := range []string{hdr, ev(0, "a"), ev(1, "b") + ev(2, "c")} {
+		want = enc.EncodeAll([]byte(frame), want)
+	}
+	if !bytes.Equal(out.Bytes(), want) {
+		t.Fatalf("frames differ from header / first batch / second batch")
+	}
+	_, back, err := ReadAll(&out)
+	if err != nil || len(back) != 3 {
+		t.Fatalf("reread: %d events, %v", len(back), err)
+	}
+}
+
+func TestWriterRefusesAnInvalidRawHeader(t *testing.T) {
+	w := NewWriter(io.Discard)
+	err := w.WriteHeader(dshq.HeaderRecord{Raw: []byte(`{"type":"session"}`)})
+	if RuleOf(err) != RuleHeader {
+		t.Fatalf("err = %v, want %s", err, RuleHeader)
+	}
+	if err2 := w.WriteHeader(dshq.HeaderRecord{Header: dshq.Header{ID: "s"}}); err2 != err {
+		t.Fatalf("error is not sticky: %v", err2)
 	}
 }
