@@ -103,7 +103,7 @@ func TestWorkspaceBoundary(t *testing.T) {
 // The exact tools render the §6.6 examples identically on the real pipeline.
 func TestExactToolsOnThePipeline(t *testing.T) {
 	fake := newTools(t, newFake(t, exampleCorpus))
-	real := newTools(t, newPipeline(t, exampleCorpus).svc)
+	real := newTools(t, tools.FromQueryClient(newPipeline(t, exampleCorpus).Client))
 	for _, tc := range goldenCases {
 		if tc.tool == tools.NameSessionSearch || tc.tool == tools.NameSessionEventSearch || strings.Contains(tc.name, "orphan") {
 			continue // ranking and snippets are the index's (BM25), compared separately
