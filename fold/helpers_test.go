@@ -182,9 +182,12 @@ func roundTrip(t testing.TB, s *State) *State {
 // toJSON is indented JSON for comparisons and goldens.
 func toJSON(t testing.TB, v any) string {
 	t.Helper()
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	return strings.TrimSuffix(b.String(), "\n")
 }

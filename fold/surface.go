@@ -19,16 +19,19 @@ type surfaceOp struct {
 }
 
 // planSurface applies foldSurface's eligibility, provenance and replace
-// rules (UPSTREAM §3.1 steps 2–5) and fills the plan's surface part.
+// rules (UPSTREAM §3.1 steps 2–5) in upstream's order — surfaceOp, then for
+// an append the sources, for a replace the range, the sources, the cited
+// shadowed nodes and the tool-result rewrite rule — with upstream's
+// messages, and fills the plan's surface part.
 func (s *State) planSurface(p *plan, data any) *ValidationError {
 	e := p.e
 	t := surfaceNodeType(e.Type)
 	if t == 0 {
 		if e.SurfaceOp != nil {
-			return invalid(e.Seq, RuleSurfaceOp, "session event %d: surfaceOp is only allowed on surface events, not %s", e.Seq, e.Type)
+			return invalid(e.Seq, RuleSurfaceOp, "session event %q is not surface-eligible and cannot carry surfaceOp", e.Type)
 		}
 		if e.SourceEventSeqs != nil {
-			return invalid(e.Seq, RuleSources, "session event %d: sourceEventSeqs is only allowed on surface events, not %s", e.Seq, e.Type)
+			return invalid(e.Seq, RuleSources, "session event %q is not surface-eligible and cannot carry sourceEventSeqs", e.Type)
 		}
 		return nil
 	}
@@ -36,24 +39,20 @@ func (s *State) planSurface(p *plan, data any) *ValidationError {
 	if err != nil {
 		return err
 	}
-	sources, err := s.parseSources(e)
-	if err != nil {
-		return err
-	}
-	d := obj(data)
-	p.surface, p.replace, p.sources = true, op.replace, sources
-	p.node = node{seq: e.Seq, typ: t, yields: yieldsMessage(t, d)}
+	p.surface, p.replace = true, op.replace
+	p.node = node{seq: e.Seq, typ: t, yields: yieldsMessage(t, obj(data))}
 	if t == nodeToolResult {
 		p.node.digest = toolResultDigest(data)
 	}
 	if !op.replace {
-		return nil
+		p.sources, err = s.parseSources(e)
+		return err
 	}
 	return s.planReplace(p, op)
 }
 
-// planReplace finds the replaced range, checks that the sources cite every
-// node it shadows and, for a tool/result, the rewrite rule.
+// planReplace finds the replaced range, checks the sources, that they cite
+// every node the range shadows and, for a tool/result, the rewrite rule.
 func (s *State) planReplace(p *plan, op surfaceOp) *ValidationError {
 	seq := p.e.Seq
 	startIdx, endIdx := -1, -1
@@ -71,10 +70,14 @@ func (s *State) planReplace(p *plan, op surfaceOp) *ValidationError {
 	case endIdx < 0:
 		return invalid(seq, RuleReplaceRange, "surface replace: end seq %d not found in surface", op.end)
 	case startIdx > endIdx:
-		return invalid(seq, RuleReplaceRange, "surface replace: start seq %d comes after end seq %d in surface", op.start, op.end)
+		return invalid(seq, RuleReplaceRange, "surface replace: start seq %d (index %d) is after end seq %d (index %d)", op.start, startIdx, op.end, endIdx)
 	}
-	cited := make(map[int64]bool, len(p.sources))
-	for _, src := range p.sources {
+	sources, err := s.parseSources(p.e)
+	if err != nil {
+		return err
+	}
+	cited := make(map[int64]bool, len(sources))
+	for _, src := range sources {
 		cited[src] = true
 	}
 	var missing []string
@@ -90,14 +93,14 @@ func (s *State) planReplace(p *plan, op surfaceOp) *ValidationError {
 		target := s.nodes[startIdx]
 		switch {
 		case startIdx != endIdx:
-			return invalid(seq, RuleToolRewrite, "surface replace: a tool/result replacement must replace exactly one surface node, not %d", endIdx-startIdx+1)
+			return invalid(seq, RuleToolRewrite, "tool/result surface replacement must rewrite exactly one current node")
 		case target.typ != nodeToolResult:
-			return invalid(seq, RuleToolRewrite, "surface replace: a tool/result replacement must replace a tool/result, not %s %d", target.typ, target.seq)
+			return invalid(seq, RuleToolRewrite, "tool/result surface replacement must target a current tool/result")
 		case target.digest != p.node.digest:
-			return invalid(seq, RuleToolRewrite, "surface replace: tool/result %d may only change the inner content of tool/result %d", seq, target.seq)
+			return invalid(seq, RuleToolRewrite, "tool/result surface replacement may change only content")
 		}
 	}
-	p.startIdx, p.endIdx = startIdx, endIdx
+	p.sources, p.startIdx, p.endIdx = sources, startIdx, endIdx
 	return nil
 }
 
@@ -105,39 +108,36 @@ func (s *State) planReplace(p *plan, op surfaceOp) *ValidationError {
 // exactly {op:"replace", start, end} with non-negative safe integer bounds
 // (G2 also refuses -0).
 func (s *State) parseSurfaceOp(e dshq.Event) (surfaceOp, *ValidationError) {
-	bad := func(detail string) (surfaceOp, *ValidationError) {
-		return surfaceOp{}, invalid(e.Seq, RuleSurfaceOp, "session event %d (%s): %s", e.Seq, e.Type, detail)
+	bad := func(format string) (surfaceOp, *ValidationError) {
+		return surfaceOp{}, invalid(e.Seq, RuleSurfaceOp, format, e.Type)
 	}
 	if e.SurfaceOp == nil {
-		return bad("surface events require surfaceOp")
+		return bad("session event %q is surface-eligible and requires a surfaceOp marker")
 	}
-	const shape = `surfaceOp must be "append" or {"op":"replace","start":…,"end":…}`
 	switch jsonKind(e.SurfaceOp) {
 	case '"':
 		var v string
-		if json.Unmarshal(e.SurfaceOp, &v) != nil || v != "append" {
-			return bad(shape)
+		if json.Unmarshal(e.SurfaceOp, &v) == nil && v == "append" {
+			return surfaceOp{}, nil
 		}
-		return surfaceOp{}, nil
+		return bad("session event %q carries an invalid surfaceOp")
 	case '{':
 	default:
-		return bad(shape)
+		return bad("session event %q carries an invalid surfaceOp")
 	}
+	const badReplace = "session event %q carries an invalid replace surfaceOp"
 	var m map[string]json.RawMessage
 	if json.Unmarshal(e.SurfaceOp, &m) != nil || len(m) != 3 || m["op"] == nil || m["start"] == nil || m["end"] == nil {
-		return bad(shape)
+		return bad(badReplace)
 	}
 	var op string
 	if json.Unmarshal(m["op"], &op) != nil || op != "replace" {
-		return bad(shape)
+		return bad(badReplace)
 	}
-	start, ok := s.bound(m["start"])
-	if !ok {
-		return bad("surface replace start must be a non-negative safe integer")
-	}
-	end, ok := s.bound(m["end"])
-	if !ok {
-		return bad("surface replace end must be a non-negative safe integer")
+	start, okStart := s.bound(m["start"])
+	end, okEnd := s.bound(m["end"])
+	if !okStart || !okEnd {
+		return bad(badReplace)
 	}
 	return surfaceOp{replace: true, start: start, end: end}, nil
 }
@@ -153,43 +153,49 @@ func (s *State) bound(raw json.RawMessage) (int64, bool) {
 
 // parseSources decodes envelope sourceEventSeqs (§3.1 step 3): absent, or a
 // non-empty array (G0 allows an empty one on assistant/message; G2 forbids
-// the key there altogether) of distinct non-negative safe integers each
-// below the event's own seq. The result keeps the recorded order.
+// the key there altogether) of non-negative safe integers, then no
+// duplicates, then each below the event's own seq — upstream's order of
+// checks. The result keeps the recorded order.
 func (s *State) parseSources(e dshq.Event) ([]int64, *ValidationError) {
 	if e.SourceEventSeqs == nil {
 		return nil, nil
 	}
 	bad := func(format string, args ...any) ([]int64, *ValidationError) {
-		return nil, invalid(e.Seq, RuleSources, "session event %d (%s): "+format, append([]any{e.Seq, e.Type}, args...)...)
+		return nil, invalid(e.Seq, RuleSources, format, args...)
 	}
 	assistant := e.Type == dshq.TypeAssistantMessage
 	if assistant && !s.g0() {
-		return bad("assistant/message must not carry sourceEventSeqs")
+		return bad("assistant/message embeds its source stream and cannot carry sourceEventSeqs")
 	}
 	var elems []json.RawMessage
 	if jsonKind(e.SourceEventSeqs) != '[' || json.Unmarshal(e.SourceEventSeqs, &elems) != nil {
-		return bad("sourceEventSeqs must be an array")
+		return bad("sourceEventSeqs on event at seq %d must be an array when present", e.Seq)
 	}
 	if len(elems) == 0 {
-		if assistant && s.g0() {
+		if assistant {
 			return []int64{}, nil
 		}
-		return bad("sourceEventSeqs must not be empty")
+		return bad("sourceEventSeqs must not be empty except on assistant/message")
 	}
 	out := make([]int64, 0, len(elems))
-	seen := make(map[int64]bool, len(elems))
-	for i, raw := range elems {
+	for _, raw := range elems {
 		v, _, ok := safeIntLiteral(raw)
-		switch {
-		case !ok || v < 0:
-			return bad("sourceEventSeqs[%d] must be a non-negative safe integer", i)
-		case seen[v]:
-			return bad("sourceEventSeqs contains seq %d twice", v)
-		case v >= e.Seq:
-			return bad("sourceEventSeqs[%d] = %d must cite an earlier event", i, v)
+		if !ok || v < 0 {
+			return bad("session event %q sourceEventSeqs must densely contain non-negative safe integers", e.Type)
+		}
+		out = append(out, v)
+	}
+	seen := make(map[int64]bool, len(out))
+	for _, v := range out {
+		if seen[v] {
+			return bad("sourceEventSeqs must not contain duplicates")
 		}
 		seen[v] = true
-		out = append(out, v)
+	}
+	for _, v := range out {
+		if v >= e.Seq {
+			return bad("sourceEventSeqs must reference earlier events: %d >= current seq %d", v, e.Seq)
+		}
 	}
 	return out, nil
 }
@@ -212,11 +218,13 @@ func yieldsMessage(t nodeType, d map[string]any) bool {
 }
 
 // toolResultDigest is the canonical digest the tool-result rewrite rule
-// compares: the data with the inner content of the first tool-result block
-// of message.content set to null (in the older shape without data.message,
-// data.content itself is the result content and is nulled), encoded with
-// sorted keys and JavaScript number semantics, so two datas are
-// deep-JSON-equal after nulling exactly when their digests match.
+// compares. As upstream's assertToolResultRewrite, message.content is
+// replaced by a one-element list holding its first block with content set
+// to null (so blocks after the first are not compared); in the older shape
+// without data.message, data.content is the result content itself and is
+// nulled. The value is encoded with sorted keys and JavaScript number
+// semantics, so two datas are deep-JSON-equal under that rule exactly when
+// their digests match.
 func toolResultDigest(data any) [digestSize]byte {
 	nulled := data
 	if d := obj(data); d != nil {
@@ -243,24 +251,15 @@ func nullResultContent(d map[string]any) map[string]any {
 		out["content"] = nil
 		return out
 	}
-	content, ok := arr(msg["content"])
-	if !ok {
-		return out
+	var first map[string]any
+	if content, _ := arr(msg["content"]); len(content) > 0 {
+		first = obj(content[0])
 	}
-	for i, b := range content {
-		block := obj(b)
-		if block["type"] != "tool-result" {
-			continue
-		}
-		nb := cloneMap(block)
-		nb["content"] = nil
-		nc := append([]any(nil), content...)
-		nc[i] = nb
-		nm := cloneMap(msg)
-		nm["content"] = nc
-		out["message"] = nm
-		break
-	}
+	nb := cloneMap(first)
+	nb["content"] = nil
+	nm := cloneMap(msg)
+	nm["content"] = []any{nb}
+	out["message"] = nm
 	return out
 }
 
