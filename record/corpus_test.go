@@ -27,6 +27,10 @@ const (
 	// corpusTemplatedCwd valid files have a {{cwd}} header cwd (UPSTREAM
 	// §11.8 counts 140 over all 154 files).
 	corpusTemplatedCwd = 137
+	// corpusNoDepth valid files lack delegationDepth (README: 24; UPSTREAM
+	// §11.9 counts 26 over all files, cordis-tool-round and rec-pin.1 being
+	// refused).
+	corpusNoDepth = 24
 )
 
 // corpusRefusals is every file the codec refuses, with the rule, the line
@@ -109,7 +113,7 @@ func TestCorpusReadsTheValidFilesAndRefusesTheBrokenOnes(t *testing.T) {
 	if len(files) != corpusFiles {
 		t.Fatalf("corpus has %d files, want %d", len(files), corpusFiles)
 	}
-	valid, events := 0, 0
+	valid, events, noDepth := 0, 0, 0
 	for _, f := range files {
 		h, evs, err := record.ReadAll(bytes.NewReader(f.raw), f.opts()...)
 		want, refused := corpusRefusals[f.name]
@@ -130,6 +134,9 @@ func TestCorpusReadsTheValidFilesAndRefusesTheBrokenOnes(t *testing.T) {
 		}
 		valid++
 		events += len(evs)
+		if h.Header.DelegationDepth == nil {
+			noDepth++
+		}
 		templated := bytes.Contains(f.raw[:bytes.IndexByte(f.raw, '\n')], []byte(`"id":"{{sessionId}}"`))
 		if (templated && h.Header.ID != f.id) || (h.Header.Cwd != nil && !strings.HasPrefix(*h.Header.Cwd, "/")) {
 			t.Errorf("%s: header %+v not realized", f.name, h.Header)
@@ -138,8 +145,9 @@ func TestCorpusReadsTheValidFilesAndRefusesTheBrokenOnes(t *testing.T) {
 			t.Errorf("%s: fold.Lenient: %v", f.name, err)
 		}
 	}
-	if valid != corpusValid || events != corpusValidEvent {
-		t.Errorf("read %d valid files with %d events, want %d with %d", valid, events, corpusValid, corpusValidEvent)
+	if valid != corpusValid || events != corpusValidEvent || noDepth != corpusNoDepth {
+		t.Errorf("read %d valid files with %d events, %d without delegationDepth; want %d, %d, %d",
+			valid, events, noDepth, corpusValid, corpusValidEvent, corpusNoDepth)
 	}
 }
 
