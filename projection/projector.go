@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/index"
@@ -39,6 +40,7 @@ type config struct {
 	logger      *slog.Logger
 	onCommit    func(Commit)
 	verify      bool
+	lockTimeout time.Duration // how long Open waits for another process's file lock
 	indexOpts   index.Options
 	// hook, when set, is called at named points of a batch; an error makes
 	// the projector stop as if it crashed there (crash tests).
@@ -129,6 +131,7 @@ func Open(ctx context.Context, js jetstream.JetStream, dir string, opts ...Optio
 	cfg := config{
 		stream: DefaultStream, durable: DefaultDurable, leaseBucket: DefaultLeaseBucket,
 		batchSize: DefaultBatchSize, cacheBytes: DefaultFoldCacheBytes, verify: true,
+		lockTimeout: 5 * time.Second,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -230,7 +233,7 @@ func (p *Projector) newInstance(ctx context.Context) (*instance, error) {
 // recreated and re-fed from the store; an index behind the store is re-fed
 // for the sessions changed since its generation.
 func (p *Projector) openInstance(ctx context.Context, dir string) (*instance, error) {
-	st, err := openStore(filepath.Join(dir, "projection.db"), p.cfg.verify)
+	st, err := openStore(filepath.Join(dir, "projection.db"), p.cfg.verify, p.cfg.lockTimeout)
 	if err != nil {
 		return nil, err
 	}

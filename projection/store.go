@@ -74,7 +74,7 @@ func newEpoch() string {
 // openStore opens (or creates) the bbolt file at path. A new file gets a
 // fresh epoch. A file that cannot be read, fails bbolt's consistency check
 // (when verify) or has another schema version fails with ErrCorruptStore.
-func openStore(path string, verify bool) (s *store, err error) {
+func openStore(path string, verify bool, lockTimeout time.Duration) (s *store, err error) {
 	_, statErr := os.Stat(path)
 	fresh := errors.Is(statErr, os.ErrNotExist)
 	defer func() {
@@ -84,7 +84,10 @@ func openStore(path string, verify bool) (s *store, err error) {
 			err = fmt.Errorf("%w: open %s: %v", ErrCorruptStore, path, r)
 		}
 	}()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true})
+	if err := checkBoltFile(path); err != nil {
+		return nil, err
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {
 			return nil, fmt.Errorf("open %s: file is locked by another process: %w", path, err)

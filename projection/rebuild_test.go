@@ -1,0 +1,234 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+func TestRebuild_SwapsAtomicallyWhileReadsAndAppendsGoOn(t *testing.T) {
+	e := newEnv(t)
+	corpus := mixedCorpus(t)
+	first := e.publishAll(corpus)
+	r := e.start(t.TempDir(), WithBatchSize(5))
+	waitGen(t, r.p, first)
+	oldEpoch := r.p.Epoch()
+	want := map[string]int64{}
+	view(t, r.p, func(s Snapshot) error {
+		return s.SessionsByCreated(nil, func(info SessionInfo) bool {
+			want[info.Header.Header.ID] = info.EventCount
+			return true
+		})
+	})
+
+	// Readers check that no snapshot is half-built: once a generation at or
+	// past `first` is visible, every session is complete.
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				err := r.p.View(ctx, first, func(s Snapshot) error {
+					for id, n := range want {
+						info, ok := s.Session(id)
+						if !ok || info.EventCount < n {
+							return fmt.Errorf("generation %d epoch %s: session %s has %d events, want ≥ %d", s.Generation(), s.Epoch(), id, info.EventCount, n)
+						}
+					}
+					return nil
+				})
+				if err != nil && ctx.Err() == nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	// Appends during the rebuild.
+	more := withID(t, readLines(t, "upstream-2.5.jsonl"), "s-during")
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for _, l := range more {
+			if _, err := e.js.Publish(ctx, DefaultSubjectPrefix+"s-during", l); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	var reports []RebuildProgress
+	if err := r.p.Rebuild(context.Background(), func(p RebuildProgress) { reports = append(reports, p) }); err != nil {
+		t.Fatalf("rebuild: %v", err)
+	}
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if len(reports) < 2 || !reports[len(reports)-1].Swapped || reports[len(reports)-1].Applied < first {
+		t.Errorf("progress reports: %+v", reports)
+	}
+	if r.p.Epoch() == oldEpoch {
+		t.Error("the epoch did not change")
+	}
+	final, err := e.js.Stream(context.Background(), DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := final.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitGen(t, r.p, info.State.LastSeq)
+	entries, _ := os.ReadDir(r.p.dir)
+	dirs := 0
+	for _, en := range entries {
+		if en.IsDir() {
+			dirs++
+		}
+	}
+	if dirs != 1 {
+		t.Errorf("%d projection directories after the swap, want 1", dirs)
+	}
+	gotStore, gotIndex := dumpStore(t, r.p), dumpIndex(t, r.p)
+	r.stop()
+
+	clean := e.start(t.TempDir())
+	waitGen(t, clean.p, info.State.LastSeq)
+	if want := dumpStore(t, clean.p); gotStore != want {
+		t.Errorf("rebuilt store differs from a clean projection:\n%s", diffLines(gotStore, want))
+	}
+	if want := dumpIndex(t, clean.p); gotIndex != want {
+		t.Errorf("rebuilt index differs from a clean projection:\n%s", diffLines(gotIndex, want))
+	}
+}
+
+func TestOpen_DetectsACorruptStoreOrIndexAndRebuilds(t *testing.T) {
+	e := newEnv(t)
+	last := e.publishAll(mixedCorpus(t))
+	clean := e.start(t.TempDir())
+	waitGen(t, clean.p, last)
+	wantStore, wantIndex := dumpStore(t, clean.p), dumpIndex(t, clean.p)
+	clean.stop()
+
+	instDir := func(dir string) string {
+		name, err := os.ReadFile(filepath.Join(dir, currentFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(dir, string(name[:len(name)-1]))
+	}
+	cases := []struct {
+		name    string
+		damage  func(t *testing.T, inst string)
+		rebuilt bool // a new epoch (store rebuilt), not just a re-fed index
+	}{
+		{"a truncated store file is rebuilt", func(t *testing.T, inst string) {
+			truncate(t, filepath.Join(inst, "projection.db"), 0.5)
+		}, true},
+		{"a store file with garbled meta pages is rebuilt", func(t *testing.T, inst string) {
+			garble(t, filepath.Join(inst, "projection.db"), 0, 8192)
+		}, true},
+		{"a store file with a garbled middle is rebuilt", func(t *testing.T, inst string) {
+			fi, _ := os.Stat(filepath.Join(inst, "projection.db"))
+			garble(t, filepath.Join(inst, "projection.db"), fi.Size()/2, 16384)
+		}, true},
+		{"a store of another schema version is rebuilt", func(t *testing.T, inst string) {
+			db, err := bolt.Open(filepath.Join(inst, "projection.db"), 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaSchema, u64(99)) }); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"a missing projection directory is rebuilt", func(t *testing.T, inst string) {
+			if err := os.RemoveAll(inst); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"a garbled index is recreated from the store", func(t *testing.T, inst string) {
+			if err := os.WriteFile(filepath.Join(inst, "index", "index_meta.json"), []byte("{garbage"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"a missing index is recreated from the store", func(t *testing.T, inst string) {
+			if err := os.RemoveAll(filepath.Join(inst, "index")); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			r := e.start(dir)
+			waitGen(t, r.p, last)
+			epoch := r.p.Epoch()
+			r.stop()
+			c.damage(t, instDir(dir))
+
+			again := e.start(dir)
+			defer again.stop()
+			if got := again.p.Epoch() != epoch; got != c.rebuilt {
+				t.Errorf("store rebuilt = %v, want %v", got, c.rebuilt)
+			}
+			waitGen(t, again.p, last)
+			if got := dumpStore(t, again.p); got != wantStore {
+				t.Errorf("store differs from a clean projection:\n%s", diffLines(got, wantStore))
+			}
+			if got := dumpIndex(t, again.p); got != wantIndex {
+				t.Errorf("index differs from a clean projection:\n%s", diffLines(got, wantIndex))
+			}
+		})
+	}
+}
+
+func truncate(t *testing.T, path string, frac float64) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, int64(float64(fi.Size())*frac)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func garble(t *testing.T, path string, off, n int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	junk := make([]byte, n)
+	for i := range junk {
+		junk[i] = byte(i*7 + 13)
+	}
+	if _, err := f.WriteAt(junk, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpen_RefusesAStoreLockedByAnotherProjector(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	p := e.open(dir)
+	defer p.Close()
+	_, err := Open(context.Background(), e.js, dir, WithLogger(quietLogger()), func(c *config) { c.lockTimeout = 50 * time.Millisecond })
+	if err == nil || errors.Is(err, ErrCorruptStore) {
+		t.Fatalf("second Open on a locked store: err = %v, want a lock error that is not corruption", err)
+	}
+}
