@@ -1,7 +1,7 @@
 package fold
 
 import (
-	"encoding/json"
+	"fmt"
 	"slices"
 
 	"github.com/dshq/dshq"
@@ -77,119 +77,117 @@ func checkRawEnvelope(e dshq.Event) *ValidationError {
 	return nil
 }
 
-// checkStrict applies what the harness SDK checks on every append (UPSTREAM
-// §1.4) beyond the envelope: lossless JSON, message shapes, the request
-// header and the refused historical types.
+// checkStrict applies what the original harness checks on every append and
+// seed (UPSTREAM §1.4) beyond the envelope: lossless JSON, the refused
+// legacy request-header vocabulary, the request header's provider/model,
+// reasoningEffort and adapterDefaults, and the identified-message shapes,
+// with upstream's messages.
 func (s *State) checkStrict(e dshq.Event, data any) *ValidationError {
 	raw := []byte(e.Raw)
 	if len(raw) == 0 {
 		raw = e.Data
 	}
 	if err := checkLossless(raw); err != nil {
-		return invalid(e.Seq, RuleLossless, "session event %d is not lossless JSON: %v", e.Seq, err)
+		return invalid(e.Seq, RuleLossless, "session event at seq %d is not losslessly JSON-serializable: %v", e.Seq, err)
 	}
 	d := obj(data)
 	switch e.Type {
 	case "request/header-delta":
-		return invalid(e.Seq, RuleRequestHeader, "session event %d: request/header-delta is no longer supported; log a full request/header", e.Seq)
+		return invalid(e.Seq, RuleRequestHeader, "session event at seq %d uses unsupported legacy request/header-delta format", e.Seq)
 	case "request/header":
-		return s.checkRequestHeader(e, d)
-	case dshq.TypeUserMessage:
-		return checkMessage(e, d, "user", nil)
-	case dshq.TypeAssistantMessage:
-		return checkMessage(e, obj(d["message"]), "assistant", checkModelSource)
-	case dshq.TypeToolResult:
-		return checkMessage(e, obj(d["message"]), "user", checkToolSource)
-	}
-	return nil
-}
-
-// checkMessage checks an identified message: a non-empty id, the expected
-// role, a source with a non-empty kind, array content, then the per-type
-// source rule.
-func checkMessage(e dshq.Event, m map[string]any, role string, check func(e dshq.Event, m map[string]any) *ValidationError) *ValidationError {
-	bad := func(format string, args ...any) *ValidationError {
-		return invalid(e.Seq, RuleMessageShape, "%s event %d: "+format, append([]any{e.Type, e.Seq}, args...)...)
-	}
-	switch {
-	case m == nil && e.Type == dshq.TypeUserMessage:
-		return bad("data must be a message object")
-	case m == nil:
-		return bad("data.message must be a message object")
-	case !nonEmptyString(m["id"]):
-		return bad("message id must be a non-empty string")
-	case m["role"] != role:
-		return bad("message role must be %q", role)
-	case !nonEmptyString(obj(m["source"])["kind"]):
-		return bad("message source.kind must be a non-empty string")
-	}
-	if _, ok := arr(m["content"]); !ok {
-		return bad("message content must be an array")
-	}
-	if check != nil {
-		return check(e, m)
-	}
-	return nil
-}
-
-func checkModelSource(e dshq.Event, m map[string]any) *ValidationError {
-	src := obj(m["source"])
-	if src["kind"] != "model" || !nonEmptyString(src["provider"]) || !nonEmptyString(src["model"]) {
-		return invalid(e.Seq, RuleMessageShape, "%s event %d: message source must be {kind:\"model\", provider, model}", e.Type, e.Seq)
-	}
-	return nil
-}
-
-func checkToolSource(e dshq.Event, m map[string]any) *ValidationError {
-	src := obj(m["source"])
-	callID, _ := str(src["callId"])
-	if src["kind"] != "tool" || callID == "" {
-		return invalid(e.Seq, RuleMessageShape, "%s event %d: message source must be {kind:\"tool\", callId}", e.Type, e.Seq)
-	}
-	content, _ := arr(m["content"])
-	var results []map[string]any
-	for _, b := range content {
-		if bo := obj(b); bo["type"] == "tool-result" {
-			results = append(results, bo)
+		return checkRequestHeader(e, d)
+	case dshq.TypeUserMessage, dshq.TypeAssistantMessage, dshq.TypeToolResult:
+		if msg := checkMessageShape(e.Type, data); msg != "" {
+			return invalid(e.Seq, RuleMessageShape, "%s at seq %d %s", e.Type, e.Seq, msg)
 		}
 	}
-	if len(results) != 1 {
-		return invalid(e.Seq, RuleMessageShape, "%s event %d: message content must hold exactly one tool-result block; found %d", e.Type, e.Seq, len(results))
+	return nil
+}
+
+// checkRequestHeader refuses the legacy reason "fallback", a config
+// without provider and model, an empty or non-string reasoningEffort, and
+// adapterDefaults other than true markers for reasoningEffort/maxTokens
+// keys present in the config.
+func checkRequestHeader(e dshq.Event, d map[string]any) *ValidationError {
+	bad := func(detail string) *ValidationError {
+		return invalid(e.Seq, RuleRequestHeader, "request/header at seq %d %s", e.Seq, detail)
 	}
-	if results[0]["toolCallId"] != callID {
-		return invalid(e.Seq, RuleMessageShape, "%s event %d: tool-result toolCallId must equal source.callId %q", e.Type, e.Seq, callID)
+	if d["reason"] == "fallback" {
+		return bad(`uses unsupported legacy request/header reason "fallback"`)
+	}
+	header := obj(d["header"])
+	cfg := obj(header["config"])
+	if cfg == nil || !nonEmptyString(cfg["provider"]) || !nonEmptyString(cfg["model"]) {
+		return bad("lacks provider/model")
+	}
+	if effort, ok := cfg["reasoningEffort"]; ok && !nonEmptyString(effort) {
+		return bad("has an invalid reasoningEffort")
+	}
+	defaults, ok := header["adapterDefaults"]
+	if !ok {
+		return nil
+	}
+	markers := obj(defaults)
+	if markers == nil {
+		return bad("has invalid adapterDefaults")
+	}
+	for k, v := range markers {
+		_, inConfig := cfg[k]
+		if (k != "reasoningEffort" && k != "maxTokens") || v != true || !inConfig {
+			return bad("has invalid adapterDefaults")
+		}
 	}
 	return nil
 }
 
-// checkRequestHeader requires header.config.provider/model and a known
-// reason; "fallback" was removed upstream and is refused with its own
-// message.
-func (s *State) checkRequestHeader(e dshq.Event, d map[string]any) *ValidationError {
-	cfg := obj(obj(d["header"])["config"])
-	if !nonEmptyString(cfg["provider"]) || !nonEmptyString(cfg["model"]) {
-		return invalid(e.Seq, RuleRequestHeader, "request/header event %d must carry header.config.provider and header.config.model", e.Seq)
+// checkMessageShape returns what is wrong with a surface event's identified
+// message ("" when nothing): a non-empty id, the role, a source with a
+// non-empty kind, array content; an assistant source of kind model with
+// provider and model; a tool source with a callId and exactly one
+// tool-result block (with array content) answering it.
+func checkMessageShape(typ string, data any) string {
+	message := obj(data)
+	if typ != dshq.TypeUserMessage {
+		message = obj(message["message"])
 	}
-	reason, _ := str(d["reason"])
-	switch {
-	case reason == "initial", reason == "resume", reason == "change":
-		return nil
-	case reason == "series" && !s.g0():
-		return nil
-	case reason == "fallback":
-		return invalid(e.Seq, RuleRequestHeader, "request/header event %d: reason \"fallback\" is no longer supported", e.Seq)
+	if message == nil || !nonEmptyString(message["id"]) {
+		return "lacks an identified message"
 	}
-	return invalid(e.Seq, RuleRequestHeader, "request/header event %d has an invalid reason %s", e.Seq, describe(d["reason"]))
-}
-
-// describe renders a decoded JSON value for an error message.
-func describe(v any) string {
-	if v == nil {
-		return "(absent or null)"
+	role := "user"
+	if typ == dshq.TypeAssistantMessage {
+		role = "assistant"
 	}
-	b, err := json.Marshal(v)
-	if err != nil || len(b) > 64 {
-		return "(value)"
+	if message["role"] != role {
+		return fmt.Sprintf("message must have role %q", role)
 	}
-	return string(b)
+	source := obj(message["source"])
+	if source == nil || !nonEmptyString(source["kind"]) {
+		return "message has invalid source"
+	}
+	content, ok := arr(message["content"])
+	if !ok {
+		return "message has invalid content"
+	}
+	switch typ {
+	case dshq.TypeAssistantMessage:
+		if source["kind"] != "model" || !nonEmptyString(source["provider"]) || !nonEmptyString(source["model"]) {
+			return "message must have model source"
+		}
+	case dshq.TypeToolResult:
+		callID, _ := str(source["callId"])
+		if source["kind"] != "tool" || callID == "" {
+			return "message must have tool source"
+		}
+		var block map[string]any
+		if len(content) == 1 {
+			block = obj(content[0])
+		}
+		if _, ok := arr(block["content"]); !ok || block["type"] != "tool-result" {
+			return "message must contain one tool-result block"
+		}
+		if block["toolCallId"] != callID {
+			return "message has mismatched tool call ids"
+		}
+	}
+	return ""
 }
