@@ -1,0 +1,182 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream defaults. The feed is derived data (the projection can always say
+// what is current), so it is bounded: a subscriber resumes from any
+// generation still retained, and one older than that is told so
+// (ErrNotRetained) and resynchronises from the query API.
+const (
+	// DefaultStream is the feed stream's name.
+	DefaultStream = "DSH_FEED"
+	// DefaultMaxAge is how long a feed message is retained.
+	DefaultMaxAge = 7 * 24 * time.Hour
+	// DefaultMaxBytes bounds the feed stream's size (oldest messages go
+	// first).
+	DefaultMaxBytes = 8 << 30
+	// DefaultDuplicates is the duplicate window: a commit re-published
+	// within it (a projector restarting after a crash between its bbolt
+	// commit and the feed publication) is stored once.
+	DefaultDuplicates = 10 * time.Minute
+)
+
+// StreamConfig says what EnsureStream provisions. The zero value is the
+// default deployment.
+type StreamConfig struct {
+	// Name is the stream name ("" = DefaultStream).
+	Name string
+	// MaxAge is the retention age (0 = DefaultMaxAge; negative = no age
+	// limit).
+	MaxAge time.Duration
+	// MaxBytes is the size limit (0 = DefaultMaxBytes; negative = none).
+	MaxBytes int64
+	// MaxMsgs is the message count limit (0 = none).
+	MaxMsgs int64
+	// Duplicates is the duplicate window (0 = DefaultDuplicates).
+	Duplicates time.Duration
+	// Replicas is the replica count (0 = 1).
+	Replicas int
+}
+
+func (c StreamConfig) withDefaults() StreamConfig {
+	if c.Name == "" {
+		c.Name = DefaultStream
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = DefaultMaxAge
+	}
+	if c.MaxAge < 0 {
+		c.MaxAge = 0
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	if c.MaxBytes < 0 {
+		c.MaxBytes = -1
+	}
+	if c.MaxMsgs <= 0 {
+		c.MaxMsgs = -1
+	}
+	if c.Duplicates == 0 {
+		c.Duplicates = DefaultDuplicates
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	return c
+}
+
+// jsConfig is the JetStream configuration of the feed: file storage, limits
+// retention discarding the oldest, no per-subject limit (a session's
+// messages must all stay for resume to be gap-free), and direct get for
+// the publisher's checkpoint read.
+func (c StreamConfig) jsConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:              c.Name,
+		Description:       "dshq live feed: what the projector committed",
+		Subjects:          []string{StreamSubjects},
+		Storage:           jetstream.FileStorage,
+		Retention:         jetstream.LimitsPolicy,
+		Discard:           jetstream.DiscardOld,
+		MaxAge:            c.MaxAge,
+		MaxBytes:          c.MaxBytes,
+		MaxMsgs:           c.MaxMsgs,
+		MaxMsgsPerSubject: -1,
+		MaxMsgSize:        -1,
+		Duplicates:        c.Duplicates,
+		Replicas:          c.Replicas,
+		AllowDirect:       true,
+	}
+}
+
+// ErrStreamConflict is wrapped by EnsureStream's refusal of an existing
+// stream whose configuration is not the one asked for.
+var ErrStreamConflict = errors.New("feed stream configuration conflict")
+
+// EnsureStream creates the feed stream, or verifies an existing one. It is
+// idempotent. An existing stream that differs from cfg (subjects, storage,
+// retention, limits, duplicate window, replicas) is refused with an error
+// wrapping ErrStreamConflict naming every difference; it is never updated
+// silently — change limits with UpdateStream.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
+	cfg = cfg.withDefaults()
+	want := cfg.jsConfig()
+	st, err := js.CreateStream(ctx, want)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		st, err = js.Stream(ctx, cfg.Name)
+		if err != nil {
+			return nil, fmt.Errorf("ensure feed stream %s: %w", cfg.Name, err)
+		}
+		if err := compareStream(want, st.CachedInfo().Config); err != nil {
+			return nil, err
+		}
+		return st, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ensure feed stream %s: %w", cfg.Name, err)
+	}
+	return st, nil
+}
+
+// UpdateStream changes an existing feed stream's limits (age, bytes,
+// messages, duplicate window) to cfg's. Shrinking a limit removes the
+// oldest messages at once.
+func UpdateStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
+	cfg = cfg.withDefaults()
+	st, err := js.UpdateStream(ctx, cfg.jsConfig())
+	if err != nil {
+		return nil, fmt.Errorf("update feed stream %s: %w", cfg.Name, err)
+	}
+	return st, nil
+}
+
+func compareStream(want, got jetstream.StreamConfig) error {
+	var diffs []string
+	diff := func(field string, w, g any) {
+		diffs = append(diffs, fmt.Sprintf("%s is %v, want %v", field, g, w))
+	}
+	if !slices.Equal(got.Subjects, want.Subjects) {
+		diff("subjects", want.Subjects, got.Subjects)
+	}
+	if got.Storage != want.Storage {
+		diff("storage", want.Storage, got.Storage)
+	}
+	if got.Retention != want.Retention {
+		diff("retention", want.Retention, got.Retention)
+	}
+	if got.Discard != want.Discard {
+		diff("discard", want.Discard, got.Discard)
+	}
+	if got.MaxAge != want.MaxAge {
+		diff("max_age", want.MaxAge, got.MaxAge)
+	}
+	if got.MaxBytes != want.MaxBytes {
+		diff("max_bytes", want.MaxBytes, got.MaxBytes)
+	}
+	if got.MaxMsgs != want.MaxMsgs {
+		diff("max_msgs", want.MaxMsgs, got.MaxMsgs)
+	}
+	if got.MaxMsgsPerSubject > 0 {
+		diff("max_msgs_per_subject", "unlimited", got.MaxMsgsPerSubject)
+	}
+	if got.Duplicates != want.Duplicates {
+		diff("duplicate_window", want.Duplicates, got.Duplicates)
+	}
+	if got.Replicas != want.Replicas {
+		diff("replicas", want.Replicas, got.Replicas)
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("feed stream %s exists with another configuration: %s: %w",
+		want.Name, strings.Join(diffs, "; "), ErrStreamConflict)
+}
