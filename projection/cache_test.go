@@ -1,0 +1,141 @@
+package projection
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/fold"
+)
+
+func TestStateCache_EvictsLeastRecentlyUsedWithinBudget(t *testing.T) {
+	st := func() *fold.State { return fold.New(dshq.HeaderRecord{FormatVersion: 2}, fold.Lenient) }
+	c := newStateCache(100)
+	c.put("a", st(), 40)
+	c.put("b", st(), 40)
+	if _, ok := c.get("a"); !ok { // a is now the most recent
+		t.Fatal("a missing")
+	}
+	c.put("c", st(), 40) // over budget: evicts b, the least recently used
+	if _, ok := c.get("b"); ok {
+		t.Error("b survived eviction")
+	}
+	for _, id := range []string{"a", "c"} {
+		if _, ok := c.get(id); !ok {
+			t.Errorf("%s was evicted", id)
+		}
+	}
+	if c.bytes() != 80 || c.len() != 2 {
+		t.Errorf("bytes %d len %d, want 80 2", c.bytes(), c.len())
+	}
+	c.put("a", st(), 10) // a re-put replaces, not adds
+	if c.bytes() != 50 {
+		t.Errorf("bytes after re-put = %d, want 50", c.bytes())
+	}
+	c.put("huge", st(), 101)
+	if _, ok := c.get("huge"); ok || c.bytes() != 50 {
+		t.Errorf("a state over the whole budget was cached (bytes %d)", c.bytes())
+	}
+	c.remove("c")
+	if c.bytes() != 10 || c.len() != 1 {
+		t.Errorf("bytes %d len %d after remove, want 10 1", c.bytes(), c.len())
+	}
+}
+
+func TestProjector_ProjectsTheSameWhateverTheFoldCacheBudget(t *testing.T) {
+	e := newEnv(t)
+	last := e.publishAll(mixedCorpus(t))
+	big := e.start(t.TempDir(), WithBatchSize(3))
+	waitGen(t, big.p, last)
+	want := dumpStore(t, big.p)
+	big.stop()
+	for _, budget := range []int64{0, 64, 300} {
+		small := e.start(t.TempDir(), WithBatchSize(3), WithFoldCacheBytes(budget))
+		waitGen(t, small.p, last)
+		if got := dumpStore(t, small.p); got != want {
+			t.Errorf("budget %d: store differs from a run with a large cache:\n%s", budget, diffLines(got, want))
+		}
+		small.p.writeMu.Lock()
+		used := small.p.cur.cache.bytes()
+		small.p.writeMu.Unlock()
+		if used > budget {
+			t.Errorf("budget %d: cache holds %d bytes", budget, used)
+		}
+		small.stop()
+	}
+}
+
+func TestProjector_FollowsLeasesAndBalancesLapsedOpenTurns(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	var leases []LeaseChange
+	r := e.start(t.TempDir(), WithOnCommit(func(c Commit) {
+		mu.Lock()
+		leases = append(leases, c.Leases...)
+		mu.Unlock()
+	}))
+	// A session whose turn is open (§2.5 cut before its turn/end), with an
+	// id whose token is encoded (lease key "=…").
+	id := "open turn/é"
+	lines := withID(t, readLines(t, "upstream-2.5.jsonl")[:8], id)
+	_, last := e.publishLog(lines)
+	waitGen(t, r.p, last)
+	tok := token(t, id)
+	key := "=" + tok[1:]
+	value, _ := json.Marshal(map[string]any{"sessionId": id, "owner": "t"})
+	if _, err := e.kv.Put(context.Background(), key, value); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the lease to be seen", func() bool {
+		live := false
+		view(t, r.p, func(s Snapshot) error { live = s.IsLive(id); return nil })
+		return live
+	})
+	view(t, r.p, func(s Snapshot) error {
+		if got := s.LiveSet(); !slices.Equal(got, []string{id}) {
+			t.Errorf("live set = %v", got)
+		}
+		info, _ := s.Session(id)
+		if !s.Record(info).Live {
+			t.Error("record is not live")
+		}
+		if cl, err := s.Closers(id); err != nil || cl != nil {
+			t.Errorf("a live session got closers %v (%v)", cl, err)
+		}
+		return nil
+	})
+	if err := e.kv.Delete(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the lease to lapse", func() bool {
+		live := true
+		view(t, r.p, func(s Snapshot) error { live = s.IsLive(id); return nil })
+		return !live
+	})
+	view(t, r.p, func(s Snapshot) error {
+		cl, err := s.Closers(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var types []string
+		for _, c := range cl {
+			types = append(types, c.Type)
+		}
+		// Seq 6 is a tool/call whose result (seq 7) was cut off.
+		if want := []string{"tool/result", "step/end", "turn/end"}; !slices.Equal(types, want) {
+			t.Errorf("closers = %v, want %v", types, want)
+		}
+		if info, _ := s.Session(id); info.EventCount != 7 {
+			t.Errorf("closers were written: %d events", info.EventCount)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(leases) != 2 || !leases[0].Live || leases[1].Live || leases[0].SessionID != id || leases[0].Token != tok {
+		t.Errorf("lease changes = %+v", leases)
+	}
+}
