@@ -69,7 +69,12 @@ func (s *State) decodeData(e dshq.Event) (any, *ValidationError) {
 	switch e.Type {
 	case dshq.TypeUserMessage, dshq.TypeAssistantMessage, dshq.TypeToolResult,
 		"tool/call", "todo/write", "turn/start", "turn/end", "step/start",
-		"session/title", "request/header":
+		"session/title":
+	case "request/header":
+		// Only Strict reads it; it carries the system prompt and tools.
+		if s.level != Strict {
+			return nil, nil
+		}
 	default:
 		return nil, nil
 	}
