@@ -39,6 +39,9 @@ type Handle struct {
 	headerSeq uint64
 	// index[i] is the stream sequence of event i, 0 where not known exactly.
 	index []uint64
+	// unsure is an append whose outcome is unknown, settled by the next
+	// write (resync).
+	unsure *pendingAppend
 	// state is the strict fold of events [0, state.NextSeq()): on a write
 	// handle the whole log, on a read handle the prefix read so far.
 	state *fold.State
@@ -98,6 +101,9 @@ func (h *Handle) writable(ctx context.Context, op string) error {
 	if !h.lease.ensure(ctx) {
 		return errorf(ErrOwnershipLost, h.id, "session %q: write ownership lost (the lease lapsed and another writer took it)", h.id)
 	}
+	if h.unsure != nil {
+		return h.resync(ctx)
+	}
 	return nil
 }
 
@@ -123,6 +129,7 @@ func (h *Handle) Append(ctx context.Context, events []dshq.Event) (uint64, error
 	}
 	st := h.state.Clone()
 	next := st.NextSeq()
+	valid := make([]dshq.Event, 0, len(events))
 	recs := make([]outRecord, 0, len(events)+1)
 	if !h.materialised {
 		recs = append(recs, outRecord{msgID: h.token + ":h", data: h.headerRaw})
@@ -151,43 +158,105 @@ func (h *Handle) Append(ctx context.Context, events []dshq.Event) (uint64, error
 				h.id, i, len(ev.Raw), max-recordHeaderRoom)
 		}
 		recs = append(recs, outRecord{msgID: h.token + ":" + strconv.FormatInt(ev.Seq, 10), data: ev.Raw})
+		valid = append(valid, ev)
 	}
-	if err := h.publish(ctx, recs); err != nil {
+	if err := h.publish(ctx, recs, valid); err != nil {
 		return 0, err
 	}
-	h.state = st
 	return h.lastStreamSeq, nil
 }
 
-// publish stores recs after the handle's last record and updates the books.
-func (h *Handle) publish(ctx context.Context, recs []outRecord) error {
-	last, err := h.store.pub.publish(ctx, h.subject, h.lastStreamSeq, recs)
+// pendingAppend is an append whose outcome is unknown: its publish failed
+// after retries without saying whether the server stored its records.
+type pendingAppend struct {
+	recs   []outRecord
+	events []dshq.Event // events[i] belongs to recs[i+off]
+	off    int          // 1 when recs[0] is the header record
+}
+
+// publish stores recs (the header record first when not yet materialised,
+// then events) after the handle's last record, and advances the books for
+// every record stored, so a partial failure leaves the handle exactly at
+// the stored prefix.
+func (h *Handle) publish(ctx context.Context, recs []outRecord, events []dshq.Event) error {
+	pa := &pendingAppend{recs: recs, events: events, off: len(recs) - len(events)}
+	done := 0
+	err := h.store.pub.publish(ctx, h.subject, h.lastStreamSeq, recs, h.store.opts.atomicMin, func(i int, seq uint64) {
+		h.commit(pa, i, seq)
+		done = i + 1
+	})
+	if err == nil {
+		return nil
+	}
 	if isConflict(err) {
+		h.lease.markLost()
 		return wrapf(ErrOwnershipLost, h.id, err,
 			"session %q: write ownership lost: the log changed under this writer (%v)", h.id, err)
 	}
-	if err != nil {
-		return fmt.Errorf("append to session %q: %w", h.id, err)
-	}
-	events := len(recs)
-	if !h.materialised {
-		events--
-		if len(recs) == 1 {
-			h.headerSeq = last
-		}
+	// The rest may or may not be stored: find out before the next write.
+	rest := &pendingAppend{recs: recs[done:], off: max(0, pa.off-done)}
+	rest.events = events[max(0, done-pa.off):]
+	h.unsure = rest
+	return fmt.Errorf("append to session %q: %w", h.id, err)
+}
+
+// commit records that pa.recs[i] is stored at stream sequence seq (0 =
+// stored, sequence not known exactly).
+func (h *Handle) commit(pa *pendingAppend, i int, seq uint64) {
+	if i < pa.off {
 		h.materialised = true
+		h.headerSeq = seq
 		h.store.materialised(h)
+	} else {
+		e := pa.events[i-pa.off]
+		// Validated on a clone before publishing, so this cannot fail.
+		if _, err := h.state.Apply(e); err != nil {
+			panic(fmt.Sprintf("bus: fold refused a validated event: %v", err))
+		}
+		h.index = append(h.index, seq)
 	}
-	// Only the last record's stream sequence is known exactly; the others
-	// are found by a read from the nearest known one.
-	for i := 0; i < events; i++ {
-		h.index = append(h.index, 0)
+	if seq != 0 {
+		h.lastStreamSeq = seq
 	}
-	if events > 0 {
-		h.index[len(h.index)-1] = last
+}
+
+// resync settles an append whose outcome was unknown: the records of it
+// found stored are committed, and the handle continues after them. A log
+// that ends with anything else was written by another writer.
+func (h *Handle) resync(ctx context.Context) error {
+	pa := h.unsure
+	var last *jetstream.RawStreamMsg
+	err := h.store.pub.retry(ctx, func(ctx context.Context) error {
+		m, err := h.store.stream.GetLastMsgForSubject(ctx, h.subject)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			last = nil
+			return nil
+		}
+		last = m
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("session %q: settle the previous append: %w", h.id, err)
 	}
-	h.lastStreamSeq = last
-	return nil
+	h.unsure = nil
+	if last == nil || last.Sequence == h.lastStreamSeq {
+		return nil
+	}
+	id := last.Header.Get(hdrMsgID)
+	for j := range pa.recs {
+		if pa.recs[j].msgID == id && string(pa.recs[j].data) == string(last.Data) {
+			for i := 0; i <= j; i++ {
+				seq := uint64(0)
+				if i == j {
+					seq = last.Sequence
+				}
+				h.commit(pa, i, seq)
+			}
+			return nil
+		}
+	}
+	h.lease.markLost()
+	return errorf(ErrOwnershipLost, h.id, "session %q: write ownership lost: the log changed under this writer", h.id)
 }
 
 // Flush materialises a created session (publishing its header record) and
@@ -203,7 +272,7 @@ func (h *Handle) Flush(ctx context.Context) error {
 	if h.materialised {
 		return nil
 	}
-	return h.publish(ctx, []outRecord{{msgID: h.token + ":h", data: h.headerRaw}})
+	return h.publish(ctx, []outRecord{{msgID: h.token + ":h", data: h.headerRaw}}, nil)
 }
 
 // Close releases the handle: a write handle stops its heartbeat and releases

@@ -139,6 +139,13 @@ func (l *lease) release(ctx context.Context) error {
 	return nil
 }
 
+// markLost records that another writer holds the session.
+func (l *lease) markLost() {
+	l.mu.Lock()
+	l.lost = true
+	l.mu.Unlock()
+}
+
 // halt stops the heartbeat goroutine and waits for it to end.
 func (l *lease) halt() {
 	l.stopOnce.Do(func() { close(l.stop) })

@@ -43,6 +43,7 @@ type storeOptions struct {
 	maxElapsed time.Duration
 	attempt    time.Duration
 	knownType  func(string) bool
+	atomicMin  int
 }
 
 // WithStreamConfig sets the stream and lease bucket (default: the zero
@@ -66,6 +67,10 @@ func WithKnownTypes(known func(eventType string) bool) Option {
 	return func(o *storeOptions) { o.knownType = known }
 }
 
+// WithAtomicMin sets the smallest append published as one atomic batch
+// (default DefaultAtomicMin; 0 = never, every record published on its own).
+func WithAtomicMin(n int) Option { return func(o *storeOptions) { o.atomicMin = n } }
+
 // Store is the persistence seam (UPSTREAM §8.1) on JetStream: it creates,
 // opens, stats and lists sessions, and flushes its write handles. It is safe
 // for concurrent use; many Stores in many processes share one stream.
@@ -85,7 +90,8 @@ type Store struct {
 // NewStore provisions (or verifies) the stream and the lease bucket on nc and
 // returns a Store. The Store does not own nc.
 func NewStore(ctx context.Context, nc *nats.Conn, opts ...Option) (*Store, error) {
-	o := storeOptions{maxElapsed: DefaultRetryMaxElapsed, attempt: DefaultAttemptTimeout, knownType: fold.KnownType}
+	o := storeOptions{maxElapsed: DefaultRetryMaxElapsed, attempt: DefaultAttemptTimeout, knownType: fold.KnownType,
+		atomicMin: DefaultAtomicMin}
 	for _, opt := range opts {
 		opt(&o)
 	}
