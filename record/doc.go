@@ -21,14 +21,15 @@
 // Reading a file (Reader) is strict by default, which is what an import
 // wants: a torn tail, an unparsable line, a malformed row or a seq gap is an
 // error naming the line. WithUpstreamTail gives UPSTREAM §11.6's crash-tail
-// tolerance instead. For .jsonl.zstd the reader decompresses the
-// concatenated frames as one stream (checksums verified) with a bounded
-// window. It does not see frame boundaries, so it does not check that the
-// first frame holds exactly the header line or that no line spans two
-// frames (UPSTREAM §11.7 steps 3 and 5). A torn final frame is an error, or
-// in upstream mode the end of the input with the whole torn frame dropped:
-// the decoder yields nothing of an incomplete frame, so the complete lines
-// UPSTREAM §11.7 step 6 would recover from it are lost.
+// tolerance instead. A .jsonl.zstd file (UPSTREAM §11.7) is read frame by
+// frame: each frame is scanned structurally (magic, reserved bits, block
+// headers; skippable frames are refused), held compressed (at most
+// MaxZstdFrameBytes) and decompressed with its checksum verified and a
+// bounded window; the first frame must hold exactly the header line, and no
+// line may span two frames. A torn final frame is an error, or in upstream
+// mode the end of the input, keeping the complete lines the decoder
+// recovers from it (those of its complete blocks); damage inside a complete
+// frame is fatal in both modes.
 //
 // The package does no I/O of its own beyond the io.Reader and io.Writer it
 // is given, and starts no goroutines (the zstd coders run synchronously).

@@ -107,7 +107,24 @@ func FuzzReader(f *testing.F) {
 	for _, file := range seedFiles(f, 12) {
 		f.Add(file)
 	}
-	f.Add([]byte(hdr + `{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":1,"index":0,"dt":[1,-2],"texts":["a","b","c"]}}` + "\n"))
+	small := []byte(hdr + `{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":1,"index":0,"dt":[1,-2],"texts":["a","b","c"]}}` + "\n")
+	f.Add(small)
+	// The same log as .jsonl.zstd: a header frame and a batch frame.
+	_, evs, err := ReadAll(bytes.NewReader(small))
+	if err != nil {
+		f.Fatal(err)
+	}
+	h, _ := ParseHeader([]byte(hdr[:len(hdr)-1]))
+	var z bytes.Buffer
+	w := NewWriter(&z, WithZstd())
+	_ = w.WriteHeader(h)
+	for _, e := range evs {
+		_ = w.WriteEvent(e)
+	}
+	if err := w.Close(); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(z.Bytes())
 	f.Fuzz(func(t *testing.T, in []byte) {
 		h, evs, err := ReadAll(bytes.NewReader(in), WithMaxRecordBytes(1<<20))
 		if err != nil {

@@ -71,6 +71,7 @@ type Reader struct {
 	src     io.Reader
 	in      *bufio.Reader
 	dec     *zstd.Decoder // nil for plain JSONL
+	frames  *frameReader  // nil for plain JSONL
 	line    int
 	buf     []byte
 	header  *dshq.HeaderRecord
@@ -132,13 +133,14 @@ func (r *Reader) open() error {
 		r.in = br
 		return nil
 	}
-	dec, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1),
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1),
 		zstd.WithDecoderMaxWindow(MaxZstdWindow), zstd.WithDecoderLowmem(true))
 	if err != nil {
 		return recErr(RuleZstd, "open zstd stream: %v", err)
 	}
 	r.dec = dec
-	r.in = bufio.NewReaderSize(dec, 64<<10)
+	r.frames = &frameReader{src: br, dec: dec, upstream: r.upstreamTail}
+	r.in = bufio.NewReaderSize(r.frames, 64<<10)
 	return nil
 }
 
@@ -159,7 +161,7 @@ func (r *Reader) readLine() ([]byte, error) {
 		}
 		r.buf = r.grow(len(chunk))
 		r.buf = append(r.buf, chunk...)
-		if err != nil && r.upstreamTail && r.dec != nil && errors.Is(err, io.ErrUnexpectedEOF) {
+		if errors.Is(err, errTornFrame) {
 			// A torn final zstd frame ends the input (UPSTREAM §11.7).
 			r.zstdTorn = true
 			err = io.EOF
@@ -170,6 +172,10 @@ func (r *Reader) readLine() ([]byte, error) {
 			return r.buf[:len(r.buf)-1], nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
+		case errors.Is(err, errFrameEnd):
+			if err := r.frameEnd(); err != nil {
+				return nil, err
+			}
 		case errors.Is(err, io.EOF):
 			if len(r.buf) == 0 {
 				return nil, io.EOF
@@ -197,15 +203,28 @@ func (r *Reader) grow(n int) []byte {
 	return b
 }
 
+// frameEnd checks a zstd frame boundary (UPSTREAM §11.7 steps 3 and 5):
+// no line may span two frames, and the first frame holds the header line
+// alone.
+func (r *Reader) frameEnd() error {
+	if r.header == nil {
+		r.line++
+		return recErr(RuleZstd, "first frame is not exactly one header line")
+	}
+	if len(r.buf) > 0 {
+		r.line++
+		return recErr(RuleZstd, "complete frame contains a torn JSONL record")
+	}
+	return nil
+}
+
 // readErr classifies an error of the underlying stream.
 func (r *Reader) readErr(err error) error {
-	if r.dec == nil {
-		return fmt.Errorf("read: %w", err)
+	var re *RecordError
+	if errors.As(err, &re) {
+		return re
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return &RecordError{Rule: RuleTornTail, Msg: "the final zstd frame is torn", Err: err}
-	}
-	return &RecordError{Rule: RuleZstd, Msg: fmt.Sprintf("zstd: %v", err), Err: err}
+	return fmt.Errorf("read: %w", err)
 }
 
 // Header reads and returns the header record; Next calls it when needed.
@@ -225,8 +244,15 @@ func (r *Reader) Header() (dshq.HeaderRecord, error) {
 		return dshq.HeaderRecord{}, r.fail(recErr(RuleMissingHeader, "empty or header-less session log"))
 	case err == errTorn:
 		return dshq.HeaderRecord{}, r.fail(recErr(RuleMissingHeader, "the header line has no newline"))
+	case RuleOf(err) == RuleTornTail:
+		return dshq.HeaderRecord{}, r.fail(recErr(RuleMissingHeader, "empty or header-less Zstandard session log (the first frame is torn)"))
 	case err != nil:
 		return dshq.HeaderRecord{}, r.fail(err)
+	}
+	if r.frames != nil {
+		if rest, err := r.in.ReadSlice('\n'); len(rest) > 0 || !errors.Is(err, errFrameEnd) {
+			return dshq.HeaderRecord{}, r.fail(recErr(RuleZstd, "first frame is not exactly one header line"))
+		}
 	}
 	if r.fixture != nil {
 		r.fixture.collapse = bytes.Contains(line, []byte(`"cwd":"{{cwd}}/workspace"`))
@@ -335,6 +361,10 @@ func decodeLine(line []byte) ([]dshq.Event, error) {
 func (r *Reader) damage(err error, evs []dshq.Event) error {
 	var re *RecordError
 	if !r.upstreamTail || !errors.As(err, &re) || re.Rule == RuleTooLarge || re.Rule == RuleZstd {
+		return r.fail(err)
+	}
+	if r.frames != nil && !r.frames.torn {
+		// Inside a complete zstd frame any damage is fatal (§11.7 step 5).
 		return r.fail(err)
 	}
 	issue := r.fail(err).(*RecordError)

@@ -317,3 +317,73 @@ func TestReaderReadsZstd(t *testing.T) {
 		}
 	})
 }
+
+func TestReaderZstdFrameRules(t *testing.T) {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	frames := func(fs ...string) []byte {
+		var out []byte
+		for _, f := range fs {
+			out = enc.EncodeAll([]byte(f), out)
+		}
+		return out
+	}
+	good := frames(hdr, ev(0, "a")+ev(1, "b"))
+	reserved := bytes.Clone(good)
+	reserved[4] |= 0x08
+	tests := []struct {
+		name     string
+		in       []byte
+		upstream bool
+		rule     Rule
+		msg      string
+	}{
+		{"a first frame with more than the header", frames(hdr + ev(0, "a")), false, RuleZstd, "first frame is not exactly one header line"},
+		{"a first frame with part of the header", frames(hdr[:10], hdr[10:]), false, RuleZstd, "first frame is not exactly one header line"},
+		{"a line spanning two frames", frames(hdr, ev(0, "a")[:5], ev(0, "a")[5:]), false, RuleZstd, "torn JSONL record"},
+		{"a line spanning two frames in upstream mode", frames(hdr, ev(0, "a")[:5], ev(0, "a")[5:]), true, RuleZstd, "torn JSONL record"},
+		{"a seq gap inside a complete frame in upstream mode", frames(hdr, ev(0, "a")+ev(2, "b")), true, RuleSeqGap, "expected 1, got 2"},
+		{"an unparsable line inside a complete frame in upstream mode", frames(hdr, ev(0, "a")+"x\n"), true, RuleInvalidJSON, ""},
+		{"garbage after the last frame", append(bytes.Clone(good), 'x', 'y', 'z', 'w', 0), false, RuleZstd, "invalid frame magic at byte"},
+		{"a skippable frame", append(bytes.Clone(good), 0x50, 0x2A, 0x4D, 0x18, 0, 0, 0, 0), false, RuleZstd, "invalid frame magic"},
+		{"reserved header bits", reserved, false, RuleZstd, "reserved header bits"},
+		{"a header-only frame that is torn", good[:7], false, RuleMissingHeader, "empty or header-less"},
+	}
+	for _, tt := range tests {
+		t.Run("it refuses "+tt.name, func(t *testing.T) {
+			opts := []Option{}
+			if tt.upstream {
+				opts = append(opts, WithUpstreamTail())
+			}
+			_, _, err := ReadAll(bytes.NewReader(tt.in), opts...)
+			if RuleOf(err) != tt.rule || !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("err = %v, want rule %s with %q", err, tt.rule, tt.msg)
+			}
+		})
+	}
+	t.Run("complete lines of a torn multi-block frame are recovered in upstream mode", func(t *testing.T) {
+		var big strings.Builder
+		for i := 0; i < 3000; i++ {
+			big.WriteString(`{"type":"a","seq":` + itoa(i) + `,"time":0,"data":"` + strings.Repeat(string(rune('a'+i%26)), 100+i%37) + itoa(i*7919) + `"}` + "\n")
+		}
+		file := frames(hdr, big.String())
+		r := NewReader(bytes.NewReader(file[:len(file)-10]), WithUpstreamTail())
+		defer r.Close()
+		n := 0
+		for {
+			if _, err := r.Next(); err != nil {
+				if err != io.EOF {
+					t.Fatal(err)
+				}
+				break
+			}
+			n++
+		}
+		if n == 0 || n >= 3000 || r.Tail() == nil {
+			t.Fatalf("recovered %d of 3000 events, tail %v", n, r.Tail())
+		}
+	})
+}
