@@ -26,8 +26,14 @@ func WithName(name string) Option { return func(r *Reader) { r.name = name } }
 
 // WithMaxRecordBytes sets the longest record (one line) the Reader accepts;
 // a longer one is refused with RuleTooLarge after reading at most n bytes of
-// it. The default is DefaultMaxRecordBytes.
-func WithMaxRecordBytes(n int) Option { return func(r *Reader) { r.max = n } }
+// it. The default is DefaultMaxRecordBytes, which n <= 0 also selects.
+func WithMaxRecordBytes(n int) Option {
+	return func(r *Reader) {
+		if n > 0 {
+			r.max = n
+		}
+	}
+}
 
 // WithPlaceholders substitutes every "{{name}}" whose name is a key of vars
 // in each line before it is parsed (see Substitute).
