@@ -112,24 +112,24 @@ func serve(ctx context.Context, nc *nats.Conn, cfg micro.Config, subject func(st
 	slots := make(chan struct{}, maxInFlight)
 	for _, ep := range Endpoints {
 		handle := func(r micro.Request) {
+			// The answer is sent from a goroutine, so it goes straight to the
+			// reply subject: micro's Respond may not be called once the
+			// handler has returned.
+			data, reply := r.Data(), r.Reply()
 			select {
 			case slots <- struct{}{}:
 			case <-ctx.Done():
-				respondError(r, &dshq.Error{Code: dshq.CodeAborted, Message: "service is stopping"})
+				respond(nc, reply, nil, &dshq.Error{Code: dshq.CodeAborted, Message: "service is stopping"}, log)
 				return
 			}
 			wg.Add(1)
 			go func() {
 				defer func() { <-slots; wg.Done() }()
-				out, err := answer(ctx, ep, r.Data())
+				out, err := answer(ctx, ep, data)
 				if err != nil {
 					logFailure(log, cfg.Name, ep, err)
-					respondError(r, err)
-					return
 				}
-				if err := r.Respond(out); err != nil {
-					log.Warn("respond", "service", cfg.Name, "endpoint", ep, "err", err)
-				}
+				respond(nc, reply, out, err, log)
 			}()
 		}
 		// Endpoint names may not hold dots: sessions.list is named sessions_list.
@@ -161,14 +161,26 @@ func logFailure(log *slog.Logger, service, endpoint string, err error) {
 	}
 }
 
-// respondError answers with the micro error headers and the error body.
-func respondError(r micro.Request, err error) {
-	var de *dshq.Error
-	if !errors.As(err, &de) {
-		de = &dshq.Error{Code: dshq.CodePersistenceFailed, Message: "query failed: " + err.Error(), Err: err}
+// respond sends out, or err with the micro error headers and the error
+// body, to reply.
+func respond(nc *nats.Conn, reply string, out []byte, err error, log *slog.Logger) {
+	if reply == "" {
+		return
 	}
-	body, _ := json.Marshal(dshq.ErrorReply{Error: dshq.ErrorBody{Code: de.Code, Message: de.Message}})
-	_ = r.Error(string(de.Code), headerText(de.Message), body)
+	msg := &nats.Msg{Subject: reply, Data: out}
+	if err != nil {
+		var de *dshq.Error
+		if !errors.As(err, &de) {
+			de = &dshq.Error{Code: dshq.CodePersistenceFailed, Message: "query failed: " + err.Error(), Err: err}
+		}
+		msg.Data, _ = json.Marshal(dshq.ErrorReply{Error: dshq.ErrorBody{Code: de.Code, Message: de.Message}})
+		msg.Header = nats.Header{}
+		msg.Header.Set(micro.ErrorCodeHeader, string(de.Code))
+		msg.Header.Set(micro.ErrorHeader, headerText(de.Message))
+	}
+	if err := nc.PublishMsg(msg); err != nil {
+		log.Warn("respond", "subject", reply, "err", err)
+	}
 }
 
 // headerText makes a message safe for a header value.
