@@ -3,7 +3,6 @@ package bus
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -265,8 +264,7 @@ func isTransient(err error) bool {
 		}
 		return apiErr.Code == 503 || apiErr.Code == 408
 	}
-	var synErr *json.SyntaxError
-	return errors.As(err, &synErr)
+	return false
 }
 
 // retry runs op with the publisher's bounded backoff, retrying transient

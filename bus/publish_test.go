@@ -1,0 +1,139 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/dshq/dshq"
+)
+
+// A publish whose acknowledgement was lost is retried: the retry must find
+// the records already stored and store nothing twice, whether they went as
+// one record or as an atomic batch.
+func TestPublisher_ReplayIsRecognisedAsStored(t *testing.T) {
+	e := startServer(t, EmbeddedConfig{})
+	ctx := testCtx(t)
+	s := newStore(t, e)
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("a replay of %d record(s) returns the stored sequence", n), func(t *testing.T) {
+			subject := fmt.Sprintf("%sreplay-%d", SubjectPrefix, n)
+			recs := make([]outRecord, n)
+			for i := range recs {
+				recs[i] = outRecord{msgID: fmt.Sprintf("replay-%d:%d", n, i), data: []byte(fmt.Sprintf(`{"n":%d}`, i))}
+			}
+			first, err := s.pub.publishChunk(ctx, subject, 0, recs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := streamMsgs(t, s)
+			again, err := s.pub.publishChunk(ctx, subject, 0, recs)
+			if err != nil {
+				t.Fatalf("replay: %v", err)
+			}
+			if again != first {
+				t.Fatalf("replay returned %d, first publish %d", again, first)
+			}
+			if got := streamMsgs(t, s); got != before {
+				t.Fatalf("replay stored records: %d → %d", before, got)
+			}
+		})
+	}
+	t.Run("a different record at the same position is a permanent conflict", func(t *testing.T) {
+		subject := SubjectPrefix + "clash"
+		if _, err := s.pub.publishChunk(ctx, subject, 0, []outRecord{{msgID: "clash:0", data: []byte(`{"a":1}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.pub.publishChunk(ctx, subject, 0, []outRecord{{msgID: "clash:0x", data: []byte(`{"b":2}`)}})
+		if !isConflict(err) {
+			t.Fatalf("got %v, want a conflict", err)
+		}
+	})
+}
+
+// An append whose outcome was unknown is settled by the next write: the
+// records the server did store are kept, nothing is published twice.
+func TestHandle_UnknownOutcomeIsSettled(t *testing.T) {
+	e := startServer(t, EmbeddedConfig{})
+	ctx := testCtx(t)
+	s := newStore(t, e)
+	for _, stored := range []int{0, 2, 3} {
+		t.Run(fmt.Sprintf("with %d of 3 records stored the handle continues after them", stored), func(t *testing.T) {
+			id := fmt.Sprintf("unsure-%d", stored)
+			h, err := s.Create(ctx, header(id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mustClose(t, h)
+			evs := cmds(t, 0, 3)
+			recs := []outRecord{{msgID: id + ":h", data: h.headerRaw}}
+			for _, e := range evs {
+				recs = append(recs, outRecord{msgID: fmt.Sprintf("%s:%d", id, e.Seq), data: e.Raw})
+			}
+			// The server stores a prefix; the writer never hears back.
+			if stored > 0 {
+				if err := s.pub.publish(ctx, h.subject, 0, recs[:stored+1], 0, func(int, uint64) {}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.unsure = &pendingAppend{recs: recs, events: evs, off: 1}
+			if h.NextSeq() != 0 {
+				t.Fatal("books moved before settling")
+			}
+			if _, err := h.Append(ctx, cmds(t, int64(stored), 1)); err != nil {
+				t.Fatalf("append after settling: %v", err)
+			}
+			got, err := h.Read(ctx, 0, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != stored+1 {
+				t.Fatalf("read %d events, want %d", len(got), stored+1)
+			}
+		})
+	}
+	t.Run("a log that ends with another writer's record is ownership lost", func(t *testing.T) {
+		h, err := s.Create(ctx, header("unsure-foreign"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mustClose(t, h)
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		foreign := cmds(t, 0, 1)[0]
+		if err := s.pub.publish(ctx, h.subject, h.lastStreamSeq, []outRecord{{msgID: "unsure-foreign:0", data: []byte(`{"type":"command/run","seq":0,"time":5,"data":{}}`)}}, 0, func(int, uint64) {}); err != nil {
+			t.Fatal(err)
+		}
+		h.unsure = &pendingAppend{recs: []outRecord{{msgID: "unsure-foreign:0", data: foreign.Raw}}, events: []dshq.Event{foreign}, off: 0}
+		_, err = h.Append(ctx, cmds(t, 0, 1))
+		wantKind(t, err, ErrOwnershipLost, "ownership lost")
+	})
+}
+
+func TestStoreFlush_NamesFailingSessions(t *testing.T) {
+	e := startServer(t, EmbeddedConfig{})
+	ctx := testCtx(t)
+	s := newStore(t, e)
+	ok, err := s.Create(ctx, header("flush-ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mustClose(t, ok)
+	bad, err := s.Create(ctx, header("flush-bad"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mustClose(t, bad)
+	bad.lease.markLost()
+	err = s.Flush(ctx)
+	var fe *FlushError
+	if !errors.As(err, &fe) || len(fe.Failed) != 1 || !errors.Is(err, ErrOwnershipLost) || !strings.Contains(err.Error(), `"flush-bad"`) {
+		t.Fatalf("got %v, want a flush error naming flush-bad", err)
+	}
+	if snap, err := newStore(t, e).Stat(context.Background(), "flush-ok"); err != nil || snap == nil {
+		t.Fatalf("the healthy handle was not flushed: %v %v", snap, err)
+	}
+}
