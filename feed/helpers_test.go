@@ -20,9 +20,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 func TestMain(m *testing.M) {
-	// Package projection (FromCommit's input) links Bleve, whose analysis
-	// queue starts worker goroutines at init that live for the process.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
+	goleak.VerifyTestMain(m)
 }
 
 // startServer starts an in-process nats-server with JetStream in a temp

@@ -266,8 +266,8 @@ func lastOf(ms []Message) any {
 	}
 	m := ms[len(ms)-1]
 	return struct {
-		Gen uint64
+		Gen  uint64
 		Kind Kind
-		Pos uint64
+		Pos  uint64
 	}{m.Generation, m.Kind, m.Position}
 }

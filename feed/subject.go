@@ -1,8 +1,6 @@
 package feed
 
 import (
-	"strings"
-
 	"github.com/dshq/dshq/record"
 )
 
@@ -23,9 +21,6 @@ const (
 	// does not end in a valid subject token. It is never a session's token.
 	UnknownToken = "!"
 )
-
-// logSubjectPrefix is the session log's subject prefix (CONTRACT §2).
-const logSubjectPrefix = "dsh.log."
 
 // Subject returns the subject of a message of kind k for workspace ws and
 // session token tok: dsh.feed.<ws>.<tok>.<k>. It refuses (as Validate) a
@@ -76,20 +71,6 @@ func ValidWorkspace(ws string) bool {
 		}
 	}
 	return true
-}
-
-// quarantineToken returns the feed token for a refused record of no known
-// session: the log subject's last part when it is a valid subject token
-// (so dsh.feed.*.<token>.> still covers it), else UnknownToken.
-func quarantineToken(logSubject string) string {
-	rest, ok := strings.CutPrefix(logSubject, logSubjectPrefix)
-	if !ok {
-		return UnknownToken
-	}
-	if _, err := record.ParseSubjectToken(rest); err != nil {
-		return UnknownToken
-	}
-	return rest
 }
 
 // Filter selects feed messages. The zero Filter selects everything.

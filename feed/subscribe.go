@@ -380,7 +380,11 @@ func resolveStart(ctx context.Context, p *prober, from Start) (uint64, error) {
 			if from.orOldest {
 				return firstSeq, nil
 			}
-			return 0, &NotRetainedError{Start: from, OldestPosition: firstSeq - 1}
+			e := &NotRetainedError{Start: from, OldestPosition: firstSeq - 1, NoneRetained: !first.ok}
+			if first.ok {
+				e.OldestGeneration = (first.key + 1) / 2
+			}
+			return 0, e
 		}
 		return from.pos + 1, nil
 	}

@@ -1,6 +1,10 @@
-package feed
+// Package feedcommit turns the projector's commits into live feed
+// messages (package feed). It is separate from feed so that a subscriber
+// links only NATS and the vocabulary, not the projector's stores.
+package feedcommit
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"slices"
@@ -8,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/feed"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/record"
 )
@@ -52,7 +57,7 @@ func WithMaxMessageBytes(n int) FromCommitOption {
 // session is not published: the session message carries live when its
 // header arrives. A surface or title change of a session the commit and
 // look do not know is an error (the projector's state is inconsistent).
-func FromCommit(c projection.Commit, look Lookup, opts ...FromCommitOption) ([]Message, error) {
+func FromCommit(c projection.Commit, look Lookup, opts ...FromCommitOption) ([]feed.Message, error) {
 	cfg := fromConfig{maxBytes: DefaultMaxMessageBytes}
 	for _, o := range opts {
 		o(&cfg)
@@ -82,7 +87,7 @@ type builder struct {
 	look  Lookup
 	cfg   fromConfig
 	where map[string]address
-	out   []Message
+	out   []feed.Message
 }
 
 // resolve returns the address of a session id.
@@ -106,8 +111,8 @@ func (b *builder) resolve(id string) (address, bool) {
 	return a, true
 }
 
-func (b *builder) message(k Kind, a address, id string) Message {
-	return Message{V: Version, Kind: k, Generation: b.c.Generation, Workspace: a.ws, Token: a.tok, SessionID: id}
+func (b *builder) message(k feed.Kind, a address, id string) feed.Message {
+	return feed.Message{V: feed.Version, Kind: k, Generation: b.c.Generation, Workspace: a.ws, Token: a.tok, SessionID: id}
 }
 
 // records emits the session, event and quarantine messages in stream order.
@@ -147,9 +152,9 @@ func (b *builder) session(s projection.SessionInfo) error {
 		a.tok = tok
 		b.where[h.ID] = a
 	}
-	m := b.message(KindSession, a, h.ID)
+	m := b.message(feed.KindSession, a, h.ID)
 	live := b.look != nil && b.look.IsLive(h.ID)
-	m.Session = &SessionBody{
+	m.Session = &feed.SessionBody{
 		SessionRecord:       dshq.SessionRecord{Header: h, Live: live, Persisted: true},
 		InheritedEventCount: s.Header.InheritedEventCount,
 	}
@@ -165,8 +170,8 @@ func (b *builder) event(e projection.CommittedEvent) error {
 		}
 		a.tok = tok
 	}
-	m := b.message(KindEvent, a, e.SessionID)
-	m.Event = &EventBody{EventRecord: e.EventRecord, Text: e.Text, Invalid: e.Invalid, RawBytes: len(e.Raw)}
+	m := b.message(feed.KindEvent, a, e.SessionID)
+	m.Event = &feed.EventBody{EventRecord: e.EventRecord, Text: e.Text, Invalid: e.Invalid, RawBytes: len(e.Raw)}
 	if json.Valid(e.Raw) {
 		m.Event.Raw = json.RawMessage(e.Raw)
 	} else {
@@ -179,19 +184,19 @@ func (b *builder) event(e projection.CommittedEvent) error {
 }
 
 func (b *builder) quarantine(q projection.QuarantineRecord) error {
-	var m Message
+	var m feed.Message
 	if a, ok := b.resolve(q.SessionID); q.SessionID != "" && ok {
-		m = b.message(KindQuarantine, a, q.SessionID)
+		m = b.message(feed.KindQuarantine, a, q.SessionID)
 	} else if tok, err := record.SubjectToken(q.SessionID); q.SessionID != "" && err == nil {
-		m = b.message(KindQuarantine, address{ws: QuarantineWorkspace, tok: tok}, q.SessionID)
+		m = b.message(feed.KindQuarantine, address{ws: feed.QuarantineWorkspace, tok: tok}, q.SessionID)
 	} else {
-		m = b.message(KindQuarantine, address{ws: QuarantineWorkspace, tok: quarantineToken(q.Subject)}, "")
+		m = b.message(feed.KindQuarantine, address{ws: feed.QuarantineWorkspace, tok: quarantineToken(q.Subject)}, "")
 	}
-	m.Quarantine = &QuarantineBody{
+	m.Quarantine = &feed.QuarantineBody{
 		StreamSeq:    q.StreamSeq,
-		Subject:      capText(q.Subject, MaxSubjectBytes),
-		Reason:       capText(q.Reason, MaxReasonBytes),
-		Excerpt:      capText(string(q.Raw[:min(len(q.Raw), 4*MaxExcerptBytes)]), MaxExcerptBytes),
+		Subject:      capText(q.Subject, feed.MaxSubjectBytes),
+		Reason:       capText(q.Reason, feed.MaxReasonBytes),
+		Excerpt:      capText(string(q.Raw[:min(len(q.Raw), 4*feed.MaxExcerptBytes)]), feed.MaxExcerptBytes),
 		RawBytes:     len(q.Raw),
 		RawTruncated: q.Truncated,
 	}
@@ -204,11 +209,11 @@ func (b *builder) surfaces() error {
 		if !ok {
 			return dshq.Errorf(dshq.CodeSessionNotFound, "feed: surface change of event %d of unknown session %q", r.Seq, r.SessionID)
 		}
-		m := b.message(KindSurface, a, r.SessionID)
-		body := &SurfaceBody{Seq: r.Seq, To: string(r.Surface), ReplacedBy: r.ReplacedBy}
+		m := b.message(feed.KindSurface, a, r.SessionID)
+		body := &feed.SurfaceBody{Seq: r.Seq, To: string(r.Surface), ReplacedBy: r.ReplacedBy}
 		switch r.Surface {
 		case "":
-			body.To = SurfaceInvalid
+			body.To = feed.SurfaceInvalid
 		case dshq.SurfaceShadowed:
 			// Only current surface nodes can be replaced (UPSTREAM §3.1).
 			body.From = string(dshq.SurfaceCurrent)
@@ -227,7 +232,7 @@ func (b *builder) titles() error {
 		if !ok {
 			return dshq.Errorf(dshq.CodeSessionNotFound, "feed: title change of unknown session %q", t.SessionID)
 		}
-		m := b.message(KindTitle, a, t.SessionID)
+		m := b.message(feed.KindTitle, a, t.SessionID)
 		title := t.Title
 		m.Title = &title
 		if err := b.emit(m); err != nil {
@@ -246,8 +251,8 @@ func (b *builder) leases() error {
 		if !ok {
 			continue // a leased subject whose header is not (validly) projected
 		}
-		m := b.message(KindLease, a, l.SessionID)
-		m.Lease = &LeaseBody{Live: l.Live}
+		m := b.message(feed.KindLease, a, l.SessionID)
+		m.Lease = &feed.LeaseBody{Live: l.Live}
 		if err := b.emit(m); err != nil {
 			return err
 		}
@@ -256,7 +261,7 @@ func (b *builder) leases() error {
 }
 
 // emit validates m and appends it.
-func (b *builder) emit(m Message) error {
+func (b *builder) emit(m feed.Message) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
@@ -266,10 +271,13 @@ func (b *builder) emit(m Message) error {
 
 // fitEvent keeps an event message within max bytes: first without its raw
 // record, then with its text cut.
-func fitEvent(m *Message, max int) error {
+func fitEvent(m *feed.Message, max int) error {
 	size := func() (int, error) {
-		data, err := marshal(m)
-		return len(data), err
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false) // as feed.Encode
+		err := enc.Encode(m)
+		return buf.Len() - 1, err
 	}
 	n, err := size()
 	if err != nil || n <= max {
@@ -282,7 +290,7 @@ func fitEvent(m *Message, max int) error {
 		}
 		over := n - max
 		if over >= len(m.Event.Text) {
-			return malformed("event %d of %q does not fit in %d bytes even without raw record and text", m.Event.Seq, m.SessionID, max)
+			return dshq.Errorf(dshq.CodeReplyTooLarge, "feed: event %d of %q does not fit in %d bytes even without its raw record and text", m.Event.Seq, m.SessionID, max)
 		}
 		m.Event.Text = capText(m.Event.Text, len(m.Event.Text)-over)
 		m.Event.TextTruncated = true
@@ -301,4 +309,21 @@ func capText(s string, max int) string {
 		cut--
 	}
 	return s[:cut]
+}
+
+// logSubjectPrefix is the session log's subject prefix (CONTRACT §2).
+const logSubjectPrefix = "dsh.log."
+
+// quarantineToken returns the feed token for a refused record of no known
+// session: the log subject's last part when it is a valid subject token
+// (so dsh.feed.*.<token>.> still covers it), else feed.UnknownToken.
+func quarantineToken(logSubject string) string {
+	rest, ok := strings.CutPrefix(logSubject, logSubjectPrefix)
+	if !ok {
+		return feed.UnknownToken
+	}
+	if _, err := record.ParseSubjectToken(rest); err != nil {
+		return feed.UnknownToken
+	}
+	return rest
 }
