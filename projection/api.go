@@ -17,6 +17,7 @@ package projection
 
 import (
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/index"
 )
 
 // Snapshot is a consistent, read-only view of one projection at one
@@ -30,6 +31,10 @@ type Snapshot interface {
 	// Epoch identifies the projection instance: it changes when a rebuilt
 	// projection is swapped in (cursors from another epoch are stale).
 	Epoch() string
+	// Index is the full-text index of the projection this snapshot reads;
+	// it stays open while the snapshot is in use, even across a rebuild
+	// swap. Its content may be ahead of the snapshot (see the package doc).
+	Index() *index.Index
 	// LiveVersion counts lease changes seen by this projector; it moves
 	// independently of Generation.
 	LiveVersion() uint64

@@ -306,8 +306,12 @@ func (p *Projector) removeStale(keep string) {
 	}
 }
 
+// close closes the store first: bbolt's Close waits for open read
+// transactions, so no View that could still search the index is running
+// when the index closes.
 func (i *instance) close() error {
-	return errors.Join(i.index.Close(), i.store.close())
+	serr := i.store.close()
+	return errors.Join(serr, i.index.Close())
 }
 
 // Close closes the serving projection. Run must have returned.
@@ -342,8 +346,9 @@ func (p *Projector) Epoch() string {
 }
 
 // Index returns the serving projection's full-text index. Its content may
-// be ahead of any snapshot (see the package doc); after a rebuild swap a new
-// Index is serving, so call Index inside View rather than keeping it.
+// be ahead of any snapshot (see the package doc). A rebuild swap replaces
+// and closes it: a long-lived caller should use Snapshot.Index inside View
+// instead of keeping this one.
 func (p *Projector) Index() *index.Index {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -417,7 +422,7 @@ func (p *Projector) View(ctx context.Context, minGeneration uint64, fn func(Snap
 	if err != nil {
 		return &dshq.Error{Code: dshq.CodeIndexFailed, Message: "projection read failed", Err: err}
 	}
-	s := &snapshot{tx: tx, gen: gen, epoch: inst.store.epoch}
+	s := &snapshot{tx: tx, gen: gen, epoch: inst.store.epoch, index: inst.index}
 	p.liveMu.RLock()
 	s.live = make(map[string]bool, len(p.live))
 	for k, v := range p.live {

@@ -2,7 +2,6 @@ package projection
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -46,10 +45,6 @@ func (p *Projector) Rebuild(ctx context.Context, progress func(RebuildProgress))
 	if err != nil {
 		return fmt.Errorf("rebuild: stream %s: %w", p.cfg.stream, err)
 	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
-	if err != nil {
-		return fmt.Errorf("rebuild: consumer: %w", err)
-	}
 	prog := RebuildProgress{}
 	report := func() {
 		if progress != nil {
@@ -59,7 +54,7 @@ func (p *Projector) Rebuild(ctx context.Context, progress func(RebuildProgress))
 	if prog.Target, err = lastSeq(ctx, stream); err != nil {
 		return err
 	}
-	if err := p.feed(ctx, inst, cons, &prog, report); err != nil {
+	if err := p.feed(ctx, inst, stream, &prog, report); err != nil {
 		return err
 	}
 	// Final catch-up with the loop stopped, then the swap.
@@ -68,7 +63,7 @@ func (p *Projector) Rebuild(ctx context.Context, progress func(RebuildProgress))
 	if prog.Target, err = lastSeq(ctx, stream); err != nil {
 		return err
 	}
-	if err := p.feed(ctx, inst, cons, &prog, report); err != nil {
+	if err := p.feed(ctx, inst, stream, &prog, report); err != nil {
 		return err
 	}
 	if err := p.swap(inst); err != nil {
@@ -89,8 +84,28 @@ func lastSeq(ctx context.Context, stream jetstream.Stream) (uint64, error) {
 }
 
 // feed applies the ordered consumer's records to inst until it reaches
-// prog.Target.
-func (p *Projector) feed(ctx context.Context, inst *instance, cons jetstream.Consumer, prog *RebuildProgress, report func()) error {
+// prog.Target, in batches of what has arrived (never waiting for a full
+// batch at the tail).
+func (p *Projector) feed(ctx context.Context, inst *instance, stream jetstream.Stream, prog *RebuildProgress, report func()) error {
+	if prog.Applied >= prog.Target {
+		return nil
+	}
+	// An ephemeral consumer from the instance's own checkpoint: nothing it
+	// delivered beyond what was applied is lost when feed returns.
+	cons, err := stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       prog.Applied + 1,
+		AckPolicy:         jetstream.AckNonePolicy,
+		InactiveThreshold: time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("rebuild: consumer: %w", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = stream.DeleteConsumer(dctx, cons.CachedInfo().Name)
+	}()
 	for prog.Applied < prog.Target {
 		fctx, cancel := context.WithTimeout(ctx, fetchWait)
 		mb, err := cons.Fetch(p.cfg.batchSize, jetstream.FetchContext(fctx))
@@ -101,33 +116,49 @@ func (p *Projector) feed(ctx context.Context, inst *instance, cons jetstream.Con
 			}
 			return fmt.Errorf("rebuild: fetch: %w", err)
 		}
-		var recs []streamRecord
-		for m := range mb.Messages() {
-			md, err := m.Metadata()
-			if err != nil {
-				cancel()
-				return fmt.Errorf("rebuild: message metadata: %w", err)
-			}
-			recs = append(recs, streamRecord{seq: md.Sequence.Stream, subject: m.Subject(), data: m.Data()})
-		}
+		err = p.feedBatch(ctx, inst, mb.Messages(), prog, report)
 		cancel()
-		if err := mb.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
-			return fmt.Errorf("rebuild: fetch: %w", err)
+		if err != nil {
+			return err
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+	}
+	return nil
+}
+
+func (p *Projector) feedBatch(ctx context.Context, inst *instance, msgs <-chan jetstream.Msg, prog *RebuildProgress, report func()) error {
+	var recs []streamRecord
+	flush := func() error {
 		if len(recs) == 0 {
-			continue
+			return nil
 		}
 		if _, err := p.applyBatch(ctx, inst, recs); err != nil {
 			return fmt.Errorf("rebuild: %w", err)
 		}
 		prog.Applied = recs[len(recs)-1].seq
 		prog.Records += len(recs)
+		recs = recs[:0]
 		report()
+		return nil
 	}
-	return nil
+	for m := range msgs {
+		md, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("rebuild: message metadata: %w", err)
+		}
+		recs = append(recs, streamRecord{seq: md.Sequence.Stream, subject: m.Subject(), data: m.Data()})
+		if md.Sequence.Stream >= prog.Target {
+			return flush()
+		}
+		if len(msgs) == 0 || len(recs) >= p.cfg.batchSize {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
 }
 
 // swap makes inst the serving projection. The caller holds writeMu.

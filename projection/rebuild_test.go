@@ -11,13 +11,15 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dshq/dshq/index"
 )
 
 func TestRebuild_SwapsAtomicallyWhileReadsAndAppendsGoOn(t *testing.T) {
 	e := newEnv(t)
 	corpus := mixedCorpus(t)
 	first := e.publishAll(corpus)
-	r := e.start(t.TempDir(), WithBatchSize(5))
+	r := e.start(t.TempDir(), WithBatchSize(40))
 	waitGen(t, r.p, first)
 	oldEpoch := r.p.Epoch()
 	want := map[string]int64{}
@@ -44,6 +46,14 @@ func TestRebuild_SwapsAtomicallyWhileReadsAndAppendsGoOn(t *testing.T) {
 						if !ok || info.EventCount < n {
 							return fmt.Errorf("generation %d epoch %s: session %s has %d events, want ≥ %d", s.Generation(), s.Epoch(), id, info.EventCount, n)
 						}
+					}
+					// The snapshot's index stays open until the snapshot ends.
+					page, err := s.Index().SearchEvents(ctx, index.EventQuery{SessionID: "s-0", Query: "retry budget"})
+					if err != nil {
+						return fmt.Errorf("search in snapshot %d: %w", s.Generation(), err)
+					}
+					if len(page.Hits) == 0 {
+						return fmt.Errorf("search in snapshot %d found nothing", s.Generation())
 					}
 					return nil
 				})

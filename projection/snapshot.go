@@ -9,6 +9,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/fold"
+	"github.com/dshq/dshq/index"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -19,11 +20,13 @@ type snapshot struct {
 	epoch       string
 	live        map[string]bool // subject tokens whose lease is held
 	liveVersion uint64
+	index       *index.Index
 }
 
 func (s *snapshot) Generation() uint64  { return s.gen }
 func (s *snapshot) Epoch() string       { return s.epoch }
 func (s *snapshot) LiveVersion() uint64 { return s.liveVersion }
+func (s *snapshot) Index() *index.Index { return s.index }
 
 func (s *snapshot) Session(id string) (SessionInfo, bool) {
 	v, err := getSession(s.tx, id)
