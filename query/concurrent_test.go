@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/micro"
 
@@ -17,7 +18,7 @@ import (
 func TestPagingWhileWritersAppend(t *testing.T) {
 	p := newPipe(t)
 	ctx := ctxT(t)
-	const targetEvents = 240
+	const targetEvents = 150
 	p.session("target", hdr{createdAt: 1})
 	var evs []evSpec
 	for i := range targetEvents {
@@ -39,7 +40,15 @@ func TestPagingWhileWritersAppend(t *testing.T) {
 			peer := fmt.Sprintf("peer-%02d", w)
 			fresh := fmt.Sprintf("writer-%d", w)
 			p.session(fresh, hdr{createdAt: 50})
-			for n := 0; wctx.Err() == nil; n++ {
+			// Writers are paced so that the 2-core CI machine keeps serving.
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			for n := 0; ; n++ {
+				select {
+				case <-wctx.Done():
+					return
+				case <-tick.C:
+				}
 				p.events(peer, userMsg(int64(2000+n), "another marker from a writer"))
 				p.events(fresh, userMsg(int64(3000+n), "marker in a new session"))
 			}
@@ -48,6 +57,7 @@ func TestPagingWhileWritersAppend(t *testing.T) {
 	defer func() { stop(); wg.Wait() }()
 
 	t.Run("events.filter returns every matching event once", func(t *testing.T) {
+		ctx := ctxT(t)
 		seen := map[int64]int{}
 		cur := ""
 		for {
@@ -66,6 +76,7 @@ func TestPagingWhileWritersAppend(t *testing.T) {
 		checkOnce(t, seen, targetEvents)
 	})
 	t.Run("events.search returns every matching event once", func(t *testing.T) {
+		ctx := ctxT(t)
 		seen := map[int64]int{}
 		cur := ""
 		for {
@@ -83,6 +94,7 @@ func TestPagingWhileWritersAppend(t *testing.T) {
 		checkOnce(t, seen, targetEvents)
 	})
 	t.Run("events.list returns every event once", func(t *testing.T) {
+		ctx := ctxT(t)
 		seen := map[int64]int{}
 		cur := ""
 		for {
@@ -100,6 +112,7 @@ func TestPagingWhileWritersAppend(t *testing.T) {
 		checkOnce(t, seen, targetEvents)
 	})
 	t.Run("sessions.search returns every session of its first page once", func(t *testing.T) {
+		ctx := ctxT(t)
 		seen := map[string]int{}
 		cur := ""
 		first := true
@@ -129,6 +142,7 @@ func TestPagingWhileWritersAppend(t *testing.T) {
 		}
 	})
 	t.Run("sessions.list returns every session once", func(t *testing.T) {
+		ctx := ctxT(t)
 		seen := map[string]int{}
 		cur := ""
 		for {
