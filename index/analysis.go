@@ -177,37 +177,18 @@ func (an *analyzer) matchStart(text string, terms []string) int {
 	if len(terms) == 0 {
 		return -1
 	}
-	type slot struct {
-		start int
-		terms []string
-	}
-	var slots []slot
+	positions := make(map[string][]uint64)
+	starts := make(map[uint64]int)
 	for _, t := range an.Analyze(text) {
-		i := t.Position - 1
-		for len(slots) <= i {
-			slots = append(slots, slot{start: -1})
+		p := uint64(t.Position)
+		positions[string(t.Term)] = append(positions[string(t.Term)], p)
+		if s, ok := starts[p]; !ok || t.Start < s {
+			starts[p] = t.Start
 		}
-		if slots[i].start < 0 || t.Start < slots[i].start {
-			slots[i].start = t.Start
-		}
-		slots[i].terms = append(slots[i].terms, string(t.Term))
 	}
-	has := func(s slot, term string) bool {
-		for _, t := range s.terms {
-			if t == term {
-				return true
-			}
-		}
-		return false
+	p, ok := firstPhrase(positions, terms)
+	if !ok {
+		return -1
 	}
-next:
-	for p := 0; p+len(terms) <= len(slots); p++ {
-		for k, term := range terms {
-			if !has(slots[p+k], term) {
-				continue next
-			}
-		}
-		return slots[p].start
-	}
-	return -1
+	return starts[p]
 }

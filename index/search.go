@@ -45,8 +45,7 @@ func (x *Index) phrase(q string) ([]string, query.Query) {
 		tq.SetField(fieldText)
 		return terms, tq
 	}
-	pq := query.NewPhraseQuery(terms, fieldText)
-	return terms, pq
+	return terms, phraseQuery{terms: terms}
 }
 
 func pageBounds(offset, limit int) (int, error) {
