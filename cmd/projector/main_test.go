@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/query"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
+}
+
+func TestRun_ProjectsServesQueriesAndMetricsUntilCancelled(t *testing.T) {
+	ctx := context.Background()
+	e, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: t.TempDir(), Listen: "127.0.0.1:0", Sync: bus.SyncRelaxed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	nc, err := nats.Connect(e.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.EnsureStream(ctx, js, bus.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open("../../projection/testdata/upstream-2.5.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var last uint64
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		ack, err := js.Publish(ctx, "dsh.log.s-7f3c", sc.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ack.Sequence
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(runCtx, []string{"--nats-url", e.ClientURL(), "--data", t.TempDir(), "--metrics", "127.0.0.1:0", "--log-level", "warn"}, io.Discard, ready)
+	}()
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("run failed: %v", err)
+	}
+
+	// The shard answers with the generation it has applied.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		body, _ := json.Marshal(map[string]any{"minGeneration": last, "timeoutMs": 5000})
+		msg, err := nc.Request(query.ShardSubject(query.DefaultShard, "sessions.list"), body, 10*time.Second)
+		if err == nil && strings.Contains(string(msg.Data), `"s-7f3c"`) {
+			var reply struct{ Generation uint64 }
+			if err := json.Unmarshal(msg.Data, &reply); err != nil || reply.Generation < last {
+				t.Fatalf("reply %s: generation below %d", msg.Data, last)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sessions.list answer with the session: %v", err)
+		}
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"dshq_projector_generation 19", `dshq_projector_records_applied_total{kind="event"} 18`, "dshq_projector_index_docs 7"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run after cancel: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not stop")
+	}
+}
+
+func TestRun_RefusesBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a missing data directory is refused", []string{"--nats-url", "nats://127.0.0.1:1"}, "--data is required"},
+		{"stray arguments are refused", []string{"--data", "x", "extra"}, "unexpected arguments"},
+		{"an unknown log level is refused", []string{"--data", "x", "--log-level", "loud"}, "--log-level"},
+		{"a TLS cert without its key is refused", []string{"--data", "x", "--tls-cert", "c.pem"}, "go together"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := run(context.Background(), c.args, io.Discard, nil)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, c.want)
+			}
+		})
+	}
+}
