@@ -3,12 +3,66 @@
 // the harness SDK — the persistence seam of UPSTREAM §8.1 on JetStream (Store
 // and Handle).
 //
+// # Records
+//
 // The stream is the only source of truth. Every session's records live on the
 // subject dsh.log.<token> (CONTRACT §2): the header record first, then one
 // event per record with seq contiguous from 0. Every record is published with
-// Nats-Msg-Id <token>:h or <token>:<seq> and
-// Nats-Expected-Last-Subject-Sequence, so a retried publish is never stored
-// twice and two writers can never interleave one session. Single-writer
-// ownership is a lease in a JetStream key-value bucket, kept alive by a
-// heartbeat goroutine owned by the handle and stopped by Close.
+// Nats-Msg-Id <token>:h or <token>:<seq>, so a retried publish is never
+// stored twice within the stream's duplicate window.
+//
+// # Publishing an Append
+//
+// An Append of fewer than DefaultAtomicMin records (WithAtomicMin) is
+// published record by record, each with Nats-Expected-Last-Subject-Sequence
+// set to the exact stream sequence of the session's previous record (0 for the
+// header), as CONTRACT §2 says. A larger Append is published as atomic batches
+// (nats-server 2.12+; the stream has allow_atomic): nats.go v1.55 has no
+// client helper, so the SDK sets Nats-Batch-Id, Nats-Batch-Sequence and
+// Nats-Batch-Commit itself, sends the staged records without a reply and the
+// commit as a request. Inside a batch only the first record can carry the
+// expected sequence — the server refuses it on a subject already written in
+// the same batch — and the batch commits all-or-nothing in isolation, so the
+// guarantee is the same: no record of another writer can land in between.
+// Atomic batches cost the server a staging store (tens of milliseconds), so
+// they only pay off for large appends, where one fsync covers the whole batch
+// (BenchmarkAppend measures both modes). A record-by-record Append that fails
+// half way leaves a valid prefix stored and the handle positioned after it.
+//
+// # Retries
+//
+// Transient failures (timeouts, no responders, a server restarting, leader
+// changes, a batch cut short by a reconnect) are retried with exponential
+// backoff (github.com/cenkalti/backoff/v4), bounded by WithRetryMaxElapsed.
+// A retry whose first attempt may have been stored meets either a duplicate
+// acknowledgement or a wrong-last-sequence refusal; the publisher then checks
+// whether the subject ends with exactly its records (same msg ids, same
+// bytes, right after the expected predecessor) and, if so, takes them as
+// stored. When retries run out the outcome is unknown; the handle settles it
+// at its next write by reading the subject's last record. Anything else at
+// that position was written by someone else: ErrOwnershipLost.
+//
+// # Ownership
+//
+// Single-writer ownership is a lease in a JetStream key-value bucket
+// (DefaultLeaseBucket), one key per session (LeaseKey of its subject token).
+// The bucket's max age is the lease TTL and each write handle's heartbeat
+// goroutine rewrites its key every TTL/3; a crashed writer's key ages out
+// and the bucket leaves a limit marker, so a watcher sees the lapse. The
+// heartbeat is owned by the handle and stopped by Close, which deletes the
+// key if it is still ours. A writer that stalls past its TTL re-takes the
+// lease on its next write if nobody else did, and otherwise fails with
+// ErrOwnershipLost; the expected-sequence guard makes an interleaving
+// impossible even then.
+//
+// # Contract choices
+//
+// Stat of an unknown id returns (nil, nil), as upstream's undefined. A
+// session created in a Store is visible to that Store (Stat, List, Open read)
+// at once and to others after its first Append or Flush. Revision is the
+// stream sequence of the session's last record and EventCount comes from the
+// stream's per-subject message count. List skips subjects whose token or
+// header record is invalid (they hold no session, CONTRACT §3). Durability
+// of an acknowledged record is the server's: with sync always (the embedded
+// default) it is on disk; Flush materialises and waits for nothing else.
 package bus

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -54,10 +55,18 @@ type lease struct {
 	lastBeat time.Time
 }
 
-// acquireLease creates the lease key; an existing live key is ErrKeyExists.
-func acquireLease(ctx context.Context, kv jetstream.KeyValue, key, id string, ttl time.Duration) (*lease, error) {
+// newLeaseValue returns the value of one acquisition: unique, so an
+// acquisition recognises its own key after a lost acknowledgement.
+func newLeaseValue(id string) []byte {
 	v, _ := json.Marshal(LeaseValue{SessionID: id, Owner: nuid.Next(), AcquiredAt: time.Now().UnixMilli()})
-	rev, err := kv.Create(ctx, key, v)
+	return v
+}
+
+// acquireLease creates the lease key with value v, or adopts it when it
+// already holds v (a retried create whose first attempt was stored). A key
+// held by anyone else is ErrKeyExists. The heartbeat starts on success.
+func acquireLease(ctx context.Context, kv jetstream.KeyValue, key string, v []byte, ttl time.Duration) (*lease, error) {
+	rev, err := claim(ctx, kv, key, v)
 	if err != nil {
 		return nil, err
 	}
@@ -67,9 +76,31 @@ func acquireLease(ctx context.Context, kv jetstream.KeyValue, key, id string, tt
 	return l, nil
 }
 
+// claim creates key with value v and returns its revision; a key that
+// already holds v is ours (adopted); one holding anything else is
+// ErrKeyExists.
+func claim(ctx context.Context, kv jetstream.KeyValue, key string, v []byte) (uint64, error) {
+	rev, err := kv.Create(ctx, key, v)
+	if err == nil || !(errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err)) {
+		return rev, err
+	}
+	if rev, ok := ours(ctx, kv, key, v); ok {
+		return rev, nil
+	}
+	return 0, jetstream.ErrKeyExists
+}
+
+// ours reports whether key currently holds v, and its revision.
+func ours(ctx context.Context, kv jetstream.KeyValue, key string, v []byte) (uint64, bool) {
+	e, err := kv.Get(ctx, key)
+	if err != nil || e.Operation() != jetstream.KeyValuePut || !bytes.Equal(e.Value(), v) {
+		return 0, false
+	}
+	return e.Revision(), true
+}
+
 // heartbeat rewrites the key every ttl/3 so it never ages out while held.
-// A rewrite that finds the key changed means the lease lapsed: if nobody
-// took it, it is re-created; otherwise the lease is lost for good.
+// It ends when the lease is lost or released.
 func (l *lease) heartbeat() {
 	defer close(l.done)
 	t := time.NewTicker(l.ttl / 3)
@@ -86,6 +117,11 @@ func (l *lease) heartbeat() {
 	}
 }
 
+// beat rewrites the key at its known revision. When the key changed: if it
+// still holds our value (a rewrite whose acknowledgement was lost), its
+// revision is adopted; if it lapsed, it is re-created; if another writer
+// holds it, the lease is lost. Transient failures leave it for the next
+// beat. It returns false once the lease is lost.
 func (l *lease) beat() bool {
 	l.beatMu.Lock()
 	defer l.beatMu.Unlock()
@@ -96,18 +132,14 @@ func (l *lease) beat() bool {
 	l.mu.Unlock()
 	nrev, err := l.kv.Update(ctx, l.key, l.value, rev)
 	if err != nil && isWrongLastSequence(err) {
-		// The key changed under us: it lapsed (a limit marker) or another
-		// writer holds it now. Re-create only if nobody does.
-		nrev, err = l.kv.Create(ctx, l.key, l.value)
-		if isWrongLastSequence(err) || errors.Is(err, jetstream.ErrKeyExists) {
-			l.mu.Lock()
-			l.lost = true
-			l.mu.Unlock()
+		nrev, err = claim(ctx, l.kv, l.key, l.value)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			l.markLost()
 			return false
 		}
 	}
 	if err != nil {
-		return true // transient: try again next tick
+		return true
 	}
 	l.mu.Lock()
 	l.rev, l.lastBeat = nrev, time.Now()

@@ -249,9 +249,10 @@ const maxSafeInt = 1<<53 - 1
 // ErrAlreadyOwned.
 func (s *Store) acquire(ctx context.Context, hd *Handle) (*lease, error) {
 	var l *lease
+	v := newLeaseValue(hd.id) // the same value on every attempt
 	err := s.pub.retry(ctx, func(ctx context.Context) error {
 		var err error
-		l, err = acquireLease(ctx, s.kv, LeaseKey(hd.token), hd.id, s.opts.stream.LeaseTTL)
+		l, err = acquireLease(ctx, s.kv, LeaseKey(hd.token), v, s.opts.stream.LeaseTTL)
 		if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err) {
 			return errorf(ErrAlreadyOwned, hd.id, "session %q is already owned by another writer", hd.id)
 		}
