@@ -508,3 +508,53 @@ func TestResume_AppendsCrashClosers(t *testing.T) {
 		t.Fatalf("second resume: %d %v, want %d unchanged", again, err, last)
 	}
 }
+
+func TestInheritedEventCount(t *testing.T) {
+	e := startServer(t, EmbeddedConfig{})
+	ctx := testCtx(t)
+	s := newStore(t, e)
+	t.Run("a seeded session keeps its inherited count through the stream", func(t *testing.T) {
+		h := header("fork")
+		h.IsSeeded, h.ParentSession = true, dshq.Str("parent")
+		w, err := s.Create(ctx, h, WithInheritedEventCount(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Append(ctx, cmds(t, 0, 3)); err != nil {
+			t.Fatal(err)
+		}
+		mustClose(t, w)
+		r, err := newStore(t, e).Open(ctx, "fork", Read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mustClose(t, r)
+		if r.InheritedEventCount() != 2 || !r.Header().IsSeeded || *r.Header().ParentSession != "parent" {
+			t.Fatalf("header %+v, inherited %d", r.Header(), r.InheritedEventCount())
+		}
+		snap, _ := s.Stat(ctx, "fork")
+		if snap.InheritedEventCount != 2 {
+			t.Fatalf("stat %+v", snap)
+		}
+	})
+	t.Run("a seeded header without a count and an out-of-range count are refused", func(t *testing.T) {
+		h := header("fork2")
+		h.IsSeeded = true
+		_, err := s.Create(ctx, h)
+		wantKind(t, err, ErrInvalidArgument, "requires inheritedEventCount")
+		_, err = s.Create(ctx, h, WithInheritedEventCount(-1))
+		wantKind(t, err, ErrInvalidArgument, "non-negative safe integer")
+	})
+	t.Run("a version 0 header is read as version 2 with seedLength as the inherited count", func(t *testing.T) {
+		publishRaw(t, s, "g0", `{"type":"session","version":0,"id":"g0","createdAt":5,"cwd":"/w","seedLength":1,"delegationDepth":0}`)
+		publishRaw(t, s, "g0", `{"type":"session/end-seed","seq":0,"time":5,"data":{}}`)
+		w, err := s.Open(ctx, "g0", Write)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mustClose(t, w)
+		if w.Header().Version != 2 || !w.Header().IsSeeded || w.InheritedEventCount() != 1 || w.NextSeq() != 1 {
+			t.Fatalf("header %+v, inherited %d, next %d", w.Header(), w.InheritedEventCount(), w.NextSeq())
+		}
+	})
+}
