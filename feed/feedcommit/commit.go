@@ -270,7 +270,7 @@ func (b *builder) emit(m feed.Message) error {
 }
 
 // fitEvent keeps an event message within max bytes: first without its raw
-// record, then with its text cut.
+// record, then with the longest prefix of its text that fits.
 func fitEvent(m *feed.Message, max int) error {
 	size := func() (int, error) {
 		var buf bytes.Buffer
@@ -284,17 +284,34 @@ func fitEvent(m *feed.Message, max int) error {
 		return err
 	}
 	m.Event.Raw, m.Event.RawOmitted = nil, true
-	for {
-		if n, err = size(); err != nil || n <= max {
+	if n, err = size(); err != nil || n <= max {
+		return err
+	}
+	text := m.Event.Text
+	m.Event.Text, m.Event.TextTruncated = "", true
+	if n, err = size(); err != nil {
+		return err
+	}
+	if n > max {
+		return dshq.Errorf(dshq.CodeReplyTooLarge, "feed: event %d of %q does not fit in %d bytes even without its raw record and text", m.Event.Seq, m.SessionID, max)
+	}
+	// Binary search for the longest prefix that fits (escaping makes the
+	// JSON of a text longer than the text, by a varying factor).
+	lo, hi := 0, len(text) // the prefix of length lo fits; hi does not
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		m.Event.Text = capText(text, mid)
+		if n, err = size(); err != nil {
 			return err
 		}
-		over := n - max
-		if over >= len(m.Event.Text) {
-			return dshq.Errorf(dshq.CodeReplyTooLarge, "feed: event %d of %q does not fit in %d bytes even without its raw record and text", m.Event.Seq, m.SessionID, max)
+		if n <= max {
+			lo = mid
+		} else {
+			hi = mid
 		}
-		m.Event.Text = capText(m.Event.Text, len(m.Event.Text)-over)
-		m.Event.TextTruncated = true
 	}
+	m.Event.Text = capText(text, lo)
+	return nil
 }
 
 // capText returns s as valid UTF-8 (invalid bytes replaced by U+FFFD), cut
