@@ -2,6 +2,12 @@ package index
 
 import "github.com/dshq/dshq"
 
+// MaxLimit bounds one search's Limit. It is above the API's
+// dshq.MaxSearchLimit so that a trusted caller collecting many results (the
+// query service materializing a paged search) can do it in one call; the
+// API's own limit is validated by the query service.
+const MaxLimit = 10000
+
 // EventQuery searches the docs of one session (events.search).
 type EventQuery struct {
 	// SessionID is the session searched.
@@ -13,11 +19,14 @@ type EventQuery struct {
 	// before ranking. Any other kind is CodeInvalidFilter.
 	Filters []dshq.Filter
 	// Offset and Limit page the ranked hits; Limit 0 means
-	// dshq.DefaultSearchLimit.
+	// dshq.DefaultSearchLimit, at most MaxLimit.
 	Offset, Limit int
 	// AsOf, when non-zero, hides docs first indexed after that generation,
 	// so that later pages of a paged search never see later appends.
 	AsOf uint64
+	// SnippetChars bounds snippets in code points; 0 means the index's
+	// Options.SnippetChars.
+	SnippetChars int
 }
 
 // SessionQuery searches across sessions and groups hits by session
@@ -34,10 +43,12 @@ type SessionQuery struct {
 	// its id is in this set; every indexed session is persisted.
 	LiveSessionIDs []string
 	// Offset and Limit page the grouped sessions; Limit 0 means
-	// dshq.DefaultSearchLimit.
+	// dshq.DefaultSearchLimit, at most MaxLimit.
 	Offset, Limit int
 	// AsOf is as in EventQuery.
 	AsOf uint64
+	// SnippetChars is as in EventQuery.
+	SnippetChars int
 }
 
 // Hit is one ranked doc with its BM25 score and snippet.

@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"math"
 	"strings"
 
 	"github.com/blevesearch/bleve/v2"
@@ -48,17 +49,27 @@ func (x *Index) phrase(q string) ([]string, query.Query) {
 	return terms, phraseQuery{terms: terms}
 }
 
-func pageBounds(offset, limit int) (int, error) {
+func pageBounds(offset, limit, snippet int) (int, error) {
 	if limit == 0 {
 		limit = dshq.DefaultSearchLimit
 	}
-	if limit < 1 || limit > dshq.MaxSearchLimit {
-		return 0, dshq.Errorf(dshq.CodeInvalidLimit, "limit must be an integer from 1 to %d, got %d", dshq.MaxSearchLimit, limit)
+	if limit < 1 || limit > MaxLimit {
+		return 0, dshq.Errorf(dshq.CodeInvalidLimit, "limit must be an integer from 1 to %d, got %d", MaxLimit, limit)
 	}
-	if offset < 0 {
-		return 0, dshq.Errorf(dshq.CodeInvalidCursor, "offset must not be negative, got %d", offset)
+	if offset < 0 || offset > math.MaxInt32 {
+		return 0, dshq.Errorf(dshq.CodeInvalidCursor, "offset must be from 0 to %d, got %d", math.MaxInt32, offset)
+	}
+	if snippet < 0 {
+		return 0, dshq.Errorf(dshq.CodeInvalidConfig, "snippet chars must not be negative, got %d", snippet)
 	}
 	return limit, nil
+}
+
+func (x *Index) snippetChars(n int) int {
+	if n == 0 {
+		return x.opts.SnippetChars
+	}
+	return n
 }
 
 // SearchEvents ranks the docs of q.SessionID that contain the phrase q.Query
@@ -79,7 +90,7 @@ func (x *Index) SearchEvents(ctx context.Context, q EventQuery) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
-	limit, err := pageBounds(q.Offset, q.Limit)
+	limit, err := pageBounds(q.Offset, q.Limit, q.SnippetChars)
 	if err != nil {
 		return Page{}, err
 	}
@@ -105,7 +116,7 @@ func (x *Index) SearchEvents(ctx context.Context, q EventQuery) (Page, error) {
 		page.More = true
 		hits = hits[:limit]
 	}
-	page.Hits, err = x.hits(ctx, hits, terms)
+	page.Hits, err = x.hits(ctx, hits, terms, x.snippetChars(q.SnippetChars))
 	if err != nil {
 		return Page{}, indexError(err, "search events")
 	}
@@ -135,7 +146,7 @@ func (x *Index) SearchSessions(ctx context.Context, q SessionQuery) (Page, error
 	if err != nil {
 		return Page{}, err
 	}
-	limit, err := pageBounds(q.Offset, q.Limit)
+	limit, err := pageBounds(q.Offset, q.Limit, q.SnippetChars)
 	if err != nil {
 		return Page{}, err
 	}
@@ -161,7 +172,7 @@ func (x *Index) SearchSessions(ctx context.Context, q SessionQuery) (Page, error
 		page.More = true
 		best = best[:limit]
 	}
-	page.Hits, err = x.hits(ctx, best, terms)
+	page.Hits, err = x.hits(ctx, best, terms, x.snippetChars(q.SnippetChars))
 	if err != nil {
 		return Page{}, indexError(err, "search sessions")
 	}
@@ -177,7 +188,7 @@ func (x *Index) bestPerSession(ctx context.Context, tq query.Query, filters []qu
 	var best []*search.DocumentMatch
 	var seen []string
 	seenSet := make(map[string]bool)
-	round := max(need, 64)
+	round := min(max(need, 64), 10000)
 	for len(best) < need {
 		req := bleve.NewSearchRequestOptions(withFilters(tq, filters, asOf, seen), round, 0, false)
 		req.SortByCustom(rankOrder())
@@ -233,7 +244,7 @@ func withFilters(tq query.Query, clauses []query.Query, asOf uint64, exclude []s
 }
 
 // hits loads the docs of ranked matches and cuts their snippets.
-func (x *Index) hits(ctx context.Context, ms []*search.DocumentMatch, terms []string) ([]Hit, error) {
+func (x *Index) hits(ctx context.Context, ms []*search.DocumentMatch, terms []string, snippetChars int) ([]Hit, error) {
 	ids := make([]string, len(ms))
 	for i, m := range ms {
 		ids[i] = m.ID
@@ -253,7 +264,7 @@ func (x *Index) hits(ctx context.Context, ms []*search.DocumentMatch, terms []st
 			continue // deleted between the search and the load
 		}
 		at := x.an.matchStart(d.Text, terms)
-		out = append(out, Hit{Doc: d, Score: m.Score, Snippet: Snippet(d.Text, at, x.opts.SnippetChars)})
+		out = append(out, Hit{Doc: d, Score: m.Score, Snippet: Snippet(d.Text, at, snippetChars)})
 	}
 	return out, nil
 }

@@ -74,6 +74,9 @@ func TestSnippetOfAHit(t *testing.T) {
 	defer x.Close()
 	text := strings.Repeat("filler words here\n", 10) + "the café — open late\nnext line"
 	apply(t, x, 1, doc("s", 0, 1, text))
+	if p := searchSessions(t, x, SessionQuery{Query: "CAFE", SnippetChars: 12}); len(p.Hits) != 1 || p.Hits[0].Snippet != "…the café —…" {
+		t.Fatalf("snippet with a per-query limit of 12: %+v", p.Hits)
+	}
 	p := searchSessions(t, x, SessionQuery{Query: "CAFE"})
 	if len(p.Hits) != 1 {
 		t.Fatalf("hits = %d, want 1", len(p.Hits))
@@ -362,7 +365,9 @@ func TestInvalidRequestsAreTypedErrors(t *testing.T) {
 		{"16383 plus 16383 values are too many", SessionQuery{Query: "x", SessionFilters: []dshq.Filter{{Kind: dshq.FilterID, Values: values(16383)}, {Kind: dshq.FilterCwd, Values: values(16383)}}}, nil, dshq.CodeInvalidFilter},
 		{"thirteen event clauses are fine in event scope", SessionQuery{}, &EventQuery{SessionID: "s", Query: "x", Filters: repeat(typeClause, 13)}, ""},
 		{"fourteen event clauses are too many in event scope", SessionQuery{}, &EventQuery{SessionID: "s", Query: "x", Filters: repeat(typeClause, 14)}, dshq.CodeInvalidFilter},
-		{"a limit over the maximum", SessionQuery{Query: "x", Limit: dshq.MaxSearchLimit + 1}, nil, dshq.CodeInvalidLimit},
+		{"a limit over the maximum", SessionQuery{Query: "x", Limit: MaxLimit + 1}, nil, dshq.CodeInvalidLimit},
+		{"an offset beyond any page", SessionQuery{Query: "x", Offset: math.MaxInt32 + 1}, nil, dshq.CodeInvalidCursor},
+		{"a negative snippet length", SessionQuery{Query: "x", SnippetChars: -1}, nil, dshq.CodeInvalidConfig},
 		{"a negative limit", SessionQuery{}, &EventQuery{SessionID: "s", Query: "x", Limit: -1}, dshq.CodeInvalidLimit},
 		{"a negative offset", SessionQuery{Query: "x", Offset: -1}, nil, dshq.CodeInvalidCursor},
 	} {
