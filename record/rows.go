@@ -207,47 +207,112 @@ func isNumber(v []byte) bool { return len(v) > 0 && (v[0] == '-' || v[0] >= '0' 
 
 // packable returns the delta an event is, when the event is exactly the
 // expansion of one (UPSTREAM §11.5's whitelist, tightened to byte equality
-// so that packing never changes a record).
+// so that packing never changes a record). It reads Raw positionally in
+// the expansion's layout; the final comparison with the delta's own
+// expansion is what decides.
 func packable(ev dshq.Event) (delta, bool) {
-	if ev.Type != "assistant/chunk" || ev.Seq < 0 || !bytes.HasPrefix(ev.Raw, []byte(`{"type":"assistant/chunk","seq":`)) ||
-		!bytes.Contains(ev.Data, []byte(`-delta"`)) {
+	if ev.Type != "assistant/chunk" || ev.Seq < 0 {
 		return delta{}, false
 	}
-	dm, dout, ok := splitObject(ev.Data)
-	if !ok || len(dm) != 3 {
-		return delta{}, false
-	}
-	data := map[string][]byte{}
-	for _, m := range dm {
-		data[m.key] = dout[m.start:m.end]
-	}
-	cm, cout, ok := splitObject(data["chunk"])
+	p := cursor{b: ev.Raw}
+	d := delta{seq: ev.Seq, time: ev.Time}
+	ok := p.lit(`{"type":"assistant/chunk","seq":`) && p.num() != nil && p.lit(`,"time":`) && p.num() != nil &&
+		p.lit(`,"data":{"turn":`)
 	if !ok {
 		return delta{}, false
 	}
-	c := map[string][]byte{}
-	for _, m := range cm {
-		c[m.key] = cout[m.start:m.end]
-	}
-	d := delta{seq: ev.Seq, time: ev.Time, turn: data["turn"], step: data["step"], index: c["index"], id: c["id"], name: c["name"]}
-	if !isNumber(d.turn) || !isNumber(d.step) || !isNumber(d.index) {
+	if d.turn = p.num(); d.turn == nil || !p.lit(`,"step":`) {
 		return delta{}, false
 	}
-	switch string(c["type"]) {
-	case `"text-delta"`, `"reasoning-delta"`:
-		d.kind, d.text = string(c["type"][1:len(c["type"])-1]), c["text"]
-	case `"tool-call-delta"`:
-		d.kind, d.text = "tool-call-delta", c["argumentsDelta"]
-		if !isString(d.id) || (d.name != nil && !isString(d.name)) {
-			return delta{}, false
-		}
+	if d.step = p.num(); d.step == nil || !p.lit(`,"chunk":{"type":"`) {
+		return delta{}, false
+	}
+	switch {
+	case p.lit(`text-delta"`):
+		d.kind = "text-delta"
+	case p.lit(`reasoning-delta"`):
+		d.kind = "reasoning-delta"
+	case p.lit(`tool-call-delta"`):
+		d.kind = "tool-call-delta"
 	default:
 		return delta{}, false
 	}
-	if !isString(d.text) || !bytes.Equal(d.raw(), ev.Raw) {
+	if !p.lit(`,"index":`) {
+		return delta{}, false
+	}
+	if d.index = p.num(); d.index == nil {
+		return delta{}, false
+	}
+	if d.kind == "tool-call-delta" {
+		if !p.lit(`,"id":`) {
+			return delta{}, false
+		}
+		if d.id = p.str(); d.id == nil {
+			return delta{}, false
+		}
+		if p.lit(`,"name":`) {
+			if d.name = p.str(); d.name == nil {
+				return delta{}, false
+			}
+		}
+		ok = p.lit(`,"argumentsDelta":`)
+	} else {
+		ok = p.lit(`,"text":`)
+	}
+	if !ok {
+		return delta{}, false
+	}
+	if d.text = p.str(); d.text == nil || !p.lit(`}}}`) || p.i != len(p.b) || !bytes.Equal(d.raw(), ev.Raw) {
 		return delta{}, false
 	}
 	return d, true
+}
+
+// cursor reads tokens of a compact JSON record positionally.
+type cursor struct {
+	b []byte
+	i int
+}
+
+// lit consumes s if it comes next.
+func (c *cursor) lit(s string) bool {
+	if len(c.b)-c.i < len(s) || string(c.b[c.i:c.i+len(s)]) != s {
+		return false
+	}
+	c.i += len(s)
+	return true
+}
+
+// num consumes a number token.
+func (c *cursor) num() []byte {
+	j := c.i
+	for j < len(c.b) && (c.b[j] >= '0' && c.b[j] <= '9' || c.b[j] == '-' || c.b[j] == '+' || c.b[j] == '.' || c.b[j] == 'e' || c.b[j] == 'E') {
+		j++
+	}
+	if j == c.i {
+		return nil
+	}
+	tok := c.b[c.i:j]
+	c.i = j
+	return tok
+}
+
+// str consumes a string token.
+func (c *cursor) str() []byte {
+	if c.i >= len(c.b) || c.b[c.i] != '"' {
+		return nil
+	}
+	for j := c.i + 1; j < len(c.b); j++ {
+		switch c.b[j] {
+		case '\\':
+			j++
+		case '"':
+			tok := c.b[c.i : j+1]
+			c.i = j + 1
+			return tok
+		}
+	}
+	return nil
 }
 
 // continues reports whether d can extend a run that ends with prev.
