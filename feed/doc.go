@@ -1,0 +1,97 @@
+// Package feed is dshq's live feed (CONTRACT §5): what the projector
+// commits — new sessions, appended events, surface reclassifications, title
+// changes, lease changes, quarantined records — published to the JetStream
+// stream DSH_FEED for subscribers, who can resume from any generation still
+// retained without a gap or a repeat at the hand-off from catch-up to live.
+//
+// # Subjects
+//
+//	dsh.feed.<workspace>.<token>.<kind>
+//
+// <workspace> is the session's workspace key (CONTRACT §1: 32 lowercase hex
+// digits of SHA-256(cwd), or "_" without cwd); <token> its subject token;
+// <kind> one of session, event, surface, title, lease, quarantine. So
+// dsh.feed.<wk>.> is a workspace, dsh.feed.*.<token>.> a session, and a
+// NATS permission on dsh.feed.<wk>.> confines a subscriber to its
+// workspace. A refused record that belongs to no known session (its subject
+// has no valid header record, or is no session subject) goes to
+// dsh.feed._q.<token>.quarantine, where <token> is the log subject's token
+// when valid and "!" otherwise: "_q" is no workspace key, so only operators
+// who subscribe to dsh.feed._q.> see records that may be hostile. A refused
+// event of a valid session goes to that session's workspace.
+//
+// # Messages
+//
+// Every message is one JSON object (version 1) with the headers
+// Dsh-Generation, Dsh-Kind, Dsh-Commit ("<index>/<count>" within its
+// commit) and Dsh-Feed-Version:
+//
+//	{"v":1, "kind":K, "generation":G, "workspace":W, "token":T,
+//	 "sessionId":ID,   // absent only for a _q quarantine of no known session
+//	 K: body}
+//
+// with one body, named by the kind:
+//
+//	session     {"header":{version:2,id,createdAt,cwd?,parentSession?,isSeeded,
+//	             origin?,delegationDepth?,agentPreset?},"live","persisted",
+//	             "inheritedEventCount"}
+//	event       {"sessionId","seq","type","time","surface","text"?,
+//	             "textTruncated"?,"invalid"?,"raw"?,"rawBytes","rawOmitted"?}
+//	surface     {"seq","from"?,"to","replacedBy"?}   to: current|shadowed|log-only|invalid
+//	title       {"title","messageSeqs","source","eventSeq","updatedAt"}
+//	lease       {"live"}
+//	quarantine  {"streamSeq","subject","reason","excerpt","rawBytes","rawTruncated"?}
+//
+// "raw" is the event exactly as written; it is left out (rawOmitted) when
+// the message would exceed the size limit or the record is not JSON, and
+// the text is then cut (textTruncated) if still needed. A quarantine
+// message never carries a refused record: "excerpt" is its first
+// MaxExcerptBytes bytes as valid UTF-8.
+//
+// # Generations, retention and resume
+//
+// A message's generation is the generation of the commit that produced it
+// (the session stream sequence the projection reached). Generations never
+// decrease along the feed. A lease-only commit keeps the generation of the
+// commit before it and follows it; so the feed is ordered by
+// key = 2·generation (+1 for lease messages).
+//
+// The stream keeps messages for StreamConfig.MaxAge and MaxBytes (and
+// MaxMsgs). AfterGeneration(g) delivers every message with key > 2g — the
+// messages of later commits and the lease messages observed at g, which a
+// reader of generation g may or may not have seen (a lease is a state;
+// seeing it twice is harmless) — in feed order, then live ones, through one
+// ordered consumer that starts at the first such message (found by binary
+// search with throwaway filtered consumers), so nothing is dropped or
+// repeated at the hand-off. AfterPosition(p) resumes exactly after the
+// delivered message whose Position is p. Live() starts at the next
+// message, Oldest() at the oldest retained one. A start point whose
+// messages may have aged out fails with *NotRetainedError (ErrNotRetained)
+// naming the oldest resumable generation and position, unless OrOldest is
+// set. A confined subscriber cannot see outside its filter, so the check is
+// conservative: it passes only when the first retained message of the
+// filter is not later than the start point.
+//
+// # Publishing
+//
+// The projector publishes each commit with Publisher.Publish (in commit
+// order, from one goroutine); feed/feedcommit.FromCommit turns a
+// projection.Commit into its messages. Each message of a commit that is
+// not lease-only carries Nats-Msg-Id "<generation>:<index>", so a commit
+// published again within the duplicate window is stored once. On start the
+// projector compares Publisher.LastPublishedGeneration with its checkpoint
+// and re-publishes the commits in between before anything else.
+//
+// # Permissions
+//
+// A subscriber confined to workspace W on stream DSH_FEED needs exactly:
+//
+//	publish:   $JS.API.CONSUMER.CREATE.DSH_FEED.*.dsh.feed.W.>
+//	           $JS.API.CONSUMER.MSG.NEXT.DSH_FEED.*
+//	subscribe: <its inbox prefix>.>   (nats.CustomInboxPrefix)
+//
+// Tail never reads the stream directly (no STREAM.INFO, no direct get: they
+// would reveal other workspaces). A refused request is not answered by
+// NATS: Tail fails when its context ends, and the connection's error
+// handler receives the permissions violation.
+package feed
