@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"sort"
 	"testing"
+
+	"github.com/dshq/dshq"
 )
 
 // seedFiles returns up to n of the smallest corpus files, realized with
@@ -180,6 +182,79 @@ func FuzzSubjectToken(f *testing.F) {
 			tok, err := SubjectToken(id)
 			if err != nil || tok != s {
 				t.Fatalf("SubjectToken(ParseSubjectToken(%q)) = %q, %v", s, tok, err)
+			}
+		}
+	})
+}
+
+// FuzzWriterPacking builds runs of assistant/chunk deltas from the input
+// (kinds, blocks, tool ids and names, time steps, seq jumps, non-canonical
+// spellings) and checks that packing them reads back to the same records.
+func FuzzWriterPacking(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 1, 1, 2, 2, 2, 3, 3, 3})
+	f.Add([]byte{0, 1, 0, 1, 0, 1, 0, 1, 2, 5, 2, 5, 2, 5, 10, 1, 10, 1, 10, 1})
+	f.Add([]byte{7, 7, 7, 7, 9, 200, 255, 128, 64, 32, 16, 8})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		kinds := []string{"text-delta", "reasoning-delta", "tool-call-delta"}
+		var lines []string
+		seq, tm := 0, 1_000
+		for i := 0; i+1 < len(in) && len(lines) < 64; i += 2 {
+			a, b := in[i], in[i+1]
+			kind := kinds[int(a)%3]
+			tm += int(int8(b)) * 1000
+			if a&0x80 != 0 {
+				seq++ // a gap in the seqs ends a run (and is kept by the writer)
+			}
+			body := `"text":"t\"` + itoa(int(b)) + `\u00e9"`
+			if kind == "tool-call-delta" {
+				body = `"id":"c` + itoa(int(a>>4)%2) + `",`
+				if a&0x08 != 0 {
+					body += `"name":"n",`
+				}
+				body += `"argumentsDelta":"{\\` + itoa(int(b)) + `"`
+			}
+			index := itoa(int(a>>5) % 2)
+			if b&0x80 != 0 && b&0x01 != 0 {
+				index += ".0" // a non-canonical spelling stays verbatim
+			}
+			lines = append(lines, `{"type":"assistant/chunk","seq":`+itoa(seq)+`,"time":`+itoa(tm)+
+				`,"data":{"turn":1,"step":1,"chunk":{"type":"`+kind+`","index":`+index+`,`+body+`}}}`)
+			seq++
+		}
+		var evs []dshq.Event
+		for _, l := range lines {
+			e, err := ParseEvent([]byte(l))
+			if err != nil {
+				t.Fatalf("%s: %v", l, err)
+			}
+			evs = append(evs, e)
+		}
+		h, _ := ParseHeader([]byte(hdr[:len(hdr)-1]))
+		var out bytes.Buffer
+		w := NewWriter(&out)
+		_ = w.WriteHeader(h)
+		for i, e := range evs {
+			if err := w.WriteEvent(e); err != nil {
+				t.Fatal(err)
+			}
+			if len(in) > 0 && int(in[0]) == i {
+				_ = w.Flush()
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r := NewReader(&out)
+		for i := range evs {
+			got, err := r.Next()
+			if err != nil && RuleOf(err) != RuleSeqGap {
+				t.Fatalf("event %d: %v", i, err)
+			}
+			if err != nil {
+				return // a seq gap the input made; the records before it matched
+			}
+			if !bytes.Equal(got.Raw, evs[i].Raw) {
+				t.Fatalf("event %d reread as %s, want %s", i, got.Raw, evs[i].Raw)
 			}
 		}
 	})
