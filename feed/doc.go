@@ -28,6 +28,7 @@
 //
 //	{"v":1, "kind":K, "generation":G, "workspace":W, "token":T,
 //	 "sessionId":ID,   // absent only for a _q quarantine of no known session
+//	 "epoch":E,        // the projection's epoch; a change means it was rebuilt
 //	 K: body}
 //
 // with one body, named by the kind:

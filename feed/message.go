@@ -89,6 +89,11 @@ type Message struct {
 	// SessionID is the session id; "" only for a refused record of no known
 	// session.
 	SessionID string `json:"sessionId,omitempty"`
+	// Epoch identifies the projection that committed the message; it
+	// changes when a rebuilt projection is swapped in, and a subscriber
+	// that sees it change resynchronises from the query API (what the
+	// rebuilt projection holds may differ from what the feed said before).
+	Epoch string `json:"epoch,omitempty"`
 
 	Session    *SessionBody    `json:"session,omitempty"`
 	Event      *EventBody      `json:"event,omitempty"`

@@ -31,6 +31,8 @@ type Lookup interface {
 	IsLive(id string) bool
 }
 
+var _ Lookup = projection.Snapshot(nil)
+
 // FromCommitOption configures FromCommit.
 type FromCommitOption func(*fromConfig)
 
@@ -48,7 +50,9 @@ func WithMaxMessageBytes(n int) FromCommitOption {
 // FromCommit turns one projector commit into its feed messages, in the
 // order they are published: the commit's records in stream order (session
 // headers, events, quarantined records), then surface changes, title
-// changes and lease changes. Every message carries c.Generation.
+// changes and lease changes. Every message carries c.Generation and
+// c.Epoch. A commit that changed nothing (the empty commit of a rebuild
+// swap) has no messages; the next message carries the new epoch.
 //
 // An event message larger than the size limit first loses its raw record
 // (rawOmitted; read it with events.read), then has its text cut
@@ -112,7 +116,7 @@ func (b *builder) resolve(id string) (address, bool) {
 }
 
 func (b *builder) message(k feed.Kind, a address, id string) feed.Message {
-	return feed.Message{V: feed.Version, Kind: k, Generation: b.c.Generation, Workspace: a.ws, Token: a.tok, SessionID: id}
+	return feed.Message{V: feed.Version, Kind: k, Generation: b.c.Generation, Workspace: a.ws, Token: a.tok, SessionID: id, Epoch: b.c.Epoch}
 }
 
 // records emits the session, event and quarantine messages in stream order.

@@ -68,6 +68,7 @@ func sampleCommit(t *testing.T) (projection.Commit, lookup) {
 	hostileRaw := append([]byte(`{"type":"session","id":"`), bytes.Repeat([]byte{0xff, 'A', 0xe6}, 400)...)
 	c := projection.Commit{
 		Generation: 17,
+		Epoch:      "e1",
 		Sessions:   []projection.SessionInfo{s1, s2, hostile},
 		Events: []projection.CommittedEvent{
 			committed(t, s1, 0, 11, `{"type":"user/message","seq":0,"time":1788000000100,"data":{"content":[{"type":"text","text":"hi <there>"}]},"surfaceOp":"append"}`, "hi <there>", dshq.SurfaceCurrent),
