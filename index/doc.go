@@ -11,6 +11,18 @@
 // Unicode words, CJK as overlapping bigrams), ranked by BM25 with the
 // deterministic tie-breaks time desc, session id asc (byte order), seq desc.
 //
+// Analysis (the same for documents and queries) works like SQLite FTS5
+// unicode61 without stemming or stop words: a word is a run of letters,
+// numbers and marks, so `AI` finds `An AI helper` but not `BRAID`; case and
+// diacritics are folded (NFKD, marks dropped), so `CAFE` finds `café` and
+// back. Chinese, Japanese and Korean text is indexed as overlapping character
+// bigrams plus single characters, so a query finds any run of two or more
+// characters of a CJK run (and a longer run as consecutive bigrams); a
+// one-character CJK query finds every doc containing that character. CJK
+// characters separated only by spaces or punctuation are adjacent for
+// matching, as Latin words are. A query with no word (`*`, punctuation,
+// emoji) matches nothing and is not an error.
+//
 // Failures at the edge are *dshq.Error values: CodeIndexFailed for storage
 // problems (and a closed index), CodeInvalidFilter for a filter the index
 // cannot apply, CodeInvalidQuery for a blank query, CodeAborted when ctx ends.
