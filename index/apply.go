@@ -28,9 +28,10 @@ type stored struct {
 // sequence, in one atomic Bleve batch: after a crash the index holds either
 // everything before it or everything through it. Apply returns once the batch
 // is durable. An invalid doc fails the whole batch with ErrInvalidDoc
-// (CodeIndexFailed) and changes nothing. Apply must not run concurrently with
-// itself.
+// (CodeIndexFailed) and changes nothing. Concurrent calls are serialized.
 func (x *Index) Apply(ctx context.Context, b *Batch, generation uint64) error {
+	x.applyMu.Lock()
+	defer x.applyMu.Unlock()
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if x.idx == nil {

@@ -50,9 +50,9 @@ type Options struct {
 	SnippetChars int
 }
 
-// Index is an open full-text index. Apply must be called by one goroutine at
-// a time (the projector); searches may run concurrently with it and with each
-// other.
+// Index is an open full-text index. It is safe for concurrent use: Apply
+// calls are serialized (the projector is meant to be the only writer), and
+// searches run concurrently with them and with each other.
 type Index struct {
 	dir  string
 	opts Options
@@ -63,6 +63,10 @@ type Index struct {
 	// exclusively; idx is nil once closed.
 	mu  sync.RWMutex
 	idx bleve.Index
+
+	// applyMu serializes Apply, so that batches and their generations are
+	// applied in the order the callers obtained it.
+	applyMu sync.Mutex
 }
 
 // Open opens the index in dir, creating a fresh one when dir does not exist
