@@ -25,7 +25,7 @@ func TestFault_ServerRestartsUnderLoad(t *testing.T) {
 	const (
 		writers     = 8
 		sessions    = 200
-		rounds      = 6
+		rounds      = 5
 		maxBatch    = 5
 		restarts    = 2
 		perWriter   = sessions / writers
@@ -141,7 +141,9 @@ func runWriter(ctx context.Context, t *testing.T, url string, w, n, rounds, maxB
 		return err
 	}
 	defer nc.Close()
-	s, err := NewStore(ctx, nc)
+	// Writers 0 and 1 publish every multi-record append as an atomic batch, so
+	// restarts hit both publishing modes.
+	s, err := NewStore(ctx, nc, WithAtomicMin(faultAtomicMin(w)))
 	if err != nil {
 		return err
 	}
@@ -174,3 +176,12 @@ func runWriter(ctx context.Context, t *testing.T, url string, w, n, rounds, maxB
 // faultSync is the fault test's sync policy: the default, so every
 // acknowledged record is on disk when the server stops.
 const faultSync = SyncAlways
+
+// faultAtomicMin gives writers 0 and 1 atomic batches for every
+// multi-record append, the others the default (record by record here).
+func faultAtomicMin(w int) int {
+	if w < 2 {
+		return 2
+	}
+	return DefaultAtomicMin
+}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dshq/dshq/record"
 )
 
 // Stream and bucket defaults (CONTRACT §2).
@@ -28,6 +30,16 @@ const (
 	// DefaultLeaseTTL is how long a write lease outlives its last heartbeat.
 	DefaultLeaseTTL = 15 * time.Second
 )
+
+// Subject returns the subject of a session's records, dsh.log.<token>
+// (CONTRACT §2). An invalid id is refused as by record.ValidateSessionID.
+func Subject(id string) (string, error) {
+	tok, err := record.SubjectToken(id)
+	if err != nil {
+		return "", err
+	}
+	return SubjectPrefix + tok, nil
+}
 
 // StreamConfig says what EnsureStream provisions. The zero value is the
 // default deployment.
