@@ -1,0 +1,104 @@
+package query
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dshq/dshq"
+)
+
+// natscliVersion is the nats CLI the interop test builds (never a module of
+// ours: it is installed into a temporary GOBIN).
+const natscliVersion = "github.com/nats-io/natscli/nats@v0.5.0"
+
+// buildNatsCLI installs the nats CLI into a temporary GOBIN. The module
+// cache and build cache are the defaults, so later runs only relink.
+func buildNatsCLI(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the nats CLI; skipped with -short")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the nats CLI")
+	}
+	bin := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goBin, "install", natscliVersion)
+	cmd.Dir = bin
+	cmd.Env = append(os.Environ(), "GOBIN="+bin, "GOFLAGS=", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Skipf("cannot build %s (module proxy unreachable?): %v\n%s", natscliVersion, err, out)
+	}
+	return filepath.Join(bin, "nats")
+}
+
+func TestNatsCLIInterop(t *testing.T) {
+	cli := buildNatsCLI(t)
+	p := newPipe(t, func(c *pipeConfig) { c.listen = "127.0.0.1:0" })
+	p.session("cli-session", hdr{createdAt: 42, cwd: "/w"})
+	p.sync()
+	url := p.e.ClientURL()
+	nats := func(t *testing.T, args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, cli, append([]string{"--server", url, "--timeout", "10s"}, args...)...)
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "NATS_CONTEXT=")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("nats %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+
+	t.Run("nats micro ls lists the query service", func(t *testing.T) {
+		out := nats(t, "micro", "ls", "--json")
+		var infos []struct {
+			Name    string `json:"name"`
+			Version string `json:"version"`
+		}
+		if err := json.Unmarshal([]byte(out), &infos); err != nil {
+			t.Fatalf("micro ls output: %v\n%s", err, out)
+		}
+		found := map[string]bool{}
+		for _, i := range infos {
+			found[i.Name] = true
+		}
+		if !found[ServiceName] || !found[ShardServiceName] {
+			t.Fatalf("services %+v; want %s and %s", infos, ServiceName, ShardServiceName)
+		}
+	})
+	t.Run("nats micro info shows every endpoint subject", func(t *testing.T) {
+		out := nats(t, "micro", "info", ServiceName, "--json")
+		for _, ep := range Endpoints {
+			if !strings.Contains(out, `"`+SubjectPrefix+"."+ep+`"`) {
+				t.Fatalf("endpoint %s missing from:\n%s", ep, out)
+			}
+		}
+	})
+	t.Run("nats request gets a session list", func(t *testing.T) {
+		out := nats(t, "request", "--raw", SubjectPrefix+"."+EndpointSessionsList, `{"limit":5}`)
+		var page dshq.SessionPage
+		if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &page); err != nil {
+			t.Fatalf("reply: %v\n%s", err, out)
+		}
+		if len(page.Items) != 1 || page.Items[0].Header.ID != "cli-session" || page.Generation == 0 {
+			t.Fatalf("page %+v", page)
+		}
+	})
+	t.Run("nats request shows the error headers of a failure", func(t *testing.T) {
+		out := nats(t, "request", SubjectPrefix+"."+EndpointSessionsTrace, `{"sessionId":"nope"}`)
+		if !strings.Contains(out, "Nats-Service-Error-Code: SESSION_QUERY_SESSION_NOT_FOUND") ||
+			!strings.Contains(out, `{"error":{"code":"SESSION_QUERY_SESSION_NOT_FOUND","message":"session \"nope\" was not found"}}`) {
+			t.Fatalf("output:\n%s", out)
+		}
+	})
+}
