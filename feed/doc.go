@@ -89,6 +89,7 @@
 //
 //	publish:   $JS.API.CONSUMER.CREATE.DSH_FEED.*.dsh.feed.W.>
 //	           $JS.API.CONSUMER.MSG.NEXT.DSH_FEED.*
+//	           $JS.API.CONSUMER.DELETE.DSH_FEED.*
 //	subscribe: <its inbox prefix>.>   (nats.CustomInboxPrefix)
 //
 // Tail never reads the stream directly (no STREAM.INFO, no direct get: they

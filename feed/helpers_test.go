@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 
 // startServer starts an in-process nats-server with JetStream in a temp
 // dir; configure adjusts its options (users, permissions).
-func startServer(t *testing.T, configure ...func(*server.Options)) *server.Server {
+func startServer(t testing.TB, configure ...func(*server.Options)) *server.Server {
 	t.Helper()
 	opts := &server.Options{
 		ServerName: "feed-test",
@@ -54,7 +54,7 @@ func startServer(t *testing.T, configure ...func(*server.Options)) *server.Serve
 }
 
 // connect opens an in-process connection and its JetStream context.
-func connect(t *testing.T, srv *server.Server, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+func connect(t testing.TB, srv *server.Server, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc, err := nats.Connect("", append([]nats.Option{nats.InProcessServer(srv)}, opts...)...)
 	if err != nil {
@@ -70,7 +70,7 @@ func connect(t *testing.T, srv *server.Server, opts ...nats.Option) (*nats.Conn,
 
 // setup starts a server with the feed stream (cfg) and returns a publisher
 // and the JetStream context.
-func setup(t *testing.T, cfg StreamConfig) (*Publisher, jetstream.JetStream) {
+func setup(t testing.TB, cfg StreamConfig) (*Publisher, jetstream.JetStream) {
 	t.Helper()
 	srv := startServer(t)
 	_, js := connect(t, srv)
@@ -80,7 +80,7 @@ func setup(t *testing.T, cfg StreamConfig) (*Publisher, jetstream.JetStream) {
 	return NewPublisher(js), js
 }
 
-func testContext(t *testing.T) context.Context {
+func testContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx

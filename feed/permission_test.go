@@ -9,17 +9,19 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TailerPermissions is the minimal permission set of a user confined to
 // tailing one workspace of the feed stream (documented in README.md):
 // create consumers whose filter lies inside the workspace, pull from them,
-// and receive on a private inbox prefix.
+// delete them, and receive on a private inbox prefix.
 func TailerPermissions(stream, workspace, inboxPrefix string) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
 			"$JS.API.CONSUMER.CREATE." + stream + ".*." + SubjectPrefix + workspace + ".>",
 			"$JS.API.CONSUMER.MSG.NEXT." + stream + ".*",
+			"$JS.API.CONSUMER.DELETE." + stream + ".*",
 		}},
 		Subscribe: &server.SubjectPermission{Allow: []string{inboxPrefix + ".>"}},
 	}
@@ -69,6 +71,11 @@ func TestConfinedUserTailsItsWorkspaceAndIsRefusedAnother(t *testing.T) {
 			}
 		}
 		expectSame(t, "catch-up", readN(t, sub, len(want)), want)
+		// The probes of the start search were deleted: only the
+		// subscription's own consumer is left.
+		if n := consumerCount(t, adminJS); n != 1 {
+			t.Fatalf("the stream has %d consumers, want the subscription's only", n)
+		}
 		live := commitAt(t, 7)
 		if err := pub.Publish(ctx, live); err != nil {
 			t.Fatal(err)
@@ -138,4 +145,13 @@ func expectViolation(t *testing.T, errs <-chan error, what string) {
 			t.Fatalf("no permissions violation for %s was reported", what)
 		}
 	}
+}
+
+func consumerCount(t *testing.T, js jetstream.JetStream) int {
+	t.Helper()
+	st, err := js.Stream(testContext(t), DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.CachedInfo().State.Consumers
 }

@@ -101,10 +101,13 @@ func (e *NotRetainedError) Is(target error) bool { return target == ErrNotRetain
 const (
 	// DefaultPullBytes bounds the bytes a subscription buffers.
 	DefaultPullBytes = 16 << 20
-	// probeInactive is how long an unused probe consumer lives on the
-	// server (probes are not deleted: a confined subscriber may lack the
-	// permission).
-	probeInactive = 30 * time.Second
+	// probeInactive is how long a probe consumer that could not be
+	// deleted lives on the server.
+	probeInactive = 10 * time.Second
+	// consumerInactive is how long a subscription's consumer outlives its
+	// last pull (after Stop, or while the subscriber does not call Next; the
+	// ordered consumer recreates it from its position when needed).
+	consumerInactive = 30 * time.Second
 )
 
 // SubscribeOption configures Tail and Subscribe.
@@ -174,8 +177,9 @@ func Tail(ctx context.Context, js jetstream.JetStream, f Filter, from Start, opt
 	}
 	s := &Subscription{filter: f, subject: subject}
 	occ := jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject},
-		NamePrefix:     "dshfeed" + nuid.Next(),
+		FilterSubjects:    []string{subject},
+		NamePrefix:        "dshfeed" + nuid.Next(),
+		InactiveThreshold: consumerInactive,
 	}
 	if from.mode == startLive {
 		occ.DeliverPolicy = jetstream.DeliverNewPolicy
@@ -340,6 +344,9 @@ func (p *prober) probe(ctx context.Context, policy jetstream.DeliverPolicy, seq 
 		return found{}, 0, fmt.Errorf("tail feed %s: probe: %w", p.subject, err)
 	}
 	floor = cons.CachedInfo().AckFloor.Stream
+	// Delete the probe at once: the stream's consumer limit (1000 by
+	// default) is shared by all subscribers.
+	defer p.js.DeleteConsumer(ctx, p.stream, cfg.Name)
 	batch, err := cons.FetchNoWait(1)
 	if err != nil {
 		return found{}, 0, fmt.Errorf("tail feed %s: probe: %w", p.subject, err)

@@ -1,0 +1,263 @@
+package feedcommit
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/feed"
+	"github.com/dshq/dshq/projection"
+	"github.com/dshq/dshq/record"
+)
+
+// readLog reads testdata/<name> (a JSONL log) and gives its header another
+// id and cwd.
+func readLog(t *testing.T, name, id, cwd string) [][]byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if l := bytes.TrimSpace(sc.Bytes()); len(l) > 0 {
+			lines = append(lines, append([]byte(nil), l...))
+		}
+	}
+	var h map[string]any
+	if err := json.Unmarshal(lines[0], &h); err != nil {
+		t.Fatal(err)
+	}
+	h["id"], h["cwd"] = id, cwd
+	if lines[0], err = json.Marshal(h); err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
+// TestProjectorCommitsReachTheFeed runs the real pipeline: records
+// published to DSH_SESSIONS, the projector folding them, its OnCommit hook
+// turning each commit into feed messages (FromCommit on a snapshot of the
+// commit's generation) and publishing them; then a subscriber reads the
+// feed and resumes from every generation.
+func TestProjectorCommitsReachTheFeed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	emb, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: t.TempDir(), Sync: bus.SyncRelaxed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Shutdown(context.Background())
+	nc, err := emb.InProcessConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.EnsureStream(ctx, js, bus.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := feed.EnsureStream(ctx, js, feed.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+
+	pub := feed.NewPublisher(js)
+	hookErrs := make(chan error, 100)
+	var p *projection.Projector
+	hook := func(c projection.Commit) {
+		err := p.View(ctx, c.Generation, func(s projection.Snapshot) error {
+			msgs, err := FromCommit(c, s)
+			if err != nil {
+				return err
+			}
+			return pub.Publish(ctx, msgs)
+		})
+		if err != nil {
+			hookErrs <- fmt.Errorf("commit at generation %d: %w", c.Generation, err)
+		}
+	}
+	p, err = projection.Open(ctx, js, t.TempDir(), projection.WithOnCommit(hook), projection.WithBatchSize(7),
+		projection.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- p.Run(runCtx) }()
+	defer func() {
+		stopRun()
+		<-runDone
+		p.Close()
+	}()
+
+	// Two sessions in two workspaces, and a record that is no session.
+	var last uint64
+	publish := func(id string, line []byte) {
+		tok, err := record.SubjectToken(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ack, err := js.Publish(ctx, "dsh.log."+tok, line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ack.Sequence
+	}
+	logs := map[string][][]byte{
+		"s-a":    readLog(t, "upstream-2.5.jsonl", "s-a", "/home/u/a"),
+		"s.b ~!": readLog(t, "upstream-2.5.jsonl", "s.b ~!", "/home/u/b"),
+	}
+	for i := range logs["s-a"] {
+		publish("s-a", logs["s-a"][i])
+		publish("s.b ~!", logs["s.b ~!"][i])
+	}
+	publish("bad-header", []byte(`{"type":"session","version":7,"id":"bad-header"}`))
+
+	if err := p.WaitGeneration(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	waitPublished(ctx, t, pub, last, hookErrs)
+
+	sub, err := feed.Tail(ctx, js, feed.Filter{}, feed.Oldest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, feed.DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := int(st.CachedInfo().State.Msgs)
+	var all []feed.Message
+	for len(all) < total {
+		m, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, m)
+	}
+	sub.Stop()
+	checkPipelineFeed(t, all, logs, last)
+
+	// Resume from every generation the feed holds: exactly the suffix.
+	for i := range all {
+		g := all[i].Generation
+		if i > 0 && all[i-1].Generation == g {
+			continue
+		}
+		sub, err := feed.Tail(ctx, js, feed.Filter{}, feed.AfterGeneration(g))
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := i
+		for j < len(all) && all[j].Generation == g {
+			j++
+		}
+		for k := j; k < len(all); k++ {
+			m, err := sub.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Position != all[k].Position {
+				t.Fatalf("after generation %d: got position %d, want %d", g, m.Position, all[k].Position)
+			}
+		}
+		sub.Stop()
+	}
+}
+
+// waitPublished waits until the feed's last complete commit is at
+// generation gen.
+func waitPublished(ctx context.Context, t *testing.T, pub *feed.Publisher, gen uint64, errs <-chan error) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		g, err := pub.LastPublishedGeneration(ctx)
+		if err == nil && g >= gen {
+			return
+		}
+		select {
+		case err := <-errs:
+			t.Fatalf("feed hook: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("feed did not reach generation %d (at %d, %v)", gen, g, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// checkPipelineFeed checks what the feed says about the two sessions and
+// the refused record.
+func checkPipelineFeed(t *testing.T, all []feed.Message, logs map[string][][]byte, last uint64) {
+	t.Helper()
+	type seen struct {
+		sessions, titles int
+		events           []int64
+		shadowed         map[int64]int64
+	}
+	per := map[string]*seen{}
+	var quarantines []feed.Message
+	var prev uint64
+	for _, m := range all {
+		if m.Generation < prev || m.Generation > last {
+			t.Fatalf("generation %d after %d (last %d)", m.Generation, prev, last)
+		}
+		prev = m.Generation
+		if m.Kind == feed.KindQuarantine {
+			quarantines = append(quarantines, m)
+			continue
+		}
+		s := per[m.SessionID]
+		if s == nil {
+			s = &seen{shadowed: map[int64]int64{}}
+			per[m.SessionID] = s
+		}
+		switch m.Kind {
+		case feed.KindSession:
+			s.sessions++
+		case feed.KindEvent:
+			s.events = append(s.events, m.Event.Seq)
+		case feed.KindSurface:
+			if m.Surface.To == string(dshq.SurfaceShadowed) {
+				s.shadowed[m.Surface.Seq] = *m.Surface.ReplacedBy
+			}
+		case feed.KindTitle:
+			s.titles++
+		}
+	}
+	for id, lines := range logs {
+		s := per[id]
+		if s == nil || s.sessions != 1 || len(s.events) != len(lines)-1 || s.titles != 1 {
+			t.Fatalf("session %q: %+v, want one session, %d events, one title", id, s, len(lines)-1)
+		}
+		for i, seq := range s.events {
+			if seq != int64(i) {
+				t.Fatalf("session %q: event %d has seq %d", id, i, seq)
+			}
+		}
+		// UPSTREAM §2.5: seq 15 replaces the surface nodes 1, 5 and 7.
+		if len(s.shadowed) != 3 || s.shadowed[1] != 15 || s.shadowed[5] != 15 || s.shadowed[7] != 15 {
+			t.Fatalf("session %q: shadowed %v, want 1, 5, 7 by 15", id, s.shadowed)
+		}
+	}
+	if len(quarantines) != 1 || quarantines[0].Workspace != feed.QuarantineWorkspace || quarantines[0].Token != "bad-header" {
+		t.Fatalf("quarantines: %+v, want the bad header under _q", quarantines)
+	}
+}
