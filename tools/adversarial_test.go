@@ -123,3 +123,54 @@ func TestExactToolsOnThePipeline(t *testing.T) {
 		}
 	})
 }
+
+// Every filter the tools send is accepted by the service, and narrows as
+// documented, on both backends.
+func TestFiltersOnBothBackends(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			tl := newTools(t, be.open(t, fullCorpus))
+			for _, tc := range []struct {
+				name, caller, tool, args string
+				want                     []string // substrings of the text
+			}{
+				{"all session and event filters together", "s-caller", tools.NameSessionSearch,
+					`{"query":"retry budget","session_ids":["s-7f3c","a-orphan"],"created_at_from":"2026-08-29T10:40:00Z","created_at_to":"2026-08-29T12:40:00+01:00","availability":["persisted"],"event_seq_from":0,"event_seq_to":20,"event_time_from":"2026-08-29T10:40:00.000Z","event_time_to":"2026-08-29T10:50:00.002Z","event_types":["user/message","todo/write"],"event_surfaces":["current","log-only","shadowed"]}`,
+					[]string{"Session search results (2):", "Session a-orphan", "Session s-7f3c"}},
+				{"a creation range excludes older sessions", "s-caller", tools.NameSessionSearch,
+					`{"query":"retry budget","created_at_from":"2026-08-29T10:45:00Z"}`,
+					[]string{"Session search results (1):", "Session a-orphan"}},
+				{"a shadowed surface filter picks the shadowed original", "s-caller", tools.NameSessionSearch,
+					`{"query":"retry budget","event_surfaces":["shadowed"]}`,
+					[]string{"Best match: seq 1 | user/message | shadowed | 2026-08-29T10:40:00.101Z"}},
+				{"live availability keeps live sessions only", "s-caller", tools.NameSessionSearch,
+					`{"query":"retry budget","availability":["live"]}`,
+					[]string{"Session search results (1):", "Session s-7f3c"}},
+				{"a visible parent narrows to its children", "s-caller", tools.NameSessionSearch,
+					`{"query":"fork work","parent_session_ids":["s-7f3c"]}`,
+					[]string{"Session search results (1):", "Session s-9a01", "Parent: s-7f3c"}},
+				{"roots only", "s-caller", tools.NameSessionSearch,
+					`{"query":"retry budget","include_root_sessions":true}`,
+					[]string{"Session search results (1):", "Session s-7f3c"}},
+				{"event filters of an event search", "s-caller", tools.NameSessionEventSearch,
+					`{"session_id":"s-7f3c","query":"retry budget","seq_from":1,"seq_to":16,"time_from":"2026-08-29T10:40:00.101Z","time_to":"2026-08-29T10:40:12.001Z","event_types":["user/message"],"surfaces":["current"]}`,
+					[]string{"Event search results (1):", "1. seq 15 | user/message | current"}},
+				{"the current-session search clamps below the step", "s-caller", tools.NameSessionEventSearch,
+					`{"query":"retry budget","seq_to":99}`,
+					[]string{"Event search results (1):", "1. seq 1 | user/message"}},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					r := call(t, tl, tc.caller, tc.tool, tc.args)
+					if r.IsError {
+						t.Fatalf("error: %s", r.Text)
+					}
+					for _, w := range tc.want {
+						if !strings.Contains(r.Text, w) {
+							t.Fatalf("missing %q in:\n%s", w, r.Text)
+						}
+					}
+				})
+			}
+		})
+	}
+}
