@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
@@ -21,6 +22,12 @@ import (
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/record"
 )
+
+func TestMain(m *testing.M) {
+	// Bleve (linked through projection) starts its analysis workers at
+	// package init; they live for the process.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
+}
 
 // readLog reads testdata/<name> (a JSONL log) and gives its header another
 // id and cwd.
