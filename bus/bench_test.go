@@ -114,3 +114,38 @@ func reportLatency(b *testing.B, lat []time.Duration, eventsPerSec float64) {
 	b.ReportMetric(pct(0.50), "p50-µs")
 	b.ReportMetric(pct(0.99), "p99-µs")
 }
+
+// BenchmarkRead measures reading a 100-event session from a fresh read
+// handle (open + read + close), as a harness resuming or a tool reading.
+//
+//	go test -run '^$' -bench BenchmarkRead ./bus
+func BenchmarkRead(b *testing.B) {
+	e := startServer(b, EmbeddedConfig{Sync: SyncRelaxed})
+	s := newStore(b, e)
+	ctx := context.Background()
+	w, err := s.Create(ctx, header("read-bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := w.Append(ctx, cmds(b, 0, 100)); err != nil {
+		b.Fatal(err)
+	}
+	mustClose(b, w)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		r, err := s.Open(ctx, "read-bench", Read)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got, err := r.Read(ctx, 0, -1)
+		if err != nil || len(got) != 100 {
+			b.Fatalf("read %d events: %v", len(got), err)
+		}
+		_ = r.Close(ctx)
+		lat = append(lat, time.Since(t0))
+	}
+	reportLatency(b, lat, float64(b.N*100)/time.Since(start).Seconds())
+}

@@ -383,12 +383,12 @@ func (h *Handle) scan(ctx context.Context, offset int64, last uint64, fn func(ds
 	if skipHeader {
 		start = 1
 	}
-	return h.fetch(ctx, start, last, func(m jetstream.Msg, seq uint64) (bool, error) {
+	return h.fetch(ctx, start, last, func(data []byte, seq uint64) (bool, error) {
 		if skipHeader {
 			skipHeader, h.headerSeq = false, seq
 			return true, nil
 		}
-		e, err := h.accept(m.Data(), want, seq)
+		e, err := h.accept(data, want, seq)
 		if err != nil {
 			return false, err
 		}
@@ -446,58 +446,29 @@ func (h *Handle) loadForWrite(ctx context.Context) error {
 	return h.scan(ctx, 0, last, func(dshq.Event) bool { return true })
 }
 
-// fetch delivers the subject's messages from stream sequence start through
-// last to fn, using an ordered consumer, until fn returns false.
-func (h *Handle) fetch(ctx context.Context, start, last uint64, fn func(jetstream.Msg, uint64) (bool, error)) error {
-	if start > last {
-		return nil
-	}
-	var cons jetstream.Consumer
-	err := h.store.pub.retry(ctx, func(ctx context.Context) error {
-		var err error
-		cons, err = h.store.js.OrderedConsumer(ctx, h.store.stream.CachedInfo().Config.Name, jetstream.OrderedConsumerConfig{
-			FilterSubjects:    []string{h.subject},
-			DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
-			OptStartSeq:       start,
-			InactiveThreshold: 30 * time.Second,
-		})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("read session %q: %w", h.id, err)
-	}
+// fetch delivers the subject's records from stream sequence start through
+// last to fn, in order, until fn returns false. It uses batched direct gets
+// (the stream allows direct access): no consumer is created, and any
+// replica may answer. A transient failure resumes after the last record
+// delivered, within the Store's retry bound.
+func (h *Handle) fetch(ctx context.Context, start, last uint64, fn func(data []byte, seq uint64) (bool, error)) error {
+	next := start
 	deadline := time.Now().Add(h.store.opts.maxElapsed)
-	for {
-		batch, err := cons.FetchNoWait(512)
-		if err == nil {
-			for m := range batch.Messages() {
-				md, merr := m.Metadata()
-				if merr != nil {
-					drain(batch)
-					return fmt.Errorf("read session %q: %w", h.id, merr)
-				}
-				seq := md.Sequence.Stream
-				more, ferr := fn(m, seq)
-				if ferr != nil || !more || seq >= last {
-					drain(batch)
-					return ferr
-				}
-			}
-			err = batch.Error()
-		}
-		if err != nil && !(isTransient(err) && time.Now().Before(deadline)) {
+	for next <= last {
+		n, more, err := h.store.directBatch(ctx, h.subject, next, last, func(data []byte, seq uint64) (bool, error) {
+			next = seq + 1
+			return fn(data, seq)
+		})
+		switch {
+		case err != nil && isTransient(err) && time.Now().Before(deadline) && ctx.Err() == nil:
+			continue
+		case err != nil:
 			return fmt.Errorf("read session %q: %w", h.id, err)
-		}
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("read session %q: %w", h.id, err)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("read session %q: stream sequence %d not delivered within %v", h.id, last, h.store.opts.maxElapsed)
+		case !more:
+			return nil
+		case n == 0:
+			return fmt.Errorf("read session %q: stream sequence %d is gone", h.id, next)
 		}
 	}
-}
-
-func drain(b jetstream.MessageBatch) {
-	for range b.Messages() {
-	}
+	return nil
 }
