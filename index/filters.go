@@ -34,6 +34,8 @@ type filterSet struct {
 	clauses    []query.Query
 	predicates int
 	values     int
+	// none is set when a clause can match nothing (an empty list).
+	none bool
 }
 
 // add compiles f into a clause. Session kinds are allowed only when session
@@ -89,19 +91,26 @@ func (fs *filterSet) list(f dshq.Filter, field string, nullable bool, valid func
 		}
 	}
 	fs.values += len(f.Values)
-	fs.clauses = append(fs.clauses, termsQuery(field, terms))
+	fs.addTerms(field, terms)
 	return nil
 }
 
-// termsQuery matches docs whose field is one of terms; none when empty.
-func termsQuery(field string, terms []string) query.Query {
+func (fs *filterSet) addTerms(field string, terms []string) {
 	if len(terms) == 0 {
-		return query.NewMatchNoneQuery()
+		fs.none = true
+		return
 	}
+	fs.clauses = append(fs.clauses, termsQuery(field, terms))
+}
+
+// termsQuery matches docs whose field is one of terms (at least one). Its
+// terms have boost 0: a filter scores nothing.
+func termsQuery(field string, terms []string) query.Query {
 	qs := make([]query.Query, len(terms))
 	for i, t := range terms {
 		tq := query.NewTermQuery(t)
 		tq.SetField(field)
+		tq.SetBoost(0)
 		qs[i] = tq
 	}
 	if len(qs) == 1 {
@@ -129,10 +138,10 @@ func (fs *filterSet) availability(f dshq.Filter, live []string) error {
 		return nil
 	case isLive:
 		fs.predicates++
-		fs.clauses = append(fs.clauses, termsQuery(fieldSession, live))
+		fs.addTerms(fieldSession, live)
 	default:
 		fs.predicates++
-		fs.clauses = append(fs.clauses, query.NewMatchNoneQuery())
+		fs.none = true
 	}
 	return nil
 }
@@ -159,6 +168,7 @@ func (fs *filterSet) rangeOf(f dshq.Filter) error {
 	yes := true
 	q := query.NewNumericRangeInclusiveQuery(f.From, f.To, &yes, &yes)
 	q.SetField(rangeFields[f.Kind])
+	q.SetBoost(0)
 	fs.clauses = append(fs.clauses, q)
 	for _, b := range []*float64{f.From, f.To} {
 		if b != nil {

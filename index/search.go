@@ -101,10 +101,10 @@ func (x *Index) SearchEvents(ctx context.Context, q EventQuery) (Page, error) {
 	}
 	page := Page{Generation: x.gen.Load()}
 	terms, tq := x.phrase(text)
-	if tq == nil {
+	if tq == nil || fs.none {
 		return page, nil
 	}
-	fs.clauses = append(fs.clauses, termsQuery(fieldSession, []string{q.SessionID}))
+	fs.addTerms(fieldSession, []string{q.SessionID})
 	req := bleve.NewSearchRequestOptions(withFilters(tq, fs.clauses, q.AsOf, nil), limit+1, q.Offset, false)
 	req.SortByCustom(rankOrder())
 	res, err := x.idx.SearchInContext(ctx, req)
@@ -157,7 +157,7 @@ func (x *Index) SearchSessions(ctx context.Context, q SessionQuery) (Page, error
 	}
 	page := Page{Generation: x.gen.Load()}
 	terms, tq := x.phrase(text)
-	if tq == nil {
+	if tq == nil || fs.none {
 		return page, nil
 	}
 	best, err := x.bestPerSession(ctx, tq, fs.clauses, q.AsOf, q.Offset+limit+1)
@@ -219,26 +219,24 @@ func (x *Index) bestPerSession(ctx context.Context, tq query.Query, filters []qu
 	return best, nil
 }
 
-// withFilters combines the text query with filter clauses that restrict the
-// candidates without scoring them, so they never change relative ranking.
+// withFilters combines the text query with filter clauses. The clauses join
+// the text query in one conjunction, so the most selective of them drives
+// the search (a session's events are found without visiting every match in
+// the index), and they are built with boost 0 so they add nothing to a
+// score: filtering never changes ranking.
 func withFilters(tq query.Query, clauses []query.Query, asOf uint64, exclude []string) query.Query {
+	must := append([]query.Query{tq}, clauses...)
 	if asOf > 0 {
 		lim := float64(asOf)
 		yes := true
 		r := query.NewNumericRangeInclusiveQuery(nil, &lim, nil, &yes)
 		r.SetField(fieldGen)
-		clauses = append(clauses, r)
+		r.SetBoost(0)
+		must = append(must, r)
 	}
-	bq := query.NewBooleanQuery([]query.Query{tq}, nil, nil)
+	bq := query.NewBooleanQuery(must, nil, nil)
 	if len(exclude) > 0 {
 		bq.AddMustNot(termsQuery(fieldSession, exclude))
-	}
-	switch len(clauses) {
-	case 0:
-	case 1:
-		bq.AddFilter(clauses[0])
-	default:
-		bq.AddFilter(query.NewConjunctionQuery(clauses))
 	}
 	return bq
 }

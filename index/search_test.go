@@ -29,6 +29,10 @@ func TestFiltersApplyBeforeRanking(t *testing.T) {
 	if got := keys(all); len(got) != 3 || got[0] != (hitKey{"s", 2}) {
 		t.Fatalf("unfiltered hits = %v, want all three surfaces with seq 2 first", got)
 	}
+	scores := map[int64]float64{}
+	for _, h := range all.Hits {
+		scores[h.Seq] = h.Score
+	}
 	for _, c := range []struct {
 		name    string
 		surface string
@@ -42,6 +46,9 @@ func TestFiltersApplyBeforeRanking(t *testing.T) {
 			p := searchSessions(t, x, SessionQuery{Query: "needle", EventFilters: []dshq.Filter{{Kind: dshq.FilterSurface, Values: strs(c.surface)}}})
 			if got := keys(p); !reflect.DeepEqual(got, []hitKey{{"s", c.want}}) {
 				t.Fatalf("best match = %v, want seq %d", got, c.want)
+			}
+			if p.Hits[0].Score != scores[c.want] {
+				t.Fatalf("filtered score %v, unfiltered %v: a filter changed the score", p.Hits[0].Score, scores[c.want])
 			}
 		})
 	}
