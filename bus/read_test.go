@@ -2,7 +2,10 @@ package bus
 
 import (
 	"slices"
+	"strconv"
 	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
 )
@@ -103,5 +106,39 @@ func TestRead_WindowsAcrossBatchesAndPages(t *testing.T) {
 				t.Fatalf("read %d events, want %d (first %v)", len(got), len(want), rawOf(got)[:min(1, len(got))])
 			}
 		})
+	}
+}
+
+// CONTRACT §2: every record carries its deterministic msg id and the stream
+// sequence of the session's previous record.
+func TestRecords_CarryContractHeaders(t *testing.T) {
+	e := startServer(t, EmbeddedConfig{})
+	s := newStore(t, e)
+	ctx := testCtx(t)
+	w, err := s.Create(ctx, header("a b")) // an encoded token
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mustClose(t, w)
+	if _, err := w.Append(ctx, cmds(t, 0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	tok := w.token
+	if tok != "~YSBi" {
+		t.Fatalf("token %q", tok)
+	}
+	prev := uint64(0)
+	for i, want := range []string{tok + ":h", tok + ":0", tok + ":1", tok + ":2"} {
+		m, err := s.stream.GetMsg(ctx, prev+1, jetstream.WithGetMsgSubject(SubjectPrefix+tok))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Header.Get(hdrMsgID); got != want {
+			t.Fatalf("record %d: msg id %q, want %q", i, got, want)
+		}
+		if got := m.Header.Get(hdrExpectedSubjSeq); got != strconv.FormatUint(prev, 10) {
+			t.Fatalf("record %d: expected last subject sequence %q, want %d", i, got, prev)
+		}
+		prev = m.Sequence
 	}
 }
