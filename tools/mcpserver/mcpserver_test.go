@@ -202,3 +202,21 @@ func TestRunFailsWithoutNATS(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestRunStopsWhenItsContextEnds(t *testing.T) {
+	p := startPipeline(t)
+	in, w := io.Pipe()
+	defer w.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mcpserver.Run(ctx, in, io.Discard, mcpserver.Config{Conn: p.Conn, SessionID: "s-caller"}) }()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+}
