@@ -197,3 +197,59 @@ func TestHostileSessionIDsStayInTheirSubjects(t *testing.T) {
 		})
 	}
 }
+
+func TestMalformedMessagesAreReportedAndSkipped(t *testing.T) {
+	pub, js := setup(t, StreamConfig{})
+	ctx := testContext(t)
+	good1 := eventMsg(t, 1, "/ws/a", "s", 0)
+	good2 := eventMsg(t, 3, "/ws/a", "s", 1)
+	if err := pub.Publish(ctx, []Message{good1}); err != nil {
+		t.Fatal(err)
+	}
+	subj, _ := Subject(good1.Workspace, good1.Token, KindEvent)
+	data, _ := Encode(&good1)
+	// Someone with publish rights on the feed writes junk: a body that is
+	// not a message, and a message on another session's subject.
+	if _, err := js.Publish(ctx, subj, []byte("junk")); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := Subject(good1.Workspace, "t", KindEvent)
+	if _, err := js.Publish(ctx, other, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Publish(ctx, []Message{good2}); err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []Start{Oldest(), AfterGeneration(1)} {
+		t.Run("from "+from.String(), func(t *testing.T) {
+			sub, err := Tail(ctx, js, Filter{}, from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Stop()
+			var got []string
+			for len(got) < 4 {
+				m, err := sub.Next(ctx)
+				var me *MalformedError
+				switch {
+				case errors.As(err, &me) && errors.Is(err, ErrMalformed):
+					got = append(got, fmt.Sprintf("malformed@%d", me.Position))
+				case err != nil:
+					t.Fatal(err)
+				default:
+					got = append(got, fmt.Sprintf("gen%d@%d", m.Generation, m.Position))
+				}
+				if m.Generation == 3 {
+					break
+				}
+			}
+			want := "[gen1@1 malformed@2 malformed@3 gen3@4]"
+			if from.gen == 1 {
+				want = "[malformed@2 malformed@3 gen3@4]"
+			}
+			if fmt.Sprint(got) != want {
+				t.Fatalf("delivered %v, want %s", got, want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -356,12 +357,14 @@ func (p *prober) probe(ctx context.Context, policy jetstream.DeliverPolicy, seq 
 		if err != nil {
 			return found{}, 0, fmt.Errorf("tail feed %s: probe: %w", p.subject, err)
 		}
-		gen, err := strconv.ParseUint(raw.Headers().Get(HeaderGeneration), 10, 64)
-		if err != nil {
-			return found{}, 0, &MalformedError{Position: md.Sequence.Stream, Subject: raw.Subject(),
-				Err: malformed("bad %s header %q", HeaderGeneration, raw.Headers().Get(HeaderGeneration))}
+		f = found{seq: md.Sequence.Stream, key: math.MaxUint64, ok: true}
+		// A message without a readable generation (not published by a
+		// Publisher) sorts after everything: the subscription may then
+		// start at it, report it (*MalformedError) and skip by key what
+		// follows it up to the start point.
+		if gen, err := strconv.ParseUint(raw.Headers().Get(HeaderGeneration), 10, 64); err == nil && gen < math.MaxUint64/2 {
+			f.key = key(gen, Kind(raw.Headers().Get(HeaderKind)))
 		}
-		f = found{seq: md.Sequence.Stream, key: key(gen, Kind(raw.Headers().Get(HeaderKind))), ok: true}
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 		return found{}, 0, fmt.Errorf("tail feed %s: probe: %w", p.subject, err)
@@ -389,7 +392,7 @@ func resolveStart(ctx context.Context, p *prober, from Start) (uint64, error) {
 			}
 			e := &NotRetainedError{Start: from, OldestPosition: firstSeq - 1, NoneRetained: !first.ok}
 			if first.ok {
-				e.OldestGeneration = (first.key + 1) / 2
+				e.OldestGeneration = first.key>>1 + first.key&1
 			}
 			return 0, e
 		}
@@ -404,7 +407,7 @@ func resolveStart(ctx context.Context, p *prober, from Start) (uint64, error) {
 		case !first.ok && !from.orOldest:
 			return 0, &NotRetainedError{Start: from, OldestPosition: firstSeq - 1, NoneRetained: true}
 		case first.ok && first.key > target && !from.orOldest:
-			return 0, &NotRetainedError{Start: from, OldestGeneration: (first.key + 1) / 2, OldestPosition: firstSeq - 1}
+			return 0, &NotRetainedError{Start: from, OldestGeneration: first.key>>1 + first.key&1, OldestPosition: firstSeq - 1}
 		}
 	}
 	if !first.ok {
