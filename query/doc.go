@@ -21,8 +21,9 @@
 //     most 14 predicates (13 event predicates in events.search) and 32 766
 //     bound values, of which 3 (sessions.search: query, limit, offset) or 4
 //     (events.search: plus the session id) are the fixed bindings.
-//   - Search paging is answered as of the first page: the first page ranks
-//     up to MaxSearchResults hits and stores the rest in a CursorStore (the
+//   - Search paging is answered as of the first page: a first page with
+//     more than one page of hits ranks up to MaxSearchResults hits and
+//     stores the rest in a CursorStore (the
 //     JetStream KV bucket DSH_CURSORS, TTL CursorTTL); later pages read them
 //     back. List-shaped endpoints page by key on their immutable order and
 //     count only what existed at the first page's generation.

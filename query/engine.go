@@ -18,8 +18,10 @@ const (
 	// replyHeadroom is kept free of a payload for headers and framing.
 	replyHeadroom = 8 << 10
 	// MaxSearchResults is how many hits a search ranks on its first page
-	// and keeps for its later pages.
-	MaxSearchResults = 1000
+	// (when it has more than one page) and keeps for its later pages; a
+	// search pages through at most this many hits. The model-facing tools
+	// cap their results at 100.
+	MaxSearchResults = 200
 	// cursorReserve is room kept in a page for its nextCursor.
 	cursorReserve = 2 << 10
 )

@@ -40,9 +40,9 @@ func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *Request
 	var hits []dshq.SessionSearchHit
 	sessions := []string{}
 	if !matchesNothing(req.SessionFilters) && !matchesNothing(req.EventFilters) {
-		found, err := e.search.SearchSessions(ctx, SearchQuery{Phrase: req.Query, SessionFilters: req.SessionFilters,
-			EventFilters: req.EventFilters, LiveSessionIDs: snap.LiveSessions(), Limit: e.maxResults,
-			SnippetChars: dshq.SnippetChars})
+		q := SearchQuery{Phrase: req.Query, SessionFilters: req.SessionFilters, EventFilters: req.EventFilters,
+			LiveSessionIDs: snap.LiveSessions(), SnippetChars: dshq.SnippetChars}
+		found, err := probeThenRank(ctx, e, req.Limit, q, e.search.SearchSessions)
 		if err != nil {
 			return nil, indexFailed(err)
 		}
@@ -93,8 +93,8 @@ func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *Request) 
 	}
 	var hits []dshq.EventSearchHit
 	if !matchesNothing(req.Filters) {
-		found, err := e.search.SearchEvents(ctx, SearchQuery{Phrase: req.Query, SessionID: req.SessionID,
-			EventFilters: req.Filters, Limit: e.maxResults, SnippetChars: dshq.SnippetChars})
+		q := SearchQuery{Phrase: req.Query, SessionID: req.SessionID, EventFilters: req.Filters, SnippetChars: dshq.SnippetChars}
+		found, err := probeThenRank(ctx, e, req.Limit, q, e.search.SearchEvents)
 		if err != nil {
 			return nil, indexFailed(err)
 		}
@@ -110,6 +110,19 @@ func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *Request) 
 	}
 	page.Items, page.NextCursor, err = firstSearchPage(ctx, e, req, c, hits, []string{req.SessionID}, page)
 	return page, err
+}
+
+// probeThenRank asks the index for one page and one more hit; only when
+// there is more than a page does it rank the full stored window (up to the
+// Engine's max results), whose hits then answer every page.
+func probeThenRank[H any](ctx context.Context, e *Engine, limit int, q SearchQuery, search func(context.Context, SearchQuery) ([]H, error)) ([]H, error) {
+	q.Limit = min(limit+1, e.maxResults)
+	hits, err := search(ctx, q)
+	if err != nil || len(hits) <= limit || q.Limit >= e.maxResults {
+		return hits, err
+	}
+	q.Limit = e.maxResults
+	return search(ctx, q)
 }
 
 func indexFailed(err error) error {
