@@ -75,9 +75,10 @@
 //
 // # Publishing
 //
-// The projector publishes each commit with Publisher.Publish (in commit
-// order, from one goroutine); feed/feedcommit.FromCommit turns a
-// projection.Commit into its messages. Each message of a commit that is
+// The projector publishes each commit with Publisher.Publish, or hands it
+// to a Queue that publishes in the background in order, retrying through
+// outages (in commit order, from its commit hook);
+// feed/feedcommit.FromCommit turns a projection.Commit into its messages. Each message of a commit that is
 // not lease-only carries Nats-Msg-Id "<generation>:<index>", so a commit
 // published again within the duplicate window is stored once. On start the
 // projector compares Publisher.LastPublishedGeneration with its checkpoint

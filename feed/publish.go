@@ -88,12 +88,18 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) error {
 	if err != nil {
 		return err
 	}
+	return p.publishPrepared(ctx, out, gen, p.publishRetrying)
+}
+
+// publishPrepared publishes a prepared commit with send (one attempt or
+// retrying), serialized with every other publication.
+func (p *Publisher) publishPrepared(ctx context.Context, out []outgoing, gen uint64, send func(context.Context, []outgoing) error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.haveLast && gen < p.last {
 		return fmt.Errorf("publish feed commit at generation %d after generation %d: %w", gen, p.last, ErrGenerationRegressed)
 	}
-	if err := p.publishRetrying(ctx, out); err != nil {
+	if err := send(ctx, out); err != nil {
 		return fmt.Errorf("publish feed commit at generation %d: %w", gen, err)
 	}
 	p.last, p.haveLast = gen, true
