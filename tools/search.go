@@ -125,6 +125,101 @@ func collect[T any](ctx context.Context, max int, fetch func(cursor string) ([]T
 	}
 }
 
+// searchArgs are session_search's validated arguments.
+type searchArgs struct {
+	req         dshq.SessionSearchRequest
+	parents     []string
+	hasParents  bool
+	includeRoot bool
+	// empty is true when a time range admits no integer millisecond.
+	empty bool
+}
+
+// checker keeps the first validation failure, so that the checks read in
+// the original's order without an error test after each.
+type checker struct {
+	a   args
+	err error
+}
+
+func (k *checker) list(name, label, kind string) *dshq.Filter {
+	if k.err != nil {
+		return nil
+	}
+	f, err := listFilter(k.a, name, label, kind)
+	k.err = err
+	return f
+}
+
+func (k *checker) times(kind, from, to, what string) (*dshq.Filter, bool) {
+	if k.err != nil {
+		return nil, false
+	}
+	f, empty, err := k.a.timeRange(kind, from, to, what)
+	k.err = err
+	return f, empty
+}
+
+func (k *checker) seqs(from, to string) *dshq.Filter {
+	if k.err != nil {
+		return nil
+	}
+	lo, hi, err := seqRange(k.a, from, to)
+	k.err = err
+	return seqFilter(lo, hi)
+}
+
+// checkSearchArgs is session_search's stage 2, in the original's order:
+// query, session_ids, created_at, availability, event seq, event time,
+// event_types, event_surfaces, parent_session_ids.
+func checkSearchArgs(a args, scope dshq.Filter) (searchArgs, error) {
+	query, err := normalizeQuery(a)
+	if err != nil {
+		return searchArgs{}, err
+	}
+	k := &checker{a: a}
+	ids := k.list("session_ids", "session_ids", dshq.FilterID)
+	created, createdEmpty := k.times(dshq.FilterCreatedAt, "created_at_from", "created_at_to", "session creation time")
+	avail := k.list("availability", "availability", dshq.FilterAvailability)
+	seqs := k.seqs("event_seq_from", "event_seq_to")
+	evTime, timeEmpty := k.times(dshq.FilterTime, "event_time_from", "event_time_to", "event time")
+	types := k.list("event_types", "event_types", dshq.FilterType)
+	surfaces := k.list("event_surfaces", "surfaces", dshq.FilterSurface)
+	if k.err != nil {
+		return searchArgs{}, k.err
+	}
+	parents, hasParents := a.strs("parent_session_ids")
+	if hasParents && len(parents) == 0 {
+		return searchArgs{}, dshq.Errorf(dshq.CodeInvalidFilter, "parent_session_ids must contain at least one value when supplied")
+	}
+	return searchArgs{
+		req: dshq.SessionSearchRequest{
+			Query:          query,
+			SessionFilters: appendFilters([]dshq.Filter{scope}, ids, created, avail),
+			EventFilters:   appendFilters(nil, seqs, evTime, types, surfaces),
+		},
+		parents: parents, hasParents: hasParents, includeRoot: a.boolean("include_root_sessions"),
+		empty: createdEmpty || timeEmpty,
+	}, nil
+}
+
+// parentClause pre-authorizes the requested parents (one filter read) and
+// returns the parent clause; ok is false when it admits nothing.
+func (t *Tools) parentClause(ctx context.Context, c authz.Caller, s searchArgs) (clause dshq.Filter, ok bool, err error) {
+	var found []dshq.SessionRecord
+	if s.hasParents {
+		pre, err := c.ParentPreflight(s.parents)
+		if err != nil {
+			return dshq.Filter{}, false, err
+		}
+		if found, err = t.svc.FilterSessions(ctx, pre); err != nil {
+			return dshq.Filter{}, false, sanitize(ctx, t.log, "authorize parents", err)
+		}
+	}
+	clause, ok = c.ParentClause(s.parents, found, s.includeRoot)
+	return clause, ok, nil
+}
+
 func (t *Tools) sessionSearch(ctx context.Context, callerID string, a args) (string, error) {
 	c, err := t.caller(ctx, callerID)
 	if err != nil {
@@ -134,70 +229,30 @@ func (t *Tools) sessionSearch(ctx context.Context, callerID string, a args) (str
 	if err != nil {
 		return "", err
 	}
-	query, err := normalizeQuery(a)
+	s, err := checkSearchArgs(a, scope)
 	if err != nil {
 		return "", err
 	}
-	sessionFilters := []dshq.Filter{scope}
-	ids, err := listFilter(a, "session_ids", "session_ids", dshq.FilterID)
-	if err != nil {
-		return "", err
-	}
-	created, createdEmpty, err := a.timeRange(dshq.FilterCreatedAt, "created_at_from", "created_at_to", "session creation time")
-	if err != nil {
-		return "", err
-	}
-	avail, err := listFilter(a, "availability", "availability", dshq.FilterAvailability)
-	if err != nil {
-		return "", err
-	}
-	seqFrom, seqTo, err := seqRange(a, "event_seq_from", "event_seq_to")
-	if err != nil {
-		return "", err
-	}
-	evTime, timeEmpty, err := a.timeRange(dshq.FilterTime, "event_time_from", "event_time_to", "event time")
-	if err != nil {
-		return "", err
-	}
-	types, err := listFilter(a, "event_types", "event_types", dshq.FilterType)
-	if err != nil {
-		return "", err
-	}
-	surfaces, err := listFilter(a, "event_surfaces", "surfaces", dshq.FilterSurface)
-	if err != nil {
-		return "", err
-	}
-	parents, hasParents := a.strs("parent_session_ids")
-	if hasParents && len(parents) == 0 {
-		return "", dshq.Errorf(dshq.CodeInvalidFilter, "parent_session_ids must contain at least one value when supplied")
-	}
-	includeRoot := a.boolean("include_root_sessions")
-	if hasParents || includeRoot {
-		var found []dshq.SessionRecord
-		if hasParents {
-			pre, err := c.ParentPreflight(parents)
-			if err != nil {
-				return "", err
-			}
-			if found, err = t.svc.FilterSessions(ctx, pre); err != nil {
-				return "", sanitize(ctx, t.log, "authorize parents", err)
-			}
+	if s.hasParents || s.includeRoot {
+		clause, ok, err := t.parentClause(ctx, c, s)
+		if err != nil {
+			return "", err
 		}
-		clause, ok := c.ParentClause(parents, found, includeRoot)
 		if !ok {
 			return noSessionMatches, nil
 		}
-		sessionFilters = append(sessionFilters, clause)
+		s.req.SessionFilters = append(s.req.SessionFilters, clause)
 	}
-	if createdEmpty || timeEmpty {
+	if s.empty {
 		return noSessionMatches, nil
 	}
-	sessionFilters = appendFilters(sessionFilters, ids, created, avail)
-	eventFilters := appendFilters(nil, seqFilter(seqFrom, seqTo), evTime, types, surfaces)
+	return t.collectSessions(ctx, c, s.req)
+}
 
+func (t *Tools) collectSessions(ctx context.Context, c authz.Caller, req dshq.SessionSearchRequest) (string, error) {
 	hits, capped, err := collect(ctx, t.maxResults, func(cursor string) ([]dshq.SessionSearchHit, string, error) {
-		page, err := t.svc.SearchSessions(ctx, dshq.SessionSearchRequest{
-			Query: query, SessionFilters: sessionFilters, EventFilters: eventFilters, Cursor: cursor})
+		req.Cursor = cursor
+		page, err := t.svc.SearchSessions(ctx, req)
 		if err != nil {
 			return nil, "", sanitize(ctx, t.log, "search sessions", err)
 		}

@@ -209,7 +209,9 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	defer w.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- mcpserver.Run(ctx, in, io.Discard, mcpserver.Config{Conn: p.Conn, SessionID: "s-caller"}) }()
+	go func() {
+		done <- mcpserver.Run(ctx, in, io.Discard, mcpserver.Config{Conn: p.Conn, SessionID: "s-caller"})
+	}()
 	cancel()
 	select {
 	case err := <-done:
