@@ -194,8 +194,9 @@ func TestUnmarshalBinary_RefusesCorruptInput(t *testing.T) {
 
 // TestCorpus folds every real log of the deepseek-harness corpus under
 // Lenient: each one with contiguous seqs must fold (nothing the original
-// accepts is refused), the log with a seq gap must be refused naming the
-// seq, and every log's closers must apply under Strict.
+// accepts is refused), incrementally with a state round trip before every
+// event exactly as in one pass; the log with a seq gap must be refused
+// naming the seq, and every log's closers must apply under Strict.
 func TestCorpus(t *testing.T) {
 	dir := "/work/shared/corpus/deepseek-harness/logs"
 	paths, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
@@ -229,6 +230,7 @@ func TestCorpus(t *testing.T) {
 		}
 		folded++
 		checkClosers(t, r.State)
+		checkIncremental(t, h, events, Lenient)
 	}
 	if folded != 141 {
 		t.Errorf("folded %d corpus logs, want 141", folded)
