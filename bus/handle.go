@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -113,8 +114,9 @@ const recordHeaderRoom = 1024
 
 // Append stores events at the end of the log and returns the stream sequence
 // of the last record. The batch must continue at the stored next seq, and
-// every event must be a valid record (record.ParseEvent of its Raw) that the
-// strict fold accepts; unknown event types are stored verbatim. Nothing is
+// every event must be a valid record (record.ParseEvent of its Raw, or of
+// its fields in envelope order when Raw is empty) that the strict fold
+// accepts; unknown event types are stored verbatim. Nothing is
 // stored when any check fails. An empty batch is a no-op. The first Append
 // also publishes the header record. Errors: ErrHandleClosed, ErrReadOnly,
 // ErrOwnershipLost, ErrInvalidArgument (seq mismatch, invalid event).
@@ -139,7 +141,11 @@ func (h *Handle) Append(ctx context.Context, events []dshq.Event) (uint64, error
 			return 0, errorf(ErrInvalidArgument, h.id,
 				"append seq mismatch for %q: expected %d at index %d, got %d", h.id, next+int64(i), i, e.Seq)
 		}
-		ev, err := record.ParseEvent(e.Raw)
+		raw := e.Raw
+		if len(raw) == 0 {
+			raw = encodeEvent(e)
+		}
+		ev, err := record.ParseEvent(raw)
 		if err != nil {
 			return 0, wrapf(ErrInvalidArgument, h.id, err,
 				"append to session %q: event at index %d is not a valid, losslessly JSON-serializable record: %v", h.id, i, err)
@@ -471,4 +477,29 @@ func (h *Handle) fetch(ctx context.Context, start, last uint64, fn func(data []b
 		}
 	}
 	return nil
+}
+
+// encodeEvent writes an event that has no Raw from its fields, in the
+// envelope's order; the result is validated like any other record.
+func encodeEvent(e dshq.Event) []byte {
+	typ, _ := json.Marshal(e.Type)
+	b := []byte(`{"type":`)
+	b = append(b, typ...)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, e.Seq, 10)
+	b = append(b, `,"time":`...)
+	b = strconv.AppendInt(b, e.Time, 10)
+	for _, f := range []struct {
+		key string
+		raw json.RawMessage
+	}{{"data", e.Data}, {"surfaceOp", e.SurfaceOp}, {"sourceEventSeqs", e.SourceEventSeqs}} {
+		if f.raw != nil {
+			b = append(b, `,"`+f.key+`":`...)
+			b = append(b, f.raw...)
+		}
+	}
+	if e.Ignorable {
+		b = append(b, `,"ignorable":true`...)
+	}
+	return append(b, '}')
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
+	"github.com/dshq/dshq/record"
 )
 
 // LeaseKey returns the write-lease key of a session's subject token. It is
@@ -23,6 +25,15 @@ func LeaseKey(token string) string {
 		return "=" + token[1:]
 	}
 	return token
+}
+
+// ParseLeaseKey returns the session id of a lease key (the inverse of
+// LeaseKey of its subject token), for watchers of the lease bucket.
+func ParseLeaseKey(key string) (string, error) {
+	if strings.HasPrefix(key, "=") {
+		key = "~" + key[1:]
+	}
+	return record.ParseSubjectToken(key)
 }
 
 // LeaseValue is the JSON value of a write lease.

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -143,5 +144,25 @@ func TestLease_LapseWithoutTakeoverIsRecovered(t *testing.T) {
 	}
 	if _, err := s.Open(ctx, "lapse", Write); !errors.Is(err, ErrAlreadyOwned) {
 		t.Fatalf("lease not re-taken: %v", err)
+	}
+}
+
+func TestLeaseKey_RoundTrips(t *testing.T) {
+	for _, id := range []string{"plain-id_1", "a b", "日本語", "../x", "~tilde", "=eq"} {
+		tok, err := subjectToken(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := LeaseKey(tok)
+		if strings.Contains(key, "~") {
+			t.Fatalf("lease key %q of %q holds a ~", key, id)
+		}
+		back, err := ParseLeaseKey(key)
+		if err != nil || back != id {
+			t.Fatalf("ParseLeaseKey(%q) = %q, %v; want %q", key, back, err, id)
+		}
+	}
+	if _, err := ParseLeaseKey("bad key"); err == nil {
+		t.Fatal("a key that is no token was accepted")
 	}
 }

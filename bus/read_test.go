@@ -142,3 +142,27 @@ func TestRecords_CarryContractHeaders(t *testing.T) {
 		prev = m.Sequence
 	}
 }
+
+func TestAppend_EventWithoutRawIsEncodedFromItsFields(t *testing.T) {
+	e := startServer(t, EmbeddedConfig{})
+	s := newStore(t, e)
+	ctx := testCtx(t)
+	w, err := s.Create(ctx, header("fields"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mustClose(t, w)
+	evt := dshq.Event{Type: "command/run", Seq: 0, Time: 7, Data: []byte(`{"command": "ls"}`), Ignorable: true}
+	if _, err := w.Append(ctx, []dshq.Event{evt}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := w.Read(ctx, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"type":"command/run","seq":0,"time":7,"data":{"command":"ls"},"ignorable":true}`; string(got[0].Raw) != want {
+		t.Fatalf("stored %s, want %s", got[0].Raw, want)
+	}
+	_, err = w.Append(ctx, []dshq.Event{{Type: "command/run", Seq: 1, Time: 1}})
+	wantKind(t, err, ErrInvalidArgument, "no data")
+}
