@@ -1,6 +1,7 @@
 package tools_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -128,5 +129,24 @@ func TestGoldenRenderings(t *testing.T) {
 			tl := newTools(t, newFake(t, corpus), opts...)
 			golden(t, tc.name, resultText(call(t, tl, tc.caller, tc.tool, tc.args)))
 		})
+	}
+}
+
+// The tool list (names, descriptions, JSON Schemas) and the prompt section
+// are what a model reads first; they are kept as a golden file.
+func TestToolListGolden(t *testing.T) {
+	b, err := json.MarshalIndent(struct {
+		Tools  []tools.Definition `json:"tools"`
+		Prompt string             `json:"prompt"`
+	}{tools.Definitions(), tools.Prompt}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "tool_list", string(b)+"\n")
+	for _, d := range tools.Definitions() {
+		var schema map[string]any
+		if err := json.Unmarshal(d.InputSchema, &schema); err != nil || schema["type"] != "object" {
+			t.Fatalf("%s: schema %s", d.Name, d.InputSchema)
+		}
 	}
 }

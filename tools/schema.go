@@ -77,7 +77,7 @@ const timestampDesc = "ISO 8601 timestamp with a time zone (Z or ±HH:MM), e.g. 
 var specs = []spec{
 	{
 		name: NameSessionSearch,
-		desc: "Search prior sessions in your workspace for a literal phrase and return the strongest matching event of each session, newest evidence first. Results are complete (no paging) up to a fixed cap and never include your own current session.",
+		desc: "Search prior sessions in your workspace for a literal phrase and return the strongest matching event of each session, best matches first. Results are complete (no paging) up to a fixed cap and never include your own current session.",
 		params: []param{
 			{name: "query", kind: kString, required: true, desc: "Text to find, matched as one literal phrase (case- and accent-insensitive; not a search syntax)."},
 			{name: "session_ids", kind: kStringArray, desc: "Only search these sessions."},

@@ -6,6 +6,11 @@
 // either running the tools itself over the trusted query API (the default)
 // or calling the dsh-tools service as that caller (ViaToolService), and
 // always returns the full text to the client.
+//
+// The CLI's subcommand is one call:
+//
+//	cfg := mcpserver.ConfigFromEnv(os.Getenv, natsURL)
+//	err := mcpserver.Run(ctx, os.Stdin, os.Stdout, cfg)
 package mcpserver
 
 import (
