@@ -112,6 +112,36 @@ func token(t testing.TB, id string) string {
 	return tok
 }
 
+// publishAsync publishes records without waiting for each ack and returns
+// the last stream sequence.
+func (e *env) publishAsync(recs [][2]string) uint64 {
+	e.t.Helper()
+	var last uint64
+	for len(recs) > 0 {
+		window := recs[:min(len(recs), 1000)]
+		recs = recs[len(window):]
+		futures := make([]jetstream.PubAckFuture, 0, len(window))
+		for _, r := range window {
+			f, err := e.js.PublishAsync(DefaultSubjectPrefix+r[0], []byte(r[1]))
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			futures = append(futures, f)
+		}
+		for _, f := range futures {
+			select {
+			case ack := <-f.Ok():
+				last = max(last, ack.Sequence)
+			case err := <-f.Err():
+				e.t.Fatal(err)
+			case <-time.After(30 * time.Second):
+				e.t.Fatal("publish ack timed out")
+			}
+		}
+	}
+	return last
+}
+
 // readLines reads a JSONL file of testdata.
 func readLines(t testing.TB, name string) [][]byte {
 	t.Helper()
@@ -213,7 +243,12 @@ func (r *running) stop() error {
 // waitGen waits until p has applied generation g.
 func waitGen(t testing.TB, p *Projector, g uint64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	waitGenWithin(t, p, g, 20*time.Second)
+}
+
+func waitGenWithin(t testing.TB, p *Projector, g uint64, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	if err := p.WaitGeneration(ctx, g); err != nil {
 		t.Fatalf("wait for generation %d (at %d): %v", g, p.Generation(), err)

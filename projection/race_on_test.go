@@ -1,0 +1,6 @@
+//go:build race
+
+package projection
+
+// raceEnabled: the race detector slows CPU-bound tests several times.
+const raceEnabled = true
