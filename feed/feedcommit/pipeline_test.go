@@ -59,8 +59,8 @@ func readLog(t *testing.T, name, id, cwd string) [][]byte {
 // TestProjectorCommitsReachTheFeed runs the real pipeline: records
 // published to DSH_SESSIONS, the projector folding them, its OnCommit hook
 // turning each commit into feed messages (FromCommit on a snapshot of the
-// commit's generation) and publishing them; then a subscriber reads the
-// feed and resumes from every generation.
+// commit's generation) and queueing them for publication; then a
+// subscriber reads the feed and resumes from every generation.
 func TestProjectorCommitsReachTheFeed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -86,7 +86,10 @@ func TestProjectorCommitsReachTheFeed(t *testing.T) {
 	}
 
 	pub := feed.NewPublisher(js)
+	q := feed.NewQueue(pub)
+	defer q.Close(ctx)
 	hookErrs := make(chan error, 100)
+	enqueued := make(chan uint64, 1000) // generations of enqueued commits
 	var p *projection.Projector
 	hook := func(c projection.Commit) {
 		err := p.View(ctx, c.Generation, func(s projection.Snapshot) error {
@@ -94,11 +97,13 @@ func TestProjectorCommitsReachTheFeed(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			return pub.Publish(ctx, msgs)
+			return q.Enqueue(msgs)
 		})
 		if err != nil {
 			hookErrs <- fmt.Errorf("commit at generation %d: %w", c.Generation, err)
+			return
 		}
+		enqueued <- c.Generation
 	}
 	p, err = projection.Open(ctx, js, t.TempDir(), projection.WithOnCommit(hook), projection.WithBatchSize(7),
 		projection.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
@@ -137,10 +142,26 @@ func TestProjectorCommitsReachTheFeed(t *testing.T) {
 	}
 	publish("bad-header", []byte(`{"type":"session","version":7,"id":"bad-header"}`))
 
-	if err := p.WaitGeneration(ctx, last); err != nil {
+	for g := uint64(0); g < last; {
+		select {
+		case g = <-enqueued:
+		case err := <-hookErrs:
+			t.Fatalf("feed hook: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("the projector did not commit generation %d (at %d)", last, g)
+		}
+	}
+	if err := q.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitPublished(ctx, t, pub, last, hookErrs)
+	select {
+	case err := <-hookErrs:
+		t.Fatalf("feed hook: %v", err)
+	default:
+	}
+	if g, err := pub.LastPublishedGeneration(ctx); err != nil || g != last {
+		t.Fatalf("last published generation %d, %v; want %d", g, err, last)
+	}
 
 	sub, err := feed.Tail(ctx, js, feed.Filter{}, feed.Oldest())
 	if err != nil {
@@ -186,27 +207,6 @@ func TestProjectorCommitsReachTheFeed(t *testing.T) {
 			}
 		}
 		sub.Stop()
-	}
-}
-
-// waitPublished waits until the feed's last complete commit is at
-// generation gen.
-func waitPublished(ctx context.Context, t *testing.T, pub *feed.Publisher, gen uint64, errs <-chan error) {
-	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		g, err := pub.LastPublishedGeneration(ctx)
-		if err == nil && g >= gen {
-			return
-		}
-		select {
-		case err := <-errs:
-			t.Fatalf("feed hook: %v", err)
-		case <-ctx.Done():
-			t.Fatalf("feed did not reach generation %d (at %d, %v)", gen, g, err)
-		case <-tick.C:
-		}
 	}
 }
 
