@@ -84,7 +84,7 @@ func (h *Handle) snapshot() *Snapshot {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return &Snapshot{Header: h.hrec.Header, InheritedEventCount: h.hrec.InheritedEventCount,
-		Revision: h.lastStreamSeq, EventCount: h.state.NextSeq()}
+		Revision: h.lastStreamSeq, EventCount: h.state.NextSeq(), Live: !h.closed}
 }
 
 func (h *Handle) closedErr(op string) error {

@@ -447,17 +447,21 @@ func TestStat_RevisionAndCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if snap.Revision != last || snap.EventCount != 3 {
-		t.Fatalf("snapshot %+v, want revision %d and 3 events", snap, last)
+	if snap.Revision != last || snap.EventCount != 3 || !snap.Live {
+		t.Fatalf("snapshot %+v, want revision %d, 3 events, live", snap, last)
 	}
 	w2, err := s.Open(ctx, "rev", Read)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mustClose(t, w2)
+	mustClose(t, w)
 	again, _ := s.Stat(ctx, "rev")
 	if again.Revision != snap.Revision {
 		t.Fatalf("revision changed without an append: %d → %d", snap.Revision, again.Revision)
+	}
+	if again.Live {
+		t.Fatal("a closed session is still live")
 	}
 }
 

@@ -365,6 +365,9 @@ type Snapshot struct {
 	Revision uint64
 	// EventCount is the number of stored events.
 	EventCount int64
+	// Live reports whether a writer holds the session's write lease (the
+	// DESIGN.md meaning of live).
+	Live bool
 }
 
 // Stat returns the snapshot of a session without reading its log or taking
@@ -420,7 +423,29 @@ func (s *Store) snapshotOf(ctx context.Context, hrec dshq.HeaderRecord, subject 
 	if n < 0 {
 		n = 0
 	}
-	return &Snapshot{Header: hrec.Header, InheritedEventCount: hrec.InheritedEventCount, Revision: last, EventCount: n}, nil
+	live, err := s.live(ctx, subject[len(SubjectPrefix):])
+	if err != nil {
+		return nil, fmt.Errorf("stat session %q: %w", hrec.Header.ID, err)
+	}
+	return &Snapshot{Header: hrec.Header, InheritedEventCount: hrec.InheritedEventCount, Revision: last, EventCount: n, Live: live}, nil
+}
+
+// live reports whether the lease of the session with token tok is held.
+func (s *Store) live(ctx context.Context, tok string) (bool, error) {
+	var live bool
+	err := s.pub.retry(ctx, func(ctx context.Context) error {
+		e, err := s.kv.Get(ctx, LeaseKey(tok))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			live = false
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		live = e.Operation() == jetstream.KeyValuePut
+		return nil
+	})
+	return live, err
 }
 
 // List returns a snapshot of every stored session and of the sessions
