@@ -95,11 +95,17 @@ type Message struct {
 	// rebuilt projection holds may differ from what the feed said before).
 	Epoch string `json:"epoch,omitempty"`
 
-	Session    *SessionBody    `json:"session,omitempty"`
-	Event      *EventBody      `json:"event,omitempty"`
-	Surface    *SurfaceBody    `json:"surface,omitempty"`
-	Title      *dshq.Title     `json:"title,omitempty"`
-	Lease      *LeaseBody      `json:"lease,omitempty"`
+	// Session is the body of a session message.
+	Session *SessionBody `json:"session,omitempty"`
+	// Event is the body of an event message.
+	Event *EventBody `json:"event,omitempty"`
+	// Surface is the body of a surface message.
+	Surface *SurfaceBody `json:"surface,omitempty"`
+	// Title is the body of a title message: the session's new latest title.
+	Title *dshq.Title `json:"title,omitempty"`
+	// Lease is the body of a lease message.
+	Lease *LeaseBody `json:"lease,omitempty"`
+	// Quarantine is the body of a quarantine message.
 	Quarantine *QuarantineBody `json:"quarantine,omitempty"`
 
 	// Position is the feed stream sequence of a delivered message (0 before
@@ -112,6 +118,8 @@ type Message struct {
 // in version 2 shape, live, persisted) and its inherited prefix length.
 type SessionBody struct {
 	dshq.SessionRecord
+	// InheritedEventCount is the length of the prefix inherited from a
+	// fork parent.
 	InheritedEventCount int64 `json:"inheritedEventCount"`
 }
 
@@ -142,14 +150,19 @@ type EventBody struct {
 // dshq.Surface or SurfaceInvalid. ReplacedBy is the replacing event's seq
 // when To is shadowed.
 type SurfaceBody struct {
-	Seq        int64  `json:"seq"`
-	From       string `json:"from,omitempty"`
-	To         string `json:"to"`
+	// Seq is the event whose surface changed.
+	Seq int64 `json:"seq"`
+	// From is its surface before, "" when not reported.
+	From string `json:"from,omitempty"`
+	// To is its surface now.
+	To string `json:"to"`
+	// ReplacedBy is the seq of the event that shadowed it.
 	ReplacedBy *int64 `json:"replacedBy,omitempty"`
 }
 
 // LeaseBody is the body of a lease message.
 type LeaseBody struct {
+	// Live is true while a harness holds the session's write lease.
 	Live bool `json:"live"`
 }
 

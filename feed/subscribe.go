@@ -147,9 +147,12 @@ var ErrClosed = errors.New("feed subscription is stopped")
 // (the next call continues after it), and AfterPosition(Position) resumes
 // past it.
 type MalformedError struct {
+	// Position is the message's feed stream sequence.
 	Position uint64
-	Subject  string
-	Err      error
+	// Subject is the subject it was published on.
+	Subject string
+	// Err says what is wrong with it.
+	Err error
 }
 
 // Error names the message and the problem.
