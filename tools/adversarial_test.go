@@ -106,7 +106,7 @@ func TestExactToolsOnThePipeline(t *testing.T) {
 	real := newTools(t, tools.FromQueryClient(newPipeline(t, exampleCorpus).Client))
 	for _, tc := range goldenCases {
 		if tc.tool == tools.NameSessionSearch || tc.tool == tools.NameSessionEventSearch || strings.Contains(tc.name, "orphan") {
-			continue // ranking and snippets are the index's (BM25), compared separately
+			continue // ranking of larger corpora is the index's (BM25); the §6.6 search examples run on both backends
 		}
 		t.Run(tc.name, func(t *testing.T) {
 			want := call(t, fake, tc.caller, tc.tool, tc.args)
@@ -116,12 +116,6 @@ func TestExactToolsOnThePipeline(t *testing.T) {
 			}
 		})
 	}
-	t.Run("the session search example matches on the pipeline", func(t *testing.T) {
-		got := call(t, real, "s-caller", tools.NameSessionSearch, `{"query":"retry budget"}`)
-		if got.IsError || !strings.HasPrefix(got.Text, "Session search results (1):\n\n1. Session s-7f3c — Find where the retry budget\n") {
-			t.Fatalf("got:\n%s", got.Text)
-		}
-	})
 }
 
 // Every filter the tools send is accepted by the service, and narrows as

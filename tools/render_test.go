@@ -8,61 +8,70 @@ import (
 	"github.com/dshq/dshq/tools"
 )
 
-// The examples of UPSTREAM §6.6, reproduced byte for byte.
+// upstreamExamples are the examples of UPSTREAM §6.6.
+var upstreamExamples = []struct {
+	name, tool, args, want string
+}{
+	{
+		"session_search finds the log-only todo as the best match",
+		tools.NameSessionSearch, `{"query":"retry budget"}`,
+		"Session search results (1):\n\n" +
+			"1. Session s-7f3c — Find where the retry budget\n" +
+			"   Created: 2026-08-29T10:40:00.000Z\n" +
+			"   Parent: root\n" +
+			"   Availability: live, persisted\n" +
+			"   Best match: seq 17 | todo/write | log-only | 2026-08-29T10:40:13.000Z\n" +
+			"   Snippet: pending Document the retry budget",
+	},
+	{
+		"session_event_trace shows a shadowed user message",
+		tools.NameSessionEventTrace, `{"session_id":"s-7f3c","seq":1}`,
+		"Session s-7f3c — Find where the retry budget\n" +
+			"Target: seq 1 | user/message | shadowed | 2026-08-29T10:40:00.101Z\n" +
+			"Replaced by: 15\n" +
+			"Replacement chain: 15\n" +
+			"Events replaced by target: none\n" +
+			"Events cited directly as sources: none\n" +
+			"Direct derived events: 15",
+	},
+	{
+		"session_event_search ranks by matches, length, time and seq",
+		tools.NameSessionEventSearch, `{"session_id":"s-7f3c","query":"retry budget"}`,
+		"Session s-7f3c — Find where the retry budget\n\n" +
+			"Event search results (4):\n" +
+			"1. seq 17 | todo/write | log-only | 2026-08-29T10:40:13.000Z\n" +
+			"   Snippet: pending Document the retry budget\n" +
+			"2. seq 1 | user/message | shadowed | 2026-08-29T10:40:00.101Z\n" +
+			"   Snippet: Find where the retry budget is configured\n" +
+			"3. seq 10 | assistant/message | current | 2026-08-29T10:40:01.500Z\n" +
+			"   Snippet: The retry budget is set in src/config.ts line 42 (default 3).\n" +
+			"4. seq 15 | user/message | current | 2026-08-29T10:40:12.001Z\n" +
+			"   Snippet: <checkpoint preamble> <summary> User asked where the retry budget lives; grep found src/config.ts:42. </summary>",
+	},
+	{
+		"session_trace prunes a child's foreign subtree",
+		tools.NameSessionTrace, `{"session_id":"s-7f3c"}`,
+		"Session s-7f3c — Find where the retry budget\n" +
+			"Created: 2026-08-29T10:40:00.000Z\n" +
+			"Availability: live, persisted\n\n" +
+			"Ancestors (nearest first):\n" +
+			"- none (target is a root session)\n\n" +
+			"Descendants:\n" +
+			"- s-9a01 — untitled | 2026-08-29T11:00:00.000Z | persisted\n" +
+			"  - [outside workspace subtree]",
+	},
+}
+
+// The examples of UPSTREAM §6.6, reproduced byte for byte on both backends
+// (the in-memory service and the real pipeline).
 func TestUpstreamExamplesByteForByte(t *testing.T) {
-	tl := newTools(t, newFake(t, exampleCorpus))
-	for _, tc := range []struct {
-		name, tool, args, want string
-	}{
-		{
-			"session_search finds the log-only todo as the best match",
-			tools.NameSessionSearch, `{"query":"retry budget"}`,
-			"Session search results (1):\n\n" +
-				"1. Session s-7f3c — Find where the retry budget\n" +
-				"   Created: 2026-08-29T10:40:00.000Z\n" +
-				"   Parent: root\n" +
-				"   Availability: live, persisted\n" +
-				"   Best match: seq 17 | todo/write | log-only | 2026-08-29T10:40:13.000Z\n" +
-				"   Snippet: pending Document the retry budget",
-		},
-		{
-			"session_event_trace shows a shadowed user message",
-			tools.NameSessionEventTrace, `{"session_id":"s-7f3c","seq":1}`,
-			"Session s-7f3c — Find where the retry budget\n" +
-				"Target: seq 1 | user/message | shadowed | 2026-08-29T10:40:00.101Z\n" +
-				"Replaced by: 15\n" +
-				"Replacement chain: 15\n" +
-				"Events replaced by target: none\n" +
-				"Events cited directly as sources: none\n" +
-				"Direct derived events: 15",
-		},
-		{
-			"session_event_search ranks by matches, length, time and seq",
-			tools.NameSessionEventSearch, `{"session_id":"s-7f3c","query":"retry budget"}`,
-			"Session s-7f3c — Find where the retry budget\n\n" +
-				"Event search results (4):\n" +
-				"1. seq 17 | todo/write | log-only | 2026-08-29T10:40:13.000Z\n" +
-				"   Snippet: pending Document the retry budget\n" +
-				"2. seq 1 | user/message | shadowed | 2026-08-29T10:40:00.101Z\n" +
-				"   Snippet: Find where the retry budget is configured\n" +
-				"3. seq 10 | assistant/message | current | 2026-08-29T10:40:01.500Z\n" +
-				"   Snippet: The retry budget is set in src/config.ts line 42 (default 3).\n" +
-				"4. seq 15 | user/message | current | 2026-08-29T10:40:12.001Z\n" +
-				"   Snippet: <checkpoint preamble> <summary> User asked where the retry budget lives; grep found src/config.ts:42. </summary>",
-		},
-		{
-			"session_trace prunes a child's foreign subtree",
-			tools.NameSessionTrace, `{"session_id":"s-7f3c"}`,
-			"Session s-7f3c — Find where the retry budget\n" +
-				"Created: 2026-08-29T10:40:00.000Z\n" +
-				"Availability: live, persisted\n\n" +
-				"Ancestors (nearest first):\n" +
-				"- none (target is a root session)\n\n" +
-				"Descendants:\n" +
-				"- s-9a01 — untitled | 2026-08-29T11:00:00.000Z | persisted\n" +
-				"  - [outside workspace subtree]",
-		},
-	} {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) { upstreamExamplesOn(t, newTools(t, be.open(t, exampleCorpus))) })
+	}
+}
+
+func upstreamExamplesOn(t *testing.T, tl *tools.Tools) {
+	for _, tc := range upstreamExamples {
 		t.Run(tc.name, func(t *testing.T) {
 			r := call(t, tl, "s-caller", tc.tool, tc.args)
 			if r.IsError || r.Text != tc.want {
