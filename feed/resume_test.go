@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 )
 
 // published is the ground truth of what a test published: every message
@@ -270,4 +271,40 @@ func lastOf(ms []Message) any {
 		Kind Kind
 		Pos  uint64
 	}{m.Generation, m.Kind, m.Position}
+}
+
+func TestSubscribeCallsFnInOrderUntilItFails(t *testing.T) {
+	pub, js := setup(t, StreamConfig{})
+	ctx := testContext(t)
+	truth := newPublished()
+	if err := publishRange(ctx, t, pub, truth, 1, 6); err != nil {
+		t.Fatal(err)
+	}
+	enough := errors.New("enough")
+	var got []Message
+	err := Subscribe(ctx, js, Filter{}, AfterGeneration(2), func(m Message) error {
+		got = append(got, m)
+		if m.Generation == 6 && m.Kind == KindEvent && identity(t, m) == identity(t, commitAt(t, 6)[len(commitAt(t, 6))-1]) {
+			return enough
+		}
+		return nil
+	})
+	if !errors.Is(err, enough) {
+		t.Fatalf("subscribe returned %v, want fn's error", err)
+	}
+	var want []Message
+	for _, m := range truth.through(ctx, t, 6) {
+		if key(m.Generation, m.Kind) > 4 {
+			want = append(want, m)
+		}
+	}
+	expectSame(t, "subscribe", got, want)
+
+	// With nothing to deliver, Subscribe returns when its context ends.
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	err = Subscribe(cctx, js, Filter{}, Live(), func(Message) error { return nil }, WithSubscribeStream(DefaultStream))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("subscribe returned %v, want the context's deadline", err)
+	}
 }
