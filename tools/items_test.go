@@ -33,9 +33,14 @@ func countOp(f *toolstest.Fake, op string) int {
 	return n
 }
 
-// §9 item 37.
+// §9 item 37, on both backends.
 func TestItem37CallerRules(t *testing.T) {
-	tl := newTools(t, newFake(t, fullCorpus))
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) { item37(t, newTools(t, be.open(t, fullCorpus))) })
+	}
+}
+
+func item37(t *testing.T, tl *tools.Tools) {
 	for _, tc := range []struct {
 		name, caller, tool, args string
 		code                     dshq.Code
@@ -430,9 +435,15 @@ func (r *rejectTitles) Titles(_ context.Context, ids []string) ([]dshq.TitleResu
 	return out, nil
 }
 
-// §9 item 43.
+// §9 item 43, on both backends.
 func TestItem43EventRead(t *testing.T) {
-	tl := newTools(t, newFake(t, fullCorpus))
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) { item43(t, newTools(t, be.open(t, fullCorpus))) })
+	}
+	t.Run("a large target is rendered whole", item43Large)
+}
+
+func item43(t *testing.T, tl *tools.Tools) {
 	for _, tc := range []struct {
 		name, args string
 		code       dshq.Code
@@ -450,19 +461,20 @@ func TestItem43EventRead(t *testing.T) {
 			wantError(t, call(t, tl, "s-caller", tools.NameSessionEventRead, tc.args), tc.code, tc.text)
 		})
 	}
-	t.Run("a large target is rendered whole", func(t *testing.T) {
-		f := newFake(t, fullCorpus)
-		big := strings.Repeat("retry budget ", 20000)
-		log := fmt.Sprintf("{\"type\":\"session\",\"version\":2,\"id\":\"big\",\"createdAt\":1,\"cwd\":\"/home/u/proj\",\"isSeeded\":false}\n"+
-			"{\"type\":\"user/message\",\"seq\":0,\"time\":5,\"data\":{\"id\":\"m\",\"role\":\"user\",\"source\":{\"kind\":\"user\"},\"content\":[{\"type\":\"text\",\"text\":%q}]},\"surfaceOp\":\"append\"}\n", big)
-		if err := f.AddJSONL([]byte(log), false); err != nil {
-			t.Fatal(err)
-		}
-		r := call(t, newTools(t, f), "s-caller", tools.NameSessionEventRead, `{"session_id":"big","seq":0}`)
-		if r.IsError || !strings.Contains(r.Text, big) {
-			t.Fatalf("target truncated or failed: %v %d bytes", r.IsError, len(r.Text))
-		}
-	})
+}
+
+func item43Large(t *testing.T) {
+	f := newFake(t, fullCorpus)
+	big := strings.Repeat("retry budget ", 20000)
+	log := fmt.Sprintf("{\"type\":\"session\",\"version\":2,\"id\":\"big\",\"createdAt\":1,\"cwd\":\"/home/u/proj\",\"isSeeded\":false}\n"+
+		"{\"type\":\"user/message\",\"seq\":0,\"time\":5,\"data\":{\"id\":\"m\",\"role\":\"user\",\"source\":{\"kind\":\"user\"},\"content\":[{\"type\":\"text\",\"text\":%q}]},\"surfaceOp\":\"append\"}\n", big)
+	if err := f.AddJSONL([]byte(log), false); err != nil {
+		t.Fatal(err)
+	}
+	r := call(t, newTools(t, f), "s-caller", tools.NameSessionEventRead, `{"session_id":"big","seq":0}`)
+	if r.IsError || !strings.Contains(r.Text, big) {
+		t.Fatalf("target truncated or failed: %v %d bytes", r.IsError, len(r.Text))
+	}
 }
 
 // Validation order of session_search (UPSTREAM §6.3).
