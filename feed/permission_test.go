@@ -71,11 +71,9 @@ func TestConfinedUserTailsItsWorkspaceAndIsRefusedAnother(t *testing.T) {
 			}
 		}
 		expectSame(t, "catch-up", readN(t, sub, len(want)), want)
-		// The probes of the start search were deleted: only the
+		// The probes of the start search are deleted: only the
 		// subscription's own consumer is left.
-		if n := consumerCount(t, adminJS); n != 1 {
-			t.Fatalf("the stream has %d consumers, want the subscription's only", n)
-		}
+		waitConsumers(t, adminJS, 1)
 		live := commitAt(t, 7)
 		if err := pub.Publish(ctx, live); err != nil {
 			t.Fatal(err)
@@ -147,11 +145,61 @@ func expectViolation(t *testing.T, errs <-chan error, what string) {
 	}
 }
 
-func consumerCount(t *testing.T, js jetstream.JetStream) int {
+// waitConsumers waits until the feed stream has n consumers.
+func waitConsumers(t *testing.T, js jetstream.JetStream, n int) {
 	t.Helper()
-	st, err := js.Stream(testContext(t), DefaultStream)
-	if err != nil {
+	ctx := testContext(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := js.Stream(ctx, DefaultStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := st.CachedInfo().State.Consumers
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stream has %d consumers, want %d", got, n)
+		}
+	}
+}
+
+func TestTailWorksWithoutTheDeletePermission(t *testing.T) {
+	wsA := wsOf("/ws/a")
+	perms := TailerPermissions(DefaultStream, wsA, "_INBOX_tailer")
+	perms.Publish.Allow = perms.Publish.Allow[:2] // no CONSUMER.DELETE
+	srv := startServer(t, func(o *server.Options) {
+		o.Users = []*server.User{
+			{Username: "projector", Password: "p"},
+			{Username: "tailer", Password: "t", Permissions: perms},
+		}
+	})
+	_, adminJS := connect(t, srv, nats.UserInfo("projector", "p"))
+	ctx := testContext(t)
+	if _, err := EnsureStream(ctx, adminJS, StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	return st.CachedInfo().State.Consumers
+	pub := NewPublisher(adminJS)
+	for g := uint64(1); g <= 8; g++ {
+		if err := pub.Publish(ctx, commitAt(t, g)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, tailJS := connect(t, srv, nats.UserInfo("tailer", "t"), nats.CustomInboxPrefix("_INBOX_tailer"),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	sub, err := Tail(ctx, tailJS, Filter{Workspace: wsA}, AfterGeneration(4))
+	if err != nil {
+		t.Fatalf("tail without the delete permission: %v", err)
+	}
+	defer sub.Stop()
+	var want []Message
+	for g := uint64(5); g <= 8; g++ {
+		for _, m := range commitAt(t, g) {
+			if m.Workspace == wsA {
+				want = append(want, m)
+			}
+		}
+	}
+	expectSame(t, "catch-up", readN(t, sub, len(want)), want)
 }

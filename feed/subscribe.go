@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -348,9 +349,7 @@ func (p *prober) probe(ctx context.Context, policy jetstream.DeliverPolicy, seq 
 		return found{}, 0, fmt.Errorf("tail feed %s: probe: %w", p.subject, err)
 	}
 	floor = cons.CachedInfo().AckFloor.Stream
-	// Delete the probe at once: the stream's consumer limit (1000 by
-	// default) is shared by all subscribers.
-	defer p.js.DeleteConsumer(ctx, p.stream, cfg.Name)
+	defer p.forget(cfg.Name)
 	batch, err := cons.FetchNoWait(1)
 	if err != nil {
 		return found{}, 0, fmt.Errorf("tail feed %s: probe: %w", p.subject, err)
@@ -373,6 +372,26 @@ func (p *prober) probe(ctx context.Context, policy jetstream.DeliverPolicy, seq 
 		return found{}, 0, fmt.Errorf("tail feed %s: probe: %w", p.subject, err)
 	}
 	return f, floor, nil
+}
+
+// forget deletes a probe consumer without waiting for the answer: the
+// stream's consumer limit (1000 by default) is shared by every subscriber,
+// and a subscriber without the delete permission must not wait for a
+// refusal NATS never answers (its probes then expire after probeInactive).
+func (p *prober) forget(name string) {
+	_ = p.js.Conn().Publish(apiPrefix(p.js)+"CONSUMER.DELETE."+p.stream+"."+name, nil)
+}
+
+// apiPrefix returns the JetStream API subject prefix js uses.
+func apiPrefix(js jetstream.JetStream) string {
+	o := js.Options()
+	switch {
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	case o.APIPrefix != "":
+		return strings.TrimSuffix(o.APIPrefix, ".") + "."
+	}
+	return "$JS.API."
 }
 
 func (p *prober) at(ctx context.Context, seq uint64) (found, error) {
