@@ -16,7 +16,7 @@ import (
 // writers keep appending to other sessions: each result comes exactly once
 // and no cursor is stale.
 func TestPagingWhileWritersAppend(t *testing.T) {
-	p := newPipe(t)
+	p := newPipe(t, func(c *pipeConfig) { c.engineOpts = append(c.engineOpts, WithMaxSearchResults(500)) })
 	ctx := ctxT(t)
 	const targetEvents = 150
 	p.session("target", hdr{createdAt: 1})

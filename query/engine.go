@@ -19,9 +19,10 @@ const (
 	replyHeadroom = 8 << 10
 	// MaxSearchResults is how many hits a search ranks on its first page
 	// (when it has more than one page) and keeps for its later pages; a
-	// search pages through at most this many hits. The model-facing tools
-	// cap their results at 100.
-	MaxSearchResults = 200
+	// search pages through at most this many hits (the model-facing tools
+	// cap their results at 100 too). Ranking a window costs the index
+	// roughly in proportion to its size; WithMaxSearchResults raises it.
+	MaxSearchResults = 100
 	// cursorReserve is room kept in a page for its nextCursor.
 	cursorReserve = 2 << 10
 )
