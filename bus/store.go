@@ -389,7 +389,7 @@ func (s *Store) Stat(ctx context.Context, id string) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.snapshotOf(ctx, hrec, SubjectPrefix+tok)
+	return s.snapshotOf(ctx, hrec, SubjectPrefix+tok, nil)
 }
 
 func (s *Store) pendingHandle(id string) *Handle {
@@ -398,17 +398,23 @@ func (s *Store) pendingHandle(id string) *Handle {
 	return s.pending[id]
 }
 
-func (s *Store) snapshotOf(ctx context.Context, hrec dshq.HeaderRecord, subject string) (*Snapshot, error) {
+// snapshotOf builds a snapshot; known is the subject's message count when
+// the caller has it already.
+func (s *Store) snapshotOf(ctx context.Context, hrec dshq.HeaderRecord, subject string, known *uint64) (*Snapshot, error) {
 	var last uint64
 	var count uint64
 	err := s.pub.retry(ctx, func(ctx context.Context) error {
 		// The count first: a record appended in between only makes the
 		// revision newer than the count, never the count ahead.
-		info, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(subject))
-		if err != nil {
-			return err
+		if known != nil {
+			count = *known
+		} else {
+			info, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(subject))
+			if err != nil {
+				return err
+			}
+			count = info.State.Subjects[subject]
 		}
-		count = info.State.Subjects[subject]
 		m, err := s.stream.GetLastMsgForSubject(ctx, subject)
 		if err != nil {
 			return err
@@ -479,7 +485,8 @@ func (s *Store) List(ctx context.Context) ([]Snapshot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list sessions: %w", err)
 		}
-		snap, err := s.snapshotOf(ctx, hrec, subject)
+		count := subjects[subject]
+		snap, err := s.snapshotOf(ctx, hrec, subject, &count)
 		if err != nil {
 			return nil, fmt.Errorf("list sessions: %w", err)
 		}
