@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/dshq/dshq"
@@ -14,8 +15,62 @@ import (
 	"github.com/dshq/dshq/tools/toolstest"
 )
 
+// recorder records the calls the tools make to a service (either backend),
+// with the in-memory service's op names.
+type recorder struct {
+	tools.Service
+	mu    sync.Mutex // guards calls
+	calls []toolstest.Call
+}
+
+func (r *recorder) add(op string, req any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, toolstest.Call{Op: op, Request: req})
+}
+
+func (r *recorder) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = nil
+}
+
+// Calls returns the recorded calls.
+func (r *recorder) Calls() []toolstest.Call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]toolstest.Call(nil), r.calls...)
+}
+
+func (r *recorder) FilterSessions(ctx context.Context, f []dshq.Filter) ([]dshq.SessionRecord, error) {
+	r.add("sessions.filter", f)
+	return r.Service.FilterSessions(ctx, f)
+}
+
+func (r *recorder) SearchSessions(ctx context.Context, req dshq.SessionSearchRequest) (dshq.SessionSearchPage, error) {
+	r.add("sessions.search", req)
+	return r.Service.SearchSessions(ctx, req)
+}
+
+func (r *recorder) SearchEvents(ctx context.Context, req dshq.EventSearchRequest) (dshq.EventSearchPage, error) {
+	r.add("events.search", req)
+	return r.Service.SearchEvents(ctx, req)
+}
+
+// onBackends runs fn against each backend with a recorder in front of it.
+func onBackends(t *testing.T, fn func(t *testing.T, tl *tools.Tools, rec *recorder)) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			rec := &recorder{Service: be.open(t, fullCorpus)}
+			fn(t, newTools(t, rec), rec)
+		})
+	}
+}
+
+type calls interface{ Calls() []toolstest.Call }
+
 // opsOf returns the ops of the recorded calls.
-func opsOf(f *toolstest.Fake) []string {
+func opsOf(f calls) []string {
 	var ops []string
 	for _, c := range f.Calls() {
 		ops = append(ops, c.Op)
@@ -23,7 +78,7 @@ func opsOf(f *toolstest.Fake) []string {
 	return ops
 }
 
-func countOp(f *toolstest.Fake, op string) int {
+func countOp(f calls, op string) int {
 	n := 0
 	for _, o := range opsOf(f) {
 		if o == op {
@@ -81,48 +136,48 @@ func item37(t *testing.T, tl *tools.Tools) {
 
 // §9 item 38.
 func TestItem38ParentGuesses(t *testing.T) {
-	guess := func(t *testing.T, parents string) (tools.Result, *toolstest.Fake) {
-		f := newFake(t, fullCorpus)
-		return call(t, newTools(t, f), "s-caller", tools.NameSessionSearch, `{"query":"retry budget","parent_session_ids":`+parents+`}`), f
-	}
-	hidden, hf := guess(t, `["b-secret"]`)
-	missing, mf := guess(t, `["no-such-session"]`)
-	t.Run("hidden and missing parents answer byte-identically without searching", func(t *testing.T) {
-		if hidden != missing || hidden.Text != "No prior session matches found." {
-			t.Fatalf("hidden %+v, missing %+v", hidden, missing)
+	onBackends(t, func(t *testing.T, tl *tools.Tools, rec *recorder) {
+		guess := func(parents string) tools.Result {
+			return call(t, tl, "s-caller", tools.NameSessionSearch, `{"query":"retry budget","parent_session_ids":`+parents+`}`)
 		}
-		if countOp(hf, "sessions.search") != 0 || countOp(mf, "sessions.search") != 0 {
-			t.Fatalf("a search was made: %v / %v", opsOf(hf), opsOf(mf))
-		}
-	})
-	t.Run("visible, hidden, visible, missing plus root send visible and null", func(t *testing.T) {
-		f := newFake(t, fullCorpus)
-		r := call(t, newTools(t, f), "s-caller", tools.NameSessionSearch,
-			`{"query":"retry budget","parent_session_ids":["s-7f3c","b-secret","s-7f3c","missing"],"include_root_sessions":true}`)
-		if r.IsError {
-			t.Fatal(r.Text)
-		}
-		var pre, clause string
-		for _, c := range f.Calls() {
-			switch req := c.Request.(type) {
-			case []dshq.Filter:
-				if len(req) == 2 && req[0].Kind == dshq.FilterID && len(req[0].Values) > 1 {
-					pre = filterValues(req[0])
-				}
-			case dshq.SessionSearchRequest:
-				for _, fl := range req.SessionFilters {
-					if fl.Kind == dshq.FilterParent {
-						clause = filterValues(fl)
+		t.Run("hidden and missing parents answer byte-identically without searching", func(t *testing.T) {
+			rec.reset()
+			hidden, missing := guess(`["b-secret"]`), guess(`["no-such-session"]`)
+			if hidden != missing || hidden.Text != "No prior session matches found." {
+				t.Fatalf("hidden %+v, missing %+v", hidden, missing)
+			}
+			if countOp(rec, "sessions.search") != 0 {
+				t.Fatalf("a search was made: %v", opsOf(rec))
+			}
+		})
+		t.Run("visible, hidden, visible, missing plus root send visible and null", func(t *testing.T) {
+			rec.reset()
+			r := guess(`["s-7f3c","b-secret","s-7f3c","missing"],"include_root_sessions":true`)
+			if r.IsError {
+				t.Fatal(r.Text)
+			}
+			var pre, clause string
+			for _, c := range rec.Calls() {
+				switch req := c.Request.(type) {
+				case []dshq.Filter:
+					if len(req) == 2 && req[0].Kind == dshq.FilterID && len(req[0].Values) > 1 {
+						pre = filterValues(req[0])
+					}
+				case dshq.SessionSearchRequest:
+					for _, fl := range req.SessionFilters {
+						if fl.Kind == dshq.FilterParent {
+							clause = filterValues(fl)
+						}
 					}
 				}
 			}
-		}
-		if pre != "s-7f3c,b-secret,missing" {
-			t.Fatalf("preflight ids = %q (duplicates must be sent once)", pre)
-		}
-		if clause != "s-7f3c,null" {
-			t.Fatalf("parent clause = %q", clause)
-		}
+			if pre != "s-7f3c,b-secret,missing" {
+				t.Fatalf("preflight ids = %q (duplicates must be sent once)", pre)
+			}
+			if clause != "s-7f3c,null" {
+				t.Fatalf("parent clause = %q", clause)
+			}
+		})
 	})
 }
 
@@ -218,60 +273,68 @@ func TestItem39PagingAndCap(t *testing.T) {
 	})
 }
 
-// §9 item 40.
-func TestItem40CurrentStepExclusion(t *testing.T) {
-	seqFilter := func(f *toolstest.Fake) string {
-		for _, c := range f.Calls() {
-			if req, ok := c.Request.(dshq.EventSearchRequest); ok {
-				for _, fl := range req.Filters {
-					if fl.Kind == dshq.FilterSeq {
-						b := func(v *float64) string {
-							if v == nil {
-								return "open"
-							}
-							return fmt.Sprint(*v)
+// seqSent returns the seq filter of the first recorded event search.
+func seqSent(rec calls) string {
+	for _, c := range rec.Calls() {
+		if req, ok := c.Request.(dshq.EventSearchRequest); ok {
+			for _, fl := range req.Filters {
+				if fl.Kind == dshq.FilterSeq {
+					b := func(v *float64) string {
+						if v == nil {
+							return "open"
 						}
-						return b(fl.From) + ".." + b(fl.To)
+						return fmt.Sprint(*v)
 					}
+					return b(fl.From) + ".." + b(fl.To)
 				}
-				return "none"
 			}
+			return "none"
 		}
-		return "no search"
 	}
-	t.Run("seq 0..99 with the last step/start at 2 sends 0..1", func(t *testing.T) {
-		f := newFake(t, fullCorpus)
-		r := call(t, newTools(t, f), "s-caller", tools.NameSessionEventSearch, `{"query":"retry budget","seq_from":0,"seq_to":99}`)
-		if r.IsError || seqFilter(f) != "0..1" {
-			t.Fatalf("filter %s, result %+v", seqFilter(f), r)
-		}
-	})
-	t.Run("seq_from at the step start answers empty without a search", func(t *testing.T) {
-		f := newFake(t, fullCorpus)
-		r := call(t, newTools(t, f), "s-caller", tools.NameSessionEventSearch, `{"query":"retry budget","seq_from":2}`)
-		if r.Text != "Session s-caller — untitled\n\nNo prior event matches found." || seqFilter(f) != "no search" {
-			t.Fatalf("got %+v, %s", r, seqFilter(f))
-		}
-	})
-	t.Run("naming the own session applies the exclusion too", func(t *testing.T) {
-		f := newFake(t, fullCorpus)
-		call(t, newTools(t, f), "s-caller", tools.NameSessionEventSearch, `{"session_id":"s-caller","query":"retry budget"}`)
-		if seqFilter(f) != "open..1" {
-			t.Fatalf("filter %s", seqFilter(f))
-		}
-	})
-	t.Run("a session without a step fails with no current step", func(t *testing.T) {
-		r := call(t, newTools(t, newFake(t, fullCorpus)), "a-orphan", tools.NameSessionEventSearch, `{"query":"retry budget"}`)
-		wantError(t, r, dshq.CodeToolNoCurrentStep, "Error: current-session search requires an active step boundary")
+	return "no search"
+}
+
+// §9 item 40, on both backends.
+func TestItem40CurrentStepExclusion(t *testing.T) {
+	onBackends(t, func(t *testing.T, tl *tools.Tools, rec *recorder) {
+		t.Run("seq 0..99 with the last step/start at 2 sends 0..1", func(t *testing.T) {
+			rec.reset()
+			r := call(t, tl, "s-caller", tools.NameSessionEventSearch, `{"query":"retry budget","seq_from":0,"seq_to":99}`)
+			if r.IsError || seqSent(rec) != "0..1" || !strings.Contains(r.Text, "Event search results (1):\n1. seq 1 |") {
+				t.Fatalf("filter %s, result %+v", seqSent(rec), r)
+			}
+		})
+		t.Run("seq_from at the step start answers empty without a search", func(t *testing.T) {
+			rec.reset()
+			r := call(t, tl, "s-caller", tools.NameSessionEventSearch, `{"query":"retry budget","seq_from":2}`)
+			if r.Text != "Session s-caller — untitled\n\nNo prior event matches found." || seqSent(rec) != "no search" {
+				t.Fatalf("got %+v, %s", r, seqSent(rec))
+			}
+		})
+		t.Run("naming the own session applies the exclusion too", func(t *testing.T) {
+			rec.reset()
+			call(t, tl, "s-caller", tools.NameSessionEventSearch, `{"session_id":"s-caller","query":"retry budget"}`)
+			if seqSent(rec) != "open..1" {
+				t.Fatalf("filter %s", seqSent(rec))
+			}
+		})
+		t.Run("a session without a step fails with no current step", func(t *testing.T) {
+			r := call(t, tl, "a-orphan", tools.NameSessionEventSearch, `{"query":"retry budget"}`)
+			wantError(t, r, dshq.CodeToolNoCurrentStep, "Error: current-session search requires an active step boundary")
+		})
 	})
 }
 
-// §9 item 41.
+// §9 item 41, on both backends.
 func TestItem41TimestampPrecision(t *testing.T) {
-	run := func(t *testing.T, from, to string) (tools.Result, *toolstest.Fake) {
-		f := newFake(t, fullCorpus)
-		return call(t, newTools(t, f), "s-caller", tools.NameSessionEventSearch,
-			fmt.Sprintf(`{"session_id":"s-7f3c","query":"retry budget","time_from":%q,"time_to":%q}`, from, to)), f
+	onBackends(t, item41)
+}
+
+func item41(t *testing.T, tl *tools.Tools, rec *recorder) {
+	run := func(t *testing.T, from, to string) (tools.Result, *recorder) {
+		rec.reset()
+		return call(t, tl, "s-caller", tools.NameSessionEventSearch,
+			fmt.Sprintf(`{"session_id":"s-7f3c","query":"retry budget","time_from":%q,"time_to":%q}`, from, to)), rec
 	}
 	t.Run("milliseconds select exactly one event time", func(t *testing.T) {
 		r, _ := run(t, "2026-08-29T10:40:00.101Z", "2026-08-29T10:40:00.101Z")
