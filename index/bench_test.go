@@ -189,3 +189,32 @@ func report(b *testing.B, name string, ds []time.Duration) {
 	b.ReportMetric(ms(ds[len(ds)/2]), name+"-p50-ms")
 	b.ReportMetric(ms(ds[len(ds)*99/100]), name+"-p99-ms")
 }
+
+// BenchmarkSearchSessions measures one cross-session search over the
+// corpus's query mix (index built once, outside the timer):
+//
+//	go test -run '^$' -bench BenchmarkSearchSessions ./index/ -args -bench.docs=20000
+func BenchmarkSearchSessions(b *testing.B) {
+	c := newBenchCorpus(*benchDocs)
+	x, err := Open(filepath.Join(b.TempDir(), "index"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer x.Close()
+	ctx := context.Background()
+	for i := 0; i < len(c.docs); i += 1000 {
+		var bt Batch
+		for _, d := range c.docs[i:min(len(c.docs), i+1000)] {
+			bt.Upsert(d)
+		}
+		if err := x.Apply(ctx, &bt, uint64(i+1000)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := x.SearchSessions(ctx, SessionQuery{Query: c.queries[i%len(c.queries)]}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"math"
+	"sort"
 	"strings"
 
 	"github.com/blevesearch/bleve/v2"
@@ -188,35 +189,95 @@ func (x *Index) bestPerSession(ctx context.Context, tq query.Query, filters []qu
 	var best []*search.DocumentMatch
 	var seen []string
 	seenSet := make(map[string]bool)
-	round := min(max(need, 64), 10000)
+	round := min(max(2*need, 64), 10000)
 	for len(best) < need {
-		req := bleve.NewSearchRequestOptions(withFilters(tq, filters, asOf, seen), round, 0, false)
-		req.SortByCustom(rankOrder())
-		res, err := x.idx.SearchInContext(ctx, req)
+		hits, exhausted, err := x.rankedPrefix(ctx, withFilters(tq, filters, asOf, seen), round)
 		if err != nil {
 			return nil, err
 		}
-		for _, h := range res.Hits {
-			sid, _, err := parseDocID(h.ID)
-			if err != nil {
-				return nil, err
-			}
-			if seenSet[sid] {
+		for _, h := range hits {
+			if seenSet[h.sid] {
 				continue
 			}
-			seenSet[sid] = true
-			seen = append(seen, sid)
-			best = append(best, h)
+			seenSet[h.sid] = true
+			seen = append(seen, h.sid)
+			best = append(best, h.DocumentMatch)
 			if len(best) == need {
 				break
 			}
 		}
-		if len(res.Hits) < round {
+		if exhausted {
 			break
 		}
 		round = min(round*2, 10000)
 	}
 	return best, nil
+}
+
+// rankedHit is a match with the keys of the rank order.
+type rankedHit struct {
+	*search.DocumentMatch
+	sid  string
+	seq  int64
+	time float64
+}
+
+// rankedPrefix returns the first matches of q in rank order (at least one
+// when any doc matches) and whether they are all of q's matches. It ranks by
+// score alone first, Bleve's fast path that reads no doc values; every doc
+// scoring above the lowest of those size hits is certainly among them, so
+// those hits ordered by the full key are an exact prefix. Only when all size
+// hits tie does it sort by the full key inside Bleve, which reads the time,
+// session and seq doc values of every match.
+func (x *Index) rankedPrefix(ctx context.Context, q query.Query, size int) ([]rankedHit, bool, error) {
+	req := bleve.NewSearchRequestOptions(q, size, 0, false)
+	req.Fields = []string{fieldTime}
+	res, err := x.idx.SearchInContext(ctx, req)
+	if err != nil {
+		return nil, false, err
+	}
+	ms := res.Hits
+	exhausted := len(ms) < size
+	if !exhausted {
+		low := ms[len(ms)-1].Score
+		n := 0
+		for n < len(ms) && ms[n].Score > low {
+			n++
+		}
+		ms = ms[:n]
+	}
+	if len(ms) == 0 && !exhausted {
+		req.SortByCustom(rankOrder())
+		if res, err = x.idx.SearchInContext(ctx, req); err != nil {
+			return nil, false, err
+		}
+		ms, exhausted = res.Hits, len(res.Hits) < size
+	}
+	hits := make([]rankedHit, len(ms))
+	for i, m := range ms {
+		sid, seq, err := parseDocID(m.ID)
+		if err != nil {
+			return nil, false, err
+		}
+		t, _ := m.Fields[fieldTime].(float64)
+		hits[i] = rankedHit{DocumentMatch: m, sid: sid, seq: seq, time: t}
+	}
+	sort.SliceStable(hits, func(i, j int) bool { return rankLess(hits[i], hits[j]) })
+	return hits, exhausted, nil
+}
+
+// rankLess is the rank order: score desc, time desc, session id asc (bytes),
+// seq desc.
+func rankLess(a, b rankedHit) bool {
+	switch {
+	case a.Score != b.Score:
+		return a.Score > b.Score
+	case a.time != b.time:
+		return a.time > b.time
+	case a.sid != b.sid:
+		return a.sid < b.sid
+	}
+	return a.seq > b.seq
 }
 
 // withFilters combines the text query with filter clauses. The clauses join

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/blevesearch/bleve/v2"
 	"github.com/dshq/dshq"
 )
 
@@ -487,5 +489,53 @@ func TestSearchesRunBesideApply(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+}
+
+// TestFastRankingMatchesTheFullSort: session search ranks by score alone
+// first and tie-breaks in Go, falling back to Bleve's full sort when a round
+// is all ties. On a corpus with many exact ties around round boundaries it
+// must give exactly the grouping of Bleve's full sort.
+func TestFastRankingMatchesTheFullSort(t *testing.T) {
+	x, _ := openTest(t)
+	r := rand.New(rand.NewPCG(7, 7))
+	var docs []Doc
+	for i := 0; i < 1500; i++ {
+		sid := fmt.Sprintf("s%03d", r.IntN(400))
+		text := strings.Repeat("needle ", 1+r.IntN(2)) + strings.Repeat("pad ", r.IntN(3))
+		if i%3 == 0 {
+			text = "needle" // a large group of exact ties
+		}
+		docs = append(docs, doc(sid, int64(i), int64(r.IntN(4)), text))
+	}
+	apply(t, x, 1, docs...)
+
+	// The reference: every match in Bleve's full sort, grouped in Go.
+	_, tq := x.phrase("needle")
+	req := bleve.NewSearchRequestOptions(withFilters(tq, nil, 0, nil), len(docs), 0, false)
+	req.SortByCustom(rankOrder())
+	res, err := x.idx.Search(req)
+	must(t, err)
+	var want []hitKey
+	seen := map[string]bool{}
+	for _, h := range res.Hits {
+		sid, seq, err := parseDocID(h.ID)
+		must(t, err)
+		if !seen[sid] {
+			seen[sid] = true
+			want = append(want, hitKey{sid, seq})
+		}
+	}
+	for _, c := range []struct{ offset, limit int }{{0, 20}, {0, 100}, {37, 13}, {0, MaxLimit}, {390, 50}} {
+		t.Run(fmt.Sprintf("offset %d limit %d", c.offset, c.limit), func(t *testing.T) {
+			p := searchSessions(t, x, SessionQuery{Query: "needle", Offset: c.offset, Limit: c.limit})
+			end := min(len(want), c.offset+c.limit)
+			if got := keys(p); !reflect.DeepEqual(got, want[c.offset:end]) {
+				t.Fatalf("got  %v\nwant %v", got, want[c.offset:end])
+			}
+			if p.More != (end < len(want)) {
+				t.Fatalf("more = %v with %d of %d", p.More, end, len(want))
+			}
+		})
 	}
 }
