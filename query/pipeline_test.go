@@ -101,12 +101,10 @@ func newPipe(t testing.TB, cfgs ...func(*pipeConfig)) *pipe {
 			t.Errorf("close projector: %v", err)
 		}
 	})
-	store, err := NewKVCursorStore(ctx, js)
+	engine, err := NewShardEngine(ctx, js, proj, cfg.engineOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := append([]EngineOption{WithSearcher(FromIndex(proj.Index())), WithCursorStore(store)}, cfg.engineOpts...)
-	engine := NewEngine(FromProjector(proj), opts...)
 	stopShard, err := ServeShard(ctx, nc, DefaultShard, engine, WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
