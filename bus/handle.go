@@ -115,8 +115,8 @@ const recordHeaderRoom = 1024
 // Append stores events at the end of the log and returns the stream sequence
 // of the last record. The batch must continue at the stored next seq, and
 // every event must be a valid record (record.ParseEvent of its Raw, or of
-// its fields in envelope order when Raw is empty) that the strict fold
-// accepts; unknown event types are stored verbatim. Nothing is
+// its fields in envelope order when Raw is empty; Type and Seq, where set,
+// must agree with Raw) that the strict fold accepts; unknown event types are stored verbatim. Nothing is
 // stored when any check fails. An empty batch is a no-op. The first Append
 // also publishes the header record. Errors: ErrHandleClosed, ErrReadOnly,
 // ErrOwnershipLost, ErrInvalidArgument (seq mismatch, invalid event).
@@ -137,10 +137,6 @@ func (h *Handle) Append(ctx context.Context, events []dshq.Event) (uint64, error
 		recs = append(recs, outRecord{msgID: h.token + ":h", data: h.headerRaw})
 	}
 	for i, e := range events {
-		if e.Seq != next+int64(i) {
-			return 0, errorf(ErrInvalidArgument, h.id,
-				"append seq mismatch for %q: expected %d at index %d, got %d", h.id, next+int64(i), i, e.Seq)
-		}
 		raw := e.Raw
 		if len(raw) == 0 {
 			raw = encodeEvent(e)
@@ -150,10 +146,15 @@ func (h *Handle) Append(ctx context.Context, events []dshq.Event) (uint64, error
 			return 0, wrapf(ErrInvalidArgument, h.id, err,
 				"append to session %q: event at index %d is not a valid, losslessly JSON-serializable record: %v", h.id, i, err)
 		}
-		if ev.Seq != e.Seq || ev.Type != e.Type {
+		// The raw record is the event; decoded fields, where set, must agree.
+		if (e.Type != "" && ev.Type != e.Type) || (e.Seq != 0 && ev.Seq != e.Seq) {
 			return 0, errorf(ErrInvalidArgument, h.id,
 				"append to session %q: event at index %d: raw record (type %q, seq %d) differs from its fields (type %q, seq %d)",
 				h.id, i, ev.Type, ev.Seq, e.Type, e.Seq)
+		}
+		if ev.Seq != next+int64(i) {
+			return 0, errorf(ErrInvalidArgument, h.id,
+				"append seq mismatch for %q: expected %d at index %d, got %d", h.id, next+int64(i), i, ev.Seq)
 		}
 		if _, err := st.Apply(ev); err != nil {
 			return 0, wrapf(ErrInvalidArgument, h.id, err, "append to session %q: event at index %d: %v", h.id, i, err)

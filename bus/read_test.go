@@ -165,4 +165,10 @@ func TestAppend_EventWithoutRawIsEncodedFromItsFields(t *testing.T) {
 	}
 	_, err = w.Append(ctx, []dshq.Event{{Type: "command/run", Seq: 1, Time: 1}})
 	wantKind(t, err, ErrInvalidArgument, "no data")
+	// Raw alone is enough: its type and seq are the event's.
+	if _, err := w.Append(ctx, []dshq.Event{{Raw: []byte(`{"type":"command/run","seq":1,"time":8,"data":{}}`)}}); err != nil {
+		t.Fatalf("append of a raw-only event: %v", err)
+	}
+	_, err = w.Append(ctx, []dshq.Event{{Raw: []byte(`{"type":"command/run","seq":1,"time":8,"data":{}}`)}})
+	wantKind(t, err, ErrInvalidArgument, `append seq mismatch for "fields": expected 2 at index 0, got 1`)
 }
