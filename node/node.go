@@ -24,7 +24,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/admin"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/feed"
+	"github.com/dshq/dshq/feed/feedcommit"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/tools"
@@ -156,11 +160,18 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 }
 
 // startProjector opens the projector under Home/projection, runs it in a
-// goroutine owned by wg (a failure cancels the node), and serves its query
-// shard.
+// goroutine owned by wg (a failure cancels the node), publishes its commits
+// to the live feed, and serves its query shard and the admin service.
 func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Config, js jetstream.JetStream, nc *nats.Conn, reg prometheus.Registerer, log *slog.Logger, stack *stopStack, wg *sync.WaitGroup) (uint64, error) {
-	opts := []projection.Option{projection.WithLogger(log), projection.WithRegisterer(reg)}
+	if _, err := feed.EnsureStream(ctx, js, feed.StreamConfig{}); err != nil {
+		return 0, fmt.Errorf("feed stream: %w", err)
+	}
+	var p *projection.Projector // set before Run, the only caller of the hook
+	hook := feedHook(ctx, feed.NewPublisher(js), func() *projection.Projector { return p }, log)
+	opts := []projection.Option{projection.WithLogger(log), projection.WithRegisterer(reg), projection.WithOnCommit(hook)}
+	stream := projection.DefaultStream
 	if cfg.Stream.Name != "" {
+		stream = cfg.Stream.Name
 		opts = append(opts, projection.WithStream(cfg.Stream.Name))
 	}
 	if cfg.Stream.LeaseBucket != "" {
@@ -186,13 +197,54 @@ func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Con
 	if err != nil {
 		return 0, fmt.Errorf("cursor store: %w", err)
 	}
-	engine := query.NewEngine(query.FromProjector(p), query.WithSearcher(query.FromIndex(p.Index())), query.WithCursorStore(cursors))
+	engine := query.NewEngine(query.FromProjector(p), query.WithSearcher(servingIndex{p}), query.WithCursorStore(cursors))
 	stop, err := query.ServeShard(ctx, nc, query.DefaultShard, engine, query.WithLogger(log))
 	if err != nil {
 		return 0, fmt.Errorf("start query shard: %w", err)
 	}
 	stack.push(stop)
+	stopAdmin, err := admin.Serve(ctx, nc, p, admin.WithStream(stream), admin.WithLogger(log))
+	if err != nil {
+		return 0, fmt.Errorf("start admin service: %w", err)
+	}
+	stack.push(stopAdmin)
 	return p.Generation(), nil
+}
+
+// feedHook returns the projector's OnCommit hook: each commit becomes feed
+// messages (feedcommit.FromCommit on a snapshot at the commit's generation)
+// published in commit order. A failure is logged; the projection itself is
+// unaffected (the feed is derived data).
+func feedHook(ctx context.Context, pub *feed.Publisher, proj func() *projection.Projector, log *slog.Logger) func(projection.Commit) {
+	return func(c projection.Commit) {
+		p := proj()
+		if p == nil {
+			log.Error("feed: commit before the projector was opened", "generation", c.Generation)
+			return
+		}
+		err := p.View(ctx, c.Generation, func(s projection.Snapshot) error {
+			msgs, err := feedcommit.FromCommit(c, s)
+			if err != nil || len(msgs) == 0 {
+				return err
+			}
+			return pub.Publish(ctx, msgs)
+		})
+		if err != nil && ctx.Err() == nil {
+			log.Error("publish commit to the feed", "generation", c.Generation, "err", err)
+		}
+	}
+}
+
+// servingIndex searches the projector's serving index at each call, so that
+// searches follow a rebuild swap instead of hitting the closed old index.
+type servingIndex struct{ p *projection.Projector }
+
+func (s servingIndex) SearchSessions(ctx context.Context, q query.SearchQuery) ([]query.SessionHit, error) {
+	return query.FromIndex(s.p.Index()).SearchSessions(ctx, q)
+}
+
+func (s servingIndex) SearchEvents(ctx context.Context, q query.SearchQuery) ([]dshq.EventSearchHit, error) {
+	return query.FromIndex(s.p.Index()).SearchEvents(ctx, q)
 }
 
 // serveMetrics serves reg on addr/metrics until the node stops.

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
+
+	"github.com/nats-io/nats.go"
+	"golang.org/x/term"
 
 	"github.com/spf13/cobra"
 
@@ -16,13 +20,15 @@ type globals struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// getenv reads the environment (os.Getenv; tests replace it).
+	getenv func(string) string
 }
 
 // defaultNATSURL is where `dshq serve` listens by default.
 const defaultNATSURL = "nats://" + node.DefaultListen
 
 func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
-	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
 	root := &cobra.Command{
 		Use:   "dshq",
 		Short: "dshq — a shared, searchable session corpus for AI-agent harnesses",
@@ -51,8 +57,21 @@ a running dshq over NATS (--nats-url, default ` + defaultNATSURL + `).`,
 	pf.StringVar(&g.conn.TLSKey, "tls-key", "", "client key for mutual TLS")
 	pf.BoolVar(&g.json, "json", false, "print JSON for scripts instead of text")
 
-	root.AddCommand(newServeCmd(g))
+	root.AddCommand(newServeCmd(g), newImportCmd(g), newExportCmd(g), newSearchCmd(g), newTraceCmd(g),
+		newReadCmd(g), newTailCmd(g), newRebuildCmd(g), newStatsCmd(g), newEnvCmd(g), newMCPCmd(g))
 	return root
+}
+
+// dial connects to the NATS deployment of the global flags. An unreachable
+// server is one clear line.
+func (g *globals) dial() (*nats.Conn, error) {
+	o := g.conn
+	o.Name = "dshq-cli"
+	nc, err := node.Connect(o)
+	if err != nil {
+		return nil, fmt.Errorf("%w (is dshq serve running? --nats-url or DSH_NATS_URL say where)", err)
+	}
+	return nc, nil
 }
 
 func envOr(key, def string) string {
@@ -61,3 +80,6 @@ func envOr(key, def string) string {
 	}
 	return def
 }
+
+// isTerminalFd reports whether fd is a terminal.
+func isTerminalFd(fd uintptr) bool { return term.IsTerminal(int(fd)) }

@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dshq/dshq/node"
+	"github.com/dshq/dshq/shellenv"
 )
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -40,7 +39,7 @@ It logs one line when ready and shuts down cleanly on SIGINT or SIGTERM.`,
 			if cmd.Flags().Changed("home") {
 				explicit = &home
 			}
-			resolved, err := resolveHome(explicit)
+			resolved, err := resolveHome(explicit, g.getenv)
 			if err != nil {
 				return err
 			}
@@ -82,18 +81,13 @@ It logs one line when ready and shuts down cleanly on SIGINT or SIGTERM.`,
 	return cmd
 }
 
-// resolveHome resolves the data directory: --home, then $DSH_HOME, then
-// ~/.dsh (UPSTREAM §7).
-func resolveHome(explicit *string) (string, error) {
-	h, err := os.UserHomeDir()
+// resolveHome resolves the data directory (UPSTREAM §7): --home when given,
+// then $DSH_HOME when set and not blank, then ~/.dsh; ~ expanded, absolute.
+func resolveHome(configured *string, getenv func(string) string) (string, error) {
+	osHome, _ := os.UserHomeDir()
+	home, err := shellenv.ResolveHome(configured, getenv, osHome)
 	if err != nil {
-		h = "/"
+		return "", fmt.Errorf("resolve DSH_HOME: %w", err)
 	}
-	if explicit != nil {
-		return filepath.Abs(*explicit)
-	}
-	if v := strings.TrimSpace(os.Getenv("DSH_HOME")); v != "" {
-		return filepath.Abs(os.Getenv("DSH_HOME"))
-	}
-	return filepath.Join(h, ".dsh"), nil
+	return home, nil
 }

@@ -1,0 +1,352 @@
+// Package admin is dshq's operator API: the NATS micro service dsh-admin,
+// served next to a projector, with three endpoints on dsh.admin.v1.<name>:
+//
+//	status   {}  → Status: generation, epoch, and the last (or running) rebuild
+//	stats    {}  → Stats: sessions, events, quarantined records, lag, generation
+//	rebuild  {}  → RebuildStatus: starts a rebuild (or reports the running one)
+//
+// A rebuild runs in a goroutine owned by the service (stopping the service
+// cancels it and waits); clients follow it by polling status until the new
+// projection is swapped in or the rebuild failed. Failures answer with the micro
+// error headers and the {"error":{code,message}} body of the query API
+// (CONTRACT §3), so Client returns a *dshq.Error.
+//
+// The admin API is for trusted operators: deployments give harness
+// credentials no access to dsh.admin.>.
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nuid"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/projection"
+)
+
+// Service identity and subjects.
+const (
+	// ServiceName is the micro service name (visible to `nats micro ls`).
+	ServiceName = "dsh-admin"
+	// Version is the service version.
+	Version = "1.0.0"
+	// SubjectPrefix prefixes every endpoint subject.
+	SubjectPrefix = "dsh.admin.v1"
+)
+
+// Endpoint names.
+const (
+	EndpointStatus  = "status"
+	EndpointStats   = "stats"
+	EndpointRebuild = "rebuild"
+)
+
+// Status is the status reply.
+type Status struct {
+	// Generation is the stream sequence through which the serving
+	// projection has been applied.
+	Generation uint64 `json:"generation"`
+	// Epoch identifies the serving projection; a rebuild swap changes it.
+	Epoch string `json:"epoch"`
+	// Rebuild is the running rebuild, or the last one this service ran;
+	// nil when none ran.
+	Rebuild *RebuildStatus `json:"rebuild,omitempty"`
+}
+
+// RebuildStatus describes one rebuild.
+type RebuildStatus struct {
+	// ID identifies the rebuild (unique per start).
+	ID string `json:"id"`
+	// Running is true until the rebuild swapped in or failed.
+	Running bool `json:"running"`
+	// Applied is the stream sequence the new projection has reached.
+	Applied uint64 `json:"applied"`
+	// Target is the stream's last sequence when the rebuild (or its final
+	// catch-up) began.
+	Target uint64 `json:"target"`
+	// Records is the number of records applied so far.
+	Records int `json:"records"`
+	// Swapped is true once the new projection serves.
+	Swapped bool `json:"swapped"`
+	// Error is why the rebuild failed ("" unless it failed).
+	Error string `json:"error,omitempty"`
+	// StartedAt and FinishedAt are epoch milliseconds (FinishedAt 0 while
+	// running).
+	StartedAt  int64 `json:"startedAt"`
+	FinishedAt int64 `json:"finishedAt,omitempty"`
+	// AlreadyRunning is set on a rebuild reply that found a rebuild running
+	// and started none.
+	AlreadyRunning bool `json:"alreadyRunning,omitempty"`
+}
+
+// Stats is the stats reply: what the serving projection holds, taken from
+// one consistent snapshot, and how far it is behind the stream.
+type Stats struct {
+	Generation uint64 `json:"generation"`
+	Epoch      string `json:"epoch"`
+	// StreamLastSeq is the session stream's last sequence.
+	StreamLastSeq uint64 `json:"streamLastSeq"`
+	// StreamRecords is the number of records in the session stream.
+	StreamRecords uint64 `json:"streamRecords"`
+	// Lag is StreamLastSeq - Generation: records not yet applied.
+	Lag uint64 `json:"lag"`
+	// Sessions counts sessions with a valid header record.
+	Sessions int64 `json:"sessions"`
+	// InvalidSessions counts sessions whose surface is invalid.
+	InvalidSessions int64 `json:"invalidSessions"`
+	// LiveSessions counts sessions whose write lease is held.
+	LiveSessions int64 `json:"liveSessions"`
+	// Events counts stored events (invalid ones included).
+	Events int64 `json:"events"`
+	// Quarantined counts records the projector refused.
+	Quarantined int64 `json:"quarantined"`
+	// IndexDocs and IndexBytes describe the full-text index.
+	IndexDocs  uint64 `json:"indexDocs"`
+	IndexBytes int64  `json:"indexBytes"`
+}
+
+// Option configures Serve.
+type Option func(*config)
+
+type config struct {
+	stream string
+	log    *slog.Logger
+}
+
+// WithStream sets the session stream whose tail Stats compares with the
+// generation (default projection.DefaultStream).
+func WithStream(name string) Option { return func(c *config) { c.stream = name } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// server answers the admin endpoints for one projector.
+type server struct {
+	p   *projection.Projector
+	js  jetstream.JetStream
+	cfg config
+
+	ctx context.Context // cancelled by stop; parent of every rebuild
+	wg  sync.WaitGroup  // the running rebuild goroutine
+
+	mu      sync.Mutex // guards rebuild
+	rebuild *RebuildStatus
+}
+
+// Serve starts dsh-admin for projector p on nc and returns its stop
+// function, which stops the service, cancels a running rebuild and waits for
+// it. p must be running (Run) for a rebuild to finish.
+func Serve(ctx context.Context, nc *nats.Conn, p *projection.Projector, opts ...Option) (stop func() error, err error) {
+	cfg := config{stream: projection.DefaultStream, log: slog.Default()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("admin: jetstream: %w", err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	s := &server{p: p, js: js, cfg: cfg, ctx: sctx}
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        ServiceName,
+		Version:     Version,
+		Description: "dshq operator API: status, stats, rebuild",
+	})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("admin: add service: %w", err)
+	}
+	g := svc.AddGroup(SubjectPrefix)
+	for name, h := range map[string]func(context.Context) (any, error){
+		EndpointStatus:  func(context.Context) (any, error) { return s.status(), nil },
+		EndpointStats:   s.stats,
+		EndpointRebuild: func(context.Context) (any, error) { return s.startRebuild(), nil },
+	} {
+		if err := g.AddEndpoint(name, s.handler(name, h)); err != nil {
+			_ = svc.Stop()
+			cancel()
+			return nil, fmt.Errorf("admin: add endpoint %s: %w", name, err)
+		}
+	}
+	return func() error {
+		err := svc.Stop()
+		cancel()
+		s.wg.Wait()
+		return err
+	}, nil
+}
+
+// handler adapts fn to a micro handler: a JSON reply or the error shape of
+// CONTRACT §3.
+func (s *server) handler(name string, fn func(context.Context) (any, error)) micro.Handler {
+	return micro.HandlerFunc(func(req micro.Request) {
+		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+		defer cancel()
+		out, err := fn(ctx)
+		if err != nil {
+			code := dshq.ErrorCode(err)
+			if code == "" {
+				code = dshq.CodeIndexFailed
+			}
+			s.cfg.log.Error("admin request failed", "endpoint", name, "err", err)
+			body, _ := json.Marshal(dshq.ErrorReply{Error: dshq.ErrorBody{Code: code, Message: err.Error()}})
+			_ = req.Error(string(code), err.Error(), body)
+			return
+		}
+		_ = req.RespondJSON(out)
+	})
+}
+
+func (s *server) status() Status {
+	st := Status{Generation: s.p.Generation(), Epoch: s.p.Epoch()}
+	s.mu.Lock()
+	if s.rebuild != nil {
+		r := *s.rebuild
+		st.Rebuild = &r
+	}
+	s.mu.Unlock()
+	return st
+}
+
+// startRebuild starts a rebuild unless one is running, and returns its
+// status.
+func (s *server) startRebuild() RebuildStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rebuild != nil && s.rebuild.Running {
+		r := *s.rebuild
+		r.AlreadyRunning = true
+		return r
+	}
+	s.rebuild = &RebuildStatus{ID: nuid.Next(), Running: true, StartedAt: time.Now().UnixMilli()}
+	r := *s.rebuild
+	s.wg.Add(1)
+	go s.runRebuild(r.ID)
+	return r
+}
+
+func (s *server) runRebuild(id string) {
+	defer s.wg.Done()
+	s.cfg.log.Info("rebuild started", "id", id)
+	err := s.p.Rebuild(s.ctx, func(pr projection.RebuildProgress) {
+		s.mu.Lock()
+		s.rebuild.Applied, s.rebuild.Target, s.rebuild.Records = pr.Applied, pr.Target, pr.Records
+		s.rebuild.Swapped = s.rebuild.Swapped || pr.Swapped
+		s.mu.Unlock()
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rebuild.Running = false
+	s.rebuild.FinishedAt = time.Now().UnixMilli()
+	if err != nil {
+		s.rebuild.Error = err.Error()
+		s.cfg.log.Error("rebuild failed", "id", id, "err", err)
+		return
+	}
+	s.rebuild.Swapped = true
+	s.cfg.log.Info("rebuild swapped in", "id", id, "records", s.rebuild.Records, "epoch", s.p.Epoch())
+}
+
+// stats counts what one snapshot holds and compares its generation with
+// the stream's tail.
+func (s *server) stats(ctx context.Context) (any, error) {
+	var st Stats
+	err := s.p.View(ctx, 0, func(snap projection.Snapshot) error {
+		st.Generation, st.Epoch = snap.Generation(), snap.Epoch()
+		st.LiveSessions = int64(len(snap.LiveSet()))
+		err := snap.SessionsByCreated(nil, func(info projection.SessionInfo) bool {
+			st.Sessions++
+			st.Events += info.EventCount
+			if !info.Valid() {
+				st.InvalidSessions++
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		if err := snap.Quarantined(0, func(projection.QuarantineRecord) bool { st.Quarantined++; return true }); err != nil {
+			return err
+		}
+		is, err := snap.Index().Stats()
+		if err != nil {
+			return fmt.Errorf("index stats: %w", err)
+		}
+		st.IndexDocs, st.IndexBytes = is.Docs, is.DiskBytes
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	stream, err := s.js.Stream(ctx, s.cfg.stream)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", s.cfg.stream, err)
+	}
+	info := stream.CachedInfo()
+	st.StreamLastSeq, st.StreamRecords = info.State.LastSeq, info.State.Msgs
+	if st.StreamLastSeq > st.Generation {
+		st.Lag = st.StreamLastSeq - st.Generation
+	}
+	return st, nil
+}
+
+// Client is a typed client of dsh-admin.
+type Client struct {
+	nc *nats.Conn
+}
+
+// NewClient returns a Client over nc.
+func NewClient(nc *nats.Conn) *Client { return &Client{nc: nc} }
+
+// Status calls status.
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	var out Status
+	return &out, c.call(ctx, EndpointStatus, &out)
+}
+
+// Stats calls stats.
+func (c *Client) Stats(ctx context.Context) (*Stats, error) {
+	var out Stats
+	return &out, c.call(ctx, EndpointStats, &out)
+}
+
+// Rebuild calls rebuild: it starts a rebuild, or reports the running one
+// (AlreadyRunning).
+func (c *Client) Rebuild(ctx context.Context) (*RebuildStatus, error) {
+	var out RebuildStatus
+	return &out, c.call(ctx, EndpointRebuild, &out)
+}
+
+// call sends {} to endpoint and decodes the reply into out. A service error
+// is a *dshq.Error with the reply's code; no responder is a *dshq.Error of
+// code SESSION_QUERY_INDEX_FAILED saying that no projector serves dsh-admin.
+func (c *Client) call(ctx context.Context, endpoint string, out any) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 35*time.Second)
+		defer cancel()
+	}
+	msg, err := c.nc.RequestWithContext(ctx, SubjectPrefix+"."+endpoint, []byte("{}"))
+	if errors.Is(err, nats.ErrNoResponders) {
+		return &dshq.Error{Code: dshq.CodeIndexFailed, Message: "no projector serves " + ServiceName + " (is dshq serve or the projector running?)", Err: err}
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", ServiceName, endpoint, err)
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		return &dshq.Error{Code: dshq.Code(code), Message: msg.Header.Get(micro.ErrorHeader)}
+	}
+	if err := json.Unmarshal(msg.Data, out); err != nil {
+		return fmt.Errorf("%s %s: decode reply: %w", ServiceName, endpoint, err)
+	}
+	return nil
+}

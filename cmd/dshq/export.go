@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/record"
+)
+
+// exportReport is what export says it wrote (--json).
+type exportReport struct {
+	SessionID string `json:"sessionId"`
+	Events    int    `json:"events"`
+	File      string `json:"file"`
+	Bytes     int64  `json:"bytes"`
+	Zstd      bool   `json:"zstd"`
+}
+
+func newExportCmd(g *globals) *cobra.Command {
+	var (
+		out    string
+		zstd   bool
+		stream string
+	)
+	cmd := &cobra.Command{
+		Use:   "export ID",
+		Short: "Write a session's log back as upstream JSONL",
+		Long: `export reads a session's records from the session stream (the source of
+truth) and writes them in the original harness's JSONL format: the header record
+as it was written, then one record per line, every JSON value byte for byte as
+stored. A version 0 log packs its assistant/chunk runs into chunk rows as the
+original writer does, so an imported upstream file exports identical.
+
+It writes to stdout, or to -o FILE (atomically: a temporary file renamed into
+place). --zstd (implied by a .zstd file name) writes the Zstandard framing:
+one frame for the header line, one for the events.`,
+		Example: `  dshq export 3f2a0c1e-… > session.jsonl
+  dshq export 3f2a0c1e-… -o session.jsonl.zstd
+  dshq export 3f2a0c1e-… -o s.jsonl --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
+			if err := record.ValidateSessionID(id); err != nil {
+				return err
+			}
+			zstd = zstd || strings.HasSuffix(out, ".zstd")
+			if zstd && out == "" && isTerminal(g.stdout) {
+				return errors.New("refusing to write Zstandard data to a terminal: give -o FILE or redirect stdout")
+			}
+			nc, err := g.dial()
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			l, err := newSessionLog(nc, stream)
+			if err != nil {
+				return err
+			}
+			if err := l.check(cmd.Context()); err != nil {
+				return err
+			}
+			stored, err := l.read(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			if len(stored) == 0 {
+				return dshq.Errorf(dshq.CodeSessionNotFound, "session %q not found", id)
+			}
+			rep := exportReport{SessionID: id, Events: len(stored) - 1, File: out, Zstd: zstd}
+			if out == "" {
+				rep.File = "-"
+				cw := &countingWriter{w: g.stdout}
+				if err := writeLog(cw, stored, zstd); err != nil {
+					return err
+				}
+				rep.Bytes = cw.n
+				if g.json {
+					return writeJSON(g.stderr, rep)
+				}
+				return nil
+			}
+			if rep.Bytes, err = writeFileAtomic(out, func(w io.Writer) error { return writeLog(w, stored, zstd) }); err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(g.stdout, rep)
+			}
+			fmt.Fprintf(g.stdout, "exported %s: %d events, %d bytes to %s\n", id, rep.Events, rep.Bytes, out)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&out, "output", "o", "", "write to FILE instead of stdout")
+	f.BoolVar(&zstd, "zstd", false, "write the Zstandard framing (.jsonl.zstd)")
+	f.StringVar(&stream, "stream", bus.DefaultStreamName, "session log stream")
+	return cmd
+}
+
+// writeLog writes stored records as an upstream JSONL log.
+func writeLog(w io.Writer, stored []storedRecord, zstd bool) error {
+	hdr, err := record.ParseHeader(stored[0].data)
+	if err != nil {
+		return fmt.Errorf("stored header record: %w", err)
+	}
+	opts := []record.WriterOption{record.WithPacking(hdr.FormatVersion == dshq.FormatVersion0)}
+	if zstd {
+		opts = append(opts, record.WithZstd())
+	}
+	bw := bufio.NewWriter(w)
+	rw := record.NewWriter(bw, opts...)
+	if err := rw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	for i, s := range stored[1:] {
+		ev, err := record.ParseEvent(s.data)
+		if err != nil {
+			return fmt.Errorf("stored event %d (stream sequence %d): %w", i, s.seq, err)
+		}
+		if err := rw.WriteEvent(ev); err != nil {
+			return err
+		}
+	}
+	if err := rw.Close(); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// writeFileAtomic writes path through a temporary file in its directory,
+// synced and renamed into place; it returns the bytes written.
+func writeFileAtomic(path string, fn func(io.Writer) error) (int64, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return 0, fmt.Errorf("write %s: %w", path, unwrapPathError(err))
+	}
+	defer os.Remove(tmp.Name())
+	cw := &countingWriter{w: tmp}
+	err = fn(cw)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("write %s: %w", path, err)
+	}
+	return cw.n, nil
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && isTerminalFd(f.Fd())
+}

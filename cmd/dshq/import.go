@@ -1,0 +1,455 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/fold"
+	"github.com/dshq/dshq/record"
+)
+
+// importOptions are the import command's flags.
+type importOptions struct {
+	fixtureCwd       string
+	fixtureSessionID string
+	renameOnConflict bool
+	stream           string
+	verbose          bool
+}
+
+// importResult is the outcome of one file.
+type importResult struct {
+	File string `json:"file"`
+	// SessionID is the id the session is stored under ("" when refused
+	// before it was known).
+	SessionID string `json:"sessionId,omitempty"`
+	// RenamedFrom is the file's own id when --rename-on-conflict stored it
+	// under a derived id.
+	RenamedFrom string `json:"renamedFrom,omitempty"`
+	// Events is the number of events in the file.
+	Events int `json:"events"`
+	// Published is the number of records this run stored (0 when already
+	// present); Continued is true when an earlier partial import was
+	// completed.
+	Published int  `json:"published"`
+	Continued bool `json:"continued,omitempty"`
+	// Reason says why the file was refused.
+	Reason string `json:"reason,omitempty"`
+}
+
+// importSummary is the import command's report (--json prints it).
+type importSummary struct {
+	Imported []importResult `json:"imported"`
+	Present  []importResult `json:"present"`
+	Refused  []importResult `json:"refused"`
+	// Generation is the stream sequence of the last record this run stored
+	// (0 when none): pass it as --min-generation to read the import back.
+	Generation uint64 `json:"generation"`
+}
+
+func newImportCmd(g *globals) *cobra.Command {
+	var o importOptions
+	cmd := &cobra.Command{
+		Use:   "import PATH...",
+		Short: "Import session logs (.jsonl, .jsonl.zstd files, or a harness session root)",
+		Long: `import publishes session logs in the original harness's JSONL format to the
+session stream: .jsonl and .jsonl.zstd files, or directories — a session root of
+the original harness (<root>/--<project>--/<id>/session.jsonl[.zstd]) or any
+directory of log files, walked recursively.
+
+Import is idempotent: a session whose stored records equal the file's is
+reported as already present, and a partial earlier import is completed. A
+stored session with the same id and different content is refused, unless
+--rename-on-conflict stores the file under a derived id (<id>~<hash>, the same
+for the same content, so a repeated import finds it present).
+
+Upstream test fixtures hold {{cwd}} and {{sessionId}} placeholders: --fixture-cwd
+substitutes them as the original's web seeder does ({{sessionId}} becomes
+--fixture-session-id, by default an id derived from the file's content).
+
+A progress bar is shown on stderr when it is a terminal. The exit status is 1
+when any file was refused.`,
+		Example: `  dshq import ~/.dsh/sessions
+  dshq import session.jsonl other.jsonl.zstd
+  dshq import --fixture-cwd /tmp/ws --rename-on-conflict corpus/logs --json`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.fixtureCwd != "" {
+				abs, err := filepath.Abs(o.fixtureCwd)
+				if err != nil {
+					return fmt.Errorf("--fixture-cwd: %w", err)
+				}
+				o.fixtureCwd = abs
+			}
+			if o.fixtureSessionID != "" {
+				if o.fixtureCwd == "" {
+					return errors.New("--fixture-session-id needs --fixture-cwd")
+				}
+				if err := record.ValidateSessionID(o.fixtureSessionID); err != nil {
+					return fmt.Errorf("--fixture-session-id: %w", err)
+				}
+			}
+			files, err := discover(args)
+			if err != nil {
+				return err
+			}
+			if len(files) == 0 {
+				return fmt.Errorf("no .jsonl or .jsonl.zstd files under %s", strings.Join(args, " "))
+			}
+			nc, err := g.dial()
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			l, err := newSessionLog(nc, o.stream)
+			if err != nil {
+				return err
+			}
+			if err := l.check(cmd.Context()); err != nil {
+				return err
+			}
+			sum, err := runImport(cmd.Context(), l, files, o, g.progress(len(files), "importing"))
+			if err != nil {
+				return err
+			}
+			if err := g.printImport(sum, o.verbose); err != nil {
+				return err
+			}
+			if n := len(sum.Refused); n > 0 {
+				return &exitError{code: 1, msg: fmt.Sprintf("%d of %d files refused", n, len(files))}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.fixtureCwd, "fixture-cwd", "", "substitute the {{cwd}} and {{sessionId}} placeholders of upstream test fixtures, {{cwd}} with this directory")
+	f.StringVar(&o.fixtureSessionID, "fixture-session-id", "", "the id {{sessionId}} becomes (default: fixture-<hash of the file>)")
+	f.BoolVar(&o.renameOnConflict, "rename-on-conflict", false, "store a file whose id is taken by a different session under a derived id")
+	f.StringVar(&o.stream, "stream", bus.DefaultStreamName, "session log stream")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "list every imported and present file, not only refused ones")
+	return cmd
+}
+
+// progress returns a progress bar on stderr when stderr is a terminal and
+// not --json, else a no-op.
+func (g *globals) progress(total int, what string) progressFunc {
+	f, ok := g.stderr.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return func(int, string) {}
+	}
+	bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(f), progressbar.OptionSetDescription(what),
+		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(30))
+	return func(n int, desc string) {
+		if desc != "" {
+			bar.Describe(desc)
+		}
+		_ = bar.Add(n)
+		if bar.IsFinished() {
+			_ = bar.Finish()
+		}
+	}
+}
+
+// progressFunc advances a progress display by n and describes the current
+// item ("" keeps the description).
+type progressFunc func(n int, desc string)
+
+// runImport imports files one by one. Only a failure to talk to the server
+// (the context ending) stops it; every problem with a file refuses that file.
+func runImport(ctx context.Context, l *sessionLog, files []importFile, o importOptions, progress progressFunc) (importSummary, error) {
+	sum := importSummary{Imported: []importResult{}, Present: []importResult{}, Refused: []importResult{}}
+	for _, f := range files {
+		progress(0, filepath.Base(f.path))
+		res, gen, err := importOne(ctx, l, f, o)
+		progress(1, "")
+		if ctx.Err() != nil {
+			return sum, ctx.Err()
+		}
+		switch {
+		case err != nil:
+			res.Reason = oneLine(err.Error())
+			sum.Refused = append(sum.Refused, res)
+		case res.Published == 0:
+			sum.Present = append(sum.Present, res)
+		default:
+			sum.Imported = append(sum.Imported, res)
+		}
+		sum.Generation = max(sum.Generation, gen)
+	}
+	return sum, nil
+}
+
+// importOne reads, checks and stores one file; it returns the stream
+// sequence of the last record it stored (0 when none).
+func importOne(ctx context.Context, l *sessionLog, f importFile, o importOptions) (importResult, uint64, error) {
+	res := importResult{File: f.path}
+	if f.refused != "" {
+		return res, 0, errors.New(f.refused)
+	}
+	recs, hdr, err := readLog(f, o)
+	if err != nil {
+		return res, 0, err
+	}
+	res.SessionID, res.Events = hdr.Header.ID, len(recs)-1
+	state, err := compareStored(ctx, l, hdr.Header.ID, recs)
+	if err != nil {
+		return res, 0, err
+	}
+	if state.conflict != "" && o.renameOnConflict {
+		newID := derivedID(hdr.Header.ID, recs)
+		renamed, err := withHeaderID(recs[0].data, newID)
+		if err != nil {
+			return res, 0, err
+		}
+		recs[0].data = renamed
+		res.RenamedFrom, res.SessionID = hdr.Header.ID, newID
+		if state, err = compareStored(ctx, l, newID, recs); err != nil {
+			return res, 0, err
+		}
+	}
+	if state.conflict != "" {
+		msg := fmt.Sprintf("session %q is already stored with different content (%s)", res.SessionID, state.conflict)
+		if !o.renameOnConflict {
+			msg += "; --rename-on-conflict stores it under a derived id"
+		}
+		return res, 0, errors.New(msg)
+	}
+	if state.stored == len(recs) {
+		return res, 0, nil
+	}
+	token, err := record.SubjectToken(res.SessionID)
+	if err != nil {
+		return res, 0, err
+	}
+	res.Continued = state.stored > 0
+	last, err := l.append(ctx, token, state.lastSeq, recs[state.stored:], func(n int) { res.Published += n })
+	if err != nil {
+		if conflict(err) {
+			return res, 0, fmt.Errorf("session %q was written by someone else during the import; import again to reconcile", res.SessionID)
+		}
+		return res, 0, fmt.Errorf("publish %q: %w", res.SessionID, err)
+	}
+	return res, last, nil
+}
+
+// readLog reads a file into the records to store: the header as written,
+// then every event (packed rows expanded), checked as the projector checks
+// them (the lenient fold), so that nothing imported is quarantined.
+func readLog(f importFile, o importOptions) ([]outRecord, dshq.HeaderRecord, error) {
+	data, err := os.ReadFile(f.path)
+	if err != nil {
+		return nil, dshq.HeaderRecord{}, unwrapPathError(err)
+	}
+	if f.inRoot {
+		if err := checkPlace(f.path, data); err != nil {
+			return nil, dshq.HeaderRecord{}, err
+		}
+	}
+	var opts []record.Option // the summary names the file
+	if o.fixtureCwd != "" {
+		id := o.fixtureSessionID
+		if id == "" {
+			sum := sha256.Sum256(data)
+			id = "fixture-" + hex.EncodeToString(sum[:8])
+		}
+		opts = append(opts, record.WithFixturePlaceholders(o.fixtureCwd, id))
+	}
+	hdr, events, err := record.ReadAll(bytes.NewReader(data), opts...)
+	if err != nil {
+		return nil, hdr, err
+	}
+	if hdr.Header.Cwd != nil && strings.Contains(*hdr.Header.Cwd, "{{") {
+		return nil, hdr, fmt.Errorf("header cwd %q holds a placeholder: give --fixture-cwd DIR to substitute it", *hdr.Header.Cwd)
+	}
+	if _, err := fold.Fold(hdr, events, fold.Lenient); err != nil {
+		return nil, hdr, fmt.Errorf("the projector would refuse this log: %w", err)
+	}
+	recs := make([]outRecord, 0, len(events)+1)
+	recs = append(recs, outRecord{index: -1, data: hdr.Raw})
+	for _, e := range events {
+		recs = append(recs, outRecord{index: e.Seq, data: e.Raw})
+	}
+	return recs, hdr, nil
+}
+
+// checkPlace checks that a file in a session root sits where its header
+// (as written, before any placeholder substitution) says.
+func checkPlace(path string, data []byte) error {
+	r := record.NewReader(bytes.NewReader(data))
+	defer r.Close()
+	hdr, err := r.Header()
+	if err != nil {
+		return err
+	}
+	idDir := filepath.Base(filepath.Dir(path))
+	projDir := filepath.Base(filepath.Dir(filepath.Dir(path)))
+	if want := encodeSegment(hdr.Header.ID); idDir != want {
+		return fmt.Errorf("header id %q belongs in directory %q, not %q", hdr.Header.ID, want, idDir)
+	}
+	if want := projectDir(hdr.Header.Cwd); projDir != want {
+		return fmt.Errorf("header cwd belongs in project directory %q, not %q", want, projDir)
+	}
+	return nil
+}
+
+// storedState is how a session's stored records compare with a file's.
+type storedState struct {
+	stored   int    // records already stored (a prefix of the file's)
+	lastSeq  uint64 // stream sequence of the last stored record
+	conflict string // why the stored records are not a prefix ("" if they are)
+}
+
+func compareStored(ctx context.Context, l *sessionLog, id string, recs []outRecord) (storedState, error) {
+	stored, err := l.read(ctx, id)
+	if err != nil {
+		return storedState{}, err
+	}
+	var st storedState
+	if len(stored) > len(recs) {
+		st.conflict = fmt.Sprintf("%d events stored, %d in the file", len(stored)-1, len(recs)-1)
+		return st, nil
+	}
+	for i, s := range stored {
+		if !bytes.Equal(s.data, recs[i].data) {
+			if i == 0 {
+				st.conflict = "different header"
+			} else {
+				st.conflict = fmt.Sprintf("event %d differs", i-1)
+			}
+			return st, nil
+		}
+		st.stored, st.lastSeq = i+1, s.seq
+	}
+	return st, nil
+}
+
+// derivedID is the id a conflicting file is stored under: its own id and a
+// hash of its records, so the same content always gets the same id.
+func derivedID(id string, recs []outRecord) string {
+	h := sha256.New()
+	for _, r := range recs {
+		h.Write(r.data)
+		h.Write([]byte{'\n'})
+	}
+	suffix := "~" + hex.EncodeToString(h.Sum(nil)[:6])
+	for len(id)+len(suffix) > record.MaxSessionIDBytes {
+		_, size := utf8.DecodeLastRuneInString(id)
+		id = id[:len(id)-size]
+	}
+	return id + suffix
+}
+
+// withHeaderID returns the header record raw with its id replaced, every
+// other member kept byte for byte and in order.
+func withHeaderID(raw []byte, id string) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New("header record is not a JSON object")
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i := 0; dec.More(); i++ {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("header record: %w", err)
+		}
+		key, _ := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("header record: %w", err)
+		}
+		if key == "id" {
+			if v, err = marshalNoEscape(id); err != nil {
+				return nil, err
+			}
+		}
+		k, err := marshalNoEscape(key)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	if _, err := record.ParseHeader(b.Bytes()); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// marshalNoEscape marshals v as JSON without HTML escaping, as the original
+// writer does.
+func marshalNoEscape(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
+}
+
+// printImport prints the summary: JSON, or counts and the refused files.
+func (g *globals) printImport(sum importSummary, verbose bool) error {
+	if g.json {
+		return writeJSON(g.stdout, sum)
+	}
+	events := 0
+	for _, r := range sum.Imported {
+		events += r.Events
+	}
+	w := g.stdout
+	fmt.Fprintf(w, "imported  %d sessions (%d events)\n", len(sum.Imported), events)
+	fmt.Fprintf(w, "present   %d sessions (already stored, nothing written)\n", len(sum.Present))
+	fmt.Fprintf(w, "refused   %d files\n", len(sum.Refused))
+	if sum.Generation > 0 {
+		fmt.Fprintf(w, "generation %d (read it back with --min-generation %d)\n", sum.Generation, sum.Generation)
+	}
+	if verbose {
+		for _, r := range sum.Imported {
+			note := ""
+			if r.Continued {
+				note = " (continued a partial import)"
+			}
+			if r.RenamedFrom != "" {
+				note += fmt.Sprintf(" (renamed from %q)", r.RenamedFrom)
+			}
+			fmt.Fprintf(w, "  imported %s → %s%s\n", r.File, r.SessionID, note)
+		}
+		for _, r := range sum.Present {
+			fmt.Fprintf(w, "  present  %s → %s\n", r.File, r.SessionID)
+		}
+	}
+	for _, r := range sum.Refused {
+		fmt.Fprintf(w, "  refused  %s: %s\n", r.File, r.Reason)
+	}
+	return nil
+}
+
+// writeJSON writes v as one indented JSON document.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"unicode/utf16"
+)
+
+// The original harness's session root (UPSTREAM §11.1):
+// <root>/--<projectKey(cwd)>--/<encodeSegment(id)>/session.jsonl[.zstd], or
+// <root>/_no-cwd/… for a header without cwd.
+
+const (
+	noCwdDir       = "_no-cwd"
+	sessionPlain   = "session.jsonl"
+	sessionZstd    = "session.jsonl.zstd"
+	maxProjectKey  = 251
+	projectDirWrap = "--"
+)
+
+// keepChar reports the characters both encodings keep as they are.
+func keepChar(u uint16) bool {
+	return u < 0x80 && (u >= 'a' && u <= 'z' || u >= 'A' && u <= 'Z' || u >= '0' && u <= '9' || u == '.' || u == '_' || u == '-')
+}
+
+// escapeUnit writes a UTF-16 code unit as ~XXXX.
+func escapeUnit(b *strings.Builder, u uint16) { fmt.Fprintf(b, "~%04X", u) }
+
+// encodeSegment is upstream's injective directory name of a session id.
+func encodeSegment(id string) string {
+	switch id {
+	case ".":
+		return "~002E"
+	case "..":
+		return "~002E~002E"
+	}
+	var b strings.Builder
+	for _, u := range utf16.Encode([]rune(id)) {
+		if keepChar(u) {
+			b.WriteByte(byte(u))
+		} else {
+			escapeUnit(&b, u)
+		}
+	}
+	return b.String()
+}
+
+// projectDir is upstream's project directory of a cwd: runs of / \ : fold
+// into one "-", other characters are kept or escaped, leading "-" are
+// stripped ("root" if nothing is left), the key is cut to 251 characters
+// and wrapped in "--…--". A session without cwd goes under _no-cwd.
+func projectDir(cwd *string) string {
+	if cwd == nil {
+		return noCwdDir
+	}
+	var b strings.Builder
+	sep := false
+	for _, u := range utf16.Encode([]rune(*cwd)) {
+		if u == '/' || u == '\\' || u == ':' {
+			if !sep {
+				b.WriteByte('-')
+			}
+			sep = true
+			continue
+		}
+		sep = false
+		if keepChar(u) {
+			b.WriteByte(byte(u))
+		} else {
+			escapeUnit(&b, u)
+		}
+	}
+	key := strings.TrimLeft(b.String(), "-")
+	if key == "" {
+		key = "root"
+	}
+	if len(key) > maxProjectKey {
+		key = key[:maxProjectKey]
+	}
+	return projectDirWrap + key + projectDirWrap
+}
+
+// importFile is one file to import; when it sits in a session root,
+// layout says so and is checked against its header.
+type importFile struct {
+	path string
+	// inRoot is true for <root>/<project>/<id>/session.jsonl[.zstd].
+	inRoot bool
+	// refused is set when discovery already refused the file.
+	refused string
+}
+
+// isProjectDir reports a directory name of the session root layout.
+func isProjectDir(name string) bool {
+	return name == noCwdDir || len(name) > 4 && strings.HasPrefix(name, projectDirWrap) && strings.HasSuffix(name, projectDirWrap)
+}
+
+// isLog reports a session log file name.
+func isLog(name string) bool {
+	return strings.HasSuffix(name, ".jsonl") || strings.HasSuffix(name, ".jsonl.zstd")
+}
+
+// discover expands the import arguments into files, in a stable order: a
+// file is itself; a directory is walked for *.jsonl and *.jsonl.zstd files.
+// Inside a session root a file is recognised by its place; a session
+// directory holding both encodings, and a flat <project>/<id>.jsonl file
+// (an older layout), are refused as upstream refuses them.
+func discover(paths []string) ([]importFile, error) {
+	var out []importFile
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("import %s: %w", p, unwrapPathError(err))
+		}
+		if !fi.IsDir() {
+			out = append(out, classify(p))
+			continue
+		}
+		var found []importFile
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.Type().IsRegular() && isLog(d.Name()) {
+				found = append(found, classify(path))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("import %s: %w", p, unwrapPathError(err))
+		}
+		out = append(out, mixedEncodings(found)...)
+	}
+	return out, nil
+}
+
+// classify recognises a file's place in a session root.
+func classify(path string) importFile {
+	dir := filepath.Dir(path)
+	name := filepath.Base(path)
+	if name == sessionPlain || name == sessionZstd {
+		if isProjectDir(filepath.Base(filepath.Dir(dir))) {
+			return importFile{path: path, inRoot: true}
+		}
+	}
+	if isProjectDir(filepath.Base(dir)) {
+		return importFile{path: path, refused: "a flat <project>/<id>.jsonl file is an older layout the original refuses; move it to <project>/<id>/session.jsonl"}
+	}
+	return importFile{path: path}
+}
+
+// mixedEncodings refuses both files of a session directory that holds
+// session.jsonl and session.jsonl.zstd (a root uses one encoding).
+func mixedEncodings(files []importFile) []importFile {
+	byDir := map[string][]int{}
+	for i, f := range files {
+		if f.inRoot {
+			byDir[filepath.Dir(f.path)] = append(byDir[filepath.Dir(f.path)], i)
+		}
+	}
+	for _, idx := range byDir {
+		if len(idx) > 1 {
+			for _, i := range idx {
+				files[i].refused = "the session directory holds both session.jsonl and session.jsonl.zstd"
+			}
+		}
+	}
+	sort.SliceStable(files, func(i, j int) bool { return files[i].path < files[j].path })
+	return files
+}
+
+// unwrapPathError drops the path an *fs.PathError repeats.
+func unwrapPathError(err error) error {
+	if pe, ok := err.(*fs.PathError); ok {
+		return pe.Err
+	}
+	return err
+}

@@ -1,0 +1,427 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/fold"
+	"github.com/dshq/dshq/query"
+)
+
+// queryFlags are the consistency flags of every query command.
+type queryFlags struct {
+	minGeneration uint64
+	timeoutMs     int
+}
+
+func (q *queryFlags) add(cmd *cobra.Command) {
+	cmd.Flags().Uint64Var(&q.minGeneration, "min-generation", 0, "answer only once the projection has applied this generation (read your writes; import prints it)")
+	cmd.Flags().IntVar(&q.timeoutMs, "timeout-ms", dshq.DefaultTimeoutMs, "how long the service may wait for --min-generation (1..30000)")
+}
+
+func (q *queryFlags) opts() []query.CallOption {
+	opts := []query.CallOption{query.WithTimeoutMs(q.timeoutMs)}
+	if q.minGeneration > 0 {
+		opts = append(opts, query.WithMinGeneration(q.minGeneration))
+	}
+	return opts
+}
+
+// withClient dials and runs fn with a query client.
+func (g *globals) withClient(fn func(c *query.Client) error) error {
+	nc, err := g.dial()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	return fn(query.NewClient(nc))
+}
+
+func newSearchCmd(g *globals) *cobra.Command {
+	var (
+		qf       queryFlags
+		session  string
+		cwds     []string
+		types    []string
+		surfaces []string
+		limit    int
+		all      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "search QUERY",
+		Short: "Search the corpus (sessions, or the events of one session)",
+		Long: `search finds a literal phrase (never search syntax; case- and
+diacritic-insensitive) in the semantic text of events. Without --session it
+returns sessions, each with its strongest matching event (sessions.search);
+with --session it returns that session's matching events (events.search).
+
+Filters narrow the search: --cwd (a workspace, repeatable), --type and
+--surface (event filters, repeatable). --limit is the page size (1..100,
+default 20); --all follows every page. --json prints the raw replies.`,
+		Example: `  dshq search "flaky test"
+  dshq search "permission denied" --cwd /home/me/project --type tool/result --all
+  dshq search retry --session 3f2a0c1e-… --surface current --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var eventFilters []dshq.Filter
+			if len(types) > 0 {
+				eventFilters = append(eventFilters, listFilter(dshq.FilterType, types))
+			}
+			if len(surfaces) > 0 {
+				eventFilters = append(eventFilters, listFilter(dshq.FilterSurface, surfaces))
+			}
+			return g.withClient(func(c *query.Client) error {
+				ctx := cmd.Context()
+				if session != "" {
+					if len(cwds) > 0 {
+						return errors.New("--cwd filters sessions; it does not go with --session")
+					}
+					return g.searchEvents(ctx, c, dshq.EventSearchRequest{SessionID: session, Query: args[0], Filters: eventFilters, Limit: limit}, all, qf.opts())
+				}
+				var sessionFilters []dshq.Filter
+				if len(cwds) > 0 {
+					sessionFilters = append(sessionFilters, listFilter(dshq.FilterCwd, cwds))
+				}
+				return g.searchSessions(ctx, c, dshq.SessionSearchRequest{Query: args[0], SessionFilters: sessionFilters, EventFilters: eventFilters, Limit: limit}, all, qf.opts())
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&session, "session", "", "search the events of this session")
+	f.StringArrayVar(&cwds, "cwd", nil, "only sessions of this workspace (repeatable)")
+	f.StringArrayVar(&types, "type", nil, "only events of this type, e.g. user/message (repeatable)")
+	f.StringArrayVar(&surfaces, "surface", nil, "only events on this surface: current, shadowed, log-only (repeatable)")
+	f.IntVar(&limit, "limit", 0, "page size, 1..100 (default 20)")
+	f.BoolVar(&all, "all", false, "follow every page")
+	qf.add(cmd)
+	return cmd
+}
+
+// listFilter is a list filter of kind with values.
+func listFilter(kind string, values []string) dshq.Filter {
+	f := dshq.Filter{Kind: kind}
+	for _, v := range values {
+		f.Values = append(f.Values, dshq.Str(v))
+	}
+	return f
+}
+
+func (g *globals) searchSessions(ctx context.Context, c *query.Client, req dshq.SessionSearchRequest, all bool, opts []query.CallOption) error {
+	tw := newTable(g.stdout)
+	n := 0
+	for {
+		page, err := c.SearchSessions(ctx, req, opts...)
+		if err != nil {
+			return err
+		}
+		if g.json {
+			if err := writeJSON(g.stdout, page); err != nil {
+				return err
+			}
+		} else {
+			if n == 0 && len(page.Items) > 0 {
+				fmt.Fprintln(tw, "SESSION\tSEQ\tTYPE\tTIME\tCWD\tSNIPPET")
+			}
+			for _, h := range page.Items {
+				cwd, _ := h.Header.CwdOrEmpty()
+				b := h.BestMatch
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", h.Header.ID, b.Seq, b.Type, isoTime(b.Time), cwd, flat(b.Snippet, 0))
+			}
+		}
+		n += len(page.Items)
+		if !all || page.NextCursor == "" {
+			return g.endTable(tw, n, "sessions", page.NextCursor, page.Generation)
+		}
+		req.Cursor = page.NextCursor
+		opts = append(opts, query.WithMinGeneration(page.Generation))
+	}
+}
+
+func (g *globals) searchEvents(ctx context.Context, c *query.Client, req dshq.EventSearchRequest, all bool, opts []query.CallOption) error {
+	tw := newTable(g.stdout)
+	n := 0
+	for {
+		page, err := c.SearchEvents(ctx, req, opts...)
+		if err != nil {
+			return err
+		}
+		if g.json {
+			if err := writeJSON(g.stdout, page); err != nil {
+				return err
+			}
+		} else {
+			if n == 0 && len(page.Items) > 0 {
+				fmt.Fprintln(tw, "SEQ\tTYPE\tSURFACE\tTIME\tSNIPPET")
+			}
+			for _, h := range page.Items {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", h.Seq, h.Type, h.Surface, isoTime(h.Time), flat(h.Snippet, 0))
+			}
+		}
+		n += len(page.Items)
+		if !all || page.NextCursor == "" {
+			return g.endTable(tw, n, "events", page.NextCursor, page.Generation)
+		}
+		req.Cursor = page.NextCursor
+		opts = append(opts, query.WithMinGeneration(page.Generation))
+	}
+}
+
+// endTable flushes a result table with a closing line (text mode only).
+func (g *globals) endTable(tw *tabwriter.Writer, n int, what, next string, gen uint64) error {
+	if g.json {
+		return nil
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	more := ""
+	if next != "" {
+		more = " (more: --all)"
+	}
+	if n == 0 {
+		fmt.Fprintf(g.stdout, "no %s match (generation %d)\n", what, gen)
+		return nil
+	}
+	fmt.Fprintf(g.stdout, "%d %s at generation %d%s\n", n, what, gen, more)
+	return nil
+}
+
+func newTraceCmd(g *globals) *cobra.Command {
+	var (
+		qf  queryFlags
+		seq int64
+	)
+	cmd := &cobra.Command{
+		Use:   "trace ID",
+		Short: "Show a session's lineage, or an event's replacement and provenance",
+		Long: `trace without --seq shows a session's lineage (sessions.trace): its
+ancestors up to the root, and every descendant (forks and subagents) as a tree.
+With --seq it traces one event (events.trace): what replaced it, what it
+replaced, the events it cites as sources and the events derived from it.`,
+		Example: `  dshq trace 3f2a0c1e-…
+  dshq trace 3f2a0c1e-… --seq 42 --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withClient(func(c *query.Client) error {
+				if cmd.Flags().Changed("seq") {
+					tr, err := c.TraceEvent(cmd.Context(), dshq.EventTraceRequest{SessionID: args[0], Seq: seq}, qf.opts()...)
+					if err != nil {
+						return err
+					}
+					if g.json {
+						return writeJSON(g.stdout, tr)
+					}
+					printEventTrace(g.stdout, tr)
+					return nil
+				}
+				tr, err := c.TraceSession(cmd.Context(), dshq.SessionTraceRequest{SessionID: args[0]}, qf.opts()...)
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return writeJSON(g.stdout, tr)
+				}
+				printLineage(g.stdout, tr)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().Int64Var(&seq, "seq", 0, "trace this event instead of the session's lineage")
+	qf.add(cmd)
+	return cmd
+}
+
+func printEventTrace(w io.Writer, tr *dshq.EventTrace) {
+	t := tr.Target
+	fmt.Fprintf(w, "event %d of %s: %s, %s, %s\n", t.Seq, t.SessionID, t.Type, t.Surface, isoTime(t.Time))
+	tw := newTable(w)
+	if tr.ReplacedBy != nil {
+		fmt.Fprintf(tw, "replaced by\t%d\n", *tr.ReplacedBy)
+	} else {
+		fmt.Fprintf(tw, "replaced by\t—\n")
+	}
+	fmt.Fprintf(tw, "replacement chain\t%s\n", seqList(tr.ReplacementChain))
+	fmt.Fprintf(tw, "replaces\t%s\n", seqList(tr.ReplacedEventSeqs))
+	fmt.Fprintf(tw, "sources\t%s\n", seqList(tr.SourceEventSeqs))
+	fmt.Fprintf(tw, "derived\t%s\n", seqList(tr.DerivedEventSeqs))
+	fmt.Fprintf(tw, "generation\t%d\n", tr.Generation)
+	_ = tw.Flush()
+}
+
+func printLineage(w io.Writer, tr *dshq.LineageTrace) {
+	line := func(indent string, r dshq.SessionRecord, mark string) {
+		cwd, _ := r.Header.CwdOrEmpty()
+		live := ""
+		if r.Live {
+			live = " live"
+		}
+		origin := ""
+		if r.Header.Origin != "" {
+			origin = " " + r.Header.Origin
+		}
+		fmt.Fprintf(w, "%s%s%s  %s  %s%s%s\n", indent, mark, r.Header.ID, isoTime(r.Header.CreatedAt), cwd, origin, live)
+	}
+	if !tr.Complete && tr.UnresolvedParentID != nil {
+		fmt.Fprintf(w, "(parent %s is not in the corpus)\n", *tr.UnresolvedParentID)
+	}
+	indent := ""
+	for i := len(tr.Ancestors) - 1; i >= 0; i-- {
+		line(indent, tr.Ancestors[i], "")
+		indent += "  "
+	}
+	line(indent, tr.Target, "* ")
+	var walk func(nodes []dshq.LineageNode, indent string)
+	walk = func(nodes []dshq.LineageNode, indent string) {
+		for _, n := range nodes {
+			line(indent, n.Session, "└ ")
+			walk(n.Descendants, indent+"  ")
+		}
+	}
+	walk(tr.Descendants, indent+"  ")
+	fmt.Fprintf(w, "generation %d\n", tr.Generation)
+}
+
+func newReadCmd(g *globals) *cobra.Command {
+	var (
+		qf            queryFlags
+		seq           int64
+		before, after int64
+	)
+	cmd := &cobra.Command{
+		Use:   "read ID",
+		Short: "Read a session's events, or a window around one event",
+		Long: `read without --seq lists a session's events in seq order (sessions.read,
+every page): seq, time, type and the start of each event's semantic text.
+With --seq it reads a window around one event (events.read): --before and
+--after events on either side (at most 50 each), the target marked with ">".
+--json prints the raw replies, events exactly as written.`,
+		Example: `  dshq read 3f2a0c1e-…
+  dshq read 3f2a0c1e-… --seq 42 --before 3 --after 3
+  dshq read 3f2a0c1e-… --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("seq") && (cmd.Flags().Changed("before") || cmd.Flags().Changed("after")) {
+				return errors.New("--before and --after need --seq")
+			}
+			return g.withClient(func(c *query.Client) error {
+				if cmd.Flags().Changed("seq") {
+					win, err := c.ReadEvent(cmd.Context(), dshq.EventReadRequest{SessionID: args[0], Seq: seq, Before: before, After: after}, qf.opts()...)
+					if err != nil {
+						return err
+					}
+					if g.json {
+						return writeJSON(g.stdout, win)
+					}
+					tw := newTable(g.stdout)
+					for _, e := range win.Events {
+						printEvent(tw, e, e.Seq == win.Target.Seq)
+					}
+					if err := tw.Flush(); err != nil {
+						return err
+					}
+					fmt.Fprintf(g.stdout, "events %d..%d of %s at generation %d\n", win.StartSeq, win.EndSeq, win.Session.ID, win.Generation)
+					return nil
+				}
+				return g.readSession(cmd.Context(), c, args[0], qf.opts())
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.Int64Var(&seq, "seq", 0, "read a window around this event")
+	f.Int64Var(&before, "before", 0, "events before --seq (0..50)")
+	f.Int64Var(&after, "after", 0, "events after --seq (0..50)")
+	qf.add(cmd)
+	return cmd
+}
+
+func (g *globals) readSession(ctx context.Context, c *query.Client, id string, opts []query.CallOption) error {
+	req := dshq.SessionReadRequest{SessionID: id}
+	tw := newTable(g.stdout)
+	n := 0
+	for {
+		page, err := c.ReadSession(ctx, req, opts...)
+		if err != nil {
+			return err
+		}
+		if g.json {
+			if err := writeJSON(g.stdout, page); err != nil {
+				return err
+			}
+		} else {
+			if n == 0 {
+				cwd, _ := page.Session.CwdOrEmpty()
+				fmt.Fprintf(g.stdout, "session %s  created %s  %s\n", page.Session.ID, isoTime(page.Session.CreatedAt), cwd)
+			}
+			for _, e := range page.Events {
+				printEvent(tw, e, false)
+			}
+		}
+		n += len(page.Events)
+		if page.NextCursor == "" {
+			if g.json {
+				return nil
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "%d events at generation %d\n", n, page.Generation)
+			return nil
+		}
+		req.Cursor = page.NextCursor
+		opts = append(opts, query.WithMinGeneration(page.Generation))
+	}
+}
+
+// printEvent writes one event row: mark, seq, time, type, text preview.
+func printEvent(tw io.Writer, e dshq.Event, target bool) {
+	mark := " "
+	if target {
+		mark = ">"
+	}
+	fmt.Fprintf(tw, "%s %d\t%s\t%s\t%s\n", mark, e.Seq, isoTime(e.Time), e.Type, flat(fold.Text(e), 100))
+}
+
+// newTable returns an aligned table writer.
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
+
+// isoTime renders epoch milliseconds as UTC ISO-8601 with milliseconds.
+func isoTime(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// flat puts text on one line (tabs and newlines become spaces) and cuts it
+// to max runes with an ellipsis (max 0 = no cut).
+func flat(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == '\t' {
+			return ' '
+		}
+		return r
+	}, s)
+	if max > 0 && utf8.RuneCountInString(s) > max {
+		r := []rune(s)
+		s = string(r[:max-1]) + "…"
+	}
+	return s
+}
+
+// seqList renders seqs as "1, 2, 3" or "—".
+func seqList(seqs []int64) string {
+	if len(seqs) == 0 {
+		return "—"
+	}
+	parts := make([]string, len(seqs))
+	for i, s := range seqs {
+		parts[i] = fmt.Sprint(s)
+	}
+	return strings.Join(parts, ", ")
+}
