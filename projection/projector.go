@@ -23,7 +23,7 @@ const (
 	DefaultSubjectPrefix  = "dsh.log."
 	DefaultLeaseBucket    = "DSH_LEASES"
 	DefaultDurable        = "dsh-projector"
-	DefaultBatchSize      = 512
+	DefaultBatchSize      = 2048
 	DefaultFoldCacheBytes = 64 << 20
 )
 

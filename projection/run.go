@@ -93,19 +93,7 @@ func (p *Projector) drain(ctx context.Context, inst *instance, mb jetstream.Mess
 		case <-ctx.Done():
 			return nil
 		}
-		group := []jetstream.Msg{first}
-	gather:
-		for len(group) < p.cfg.batchSize {
-			select {
-			case m, ok := <-msgs:
-				if !ok {
-					break gather
-				}
-				group = append(group, m)
-			default:
-				break gather
-			}
-		}
+		group := p.gather(msgs, first)
 		if err := p.applyMsgs(ctx, inst, group); err != nil {
 			if errors.Is(err, errSwapped) {
 				return nil
@@ -113,6 +101,49 @@ func (p *Projector) drain(ctx context.Context, inst *instance, mb jetstream.Mess
 			return err
 		}
 	}
+}
+
+// gatherLinger bounds how long a batch waits for records that the stream
+// says are pending (in flight to this pull request) before it is applied.
+const gatherLinger = 5 * time.Millisecond
+
+// gather groups first with the messages that have arrived. While the
+// stream reports more pending (catching up), it lingers briefly for them so
+// that batches fill up and commits (fsyncs) are amortized; at the tail it
+// applies at once, for latency.
+func (p *Projector) gather(msgs <-chan jetstream.Msg, first jetstream.Msg) []jetstream.Msg {
+	group := []jetstream.Msg{first}
+	var linger <-chan time.Time
+	for len(group) < p.cfg.batchSize {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return group
+			}
+			group = append(group, m)
+			continue
+		default:
+		}
+		md, err := group[len(group)-1].Metadata()
+		if err != nil || md.NumPending == 0 {
+			return group
+		}
+		if linger == nil {
+			t := time.NewTimer(gatherLinger)
+			defer t.Stop()
+			linger = t.C
+		}
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return group
+			}
+			group = append(group, m)
+		case <-linger:
+			return group
+		}
+	}
+	return group
 }
 
 // errSwapped: the serving instance changed under the loop (a rebuild was
