@@ -53,6 +53,10 @@ type EmbeddedConfig struct {
 	ReadyTimeout time.Duration
 	// Logger, when true, routes the server's own log to stderr.
 	Logger bool
+	// Configure, when set, adjusts the server options after the fields above
+	// are applied: accounts, users and permissions, limits, TLS. It must not
+	// change StoreDir or disable JetStream.
+	Configure func(*server.Options)
 }
 
 // Embedded is a running embedded nats-server with JetStream.
@@ -124,6 +128,9 @@ func embeddedOptions(cfg EmbeddedConfig, dir string) (*server.Options, error) {
 		opts.SyncInterval = cfg.SyncInterval
 	default:
 		return nil, fmt.Errorf("unknown sync policy %d", cfg.Sync)
+	}
+	if cfg.Configure != nil {
+		defer cfg.Configure(opts)
 	}
 	if cfg.Listen == "" {
 		opts.DontListen = true

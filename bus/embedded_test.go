@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -72,6 +73,12 @@ func TestStartEmbedded_Listeners(t *testing.T) {
 				_ = e.Shutdown(context.Background())
 				t.Fatalf("config %+v accepted", c)
 			}
+		}
+	})
+	t.Run("a Configure hook adjusts the server options", func(t *testing.T) {
+		e := startServer(t, EmbeddedConfig{Configure: func(o *server.Options) { o.MaxPayload = 2 << 20 }})
+		if got := connect(t, e).MaxPayload(); got != 2<<20 {
+			t.Fatalf("max payload %d", got)
 		}
 	})
 	t.Run("relaxed sync starts", func(t *testing.T) {
