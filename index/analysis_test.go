@@ -181,3 +181,36 @@ func TestSanitize(t *testing.T) {
 		t.Fatalf("Sanitize changed clean text: %q", got)
 	}
 }
+
+// FuzzAnalysis: any text analyzes without panic into in-bounds tokens, and
+// as a query it finds itself, starting at its first token.
+func FuzzAnalysis(f *testing.F) {
+	for _, in := range goldenInputs {
+		f.Add(in)
+	}
+	f.Add("a\x00b\uFDD0c \xff\xfe 中\u0301文")
+	an := newAnalyzer()
+	f.Fuzz(func(t *testing.T, text string) {
+		text = Sanitize(text)
+		toks := an.Analyze(text)
+		for _, tok := range toks {
+			if len(tok.Term) == 0 || tok.Start < 0 || tok.End > len(text) || tok.Start >= tok.End {
+				t.Fatalf("text %q: bad token %+v", text, tok)
+			}
+		}
+		q, err := NormalizeQuery(text)
+		if err != nil {
+			return
+		}
+		terms := an.phraseTerms(q)
+		if len(terms) == 0 {
+			if len(toks) != 0 {
+				t.Fatalf("text %q has tokens but its query has no terms", text)
+			}
+			return
+		}
+		if at := an.matchStart(text, terms); at != toks[0].Start {
+			t.Fatalf("text %q as a query matches at %d, want its first token at %d (terms %q)", text, at, toks[0].Start, terms)
+		}
+	})
+}
