@@ -4,7 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/tools"
+	"github.com/dshq/dshq/tools/toolstest"
 )
 
 // secretsOfB are every id, title and text of workspace B (and of sessions
@@ -165,6 +167,28 @@ func TestFiltersOnBothBackends(t *testing.T) {
 					}
 				})
 			}
+		})
+	}
+}
+
+// A hidden two-node cycle above a visible target (UPSTREAM §9 item 23) fails
+// the trace with the safe lineage message, naming no session.
+func TestHiddenLineageCycle(t *testing.T) {
+	header := func(id, cwd, parent string) string {
+		return `{"type":"session","version":2,"id":"` + id + `","createdAt":1788000000000,"cwd":"` + cwd + `","parentSession":"` + parent + `","isSeeded":false,"delegationDepth":1}` + "\n"
+	}
+	logs := []toolstest.Log{
+		{JSONL: []byte(header("cyc-visible", "/home/u/proj", "cyc-hidden-1"))},
+		{JSONL: []byte(header("cyc-hidden-1", "/home/u/other", "cyc-hidden-2"))},
+		{JSONL: []byte(header("cyc-hidden-2", "/home/u/other", "cyc-hidden-1"))},
+		{JSONL: corpusFile(t, "s-caller"), Live: true},
+	}
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			tl := newTools(t, be.openLogs(t, logs))
+			r := call(t, tl, "s-caller", tools.NameSessionTrace, `{"session_id":"cyc-visible"}`)
+			wantError(t, r, dshq.CodeInvalidLineage, "Error: session lineage is invalid")
+			noneOf(t, r.Text, "cyc-")
 		})
 	}
 }

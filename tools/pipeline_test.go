@@ -26,12 +26,32 @@ func newPipeline(t testing.TB, ids []string) *toolstest.Pipeline {
 }
 
 // backends are the services the authorization suites run against.
+// open loads corpus sessions; openLogs loads ad-hoc logs.
 var backends = []struct {
-	name string
-	open func(t testing.TB, ids []string) tools.Service
+	name     string
+	open     func(t testing.TB, ids []string) tools.Service
+	openLogs func(t testing.TB, logs []toolstest.Log) tools.Service
 }{
-	{"in-memory service", func(t testing.TB, ids []string) tools.Service { return newFake(t, ids) }},
-	{"real pipeline", func(t testing.TB, ids []string) tools.Service {
-		return tools.FromQueryClient(newPipeline(t, ids).Client)
-	}},
+	{
+		"in-memory service",
+		func(t testing.TB, ids []string) tools.Service { return newFake(t, ids) },
+		func(t testing.TB, logs []toolstest.Log) tools.Service {
+			f := toolstest.New()
+			for _, l := range logs {
+				if err := f.AddJSONL(l.JSONL, l.Live); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return f
+		},
+	},
+	{
+		"real pipeline",
+		func(t testing.TB, ids []string) tools.Service {
+			return tools.FromQueryClient(newPipeline(t, ids).Client)
+		},
+		func(t testing.TB, logs []toolstest.Log) tools.Service {
+			return tools.FromQueryClient(toolstest.StartPipeline(t, logs).Client)
+		},
+	},
 }
