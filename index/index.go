@@ -25,7 +25,8 @@ var (
 	keyGeneration = []byte("dshq.generation")
 )
 
-// Sentinel errors of Open, found with errors.Is in the returned error's chain.
+// Sentinel errors, found with errors.Is in a returned error's chain (each is
+// wrapped in a *dshq.Error with CodeIndexFailed).
 var (
 	// ErrCorrupt: the directory holds something that is not a readable
 	// Bleve index. Delete it and rebuild.
@@ -35,8 +36,8 @@ var (
 	ErrIncompatible = errors.New("index is incompatible")
 	// ErrClosed: the index was closed.
 	ErrClosed = errors.New("index is closed")
-	// ErrInvalidDoc: a batch holds a doc the index refuses (blank session id
-	// or text, unknown surface).
+	// ErrInvalidDoc: a batch holds a doc the index refuses (blank session id,
+	// type or text, unknown surface, negative seq, a number beyond ±2^53).
 	ErrInvalidDoc = errors.New("invalid index doc")
 )
 
