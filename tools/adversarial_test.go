@@ -192,3 +192,28 @@ func TestHiddenLineageCycle(t *testing.T) {
 		})
 	}
 }
+
+// A session whose log breaks the fold (UPSTREAM §9 item 2): the surface
+// tools fail with the safe message, raw reads still work.
+func TestInvalidSurfaceSession(t *testing.T) {
+	bad := `{"type":"session","version":2,"id":"s-bad","createdAt":1788000000000,"cwd":"/home/u/proj","isSeeded":false,"delegationDepth":0}
+{"type":"user/message","seq":0,"time":1788000000001,"data":{"id":"m","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":"retry budget before the break"}]},"surfaceOp":"append"}
+{"type":"turn/start","seq":1,"time":1788000000002,"data":{"turn":1},"surfaceOp":"append"}
+`
+	logs := []toolstest.Log{{JSONL: []byte(bad)}, {JSONL: corpusFile(t, "s-caller"), Live: true}}
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			tl := newTools(t, be.openLogs(t, logs))
+			for _, c := range []struct{ tool, args string }{
+				{tools.NameSessionEventSearch, `{"session_id":"s-bad","query":"retry budget"}`},
+				{tools.NameSessionEventTrace, `{"session_id":"s-bad","seq":0}`},
+			} {
+				wantError(t, call(t, tl, "s-caller", c.tool, c.args), dshq.CodeInvalidSurface, "Error: session event history is invalid")
+			}
+			r := call(t, tl, "s-caller", tools.NameSessionEventRead, `{"session_id":"s-bad","seq":1,"before":1}`)
+			if r.IsError || !strings.Contains(r.Text, `"surfaceOp": "append"`) || !strings.Contains(r.Text, "retry budget before the break") {
+				t.Fatalf("raw read failed:\n%s", r.Text)
+			}
+		})
+	}
+}
