@@ -419,6 +419,10 @@ func (h *Handle) accept(raw []byte, want int64, seq uint64) (dshq.Event, error) 
 		return dshq.Event{}, errorf(ErrFormatUnsupported, h.id,
 			"stored session %q has event type %q at seq %d that this harness does not know (not ignorable)", h.id, e.Type, e.Seq)
 	}
+	if legacyFallback(e) {
+		return dshq.Event{}, errorf(ErrFormatUnsupported, h.id,
+			"stored session %q has a request/header at seq %d with the legacy reason \"fallback\" that this harness no longer reads", h.id, e.Seq)
+	}
 	if e.Seq == h.state.NextSeq() {
 		if _, err := h.state.Apply(e); err != nil {
 			return dshq.Event{}, wrapf(ErrCorruption, h.id, err, "stored session %q failed validation: %v", h.id, err)
@@ -503,4 +507,16 @@ func encodeEvent(e dshq.Event) []byte {
 		b = append(b, `,"ignorable":true`...)
 	}
 	return append(b, '}')
+}
+
+// legacyFallback reports a request/header with the removed reason
+// "fallback", which upstream refuses as a format it no longer reads.
+func legacyFallback(e dshq.Event) bool {
+	if e.Type != "request/header" {
+		return false
+	}
+	var d struct {
+		Reason json.RawMessage `json:"reason"`
+	}
+	return json.Unmarshal(e.Data, &d) == nil && string(d.Reason) == `"fallback"`
 }

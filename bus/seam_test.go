@@ -295,6 +295,12 @@ func TestUnknownTypes(t *testing.T) {
 		_, err = r.Read(ctx, 0, -1)
 		wantKind(t, err, ErrFormatUnsupported, `"future/thing"`)
 	})
+	t.Run("a legacy request/header reason fallback is an unsupported format", func(t *testing.T) {
+		publishRaw(t, s, "legacy", `{"type":"session","version":2,"id":"legacy","createdAt":1,"isSeeded":false}`)
+		publishRaw(t, s, "legacy", `{"type":"request/header","seq":0,"time":1,"data":{"reason":"fallback","header":{"config":{"provider":"p","model":"m"}}}}`)
+		_, err := s.Open(ctx, "legacy", Write)
+		wantKind(t, err, ErrFormatUnsupported, `legacy reason "fallback"`)
+	})
 	t.Run("an ignorable unknown event is read", func(t *testing.T) {
 		w, err := s.Create(ctx, header("ign"))
 		if err != nil {
