@@ -391,9 +391,12 @@ func TestTypedErrors(t *testing.T) {
 	t.Run("a header of an unknown version is an unsupported format", func(t *testing.T) {
 		publishRaw(t, s, "v9", `{"type":"session","version":9,"id":"v9","createdAt":1,"isSeeded":false}`)
 		_, err := s.Open(ctx, "v9", Read)
-		wantKind(t, err, ErrFormatUnsupported, "")
+		wantKind(t, err, ErrFormatUnsupported, "written by a newer harness (format version 9) — upgrade the harness")
 		_, err = s.Stat(ctx, "v9")
-		wantKind(t, err, ErrFormatUnsupported, "")
+		wantKind(t, err, ErrFormatUnsupported, "upgrade the harness")
+		publishRaw(t, s, "v1", `{"type":"session","version":1,"id":"v1","createdAt":1,"isSeeded":false}`)
+		_, err = s.Open(ctx, "v1", Write)
+		wantKind(t, err, ErrFormatUnsupported, "older format (version 1) with no upgrade path")
 	})
 	t.Run("list skips quarantined subjects and shows pending sessions", func(t *testing.T) {
 		p, err := s.Create(ctx, header("listed-pending"))

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -339,8 +340,7 @@ func (s *Store) loadHeader(ctx context.Context, id, tok string) (dshq.HeaderReco
 	}
 	hrec, err := record.ParseHeader(msg.Data)
 	if errors.Is(err, record.ErrFormatUnsupported) {
-		return dshq.HeaderRecord{}, 0, wrapf(ErrFormatUnsupported, id, err,
-			"stored session %q has an unsupported format: %v", id, err)
+		return dshq.HeaderRecord{}, 0, wrapf(ErrFormatUnsupported, id, err, "%s", versionRefusal(id, msg.Data, err))
 	}
 	if err != nil {
 		return dshq.HeaderRecord{}, 0, wrapf(ErrCorruption, id, err, "stored session %q failed validation: %v", id, err)
@@ -559,4 +559,21 @@ func (s *Store) materialised(h *Handle) {
 	if s.pending[h.id] == h {
 		delete(s.pending, h.id)
 	}
+}
+
+// versionRefusal words the refusal of a header version, direction-aware as
+// upstream: a newer version asks for an upgrade, an older one has no
+// upgrade path.
+func versionRefusal(id string, raw []byte, cause error) string {
+	var h struct {
+		Version json.Number `json:"version"`
+	}
+	if json.Unmarshal(raw, &h) == nil {
+		if v, err := h.Version.Int64(); err == nil && v > dshq.FormatVersion2 {
+			return fmt.Sprintf("stored session %q was written by a newer harness (format version %d) — upgrade the harness", id, v)
+		} else if err == nil {
+			return fmt.Sprintf("stored session %q uses an older format (version %d) with no upgrade path", id, v)
+		}
+	}
+	return fmt.Sprintf("stored session %q has an unsupported format: %v", id, cause)
 }
