@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dshq/dshq"
 )
@@ -38,8 +39,9 @@ func ShardSubject(shard, endpoint string) string {
 type ServiceOption func(*serviceConfig)
 
 type serviceConfig struct {
-	shard  string
-	logger *slog.Logger
+	shard      string
+	logger     *slog.Logger
+	registerer prometheus.Registerer
 }
 
 // WithShard sets the projection shard token the service asks (default "0").
@@ -67,7 +69,7 @@ func Serve(ctx context.Context, nc *nats.Conn, opts ...ServiceOption) (stop func
 	}, func(endpoint string) string { return SubjectPrefix + "." + endpoint },
 		func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
 			return forward(ctx, nc, cfg.shard, endpoint, body)
-		}, cfg.logger)
+		}, cfg)
 }
 
 // ServeShard serves engine as projection shard shard on nc: the micro
@@ -97,12 +99,17 @@ func ServeShard(ctx context.Context, nc *nats.Conn, shard string, engine *Engine
 				return nil, err
 			}
 			return eng.Run(ctx, req)
-		}, cfg.logger)
+		}, cfg)
 }
 
 type answerFunc func(ctx context.Context, endpoint string, body []byte) ([]byte, error)
 
-func serve(ctx context.Context, nc *nats.Conn, cfg micro.Config, subject func(string) string, answer answerFunc, log *slog.Logger) (func() error, error) {
+func serve(ctx context.Context, nc *nats.Conn, cfg micro.Config, subject func(string) string, answer answerFunc, sc serviceConfig) (func() error, error) {
+	log := sc.logger
+	m, err := newMetrics(sc.registerer, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
 	svc, err := micro.AddService(nc, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("add service %s: %w", cfg.Name, err)
@@ -125,7 +132,9 @@ func serve(ctx context.Context, nc *nats.Conn, cfg micro.Config, subject func(st
 			wg.Add(1)
 			go func() {
 				defer func() { <-slots; wg.Done() }()
+				start := time.Now()
 				out, err := answer(ctx, ep, data)
+				m.observe(ep, start, err)
 				if err != nil {
 					logFailure(log, cfg.Name, ep, err)
 				}

@@ -3,7 +3,7 @@
 // replicas; each joins the same queue group and asks the projection shard
 // (hosted by the projector) over NATS.
 //
-//	query [--nats-url URL] [--creds FILE] [--shard 0] [--log-level info]
+//	query [--nats-url URL] [--creds FILE] [--shard 0] [--metrics-addr :9310] [--log-level info]
 package main
 
 import (
@@ -12,11 +12,16 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dshq/dshq/query"
 )
@@ -34,6 +39,7 @@ func run(args []string) error {
 	creds := fs.String("creds", os.Getenv("NATS_CREDS"), "NATS credentials file")
 	shard := fs.String("shard", query.DefaultShard, "projection shard token to ask")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (/metrics); empty = off")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -55,7 +61,13 @@ func run(args []string) error {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	stop, err := query.Serve(ctx, nc, query.WithShard(*shard), query.WithLogger(log))
+	reg := prometheus.NewRegistry()
+	stopMetrics, err := serveMetrics(*metricsAddr, reg, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	stop, err := query.Serve(ctx, nc, query.WithShard(*shard), query.WithLogger(log), query.WithRegisterer(reg))
 	if err != nil {
 		return err
 	}
@@ -67,6 +79,34 @@ func run(args []string) error {
 		err = errors.Join(err, derr)
 	}
 	return err
+}
+
+// serveMetrics serves reg on addr/metrics until the returned stop is called.
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "err", err)
+		}
+	}()
+	log.Info("metrics", "addr", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}, nil
 }
 
 func envOr(key, def string) string {
