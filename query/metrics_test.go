@@ -17,7 +17,7 @@ func TestRequestMetrics(t *testing.T) {
 	}
 	_, _ = p.client.TraceSession(ctx, dshq.SessionTraceRequest{SessionID: "nope"})
 	want := map[[2]string]float64{
-		{EndpointSessionsList, "OK"}:                             1,
+		{EndpointSessionsList, "OK"}:                              1,
 		{EndpointSessionsTrace, string(dshq.CodeSessionNotFound)}: 1,
 	}
 	families, err := reg.Gather()
