@@ -78,11 +78,12 @@
 // The projector publishes each commit with Publisher.Publish, or hands it
 // to a Queue that publishes in the background in order, retrying through
 // outages (in commit order, from its commit hook);
-// feed/feedcommit.FromCommit turns a projection.Commit into its messages. Each message of a commit that is
-// not lease-only carries Nats-Msg-Id "<generation>:<index>", so a commit
-// published again within the duplicate window is stored once. On start the
-// projector compares Publisher.LastPublishedGeneration with its checkpoint
-// and re-publishes the commits in between before anything else.
+// feed/feedcommit.FromCommit turns a projection.Commit into its messages.
+// Each message of a commit that is not lease-only carries a Nats-Msg-Id
+// derived from the change it reports (MsgID), so a commit published again
+// within the duplicate window is stored once, in whatever order it was
+// re-derived. On start the projector reads Publisher.Checkpoint and
+// re-publishes what the feed lacks before anything else.
 //
 // # Permissions
 //

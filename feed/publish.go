@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,6 +58,31 @@ func NewPublisher(js jetstream.JetStream, opts ...PublisherOption) *Publisher {
 	return p
 }
 
+// MsgID returns the Nats-Msg-Id of message m, the index-th of its commit:
+// "<generation>:<kind>:<token>" followed by what identifies the change
+// within the session — the event seq (event), the seq and new surface
+// (surface), the title's event seq (title), the index in the commit (a
+// lease inside a data commit) — or "<generation>:quarantine:<stream seq>".
+// It depends on the change, not on its place in the commit, so a commit
+// re-derived after a crash in another order still matches what was
+// already stored.
+func MsgID(m *Message, index int) string {
+	g := strconv.FormatUint(m.Generation, 10) + ":" + string(m.Kind) + ":"
+	switch m.Kind {
+	case KindEvent:
+		return g + m.Token + ":" + strconv.FormatInt(m.Event.Seq, 10)
+	case KindSurface:
+		return g + m.Token + ":" + strconv.FormatInt(m.Surface.Seq, 10) + ":" + m.Surface.To
+	case KindTitle:
+		return g + m.Token + ":" + strconv.FormatInt(m.Title.EventSeq, 10)
+	case KindLease:
+		return g + m.Token + ":" + strconv.Itoa(index)
+	case KindQuarantine:
+		return g + strconv.FormatUint(m.Quarantine.StreamSeq, 10)
+	}
+	return g + m.Token // session
+}
+
 // ErrGenerationRegressed is wrapped by Publish's refusal of a commit whose
 // generation is below one this Publisher already published: generations
 // must not decrease along the feed, or resume by generation would skip.
@@ -66,8 +92,8 @@ var ErrGenerationRegressed = errors.New("feed generation regressed")
 // FromCommit: all carry the same generation. Each message gets the headers
 // Dsh-Generation, Dsh-Kind, Dsh-Commit (<index>/<count>) and
 // Dsh-Feed-Version, and — unless the commit holds only lease messages — the
-// deterministic Nats-Msg-Id "<generation>:<index>", so the same commit
-// published again within the stream's duplicate window is stored once.
+// deterministic Nats-Msg-Id of MsgID, so the same commit published again
+// within the stream's duplicate window is stored once.
 // Lease-only commits (which keep the generation of the commit before them)
 // carry no message id: a lease message is a state, and seeing it twice is
 // harmless.
@@ -125,6 +151,7 @@ func (p *Publisher) prepare(msgs []Message) ([]outgoing, uint64, error) {
 	}
 	max := int(p.js.Conn().MaxPayload())
 	out := make([]outgoing, len(msgs))
+	ids := make(map[string]int, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		data, err := Encode(m)
@@ -142,7 +169,11 @@ func (p *Publisher) prepare(msgs []Message) ([]outgoing, uint64, error) {
 		nm.Header.Set(HeaderCommit, commitHeader(i, len(msgs)))
 		nm.Header.Set(HeaderVersion, strconv.Itoa(Version))
 		if !leaseOnly {
-			out[i].id = strconv.FormatUint(gen, 10) + ":" + strconv.Itoa(i)
+			out[i].id = MsgID(m, i)
+			if j, dup := ids[out[i].id]; dup {
+				return nil, 0, malformed("messages %d and %d of the commit are the same change (%s)", j, i, out[i].id)
+			}
+			ids[out[i].id] = i
 		}
 		if size := len(data) + headerSize(nm) + len(out[i].id) + 16; max > 0 && size > max {
 			return nil, 0, malformed("message %d of the commit (%s) is %d bytes, more than the maximum payload %d", i, m.Kind, size, max)
@@ -224,67 +255,132 @@ func (p *Publisher) publishOnce(ctx context.Context, out []outgoing) error {
 	return nil
 }
 
-// ErrNoCheckpoint is returned by LastPublishedGeneration when the feed
-// stream holds no message (it is new, or everything aged out).
+// ErrNoCheckpoint is returned by Checkpoint and LastPublishedGeneration
+// when the feed stream holds no message (it is new, or everything aged
+// out).
 var ErrNoCheckpoint = errors.New("feed stream holds no message")
 
-// LastPublishedGeneration returns the generation of the last commit
-// completely published to the feed, read from the stream's last message
-// (and, when that message ends a partly published commit, from the message
-// before that commit). It needs stream read access ($JS.API.STREAM.INFO and
-// direct get on the feed stream).
+// Checkpoint is where the feed's publication stands.
+type Checkpoint struct {
+	// Generation is the generation of the last commit completely
+	// published.
+	Generation uint64
+	// Partial is true when a later commit was published only in part (the
+	// publisher stopped in its middle); PartialGeneration is its
+	// generation and PartialPublished how many of its messages are stored.
+	Partial           bool
+	PartialGeneration uint64
+	PartialPublished  int
+}
+
+// Checkpoint reads where the feed's publication stands from the stream's
+// last message (and, when that message ends a partly published commit,
+// from the message before that commit). It needs stream read access
+// ($JS.API.STREAM.INFO and direct get on the feed stream).
 //
-// The projector's rule on start: let P be this generation and C its own
-// checkpoint. If P < C, re-derive the commits after P up to C, with the
-// same batching as before the restart, and Publish them before anything
-// else (their message ids make the already-stored part a duplicate). With
-// ErrNoCheckpoint, re-publish the last commit only. Lease-only commits are
-// not re-derived: the projector publishes the current live set instead.
-func (p *Publisher) LastPublishedGeneration(ctx context.Context) (uint64, error) {
+// The projector's rule on start, with its own checkpoint C: if the feed
+// has a partial commit, re-derive the changes of the records after
+// Generation up to PartialGeneration as one commit at PartialGeneration
+// and publish it (its message ids are derived from the changes, so the
+// part already stored is not stored again, whatever the order); then, if
+// the feed is behind C, re-derive the changes after that up to C as one
+// commit at C and publish it; only then publish new commits. With
+// ErrNoCheckpoint (an empty feed) publish the commit at C. Lease changes
+// are not re-derived: the projector publishes the current live set.
+func (p *Publisher) Checkpoint(ctx context.Context) (Checkpoint, error) {
 	st, err := p.js.Stream(ctx, p.stream)
 	if err != nil {
-		return 0, fmt.Errorf("read feed checkpoint: %w", err)
+		return Checkpoint{}, fmt.Errorf("read feed checkpoint: %w", err)
 	}
 	state := st.CachedInfo().State
 	if state.Msgs == 0 {
-		return 0, ErrNoCheckpoint
+		return Checkpoint{}, ErrNoCheckpoint
 	}
-	gen, index, err := readPlace(ctx, st, state.LastSeq)
-	if err != nil {
-		return 0, err
+	r := &tailReader{ctx: ctx, st: st, first: state.FirstSeq}
+	// The last data commit's messages (lease-only commits, which carry no
+	// message id, are skipped) are contiguous at the tail, whatever order a
+	// re-publication stored them in: count them.
+	seq, last, err := r.dataBefore(state.LastSeq + 1)
+	if err != nil || seq == 0 {
+		return Checkpoint{}, err // seq 0: only lease-only commits retained
 	}
-	if index.last {
-		return gen, nil
+	prefix := strconv.FormatUint(last.gen, 10) + ":"
+	stored := 0
+	for seq >= state.FirstSeq && seq > 0 {
+		pl, err := r.read(seq)
+		if err != nil {
+			return Checkpoint{}, err
+		}
+		if !strings.HasPrefix(pl.id, prefix) {
+			break
+		}
+		stored++
+		seq--
 	}
-	prev := state.LastSeq - uint64(index.index) - 1
-	if prev == 0 {
-		return 0, nil // the feed began with this partly published commit
+	if stored >= last.count {
+		return Checkpoint{Generation: last.gen}, nil
 	}
-	if prev < state.FirstSeq {
-		return 0, fmt.Errorf("read feed checkpoint: the commit before the partly published generation %d aged out of the feed", gen)
+	cp := Checkpoint{Partial: true, PartialGeneration: last.gen, PartialPublished: stored}
+	if seq == 0 {
+		return cp, nil // the feed began with this partly published commit
 	}
-	gen, _, err = readPlace(ctx, st, prev)
-	return gen, err
+	if seq < state.FirstSeq {
+		return Checkpoint{}, fmt.Errorf("read feed checkpoint: the commit before the partly published generation %d aged out of the feed", last.gen)
+	}
+	_, prev, err := r.dataBefore(seq + 1)
+	cp.Generation = prev.gen
+	return cp, err
 }
 
-type commitPlace struct {
-	index int
-	last  bool
+// LastPublishedGeneration returns Checkpoint's Generation: the generation
+// of the last commit completely published to the feed.
+func (p *Publisher) LastPublishedGeneration(ctx context.Context) (uint64, error) {
+	cp, err := p.Checkpoint(ctx)
+	return cp.Generation, err
 }
 
-// readPlace reads a stored message's generation and place in its commit.
-func readPlace(ctx context.Context, st jetstream.Stream, seq uint64) (uint64, commitPlace, error) {
-	raw, err := st.GetMsg(ctx, seq)
+// place is what the headers of a stored feed message say.
+type place struct {
+	gen   uint64
+	count int    // messages in its commit
+	id    string // Nats-Msg-Id, "" in a lease-only commit
+}
+
+// tailReader reads stored feed messages' headers.
+type tailReader struct {
+	ctx   context.Context
+	st    jetstream.Stream
+	first uint64
+}
+
+// dataBefore returns the last message before seq that belongs to a data
+// commit (one with message ids), or seq 0 when there is none.
+func (r *tailReader) dataBefore(seq uint64) (uint64, place, error) {
+	for s := seq - 1; s >= r.first && s > 0; s-- {
+		pl, err := r.read(s)
+		if err != nil {
+			return 0, place{}, err
+		}
+		if pl.id != "" {
+			return s, pl, nil
+		}
+	}
+	return 0, place{}, nil
+}
+
+// read reads a stored message's generation, commit size and message id.
+func (r *tailReader) read(seq uint64) (place, error) {
+	raw, err := r.st.GetMsg(r.ctx, seq)
 	if err != nil {
-		return 0, commitPlace{}, fmt.Errorf("read feed message %d: %w", seq, err)
+		return place{}, fmt.Errorf("read feed message %d: %w", seq, err)
 	}
 	gen, err := strconv.ParseUint(raw.Header.Get(HeaderGeneration), 10, 64)
 	if err != nil {
-		return 0, commitPlace{}, dshq.Errorf(dshq.CodeInvalidRequest, "feed message %d: bad %s header %q", seq, HeaderGeneration, raw.Header.Get(HeaderGeneration))
+		return place{}, dshq.Errorf(dshq.CodeInvalidRequest, "feed message %d: bad %s header %q", seq, HeaderGeneration, raw.Header.Get(HeaderGeneration))
 	}
-	i, n, err := parseCommitHeader(raw.Header.Get(HeaderCommit))
+	_, n, err := parseCommitHeader(raw.Header.Get(HeaderCommit))
 	if err != nil {
-		return 0, commitPlace{}, dshq.Errorf(dshq.CodeInvalidRequest, "feed message %d: %v", seq, err)
+		return place{}, dshq.Errorf(dshq.CodeInvalidRequest, "feed message %d: %v", seq, err)
 	}
-	return gen, commitPlace{index: i, last: i == n-1}, nil
+	return place{gen: gen, count: n, id: raw.Header.Get(nats.MsgIdHdr)}, nil
 }

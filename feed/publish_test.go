@@ -37,7 +37,7 @@ func TestRepublishedCommitIsStoredOnce(t *testing.T) {
 func TestPartlyPublishedCommitIsCompletedByRepublishing(t *testing.T) {
 	pub, js := setup(t, StreamConfig{})
 	ctx := testContext(t)
-	if _, err := pub.LastPublishedGeneration(ctx); !errors.Is(err, ErrNoCheckpoint) {
+	if _, err := pub.Checkpoint(ctx); !errors.Is(err, ErrNoCheckpoint) {
 		t.Fatalf("empty feed: %v, want ErrNoCheckpoint", err)
 	}
 	if err := pub.Publish(ctx, commitAt(t, 4)); err != nil {
@@ -56,33 +56,58 @@ func TestPartlyPublishedCommitIsCompletedByRepublishing(t *testing.T) {
 	if err := pub.publishOnce(ctx, out[:2]); err != nil {
 		t.Fatal(err)
 	}
-	if g, err := pub.LastPublishedGeneration(ctx); err != nil || g != 4 {
-		t.Fatalf("after a partial commit: last published generation = %d, %v; want 4", g, err)
+	cp, err := pub.Checkpoint(ctx)
+	want := Checkpoint{Generation: 4, Partial: true, PartialGeneration: 9, PartialPublished: 2}
+	if err != nil || cp != want {
+		t.Fatalf("after a partial commit: checkpoint %+v, %v; want %+v", cp, err, want)
 	}
-	// On restart it publishes the commit again: only the rest is stored.
+	if g, err := pub.LastPublishedGeneration(ctx); err != nil || g != 4 {
+		t.Fatalf("last published generation = %d, %v; want 4", g, err)
+	}
+	// On restart it re-derives the commit, in another order, and publishes
+	// it: only the two missing messages are stored.
+	rederived := []Message{commit[3], commit[1], commit[2], commit[0]}
 	restarted := NewPublisher(js)
-	if err := restarted.Publish(ctx, commit); err != nil {
+	if err := restarted.Publish(ctx, rederived); err != nil {
 		t.Fatal(err)
 	}
-	if g, err := restarted.LastPublishedGeneration(ctx); err != nil || g != 9 {
-		t.Fatalf("after republishing: last published generation = %d, %v; want 9", g, err)
+	if cp, err := restarted.Checkpoint(ctx); err != nil || cp != (Checkpoint{Generation: 9}) {
+		t.Fatalf("after republishing: checkpoint %+v, %v; want generation 9 complete", cp, err)
 	}
 	sub, err := Tail(ctx, js, Filter{}, AfterGeneration(4))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Stop()
-	var got []Message
-	for len(got) < len(commit) {
-		m, err := sub.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, m)
-	}
-	expectSame(t, "completed commit", got, commit)
+	expectSame(t, "completed commit", readN(t, sub, 4), []Message{commit[0], commit[1], commit[3], commit[2]})
 	if n := streamMsgs(t, pub); n != uint64(len(commitAt(t, 4))+len(commit)) {
 		t.Fatalf("stream holds %d messages, want %d", n, len(commitAt(t, 4))+len(commit))
+	}
+}
+
+func TestMessageIDsNameTheChange(t *testing.T) {
+	ms := sampleMessages(t)
+	got := map[Kind]string{}
+	for i := range ms {
+		got[ms[i].Kind] = MsgID(&ms[i], i)
+	}
+	want := map[Kind]string{
+		KindSession:    "42:session:s-7f3c",
+		KindEvent:      "42:event:s-7f3c:1",
+		KindSurface:    "42:surface:s-7f3c:5:shadowed",
+		KindTitle:      "42:title:s-7f3c:2",
+		KindLease:      "42:lease:s-7f3c:4",
+		KindQuarantine: "43:quarantine:43",
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s message id %q, want %q", k, got[k], w)
+		}
+	}
+	pub, _ := setup(t, StreamConfig{})
+	twice := []Message{eventMsg(t, 3, "/a", "s", 1), eventMsg(t, 3, "/a", "s", 1)}
+	if err := pub.Publish(testContext(t), twice); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "same change") {
+		t.Fatalf("a commit with the same change twice: %v, want ErrMalformed", err)
 	}
 }
 
@@ -100,8 +125,8 @@ func TestLeaseOnlyCommitsAtOneGenerationAreAllStored(t *testing.T) {
 	if n := streamMsgs(t, pub); n != 4 {
 		t.Fatalf("stream holds %d messages, want 1 event and 3 leases", n)
 	}
-	if g, err := pub.LastPublishedGeneration(ctx); err != nil || g != 3 {
-		t.Fatalf("last published generation = %d, %v; want 3", g, err)
+	if cp, err := pub.Checkpoint(ctx); err != nil || cp != (Checkpoint{Generation: 3}) {
+		t.Fatalf("checkpoint %+v, %v; want generation 3 complete", cp, err)
 	}
 }
 

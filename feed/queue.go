@@ -14,7 +14,7 @@ const DefaultQueueMessages = 100_000
 // ErrQueueFull is returned by Queue.Enqueue when the queue holds its
 // maximum of unpublished messages (the feed stream has been unreachable
 // for long). The commit is not queued: the feed will miss it until the
-// projector re-publishes it (see LastPublishedGeneration).
+// projector re-publishes it (see Publisher.Checkpoint).
 var ErrQueueFull = errors.New("feed queue is full")
 
 // ErrQueueClosed is returned by Queue.Enqueue after Close.
