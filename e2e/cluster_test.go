@@ -1,0 +1,158 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/query"
+)
+
+// The deployment example's credentials, as the tests set them.
+const (
+	trustedPassword = "trusted-secret"
+	harnessPassword = "harness-secret"
+	harnessInbox    = "_INBOX_harness"
+)
+
+// deployConfig is the deployment example the tests run.
+var deployConfig = filepath.Join("..", "deploy", "nats-server.conf")
+
+// startTimeout bounds the start of a process (a cold start of dshq opens
+// bbolt and Bleve and provisions the streams).
+const startTimeout = 60 * time.Second
+
+var listenRe = regexp.MustCompile(`Listening for client connections on (\S+:\d+)`)
+
+var storeDirRe = regexp.MustCompile(`(?m)^(\s*store_dir:\s*).*$`)
+
+// startNATS runs nats-server with the deployment example's configuration
+// (only its store_dir moved to a temp dir) on a random port, and returns its
+// URL.
+func startNATS(t *testing.T) (string, *proc) {
+	t.Helper()
+	conf, err := os.ReadFile(deployConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !storeDirRe.Match(conf) {
+		t.Fatalf("%s has no store_dir line", deployConfig)
+	}
+	dir := t.TempDir()
+	conf = storeDirRe.ReplaceAll(conf, []byte(fmt.Sprintf("${1}%q", filepath.Join(dir, "jetstream"))))
+	path := filepath.Join(dir, "nats-server.conf")
+	if err := os.WriteFile(path, conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startProc(t, "nats-server", bins.natsServer,
+		[]string{"-c", path, "-p", "-1"},
+		[]string{"DSH_TRUSTED_PASSWORD=" + trustedPassword, "DSH_HARNESS_PASSWORD=" + harnessPassword})
+	line := p.waitLine(t, startTimeout, "the client listener", listenRe.MatchString)
+	addr := listenRe.FindStringSubmatch(line)[1]
+	p.waitLine(t, startTimeout, "readiness", func(l string) bool { return strings.Contains(l, "Server is ready") })
+	return "nats://" + addr, p
+}
+
+// serveArgs are the arguments of `dshq serve` joining the deployment at url
+// as the trusted user.
+func serveArgs(url, home string) []string {
+	return []string{"serve", "--nats-url", url, "--user", "trusted", "--password", trustedPassword,
+		"--home", home, "--log-level", "info"}
+}
+
+// startServe runs the dshq binary with args and waits for "dshq ready";
+// it returns the process and the ready line's fields.
+func startServe(t *testing.T, name string, args []string) (*proc, map[string]any) {
+	t.Helper()
+	p := startProc(t, name, bins.dshq, args, nil)
+	line := p.waitLine(t, startTimeout, `"dshq ready"`, func(l string) bool { return strings.Contains(l, `"dshq ready"`) })
+	var fields map[string]any
+	if err := json.Unmarshal([]byte(line), &fields); err != nil {
+		t.Fatalf("ready line %q: %v", line, err)
+	}
+	return p, fields
+}
+
+// connectTrusted connects as the trusted user.
+func connectTrusted(t *testing.T, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.UserInfo("trusted", trustedPassword), nats.Name("e2e-trusted"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// connectHarness connects as the harness user with its private inbox; every
+// asynchronous error the server reports goes to errs (never blocking).
+func connectHarness(t *testing.T, url string, errs chan<- error) *nats.Conn {
+	t.Helper()
+	opts := []nats.Option{nats.UserInfo("harness", harnessPassword), nats.CustomInboxPrefix(harnessInbox), nats.Name("e2e-harness")}
+	if errs != nil {
+		opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// streamLastSeq returns the last sequence of the session log stream: the
+// generation a projection has reached once it has applied everything.
+func streamLastSeq(t *testing.T, nc *nats.Conn) uint64 {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, bus.DefaultStreamName)
+	if err != nil {
+		t.Fatalf("stream %s: %v", bus.DefaultStreamName, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.LastSeq
+}
+
+// waitCaughtUp waits until the projection answering q has applied gen.
+func waitCaughtUp(t *testing.T, q *query.Client, gen uint64) {
+	t.Helper()
+	waitFor(t, 90*time.Second, fmt.Sprintf("the projection to reach generation %d", gen), func() (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_, err := q.ListSessions(ctx, dshqListAll, query.WithMinGeneration(gen), query.WithTimeoutMs(10000))
+		return err == nil, err
+	})
+}
+
+// dshqListAll asks for every session in one page.
+var dshqListAll = dshq.SessionListRequest{Limit: dshq.MaxListLimit}
+
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,242 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// bins holds the paths of the binaries TestMain built.
+var bins struct {
+	dshq, natsServer, harnesssim string
+}
+
+func TestMain(m *testing.M) {
+	code, err := buildAndRun(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(2)
+	}
+	os.Exit(code)
+}
+
+// buildAndRun builds the binaries into a temp dir (or takes them from
+// $DSHQ_E2E_BIN), runs the tests and removes the dir.
+func buildAndRun(m *testing.M) (int, error) {
+	dir := os.Getenv("DSHQ_E2E_BIN")
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "dshq-e2e-bin-")
+		if err != nil {
+			return 0, err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+		for out, pkg := range map[string]string{
+			"dshq":        "github.com/dshq/dshq/cmd/dshq",
+			"harnesssim":  "github.com/dshq/dshq/e2e/internal/harnesssim",
+			"nats-server": "github.com/nats-io/nats-server/v2",
+		} {
+			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
+			if b, err := cmd.CombinedOutput(); err != nil {
+				return 0, fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+			}
+		}
+	}
+	bins.dshq = filepath.Join(dir, "dshq")
+	bins.natsServer = filepath.Join(dir, "nats-server")
+	bins.harnesssim = filepath.Join(dir, "harnesssim")
+	return m.Run(), nil
+}
+
+// proc is a child process whose stdout and stderr lines are kept for
+// waiting on and for the failure log. The test that starts it owns it: a
+// cleanup kills it if it still runs.
+type proc struct {
+	name  string
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *lineLog
+	done  chan struct{} // closed when the process has exited
+	err   error         // the exit error, set before done is closed
+}
+
+// startProc starts bin with args and extra environment entries.
+func startProc(t *testing.T, name, bin string, args, env []string) *proc {
+	t.Helper()
+	p := &proc{name: name, out: newLineLog(), done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	stdin, err := p.cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.stdin = stdin
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.kill(t)
+		if t.Failed() {
+			t.Logf("--- %s output (last lines) ---\n%s", p.name, p.out.tail(60))
+		}
+	})
+	return p
+}
+
+// waitLine waits until a line of the process's output satisfies match and
+// returns it; it fails the test when d passes or the process exits first.
+func (p *proc) waitLine(t *testing.T, d time.Duration, what string, match func(string) bool) string {
+	t.Helper()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	from := 0
+	for {
+		lines, changed := p.out.since(from)
+		for _, l := range lines {
+			if match(l) {
+				return l
+			}
+		}
+		from += len(lines)
+		select {
+		case <-changed:
+		case <-p.done:
+			if lines, _ := p.out.since(from); len(lines) > 0 {
+				continue
+			}
+			t.Fatalf("%s exited (%v) before %s", p.name, p.err, what)
+		case <-deadline.C:
+			t.Fatalf("%s: timed out after %v waiting for %s", p.name, d, what)
+		}
+	}
+}
+
+// wait waits for the process to exit by itself within d and returns its
+// exit error.
+func (p *proc) wait(t *testing.T, d time.Duration) error {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(d):
+		t.Fatalf("%s did not exit within %v", p.name, d)
+		return nil
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit (status 0) within d.
+func (p *proc) stop(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case <-p.done:
+		t.Fatalf("%s had already exited: %v", p.name, p.err)
+	default:
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("signal %s: %v", p.name, err)
+	}
+	if err := p.wait(t, d); err != nil {
+		t.Fatalf("%s did not shut down cleanly: %v", p.name, err)
+	}
+}
+
+// kill sends SIGKILL (a crash) and waits for the process to be gone.
+func (p *proc) kill(t *testing.T) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Kill()
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Errorf("%s still running 30s after SIGKILL", p.name)
+	}
+}
+
+// lineLog is an io.Writer that keeps complete lines and signals each new one.
+type lineLog struct {
+	mu      sync.Mutex // guards the fields below
+	lines   []string
+	partial bytes.Buffer
+	changed chan struct{} // closed and replaced when lines grow
+}
+
+func newLineLog() *lineLog { return &lineLog{changed: make(chan struct{})} }
+
+func (l *lineLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.partial.Write(b)
+	grew := false
+	for {
+		i := bytes.IndexByte(l.partial.Bytes(), '\n')
+		if i < 0 {
+			break
+		}
+		l.lines = append(l.lines, string(l.partial.Next(i + 1)[:i]))
+		grew = true
+	}
+	if grew {
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
+	return len(b), nil
+}
+
+// since returns the lines from index from on and a channel closed when more
+// arrive.
+func (l *lineLog) since(from int) ([]string, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if from > len(l.lines) {
+		from = len(l.lines)
+	}
+	return append([]string(nil), l.lines[from:]...), l.changed
+}
+
+func (l *lineLog) tail(n int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lines := l.lines
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// waitFor polls cond until it holds, failing the test after d. Each check
+// is a query of a live system; the pause between checks is a poll
+// interval, not a wait for the condition.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var last error
+	for {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		if err != nil {
+			last = err
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s (last error: %v)", d, what, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
