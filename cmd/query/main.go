@@ -27,13 +27,18 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], nil)
+	cancel()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "query:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+// run serves until ctx is done. ready, when set, receives the connection's
+// URL once the service is up.
+func run(ctx context.Context, args []string, ready chan<- string) error {
 	fs := flag.NewFlagSet("query", flag.ContinueOnError)
 	url := fs.String("nats-url", envOr("NATS_URL", nats.DefaultURL), "NATS server URL")
 	creds := fs.String("creds", os.Getenv("NATS_CREDS"), "NATS credentials file")
@@ -59,8 +64,6 @@ func run(args []string) error {
 	}
 	defer nc.Close()
 
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
 	reg := prometheus.NewRegistry()
 	stopMetrics, err := serveMetrics(*metricsAddr, reg, log)
 	if err != nil {
@@ -72,6 +75,9 @@ func run(args []string) error {
 		return err
 	}
 	log.Info("serving", "service", query.ServiceName, "subjects", query.SubjectPrefix+".>", "shard", *shard, "nats", nc.ConnectedUrlRedacted())
+	if ready != nil {
+		ready <- nc.ConnectedUrl()
+	}
 	<-ctx.Done()
 	log.Info("stopping")
 	err = stop()

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"go.uber.org/goleak"
+
+	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/query"
+)
+
+// Bleve (linked through the query package) starts its analysis workers
+// at package init.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
+}
+
+func TestRun(t *testing.T) {
+	e, err := bus.StartEmbedded(context.Background(), bus.EmbeddedConfig{Dir: t.TempDir(), Listen: "127.0.0.1:0", Sync: bus.SyncRelaxed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+
+	t.Run("a bad flag is an error", func(t *testing.T) {
+		if err := run(context.Background(), []string{"--log-level", "loud"}, nil); err == nil || !strings.Contains(err.Error(), "--log-level") {
+			t.Fatalf("run = %v", err)
+		}
+	})
+	t.Run("an unreachable server is an error", func(t *testing.T) {
+		err := run(context.Background(), []string{"--nats-url", "nats://127.0.0.1:1"}, nil)
+		if err == nil || !strings.Contains(err.Error(), "connect nats://127.0.0.1:1") {
+			t.Fatalf("run = %v", err)
+		}
+	})
+	t.Run("the service answers until the context ends", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		ready := make(chan string, 1)
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, []string{"--nats-url", e.ClientURL(), "--metrics-addr", "127.0.0.1:0"}, ready)
+		}()
+		select {
+		case <-ready:
+		case err := <-done:
+			t.Fatalf("run ended early: %v", err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("service did not start")
+		}
+		nc, err := nats.Connect(e.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		// No projector is running: the request fails with a clear code.
+		msg, err := nc.Request(query.SubjectPrefix+"."+query.EndpointSessionsList, []byte(`{}`), 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := msg.Header.Get(micro.ErrorCodeHeader); got != "SESSION_QUERY_PERSISTENCE_FAILED" {
+			t.Fatalf("code %q, body %s", got, msg.Data)
+		}
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("run = %v", err)
+		}
+	})
+}
