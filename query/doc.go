@@ -11,6 +11,13 @@
 // generation included. Both hops answer failures with the micro error
 // headers and the {"error":{code,message}} body.
 //
+// Wiring: a projector process builds its Engine with NewShardEngine (or
+// NewEngine with FromProjector, FromIndex and a CursorStore) and serves it
+// with ServeShard; cmd/query (any number of replicas) runs Serve; callers
+// use NewClient. Both services answer each request on its own goroutine
+// (at most 256 at a time per instance), so a long minGeneration wait never
+// blocks other requests.
+//
 // Decisions the contract leaves open:
 //
 //   - Unknown request fields are refused with SESSION_QUERY_INVALID_REQUEST
