@@ -133,9 +133,25 @@ func TestProjector_FollowsLeasesAndBalancesLapsedOpenTurns(t *testing.T) {
 		}
 		return nil
 	})
+
+	// A lease that is never renewed lapses by the bucket's TTL (2 s here).
+	ttlSeq := e.publish("s-ttl", line(goodHeader, "s-ttl"))
+	waitGen(t, r.p, ttlSeq)
+	if _, err := e.kv.Put(context.Background(), "s-ttl", value); err != nil {
+		t.Fatal(err)
+	}
+	isLive := func() bool {
+		live := false
+		view(t, r.p, func(s Snapshot) error { live = s.IsLive("s-ttl"); return nil })
+		return live
+	}
+	waitFor(t, "the TTL lease to be seen", isLive)
+	waitFor(t, "the TTL lease to lapse", func() bool { return !isLive() })
+
 	mu.Lock()
 	defer mu.Unlock()
-	if len(leases) != 2 || !leases[0].Live || leases[1].Live || leases[0].SessionID != id || leases[0].Token != tok {
-		t.Errorf("lease changes = %+v", leases)
+	want := []LeaseChange{{tok, id, true}, {tok, id, false}, {"s-ttl", "s-ttl", true}, {"s-ttl", "s-ttl", false}}
+	if !slices.Equal(leases, want) {
+		t.Errorf("lease changes = %+v, want %+v", leases, want)
 	}
 }

@@ -51,7 +51,8 @@ func (p *Projector) followLeases(ctx context.Context, kv jetstream.KeyValue) err
 		return err
 	}
 	defer w.Stop()
-	expires := map[string]time.Time{} // token → lapse time, when the bucket has a TTL
+	expires := map[string]time.Time{} // lease key → lapse time, when the bucket has a TTL
+	initial := map[string]bool{}       // tokens seen while the watch replays current values; nil after
 	sweep := time.NewTicker(sweepInterval(ttl))
 	defer sweep.Stop()
 	for {
@@ -63,7 +64,14 @@ func (p *Projector) followLeases(ctx context.Context, kv jetstream.KeyValue) err
 				return errors.New("lease watch closed")
 			}
 			if e == nil {
-				continue // initial values delivered
+				// Current values replayed: a lease held before this watch
+				// began (a re-watch) and absent now has lapsed meanwhile.
+				p.dropLeasesExcept(initial)
+				initial = nil
+				continue
+			}
+			if initial != nil && e.Operation() == jetstream.KeyValuePut {
+				initial[tokenOfLeaseKey(e.Key())] = true
 			}
 			live := e.Operation() == jetstream.KeyValuePut
 			if live && ttl > 0 {
@@ -102,6 +110,21 @@ func sweepInterval(ttl time.Duration) time.Duration {
 		return time.Second
 	}
 	return ttl / 4
+}
+
+// dropLeasesExcept marks every live token not in keep as lapsed.
+func (p *Projector) dropLeasesExcept(keep map[string]bool) {
+	p.liveMu.RLock()
+	var gone []string
+	for tok := range p.live {
+		if !keep[tok] {
+			gone = append(gone, tok)
+		}
+	}
+	p.liveMu.RUnlock()
+	for _, tok := range gone {
+		p.setLive(tok, false)
+	}
 }
 
 // setLive records a token's lease state; a change bumps the live version
