@@ -52,7 +52,7 @@ func (p *Projector) followLeases(ctx context.Context, kv jetstream.KeyValue) err
 	}
 	defer w.Stop()
 	expires := map[string]time.Time{} // lease key → lapse time, when the bucket has a TTL
-	initial := map[string]bool{}       // tokens seen while the watch replays current values; nil after
+	initial := map[string]bool{}      // tokens seen while the watch replays current values; nil after
 	sweep := time.NewTicker(sweepInterval(ttl))
 	defer sweep.Stop()
 	for {
