@@ -91,7 +91,7 @@ func TestProjectorCommitsReachTheFeed(t *testing.T) {
 	defer q.Close(ctx)
 	hookErrs := make(chan error, 100)
 	enqueued := make(chan uint64, 1000) // generations of enqueued commits
-	var commits []projection.Commit      // every commit, for Rederive (hook goroutine only until Run ends)
+	var commits []projection.Commit     // every commit, for Rederive (hook goroutine only until Run ends)
 	var p *projection.Projector
 	hook := func(c projection.Commit) {
 		err := p.View(ctx, c.Generation, func(s projection.Snapshot) error {
