@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/dshq/dshq"
@@ -174,5 +175,84 @@ func TestView_WaitsForMinGenerationOrFailsNotCaughtUp(t *testing.T) {
 	}
 	if gen < last {
 		t.Fatalf("snapshot generation %d < minGeneration %d", gen, last)
+	}
+}
+
+func TestOnCommit_ReportsWhatEachBatchChanged(t *testing.T) {
+	e := newEnv(t)
+	var commits []Commit
+	var mu sync.Mutex
+	id, last := e.publishLog(readLines(t, "upstream-2.5.jsonl"))
+	r := e.start(t.TempDir(), WithOnCommit(func(c Commit) {
+		mu.Lock()
+		commits = append(commits, c)
+		mu.Unlock()
+	}))
+	waitGen(t, r.p, last)
+	mu.Lock()
+	defer mu.Unlock()
+	var all Commit
+	var prev uint64
+	for _, c := range commits {
+		if c.Generation < prev || c.Epoch != r.p.Epoch() {
+			t.Errorf("commit generation %d after %d, epoch %q", c.Generation, prev, c.Epoch)
+		}
+		prev = c.Generation
+		all.Sessions = append(all.Sessions, c.Sessions...)
+		all.Events = append(all.Events, c.Events...)
+		all.Reclassified = append(all.Reclassified, c.Reclassified...)
+		all.Titles = append(all.Titles, c.Titles...)
+	}
+	if prev != last {
+		t.Errorf("last commit at %d, want %d", prev, last)
+	}
+	if len(all.Sessions) != 1 || all.Sessions[0].Header.Header.ID != id {
+		t.Errorf("sessions = %+v", all.Sessions)
+	}
+	if len(all.Events) != 18 {
+		t.Fatalf("%d events, want 18", len(all.Events))
+	}
+	for i, ev := range all.Events {
+		if ev.Seq != int64(i) || ev.SessionID != id || ev.Workspace == "" || ev.Token != id || len(ev.Raw) == 0 || ev.StreamSeq == 0 {
+			t.Errorf("event %d = %+v", i, ev)
+		}
+	}
+	if all.Events[15].Text == "" || all.Events[15].Surface != dshq.SurfaceCurrent || all.Events[0].Text != "" {
+		t.Errorf("event texts/surfaces: 15=%+v 0=%+v", all.Events[15], all.Events[0])
+	}
+	var shadowed []int64
+	for _, rc := range all.Reclassified {
+		if rc.Surface != dshq.SurfaceShadowed || rc.ReplacedBy == nil || *rc.ReplacedBy != 15 {
+			t.Errorf("reclassification %+v", rc)
+		}
+		shadowed = append(shadowed, rc.Seq)
+	}
+	if !slices.Equal(shadowed, []int64{1, 5, 7}) {
+		t.Errorf("reclassified %v, want [1 5 7]", shadowed)
+	}
+	if len(all.Titles) != 1 || all.Titles[0].Title.Title != "Find where the retry budget" {
+		t.Errorf("titles = %+v", all.Titles)
+	}
+}
+
+func TestOpen_RemovesLeftoversOfAnInterruptedRebuild(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	p := e.open(dir)
+	serving := filepath.Base(p.cur.dir)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	leftover := filepath.Join(dir, "p-interrupted")
+	if err := os.MkdirAll(filepath.Join(leftover, "index"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p = e.open(dir)
+	defer p.Close()
+	if got := filepath.Base(p.cur.dir); got != serving {
+		t.Errorf("serving %s, want %s", got, serving)
+	}
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Errorf("leftover directory survived: %v", err)
 	}
 }

@@ -45,6 +45,11 @@ func TestProjector_QuarantinesBadRecordsWhileOtherSessionsFlow(t *testing.T) {
 			invalidFrom: -2, quarantined: 2, reason: "invalid header record",
 		},
 		{
+			name: "an oversized bad record is kept capped",
+			tok:  "q-big", log: [][]byte{append([]byte(`{"type":"session","version":2,"id":"q-big","createdAt":1,"isSeeded":false,"pad":"`), strings.Repeat("x", 2*MaxQuarantineRawBytes)...)},
+			invalidFrom: -2, quarantined: 1, reason: "invalid header record",
+		},
+		{
 			name: "a header on another session's subject quarantines the subject",
 			id:   "q-elsewhere", tok: "q-wrong-subject", log: [][]byte{line(goodHeader, "q-elsewhere")},
 			invalidFrom: -2, quarantined: 1, reason: "subject token",
@@ -116,8 +121,8 @@ func TestProjector_QuarantinesBadRecordsWhileOtherSessionsFlow(t *testing.T) {
 				if !strings.Contains(qs[0].Reason, c.reason) {
 					t.Errorf("reason %q does not mention %q", qs[0].Reason, c.reason)
 				}
-				if len(qs[0].Raw) == 0 {
-					t.Error("quarantine lost the raw record")
+				if len(qs[0].Raw) == 0 || len(qs[0].Raw) > MaxQuarantineRawBytes || qs[0].Truncated != (len(qs[0].Raw) == MaxQuarantineRawBytes) {
+					t.Errorf("quarantined raw record: %d bytes, truncated %v", len(qs[0].Raw), qs[0].Truncated)
 				}
 				info, ok := s.Session(c.id)
 				if c.invalidFrom == -2 {

@@ -242,3 +242,40 @@ func TestOpen_RefusesAStoreLockedByAnotherProjector(t *testing.T) {
 		t.Fatalf("second Open on a locked store: err = %v, want a lock error that is not corruption", err)
 	}
 }
+
+func TestOpen_RefeedsAnIndexBehindTheStore(t *testing.T) {
+	e := newEnv(t)
+	corpus := mixedCorpus(t)
+	half := e.publishAll(corpus[:len(corpus)/2])
+	dir := t.TempDir()
+	r := e.start(dir)
+	waitGen(t, r.p, half)
+	inst := r.p.cur.dir
+	r.stop()
+	old := filepath.Join(t.TempDir(), "index")
+	if err := os.CopyFS(old, os.DirFS(filepath.Join(inst, "index"))); err != nil {
+		t.Fatal(err)
+	}
+	last := e.publishAll(corpus[len(corpus)/2:])
+	r = e.start(dir)
+	waitGen(t, r.p, last)
+	r.stop()
+	// Put the index of the first half back: the store is ahead of it.
+	if err := os.RemoveAll(filepath.Join(inst, "index")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(inst, "index"), os.DirFS(old)); err != nil {
+		t.Fatal(err)
+	}
+	again := e.start(dir)
+	defer again.stop()
+	if g := again.p.Index().Generation(); g != last {
+		t.Errorf("index generation after re-feed = %d, want %d", g, last)
+	}
+	clean := e.start(t.TempDir(), WithDurable("clean"))
+	defer clean.stop()
+	waitGen(t, clean.p, last)
+	if got, want := dumpIndex(t, again.p), dumpIndex(t, clean.p); got != want {
+		t.Errorf("re-fed index differs from a clean projection:\n%s", diffLines(got, want))
+	}
+}
