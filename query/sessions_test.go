@@ -97,6 +97,12 @@ func TestSessionsListAndFilter(t *testing.T) {
 		{"live availability matches only leased sessions", []dshq.Filter{{Kind: "availability", Values: []*string{str("live")}}}, []string{"z"}},
 	}
 	p.setLive("z", true)
+	t.Run("a leased session is one record, live and persisted", func(t *testing.T) {
+		page, err := p.client.FilterSessions(ctx, dshq.SessionFilterRequest{Filters: []dshq.Filter{{Kind: "id", Values: []*string{str("z")}}}})
+		if err != nil || len(page.Items) != 1 || !page.Items[0].Live || !page.Items[0].Persisted {
+			t.Fatalf("%v %+v", err, page)
+		}
+	})
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			page, err := p.client.FilterSessions(ctx, dshq.SessionFilterRequest{Filters: tt.filters})
