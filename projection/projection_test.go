@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/bus"
 )
 
 // renderSession renders what a snapshot holds for one session, one line per
@@ -255,4 +256,17 @@ func TestOpen_RemovesLeftoversOfAnInterruptedRebuild(t *testing.T) {
 	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
 		t.Errorf("leftover directory survived: %v", err)
 	}
+}
+
+func TestRun_WaitsForTheStreamToExist(t *testing.T) {
+	e := newEnv(t)
+	if err := e.js.DeleteStream(context.Background(), DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	r := e.start(t.TempDir())
+	if _, err := bus.EnsureStream(context.Background(), e.js, bus.StreamConfig{LeaseTTL: 2e9}); err != nil {
+		t.Fatal(err)
+	}
+	_, last := e.publishLog(readLines(t, "upstream-2.5.jsonl"))
+	waitGen(t, r.p, last)
 }

@@ -51,7 +51,16 @@ func (p *Projector) follow(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return nil
 				}
-				return err
+				if errors.Is(err, ErrCorruptStore) {
+					return err
+				}
+				// The stream may not exist yet, or the bus is unreachable:
+				// a daemon waits for it.
+				p.log.Warn("cannot create the consumer; retrying", "err", err)
+				if waitCtx(ctx, time.Second) != nil {
+					return nil
+				}
+				continue
 			}
 			cons, for_ = c, inst
 		}
@@ -204,7 +213,7 @@ func (p *Projector) published(c *Commit) {
 func (p *Projector) consumer(ctx context.Context, inst *instance) (jetstream.Consumer, error) {
 	cp, err := inst.store.checkpoint()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %v", ErrCorruptStore, err)
 	}
 	stream, err := p.js.Stream(ctx, p.cfg.stream)
 	if err != nil {
