@@ -40,7 +40,7 @@ func BenchmarkTailStart(b *testing.B) {
 	for g := uint64(1); g <= commits; g++ {
 		commit := make([]Message, 10)
 		for j := range commit {
-			commit[j] = eventMsg(b, g, fmt.Sprintf("/ws/%d", j), "s", int64(g))
+			commit[j] = eventMsg(b, g, fmt.Sprintf("/ws/%d", j), fmt.Sprintf("s-%d", j), int64(g))
 		}
 		if err := pub.Publish(ctx, commit); err != nil {
 			b.Fatal(err)
