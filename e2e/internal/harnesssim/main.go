@@ -116,7 +116,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 			return err
 		}
 	}
-	b, err := json.MarshalIndent(s.facts, "", " ")
+	b, err := json.Marshal(s.facts)
 	if err != nil {
 		return err
 	}
