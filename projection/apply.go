@@ -502,7 +502,9 @@ func (p *Projector) applyBatch(ctx context.Context, inst *instance, recs []strea
 		return nil, err
 	}
 	if b.gen > inst.indexGen {
-		if err := inst.index.Apply(ctx, ib, b.gen); err != nil {
+		// A batch in flight completes even when shutdown begins: it is
+		// bounded, and finishing it is cheaper than replaying it.
+		if err := inst.index.Apply(context.WithoutCancel(ctx), ib, b.gen); err != nil {
 			return nil, fmt.Errorf("apply batch to index: %w", err)
 		}
 		inst.indexGen = b.gen
