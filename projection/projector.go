@@ -151,16 +151,19 @@ func Open(ctx context.Context, js jetstream.JetStream, dir string, opts ...Optio
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		p.metrics.unregister()
 		return nil, fmt.Errorf("open projection: %w", err)
 	}
 	inst, err := p.openCurrent(ctx)
 	if err != nil {
+		p.metrics.unregister()
 		return nil, err
 	}
 	p.cur = inst
 	cp, err := inst.store.checkpoint()
 	if err != nil {
 		inst.close()
+		p.metrics.unregister()
 		return nil, err
 	}
 	p.gen = cp

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/dshq/dshq/index"
@@ -235,12 +236,16 @@ func garble(t *testing.T, path string, off, n int64) {
 func TestOpen_RefusesAStoreLockedByAnotherProjector(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
+	reg := prometheus.NewRegistry()
 	p := e.open(dir)
 	defer p.Close()
-	_, err := Open(context.Background(), e.js, dir, WithLogger(quietLogger()), func(c *config) { c.lockTimeout = 50 * time.Millisecond })
+	_, err := Open(context.Background(), e.js, dir, WithLogger(quietLogger()), WithRegisterer(reg), func(c *config) { c.lockTimeout = 50 * time.Millisecond })
 	if err == nil || errors.Is(err, ErrCorruptStore) {
 		t.Fatalf("second Open on a locked store: err = %v, want a lock error that is not corruption", err)
 	}
+	// A failed Open leaves the registry free for the next one.
+	other := e.open(t.TempDir(), WithRegisterer(reg))
+	other.Close()
 }
 
 func TestOpen_RefeedsAnIndexBehindTheStore(t *testing.T) {
