@@ -13,6 +13,29 @@
 // caller that searches the index must resolve every hit through the Snapshot
 // (Snapshot.Event) and drop hits the snapshot does not hold, and take surfaces
 // from the snapshot, not from the index.
+//
+// Crash safety: records are applied in stream order; a batch's index
+// changes are applied (atomically, with the batch's generation) before its
+// store transaction commits, and the messages are acknowledged after. On
+// start the durable consumer is recreated to deliver from the store's
+// checkpoint + 1 (the store, not the consumer's ack floor, says where to
+// resume); batches whose end the index has already reached are not fed to
+// it again, and an index found behind the store is re-fed from the store.
+// So a crash at any instant followed by a restart yields exactly the
+// projection an uninterrupted run yields. Each projector needs its own
+// durable consumer name (WithDurable) and data directory.
+//
+// Layout of the data directory: CURRENT names the serving projection
+// directory p-*, which holds projection.db (bbolt) and index/ (Bleve). A
+// rebuild builds a new p-* beside it and swaps CURRENT atomically; a
+// missing, corrupt or incompatible store is replaced by an empty one that
+// the loop refills from stream sequence 1.
+//
+// Bad records never stop the projector: they are quarantined (see
+// QuarantineRecord and Commit.Quarantined), counted in the metrics and
+// logged; an invalid header record quarantines its subject, an invalid
+// event marks its session invalid from that seq on (later records of the
+// session are stored raw and marked invalid, never folded).
 package projection
 
 import (
