@@ -216,10 +216,14 @@ func checkCorpus(t *testing.T, ctx context.Context, q *query.Client, harness *na
 					t.Errorf("%s searches %q:\n%s\nwant %s with %v", sub.ID, phrase, text, wantCount, want)
 				}
 			}
-			other := c.role((i+1)%len(c.runs), simfacts.RoleRoot)
-			for phrase := range other.Phrases {
-				if text := callTool(t, ctx, tc, tools.NameSessionSearch, map[string]any{"query": phrase}); text != "No prior session matches found." {
-					t.Errorf("%s found %q of another workspace:\n%s", sub.ID, phrase, text)
+			for j := range c.runs {
+				if j == i {
+					continue
+				}
+				for phrase := range c.role(j, simfacts.RoleRoot).Phrases {
+					if text := callTool(t, ctx, tc, tools.NameSessionSearch, map[string]any{"query": phrase}); text != "No prior session matches found." {
+						t.Errorf("%s found %q of another workspace:\n%s", sub.ID, phrase, text)
+					}
 				}
 			}
 			text := callTool(t, ctx, tc, tools.NameSessionTrace, map[string]any{"session_id": root.ID})

@@ -65,17 +65,18 @@ func startNATS(t *testing.T) (string, *proc) {
 }
 
 // serveArgs are the arguments of `dshq serve` joining the deployment at url
-// as the trusted user.
+// as the trusted user (its password comes from DSH_NATS_PASSWORD, see
+// startServe).
 func serveArgs(url, home string) []string {
-	return []string{"serve", "--nats-url", url, "--user", "trusted", "--password", trustedPassword,
-		"--home", home, "--log-level", "info"}
+	return []string{"serve", "--nats-url", url, "--user", "trusted", "--home", home, "--log-level", "info"}
 }
 
-// startServe runs the dshq binary with args and waits for "dshq ready";
-// it returns the process and the ready line's fields.
+// startServe runs the dshq binary with args (and the trusted password in
+// DSH_NATS_PASSWORD) and waits for "dshq ready"; it returns the process and
+// the ready line's fields.
 func startServe(t *testing.T, name string, args []string) (*proc, map[string]any) {
 	t.Helper()
-	p := startProc(t, name, bins.dshq, args, nil)
+	p := startProc(t, name, bins.dshq, args, []string{"DSH_NATS_PASSWORD=" + trustedPassword})
 	line := p.waitLine(t, startTimeout, `"dshq ready"`, func(l string) bool { return strings.Contains(l, `"dshq ready"`) })
 	var fields map[string]any
 	if err := json.Unmarshal([]byte(line), &fields); err != nil {

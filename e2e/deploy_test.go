@@ -80,6 +80,38 @@ func TestDeploymentSeparatesHarnessFromTrustedAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("the tool wire contract names the caller in the Dsh-Caller-Session header", func(t *testing.T) {
+		for _, tc := range []struct {
+			caller  string
+			isError bool
+			code    dshq.Code
+		}{
+			{caller: id},
+			{caller: "", isError: true, code: dshq.CodeToolMissingAgent},
+		} {
+			msg := nats.NewMsg("dsh.tools.v1." + tools.NameSessionTrace)
+			msg.Data = []byte(`{}`)
+			if tc.caller != "" {
+				msg.Header.Set("Dsh-Caller-Session", tc.caller)
+			}
+			m, err := harness.RequestMsgWithContext(ctx, msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r toolservice.Reply
+			if err := json.Unmarshal(m.Data, &r); err != nil {
+				t.Fatalf("reply %s: %v", m.Data, err)
+			}
+			var code dshq.Code
+			if r.Error != nil {
+				code = r.Error.Code
+			}
+			if r.IsError != tc.isError || code != tc.code || (!r.IsError && !strings.HasPrefix(r.Text, "Session "+id+" — ")) {
+				t.Errorf("caller %q: reply %s", tc.caller, m.Data)
+			}
+		}
+	})
+
 	for _, subject := range []string{
 		"dsh.query.v1.sessions.list",
 		query.ShardSubject(query.DefaultShard, "sessions.list"),
