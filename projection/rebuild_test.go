@@ -284,3 +284,29 @@ func TestOpen_RefeedsAnIndexBehindTheStore(t *testing.T) {
 		t.Errorf("re-fed index differs from a clean projection:\n%s", diffLines(got, want))
 	}
 }
+
+func TestRebuild_CancelledLeavesTheServingProjectionUntouched(t *testing.T) {
+	e := newEnv(t)
+	last := e.publishAll(mixedCorpus(t))
+	r := e.start(t.TempDir(), WithBatchSize(10))
+	waitGen(t, r.p, last)
+	epoch, before := r.p.Epoch(), dumpStore(t, r.p)
+	ctx, cancel := context.WithCancel(context.Background())
+	err := r.p.Rebuild(ctx, func(p RebuildProgress) { cancel() })
+	cancel()
+	if err == nil {
+		t.Fatal("a cancelled rebuild reported success")
+	}
+	if r.p.Epoch() != epoch {
+		t.Error("a cancelled rebuild changed the epoch")
+	}
+	if after := dumpStore(t, r.p); after != before {
+		t.Errorf("the serving store changed:\n%s", diffLines(after, before))
+	}
+	entries, _ := os.ReadDir(r.p.dir)
+	for _, en := range entries {
+		if en.IsDir() && filepath.Join(r.p.dir, en.Name()) != r.p.cur.dir {
+			t.Errorf("partial projection %s left behind", en.Name())
+		}
+	}
+}
