@@ -223,3 +223,12 @@ func TestWireErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestSafeAnswer(t *testing.T) {
+	_, err := safeAnswer(context.Background(), func(context.Context, string, []byte) ([]byte, error) {
+		var m map[string]int
+		m["boom"]++ // a bug: nil map
+		return nil, nil
+	}, EndpointSessionsList, nil, quiet())
+	wantErr(t, err, dshq.CodePersistenceFailed, "query failed: internal error")
+}

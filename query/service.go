@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -133,7 +134,7 @@ func serve(ctx context.Context, nc *nats.Conn, cfg micro.Config, subject func(st
 			go func() {
 				defer func() { <-slots; wg.Done() }()
 				start := time.Now()
-				out, err := answer(ctx, ep, data)
+				out, err := safeAnswer(ctx, answer, ep, data, log)
 				m.observe(ep, start, err)
 				if err != nil {
 					logFailure(log, cfg.Name, ep, err)
@@ -158,6 +159,18 @@ func serve(ctx context.Context, nc *nats.Conn, cfg micro.Config, subject func(st
 		})
 		return stopErr
 	}, nil
+}
+
+// safeAnswer runs answer and turns a panic (a bug) into a failed request,
+// so that one bad request never takes the process down.
+func safeAnswer(ctx context.Context, answer answerFunc, endpoint string, body []byte, log *slog.Logger) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("query panicked", "endpoint", endpoint, "panic", r, "stack", string(debug.Stack()))
+			out, err = nil, &dshq.Error{Code: dshq.CodePersistenceFailed, Message: "query failed: internal error"}
+		}
+	}()
+	return answer(ctx, endpoint, body)
 }
 
 func logFailure(log *slog.Logger, service, endpoint string, err error) {
