@@ -196,6 +196,7 @@ func (s *stored) fields() map[string]any {
 		fieldSurface: string(d.Surface),
 		fieldGen:     float64(s.cgen),
 		fieldText:    d.Text,
+		fieldRank:    rankKey(d.Time, d.SessionID, d.Seq),
 	}
 }
 

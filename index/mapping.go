@@ -24,6 +24,7 @@ const (
 	fieldSurface = "surface"
 	fieldGen     = "cgen"
 	fieldText    = "text"
+	fieldRank    = "rk"
 )
 
 // newMapping returns the index mapping: one document type with keyword
@@ -52,7 +53,7 @@ func newMapping() (*mapping.IndexMappingImpl, error) {
 	keywordField := func(sortable bool) *mapping.FieldMapping {
 		f := mapping.NewKeywordFieldMapping()
 		f.Analyzer = keyword.Name
-		f.Store = true
+		f.Store = !sortable
 		f.IncludeInAll = false
 		f.DocValues = sortable
 		return f
@@ -71,14 +72,15 @@ func newMapping() (*mapping.IndexMappingImpl, error) {
 	text.IncludeTermVectors = true // positions, for phrases
 	text.DocValues = false
 
-	dm.AddFieldMappingsAt(fieldSession, keywordField(true))
+	dm.AddFieldMappingsAt(fieldSession, keywordField(false))
+	dm.AddFieldMappingsAt(fieldRank, keywordField(true))
 	dm.AddFieldMappingsAt(fieldCwd, keywordField(false))
 	dm.AddFieldMappingsAt(fieldParent, keywordField(false))
 	dm.AddFieldMappingsAt(fieldType, keywordField(false))
 	dm.AddFieldMappingsAt(fieldSurface, keywordField(false))
 	dm.AddFieldMappingsAt(fieldCreated, numberField(true, false))
-	dm.AddFieldMappingsAt(fieldSeq, numberField(true, true))
-	dm.AddFieldMappingsAt(fieldTime, numberField(true, true))
+	dm.AddFieldMappingsAt(fieldSeq, numberField(true, false))
+	dm.AddFieldMappingsAt(fieldTime, numberField(true, false))
 	dm.AddFieldMappingsAt(fieldGen, numberField(true, false))
 	dm.AddFieldMappingsAt(fieldText, text)
 	im.DefaultMapping = dm
@@ -109,6 +111,26 @@ func parseDocID(id string) (sessionID string, seq int64, err error) {
 		return "", 0, fmt.Errorf("index doc id %q: %w", id, err)
 	}
 	return id[16:], int64(u), nil
+}
+
+// rankKey is the tie-break part of the rank order as one keyword whose byte
+// order is time desc, session id asc (byte order), seq desc, so that Bleve
+// sorts ties by reading one doc value instead of three. The session id is
+// escaped order-preservingly (0x01 → 01 03, 0x00 → 01 02) and ended by 01 01,
+// which sorts below every escaped byte, so a shorter id sorts first.
+func rankKey(time int64, sessionID string, seq int64) string {
+	b := make([]byte, 0, 34+len(sessionID))
+	b = fmt.Appendf(b, "%016x", ^(uint64(time) ^ 1<<63))
+	for i := 0; i < len(sessionID); i++ {
+		switch c := sessionID[i]; c {
+		case 0x00, 0x01:
+			b = append(b, 0x01, c+2)
+		default:
+			b = append(b, c)
+		}
+	}
+	b = append(b, 0x01, 0x01)
+	return string(fmt.Appendf(b, "%016x", ^uint64(seq)))
 }
 
 // nullableTerm encodes an optional header string as a keyword term that keeps

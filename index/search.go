@@ -13,13 +13,12 @@ import (
 )
 
 // rankOrder is BM25 relevance, then time desc, session id asc (byte order),
-// seq desc: a total order, since (session id, seq) identifies a doc.
+// seq desc (one rankKey): a total order, since (session id, seq) identifies a
+// doc.
 func rankOrder() search.SortOrder {
 	return search.SortOrder{
 		&search.SortScore{Desc: true},
-		&search.SortField{Field: fieldTime, Desc: true, Type: search.SortFieldAsNumber},
-		&search.SortField{Field: fieldSession, Type: search.SortFieldAsString},
-		&search.SortField{Field: fieldSeq, Desc: true, Type: search.SortFieldAsNumber},
+		&search.SortField{Field: fieldRank, Type: search.SortFieldAsString},
 	}
 }
 

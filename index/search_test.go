@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/search"
 	"github.com/dshq/dshq"
 )
 
@@ -537,5 +538,28 @@ func TestFastRankingMatchesTheFullSort(t *testing.T) {
 				t.Fatalf("more = %v with %d of %d", p.More, end, len(want))
 			}
 		})
+	}
+}
+
+// TestRankKeyOrdersLikeRankLess: the one-keyword tie-break Bleve sorts by
+// orders exactly as the Go tie-break does, for any session id bytes and
+// negative times.
+func TestRankKeyOrdersLikeRankLess(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	alphabet := []string{"\x00", "\x01", "\x02", "a", "b", "é", "\xff", ""}
+	gen := func() rankedHit {
+		var sid strings.Builder
+		for range r.IntN(4) {
+			sid.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		times := []float64{-1 << 53, -5, 0, 7, 1 << 53}
+		return rankedHit{DocumentMatch: &search.DocumentMatch{}, sid: sid.String(), seq: int64(r.IntN(3)) * 1e9, time: times[r.IntN(len(times))]}
+	}
+	for range 20000 {
+		a, b := gen(), gen()
+		ka, kb := rankKey(int64(a.time), a.sid, a.seq), rankKey(int64(b.time), b.sid, b.seq)
+		if (ka < kb) != rankLess(a, b) || (ka == kb) != (a.time == b.time && a.sid == b.sid && a.seq == b.seq) {
+			t.Fatalf("rank keys disagree for (%v %q %d) and (%v %q %d): %q vs %q", a.time, a.sid, a.seq, b.time, b.sid, b.seq, ka, kb)
+		}
 	}
 }
