@@ -51,6 +51,9 @@ type options struct {
 	metrics     string
 	rebuild     bool
 	noQueries   bool
+	noVerify    bool
+	batchSize   int
+	cacheBytes  int64
 	logLevel    string
 }
 
@@ -72,6 +75,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics on HOST:PORT/metrics (off when empty)")
 	fs.BoolVar(&o.rebuild, "rebuild", false, "rebuild the projection from the stream beside the serving one, then swap it in")
 	fs.BoolVar(&o.noQueries, "no-queries", false, "do not serve the query shard")
+	fs.BoolVar(&o.noVerify, "no-verify", false, "skip bbolt's full consistency check of the store on start (it grows with the store)")
+	fs.IntVar(&o.batchSize, "batch-size", projection.DefaultBatchSize, "records applied per transaction, at most")
+	fs.Int64Var(&o.cacheBytes, "fold-cache-bytes", projection.DefaultFoldCacheBytes, "memory budget of the fold-state cache")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -81,6 +87,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.data == "" {
 		return o, errors.New("--data is required")
+	}
+	if o.batchSize < 1 {
+		return o, fmt.Errorf("--batch-size: batch size %d is not positive", o.batchSize)
+	}
+	if o.cacheBytes < 0 {
+		return o, fmt.Errorf("--fold-cache-bytes: %d is negative", o.cacheBytes)
 	}
 	o.conn.Name = "dshq-projector"
 	return o, nil
@@ -111,7 +123,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	p, err := projection.Open(ctx, js, o.data,
 		projection.WithStream(o.stream), projection.WithLeaseBucket(o.leaseBucket), projection.WithDurable(o.durable),
-		projection.WithRegisterer(reg), projection.WithLogger(log))
+		projection.WithRegisterer(reg), projection.WithLogger(log), projection.WithVerifyOnOpen(!o.noVerify),
+		projection.WithBatchSize(o.batchSize), projection.WithFoldCacheBytes(o.cacheBytes))
 	if err != nil {
 		return err
 	}

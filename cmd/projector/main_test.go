@@ -117,6 +117,7 @@ func TestRun_RefusesBadFlags(t *testing.T) {
 		{"stray arguments are refused", []string{"--data", "x", "extra"}, "unexpected arguments"},
 		{"an unknown log level is refused", []string{"--data", "x", "--log-level", "loud"}, "--log-level"},
 		{"a TLS cert without its key is refused", []string{"--data", "x", "--tls-cert", "c.pem"}, "go together"},
+		{"a batch size below one is refused", []string{"--data", "x", "--batch-size", "0", "--nats-url", "nats://127.0.0.1:1"}, "batch size"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := run(context.Background(), c.args, io.Discard, nil)
