@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"testing"
 	"time"
 
@@ -130,15 +129,4 @@ func TestProjector_ProjectsTheRealCorpusLikeTheOneShotFold(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// sortedIDs lists the sessions in the snapshot in byte order.
-func sortedIDs(s Snapshot) []string {
-	var ids []string
-	_ = s.SessionsByCreated(nil, func(info SessionInfo) bool {
-		ids = append(ids, info.Header.Header.ID)
-		return true
-	})
-	sort.Strings(ids)
-	return ids
 }
