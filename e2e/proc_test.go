@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // bins holds the paths of the binaries TestMain built.
@@ -29,7 +31,8 @@ func TestMain(m *testing.M) {
 }
 
 // buildAndRun builds the binaries into a temp dir (or takes them from
-// $DSHQ_E2E_BIN), runs the tests and removes the dir.
+// $DSHQ_E2E_BIN; with $DSHQ_E2E_RACE set they are built with -race), runs the
+// tests, checks for leaked goroutines and removes the dir.
 func buildAndRun(m *testing.M) (int, error) {
 	dir := os.Getenv("DSHQ_E2E_BIN")
 	if dir == "" {
@@ -39,12 +42,17 @@ func buildAndRun(m *testing.M) (int, error) {
 		}
 		defer os.RemoveAll(tmp)
 		dir = tmp
+		var flags []string
+		if os.Getenv("DSHQ_E2E_RACE") != "" {
+			flags = append(flags, "-race")
+		}
 		for out, pkg := range map[string]string{
 			"dshq":        "github.com/dshq/dshq/cmd/dshq",
 			"harnesssim":  "github.com/dshq/dshq/e2e/internal/harnesssim",
 			"nats-server": "github.com/nats-io/nats-server/v2",
 		} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
+			args := append(append([]string{"build"}, flags...), "-o", filepath.Join(dir, out), pkg)
+			cmd := exec.Command("go", args...)
 			if b, err := cmd.CombinedOutput(); err != nil {
 				return 0, fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 			}
@@ -53,7 +61,18 @@ func buildAndRun(m *testing.M) (int, error) {
 	bins.dshq = filepath.Join(dir, "dshq")
 	bins.natsServer = filepath.Join(dir, "nats-server")
 	bins.harnesssim = filepath.Join(dir, "harnesssim")
-	return m.Run(), nil
+	code := m.Run()
+	if code == 0 {
+		// Every goroutine of the test process (process waiters, query
+		// loops, NATS connections) has an owner that stopped it.
+		// Bleve (linked in through the tools and query packages) starts its
+		// analysis workers at init, for the life of the process.
+		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker")); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: leaked goroutines:", err)
+			code = 1
+		}
+	}
+	return code, nil
 }
 
 // proc is a child process whose stdout and stderr lines are kept for
