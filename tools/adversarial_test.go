@@ -1,6 +1,8 @@
 package tools_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -215,5 +217,34 @@ func TestInvalidSurfaceSession(t *testing.T) {
 				t.Fatalf("raw read failed:\n%s", r.Text)
 			}
 		})
+	}
+}
+
+// freshLog is a new session of the caller's workspace, inside its first step.
+func freshLog(id, words string) []byte {
+	return []byte(`{"type":"session","version":2,"id":"` + id + `","createdAt":1788003000000,"cwd":"/home/u/proj","isSeeded":false,"delegationDepth":0}
+{"type":"turn/start","seq":0,"time":1788003000001,"data":{"turn":1}}
+{"type":"user/message","seq":1,"time":1788003000002,"data":{"id":"m1","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":"` + words + `"}]},"surfaceOp":"append"}
+{"type":"step/start","seq":2,"time":1788003000003,"data":{"turn":1,"step":1}}
+`)
+}
+
+// A harness that calls a tool right after appending reads its own writes
+// when it passes the generation of its last append.
+func TestReadYourWrites(t *testing.T) {
+	p := newPipeline(t, exampleCorpus)
+	tl := newTools(t, tools.FromQueryClient(p.Client))
+	for i := range 5 {
+		id := fmt.Sprintf("fresh-%d", i)
+		gen := p.Publish(t, freshLog(id, "freshly written words"))
+		ctx := tools.WithMinGeneration(context.Background(), gen)
+		r, err := tl.Call(ctx, id, tools.NameSessionEventSearch, []byte(`{"query":"freshly written"}`))
+		if err != nil || r.IsError || !strings.Contains(r.Text, "Event search results (1):\n1. seq 1 | user/message") {
+			t.Fatalf("%s: err %v, result %+v", id, err, r)
+		}
+		r, err = tl.Call(ctx, "s-caller", tools.NameSessionSearch, []byte(`{"query":"freshly written","session_ids":["`+id+`"]}`))
+		if err != nil || r.IsError || !strings.Contains(r.Text, "1. Session "+id+" — untitled") {
+			t.Fatalf("%s: err %v, result %+v", id, err, r)
+		}
 	}
 }

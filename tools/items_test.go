@@ -410,7 +410,8 @@ func TestItem42Sanitizer(t *testing.T) {
 			dshq.CodeInvalidLineage:    "session lineage is invalid",
 			dshq.CodePersistenceFailed: "session history storage is unavailable",
 			dshq.CodeIndexFailed:       "session search index is unavailable",
-			dshq.CodeNotCaughtUp:       "session query operation failed",
+			dshq.CodeNotCaughtUp:       "session history is not indexed up to the latest events yet; retry the call",
+			dshq.CodeReplyTooLarge:     "session query operation failed",
 			dshq.CodeInvalidConfig:     "session query operation failed",
 		} {
 			f := newFake(t, fullCorpus)

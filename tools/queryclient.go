@@ -2,8 +2,6 @@ package tools
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/query"
@@ -15,12 +13,20 @@ func FromQueryClient(c *query.Client) Service { return queryService{c} }
 
 type queryService struct{ c *query.Client }
 
+// opts carries the context's minimum generation to the request.
+func opts(ctx context.Context) []query.CallOption {
+	if g, ok := MinGeneration(ctx); ok {
+		return []query.CallOption{query.WithMinGeneration(g)}
+	}
+	return nil
+}
+
 // FilterSessions follows every page of sessions.filter.
 func (q queryService) FilterSessions(ctx context.Context, filters []dshq.Filter) ([]dshq.SessionRecord, error) {
 	var out []dshq.SessionRecord
 	req := dshq.SessionFilterRequest{Filters: filters, Limit: dshq.MaxListLimit}
 	for {
-		p, err := q.c.FilterSessions(ctx, req)
+		p, err := q.c.FilterSessions(ctx, req, opts(ctx)...)
 		if err != nil {
 			return nil, err
 		}
@@ -36,7 +42,7 @@ func (q queryService) FilterSessions(ctx context.Context, filters []dshq.Filter)
 }
 
 func (q queryService) SearchSessions(ctx context.Context, req dshq.SessionSearchRequest) (dshq.SessionSearchPage, error) {
-	p, err := q.c.SearchSessions(ctx, req)
+	p, err := q.c.SearchSessions(ctx, req, opts(ctx)...)
 	if err != nil {
 		return dshq.SessionSearchPage{}, err
 	}
@@ -44,7 +50,7 @@ func (q queryService) SearchSessions(ctx context.Context, req dshq.SessionSearch
 }
 
 func (q queryService) SearchEvents(ctx context.Context, req dshq.EventSearchRequest) (dshq.EventSearchPage, error) {
-	p, err := q.c.SearchEvents(ctx, req)
+	p, err := q.c.SearchEvents(ctx, req, opts(ctx)...)
 	if err != nil {
 		return dshq.EventSearchPage{}, err
 	}
@@ -52,7 +58,7 @@ func (q queryService) SearchEvents(ctx context.Context, req dshq.EventSearchRequ
 }
 
 func (q queryService) TraceSession(ctx context.Context, id string) (dshq.LineageTrace, error) {
-	p, err := q.c.TraceSession(ctx, dshq.SessionTraceRequest{SessionID: id})
+	p, err := q.c.TraceSession(ctx, dshq.SessionTraceRequest{SessionID: id}, opts(ctx)...)
 	if err != nil {
 		return dshq.LineageTrace{}, err
 	}
@@ -60,50 +66,24 @@ func (q queryService) TraceSession(ctx context.Context, id string) (dshq.Lineage
 }
 
 func (q queryService) Titles(ctx context.Context, ids []string) ([]dshq.TitleResult, error) {
-	p, err := q.c.ReadTitles(ctx, dshq.SessionTitlesRequest{SessionIDs: ids})
+	p, err := q.c.ReadTitles(ctx, dshq.SessionTitlesRequest{SessionIDs: ids}, opts(ctx)...)
 	if err != nil {
 		return nil, err
 	}
 	return p.Items, nil
 }
 
+// ReadEvent reads a window; dshq.Event keeps each record's exact bytes.
 func (q queryService) ReadEvent(ctx context.Context, req dshq.EventReadRequest) (dshq.EventWindow, error) {
-	raw, err := q.c.Raw(ctx, query.EndpointEventsRead, mustJSON(req))
+	p, err := q.c.ReadEvent(ctx, req, opts(ctx)...)
 	if err != nil {
 		return dshq.EventWindow{}, err
 	}
-	// Decode events keeping each record's exact bytes.
-	var w struct {
-		dshq.EventWindow
-		Target json.RawMessage   `json:"target"`
-		Events []json.RawMessage `json:"events"`
-	}
-	if err := json.Unmarshal(raw, &w); err != nil {
-		return dshq.EventWindow{}, fmt.Errorf("events.read: decode reply: %w", err)
-	}
-	out := w.EventWindow
-	out.Target = rawToEvent(w.Target)
-	out.Events = make([]dshq.Event, len(w.Events))
-	for i, e := range w.Events {
-		out.Events[i] = rawToEvent(e)
-	}
-	return out, nil
-}
-
-func rawToEvent(raw json.RawMessage) dshq.Event {
-	return decoded(dshq.Event{Raw: raw})
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // request types always marshal
-	}
-	return b
+	return *p, nil
 }
 
 func (q queryService) TraceEvent(ctx context.Context, req dshq.EventTraceRequest) (dshq.EventTrace, error) {
-	p, err := q.c.TraceEvent(ctx, req)
+	p, err := q.c.TraceEvent(ctx, req, opts(ctx)...)
 	if err != nil {
 		return dshq.EventTrace{}, err
 	}
@@ -119,7 +99,7 @@ func (q queryService) LastStepStart(ctx context.Context, id string) (int64, bool
 		found bool
 	)
 	for {
-		p, err := q.c.ListEvents(ctx, req)
+		p, err := q.c.ListEvents(ctx, req, opts(ctx)...)
 		if err != nil {
 			return 0, false, err
 		}

@@ -29,6 +29,8 @@ var safeMessages = map[dshq.Code]string{
 	dshq.CodeSearchDisabled:    "session search is disabled in this deployment",
 	dshq.CodeSessionNotFound:   "session was not found",
 	dshq.CodeStaleCursor:       msgStale,
+	// Not in the original's set: a read-your-writes wait that timed out.
+	dshq.CodeNotCaughtUp: "session history is not indexed up to the latest events yet; retry the call",
 }
 
 const (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,12 +20,22 @@ type Client struct {
 	nc      *nats.Conn
 	caller  string
 	timeout time.Duration
+	// minGen, when set, is sent as Dsh-Min-Generation.
+	minGen *uint64
 }
 
 // NewClient returns a Client that calls as the session caller ("" sends no
 // caller header, so every tool fails with SESSION_QUERY_TOOL_MISSING_AGENT).
 func NewClient(nc *nats.Conn, caller string) *Client {
 	return &Client{nc: nc, caller: caller, timeout: DefaultCallTimeout + 5*time.Second}
+}
+
+// AtGeneration returns a copy of c whose calls are answered by a projection
+// that has applied at least generation g (the harness's last append).
+func (c *Client) AtGeneration(g uint64) *Client {
+	cc := *c
+	cc.minGen = &g
+	return &cc
 }
 
 func (c *Client) request(ctx context.Context, endpoint string, body []byte, out any) error {
@@ -37,6 +48,9 @@ func (c *Client) request(ctx context.Context, endpoint string, body []byte, out 
 	msg.Data = body
 	if c.caller != "" {
 		msg.Header.Set(CallerHeader, c.caller)
+	}
+	if c.minGen != nil {
+		msg.Header.Set(MinGenerationHeader, strconv.FormatUint(*c.minGen, 10))
 	}
 	reply, err := c.nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +46,10 @@ const (
 	SubjectPrefix = "dsh.tools.v1"
 	// CallerHeader names the calling session; only the trusted harness sets it.
 	CallerHeader = "Dsh-Caller-Session"
+	// MinGenerationHeader (optional, an addition to CONTRACT §4) asks that
+	// the call be answered by a projection that has applied at least this
+	// stream sequence: the harness's last append, for read-your-writes.
+	MinGenerationHeader = "Dsh-Min-Generation"
 	// EndpointList and EndpointSpillRead are the non-tool endpoints.
 	EndpointList      = "list"
 	EndpointSpillRead = "spill.read"
@@ -244,6 +249,13 @@ func (s *server) call(ctx context.Context, name string, r micro.Request) any {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.callTimeout)
 	defer cancel()
 	caller := r.Headers().Get(CallerHeader)
+	if g := r.Headers().Get(MinGenerationHeader); g != "" {
+		n, err := strconv.ParseUint(g, 10, 64)
+		if err != nil {
+			return errorReply(dshq.CodeInvalidRequest, MinGenerationHeader+" must be a non-negative integer")
+		}
+		ctx = tools.WithMinGeneration(ctx, n)
+	}
 	res, err := s.tools.Call(ctx, caller, name, r.Data())
 	if err != nil {
 		return errorReply(dshq.CodeAborted, "session query was cancelled")

@@ -36,6 +36,15 @@ type Pipeline struct {
 	Conn *nats.Conn
 	// Client is the trusted query API client.
 	Client *query.Client
+	js     jetstream.JetStream
+}
+
+// Publish publishes one more log while the projector runs and returns the
+// stream sequence of its last record (the generation that holds it).
+func (p *Pipeline) Publish(t testing.TB, jsonl []byte) uint64 {
+	t.Helper()
+	_, seq := publishLog(t, p.js, jsonl)
+	return seq
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -119,7 +128,7 @@ func StartPipeline(t testing.TB, logs []Log) *Pipeline {
 	}
 	client := query.NewClient(nc)
 	waitLive(t, wctx, client, live)
-	return &Pipeline{Conn: nc, Client: client}
+	return &Pipeline{Conn: nc, Client: client, js: js}
 }
 
 // waitLive waits until the projection reports want sessions live.
