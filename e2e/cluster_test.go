@@ -55,9 +55,20 @@ func startNATS(t *testing.T) (string, *proc) {
 	if err := os.WriteFile(path, conf, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startProc(t, "nats-server", bins.natsServer,
-		[]string{"-c", path, "-p", "-1"},
+	return runNATS(t, []string{"-c", path, "-p", "-1"},
 		[]string{"DSH_TRUSTED_PASSWORD=" + trustedPassword, "DSH_HARNESS_PASSWORD=" + harnessPassword})
+}
+
+// startPlainNATS runs nats-server with JetStream and no authorization on a
+// random loopback port, and returns its URL.
+func startPlainNATS(t *testing.T) (string, *proc) {
+	t.Helper()
+	return runNATS(t, []string{"-js", "-sd", t.TempDir(), "-a", "127.0.0.1", "-p", "-1"}, nil)
+}
+
+func runNATS(t *testing.T, args, env []string) (string, *proc) {
+	t.Helper()
+	p := startProc(t, "nats-server", bins.natsServer, args, env)
 	line := p.waitLine(t, startTimeout, "the client listener", listenRe.MatchString)
 	addr := listenRe.FindStringSubmatch(line)[1]
 	p.waitLine(t, startTimeout, "readiness", func(l string) bool { return strings.Contains(l, "Server is ready") })

@@ -88,18 +88,7 @@ func TestConcurrentHarnessesCrashAndRebuild(t *testing.T) {
 	}
 	t.Logf("%d sessions, %d records; killed at generation %d of %d (gate %d)", len(c.ids()), last, killedAt, last, gate)
 	waitCaughtUp(t, q, last)
-	waitFor(t, time.Minute, "every write lease to be released", func() (bool, error) {
-		page, err := q.ListSessions(ctx, dshqListAll)
-		if err != nil {
-			return false, err
-		}
-		for _, r := range page.Items {
-			if r.Live {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	waitNoneLive(t, q)
 
 	harness := connectHarness(t, url, nil)
 	checkCorpus(t, ctx, q, harness, c)

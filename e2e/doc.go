@@ -8,6 +8,6 @@
 // projector mid-stream and compare its recovered projection with a rebuild
 // made while queries keep running.
 //
-// Set DSHQ_E2E_BIN to a directory holding prebuilt dshq, nats-server and
-// harnesssim binaries to skip the build.
+// Set DSHQ_E2E_BIN to a directory holding prebuilt dshq, projector, query,
+// nats-server and harnesssim binaries to skip the build.
 package e2e

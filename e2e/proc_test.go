@@ -18,7 +18,7 @@ import (
 
 // bins holds the paths of the binaries TestMain built.
 var bins struct {
-	dshq, natsServer, harnesssim string
+	dshq, projector, query, natsServer, harnesssim string
 }
 
 func TestMain(m *testing.M) {
@@ -48,6 +48,8 @@ func buildAndRun(m *testing.M) (int, error) {
 		}
 		for out, pkg := range map[string]string{
 			"dshq":        "github.com/dshq/dshq/cmd/dshq",
+			"projector":   "github.com/dshq/dshq/cmd/projector",
+			"query":       "github.com/dshq/dshq/cmd/query",
 			"harnesssim":  "github.com/dshq/dshq/e2e/internal/harnesssim",
 			"nats-server": "github.com/nats-io/nats-server/v2",
 		} {
@@ -59,6 +61,8 @@ func buildAndRun(m *testing.M) (int, error) {
 		}
 	}
 	bins.dshq = filepath.Join(dir, "dshq")
+	bins.projector = filepath.Join(dir, "projector")
+	bins.query = filepath.Join(dir, "query")
 	bins.natsServer = filepath.Join(dir, "nats-server")
 	bins.harnesssim = filepath.Join(dir, "harnesssim")
 	code := m.Run()

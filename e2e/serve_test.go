@@ -40,18 +40,7 @@ func TestServeAllInOne(t *testing.T) {
 	q := query.NewClient(nc)
 	last := streamLastSeq(t, nc)
 	waitCaughtUp(t, q, last)
-	waitFor(t, time.Minute, "every write lease to be released", func() (bool, error) {
-		page, err := q.ListSessions(ctx, dshqListAll)
-		if err != nil {
-			return false, err
-		}
-		for _, r := range page.Items {
-			if r.Live {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	waitNoneLive(t, q)
 	checkCorpus(t, ctx, q, nc, c)
 	before := takeSnapshot(t, ctx, q, c)
 	nc.Close()
