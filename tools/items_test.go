@@ -581,3 +581,12 @@ func TestSessionEventSearchValidationOrder(t *testing.T) {
 		t.Fatalf("got %+v", r)
 	}
 }
+
+func TestPanickingLoggerOnTitleFailure(t *testing.T) {
+	tl := newTools(t, &rejectTitles{newFake(t, fullCorpus)},
+		tools.WithLogger(slog.New(panicHandler{slog.NewTextHandler(&bytes.Buffer{}, nil)})))
+	r := call(t, tl, "s-caller", tools.NameSessionTrace, `{"session_id":"s-7f3c"}`)
+	if r.IsError || !strings.HasPrefix(r.Text, "Session s-7f3c — untitled (title unavailable: SESSION_QUERY_TOOL_FAILED)") {
+		t.Fatalf("got %+v", r)
+	}
+}

@@ -65,13 +65,15 @@ func sanitize(ctx context.Context, log *slog.Logger, op string, err error) (out 
 		return errCancelled{context.Cause(ctx)}
 	}
 	defer func() {
-		if recover() != nil {
+		if recover() != nil { // classification itself failed (a hostile error value)
 			out = &dshq.Error{Code: dshq.CodeToolFailed, Message: msgGeneric}
 		}
 	}()
 	code := dshq.ErrorCode(err)
-	log.LogAttrs(ctx, slog.LevelWarn, "session query service call failed",
-		slog.String("op", op), slog.String("code", string(code)), slog.String("diagnostic", chain(err)))
+	if !logSafely(ctx, log, "session query service call failed",
+		slog.String("op", op), slog.String("code", string(code)), slog.String("diagnostic", chain(err))) {
+		return &dshq.Error{Code: dshq.CodeToolFailed, Message: msgGeneric}
+	}
 	if code == dshq.CodeToolUnauthorized {
 		return authz.ErrUnauthorized()
 	}
@@ -79,6 +81,18 @@ func sanitize(ctx context.Context, log *slog.Logger, op string, err error) (out 
 		return &dshq.Error{Code: code, Message: msg}
 	}
 	return &dshq.Error{Code: dshq.CodeToolFailed, Message: msgGeneric}
+}
+
+// logSafely logs a warning and reports false when the logger failed (a
+// panicking handler must not take a tool call, or the service, down).
+func logSafely(ctx context.Context, log *slog.Logger, msg string, attrs ...slog.Attr) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	log.LogAttrs(ctx, slog.LevelWarn, msg, attrs...)
+	return true
 }
 
 // chain renders an error's cause chain for the log, bounded so that a cyclic

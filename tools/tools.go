@@ -192,7 +192,7 @@ func (t *Tools) titles(ctx context.Context, c authz.Caller, ids []string) (map[s
 		return nil, sanitize(ctx, t.log, "read titles", err)
 	}
 	for _, r := range results {
-		if _, asked := out[r.SessionID]; asked || !contains(ids, r.SessionID) {
+		if _, done := out[r.SessionID]; done || !contains(ids, r.SessionID) {
 			continue
 		}
 		switch {
@@ -208,7 +208,7 @@ func (t *Tools) titles(ctx context.Context, c authz.Caller, ids []string) (map[s
 			code := dshq.CodeToolFailed
 			if r.Reason != nil {
 				code = safeCode(r.Reason.Code)
-				t.log.LogAttrs(ctx, slog.LevelWarn, "session title read failed",
+				logSafely(ctx, t.log, "session title read failed", slog.String("session", r.SessionID),
 					slog.String("code", string(r.Reason.Code)), slog.String("diagnostic", r.Reason.Message))
 			}
 			out[r.SessionID] = fmt.Sprintf("untitled (title unavailable: %s)", code)

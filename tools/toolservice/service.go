@@ -189,7 +189,7 @@ func (s *server) serve(ctx context.Context, nc *nats.Conn) (func() error, error)
 			wg.Add(1)
 			go func() {
 				defer func() { <-slots; wg.Done() }()
-				s.respond(r, answer(ctx, r))
+				s.respond(r, s.guard(ctx, endpoint, r, answer))
 			}()
 		}
 		return svc.AddEndpoint(strings.ReplaceAll(endpoint, ".", "_"), micro.HandlerFunc(handle),
@@ -220,6 +220,18 @@ func (s *server) serve(ctx context.Context, nc *nats.Conn) (func() error, error)
 		wg.Wait()
 		return err
 	}, nil
+}
+
+// guard runs answer and turns a panic (a bug) into the generic failure, so
+// one bad call never takes the service down.
+func (s *server) guard(ctx context.Context, endpoint string, r micro.Request, answer func(context.Context, micro.Request) any) (out any) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.cfg.log.Error("tool call panicked", "endpoint", endpoint, "panic", fmt.Sprint(p))
+			out = errorReply(dshq.CodeToolFailed, "session query operation failed")
+		}
+	}()
+	return answer(ctx, r)
 }
 
 func errorReply(code dshq.Code, msg string) Reply {
