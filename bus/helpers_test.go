@@ -15,7 +15,15 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m,
+		// nats-server v2.15.2 stages each atomic batch in a file store of
+		// its own; now and then one of those stores, deleted after its
+		// commit, leaves its idle flush loop behind after the server has
+		// shut down (seen in about 1 of 5 full runs, never in our code's
+		// goroutines). It belongs to the server, which gives no way to
+		// stop it; every other server goroutine is still checked.
+		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*msgBlock).flushLoop"),
+	)
 }
 
 // startServer starts an embedded server in a fresh temp dir, shut down at
