@@ -134,7 +134,13 @@ func newServer(call caller, log *slog.Logger) *mcp.Server {
 	for _, d := range tools.Definitions() {
 		name := d.Name
 		s.AddTool(&mcp.Tool{Name: name, Description: d.Description, InputSchema: d.InputSchema},
-			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+				defer func() {
+					if p := recover(); p != nil { // a bug: answer, never crash the server
+						log.Error("tool call panicked", "tool", name, "panic", fmt.Sprint(p))
+						res, err = errorResult(dshq.CodeToolFailed, "Error: session query operation failed"), nil
+					}
+				}()
 				args := req.Params.Arguments
 				if len(args) == 0 || string(args) == "null" {
 					args = json.RawMessage(`{}`)
@@ -143,12 +149,21 @@ func newServer(call caller, log *slog.Logger) *mcp.Server {
 				if err != nil {
 					return nil, err
 				}
-				res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: r.Text}}, IsError: r.IsError}
 				if r.IsError {
-					res.StructuredContent = map[string]string{"name": "SessionQueryToolError", "code": string(r.Code)}
+					return errorResult(r.Code, r.Text), nil
 				}
-				return res, nil
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: r.Text}}}, nil
 			})
 	}
 	return s
+}
+
+// errorResult is a tool failure: the "Error: …" text, and {name, code} as
+// structured content (the original's structured error info).
+func errorResult(code dshq.Code, text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
+		IsError:           true,
+		StructuredContent: map[string]string{"name": "SessionQueryToolError", "code": string(code)},
+	}
 }
