@@ -563,3 +563,33 @@ func TestRankKeyOrdersLikeRankLess(t *testing.T) {
 		}
 	}
 }
+
+// TestScoringIsBM25 checks the scores against the BM25 formula as Bleve
+// v2.6.3 implements it (k1 1.2, b 0.75, tf = √freq) after a reopen, so the
+// scoring model is stored with the index mapping. Bleve's average field
+// length is its field cardinality (distinct terms, here needle, pad, other)
+// over the doc count, rounded up, not the mean token count.
+func TestScoringIsBM25(t *testing.T) {
+	x, dir := openTest(t)
+	apply(t, x, 1, doc("a", 0, 1, "needle"), doc("b", 0, 1, "needle pad pad"), doc("c", 0, 1, "other"))
+	must(t, x.Close())
+	y, err := Open(dir, Options{})
+	must(t, err)
+	defer y.Close()
+	p := searchSessions(t, y, SessionQuery{Query: "needle"})
+	const n, df, avgdl = 3.0, 2.0, 1.0 // ceil(3 distinct terms / 3 docs)
+	idf := math.Log(1 + (n-df+0.5)/(df+0.5))
+	bm25 := func(freq, dl float64) float64 {
+		tf := math.Sqrt(freq)
+		return idf * tf * 1.2 / (tf + 1.2*(1-0.75+0.75*dl/avgdl))
+	}
+	want := map[string]float64{"a": bm25(1, 1), "b": bm25(1, 3)}
+	if len(p.Hits) != 2 {
+		t.Fatalf("hits = %v", keys(p))
+	}
+	for _, h := range p.Hits {
+		if math.Abs(h.Score-want[h.SessionID]) > 1e-3*want[h.SessionID] {
+			t.Errorf("session %s score %v, BM25 gives %v", h.SessionID, h.Score, want[h.SessionID])
+		}
+	}
+}
