@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -185,6 +186,18 @@ func (b *batch) applyEvent(r streamRecord, id string) error {
 	ev, err := record.ParseEvent(r.data)
 	if err != nil {
 		return b.invalidate(s, pos, r, "invalid event record: "+err.Error(), nil)
+	}
+	if ev.Seq >= 0 && ev.Seq < pos {
+		// A byte-identical copy of an applied event (a retried publish
+		// that escaped deduplication) is quarantined and skipped; the log
+		// itself is intact. Anything else at an old seq breaks the log.
+		old, ok, err := getEvent(b.tx, s.sk, ev.Seq)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrCorruptStore, err)
+		}
+		if ok && !old.Invalid && bytes.Equal(old.Raw, r.data) {
+			return b.quarantine(r, s.v.Header.ID, fmt.Sprintf("duplicate of the applied event at seq %d (stream sequence %d); skipped", ev.Seq, old.StreamSeq))
+		}
 	}
 	eff, err := s.state.Apply(ev)
 	if err != nil {

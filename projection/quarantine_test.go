@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/dshq/dshq/index"
 )
 
 const (
@@ -65,8 +68,13 @@ func TestProjector_QuarantinesBadRecordsWhileOtherSessionsFlow(t *testing.T) {
 			invalidFrom: 0, events: 2, quarantined: 1, reason: "surfaceOp",
 		},
 		{
-			name: "a duplicated seq is quarantined, never applied twice",
-			id:   "q-dup", log: [][]byte{line(goodHeader, "q-dup"), line(turnStart, 0), line(userMsg, 1), line(userMsg, 1)},
+			name: "an identical duplicate is quarantined and skipped, the session stays valid",
+			id:   "q-dup", log: [][]byte{line(goodHeader, "q-dup"), line(turnStart, 0), line(userMsg, 1), line(userMsg, 1), line(turnStart, 0)},
+			invalidFrom: -1, events: 2, quarantined: 2, reason: "duplicate of the applied event at seq 1",
+		},
+		{
+			name: "a different record at an applied seq marks the session invalid",
+			id:   "q-conflict", log: [][]byte{line(goodHeader, "q-conflict"), line(turnStart, 0), line(userMsg, 1), line(`{"type":"turn/start","seq":1,"time":5,"data":{"turn":2}}`)},
 			invalidFrom: 2, events: 3, quarantined: 1, reason: "seq",
 		},
 		{
@@ -134,6 +142,12 @@ func TestProjector_QuarantinesBadRecordsWhileOtherSessionsFlow(t *testing.T) {
 				if !ok {
 					t.Fatalf("session %q missing", c.id)
 				}
+				if c.invalidFrom == -1 {
+					if !info.Valid() || info.EventCount != c.events {
+						t.Errorf("session %+v, want valid with %d events", info, c.events)
+					}
+					return
+				}
 				if info.InvalidFrom != c.invalidFrom || info.EventCount != c.events {
 					t.Errorf("invalidFrom %d events %d; want %d %d", info.InvalidFrom, info.EventCount, c.invalidFrom, c.events)
 				}
@@ -157,9 +171,37 @@ func TestProjector_QuarantinesBadRecordsWhileOtherSessionsFlow(t *testing.T) {
 		return nil
 	})
 	// Invalid sessions leave the index.
-	if dump := dumpIndex(t, r.p); strings.Contains(dump, "q-") {
-		t.Errorf("index still holds invalid sessions:\n%s", dump)
+	dump := dumpIndex(t, r.p)
+	for _, c := range cases {
+		if c.invalidFrom < 0 {
+			continue
+		}
+		page, err := r.p.Index().SearchEvents(context.Background(), index.EventQuery{SessionID: c.id, Query: "hello quarantine"})
+		if err != nil || len(page.Hits) != 0 {
+			t.Errorf("index still holds invalid session %s: %+v %v", c.id, page.Hits, err)
+		}
 	}
+	if !strings.Contains(dump, "q-dup/1 user/message current") {
+		t.Errorf("index lacks the valid session with a skipped duplicate:\n%s", dump)
+	}
+
+	// A session already indexed that turns invalid in a later batch leaves
+	// the index.
+	search := func() int {
+		page, err := r.p.Index().SearchEvents(context.Background(), index.EventQuery{SessionID: goodID, Query: "retry budget"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(page.Hits)
+	}
+	if search() == 0 {
+		t.Fatal("the good session is not searchable")
+	}
+	waitGen(t, r.p, e.publish(token(t, goodID), line(turnStart, 3)))
+	if n := search(); n != 0 {
+		t.Errorf("%d hits in a session that became invalid", n)
+	}
+	total++
 	if got := counterValue(t, r.p.metrics.quarantined); int(got) != total {
 		t.Errorf("quarantine metric = %v, want %d", got, total)
 	}
