@@ -183,6 +183,9 @@ func (b *batch) applyEvent(r streamRecord, id string) error {
 	if s.state == nil {
 		return b.storeInvalid(s, pos, r, nil)
 	}
+	if bytes.Equal(r.data, s.v.HeaderRaw) {
+		return b.quarantine(r, s.v.Header.ID, fmt.Sprintf("duplicate of the header record (stream sequence %d); skipped", s.v.HeaderSeq))
+	}
 	ev, err := record.ParseEvent(r.data)
 	if err != nil {
 		return b.invalidate(s, pos, r, "invalid event record: "+err.Error(), nil)

@@ -69,8 +69,8 @@ func TestProjector_QuarantinesBadRecordsWhileOtherSessionsFlow(t *testing.T) {
 		},
 		{
 			name: "an identical duplicate is quarantined and skipped, the session stays valid",
-			id:   "q-dup", log: [][]byte{line(goodHeader, "q-dup"), line(turnStart, 0), line(userMsg, 1), line(userMsg, 1), line(turnStart, 0)},
-			invalidFrom: -1, events: 2, quarantined: 2, reason: "duplicate of the applied event at seq 1",
+			id:   "q-dup", log: [][]byte{line(goodHeader, "q-dup"), line(turnStart, 0), line(userMsg, 1), line(userMsg, 1), line(turnStart, 0), line(goodHeader, "q-dup")},
+			invalidFrom: -1, events: 2, quarantined: 3, reason: "duplicate of the applied event at seq 1",
 		},
 		{
 			name: "a different record at an applied seq marks the session invalid",
