@@ -34,8 +34,10 @@
 // Bad records never stop the projector: they are quarantined (see
 // QuarantineRecord and Commit.Quarantined), counted in the metrics and
 // logged; an invalid header record quarantines its subject, an invalid
-// event marks its session invalid from that seq on (later records of the
-// session are stored raw and marked invalid, never folded).
+// event (a seq that is not the next included) marks its session invalid
+// from that seq on (later records of the session are stored raw and marked
+// invalid, never folded). A byte-identical copy of an applied event or of
+// the header record is quarantined and skipped, the session staying valid.
 package projection
 
 import (
