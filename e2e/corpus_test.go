@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -74,7 +76,7 @@ func TestConcurrentHarnessesCrashAndRebuild(t *testing.T) {
 		return killedAt > gate, nil
 	})
 	serve.kill(t)
-	serve, _ = startServe(t, "dshq serve (restarted)", serveArgs(url, home))
+	serve, ready := startServe(t, "dshq serve (restarted)", append(serveArgs(url, home), "--metrics", "127.0.0.1:0"))
 
 	for _, s := range sims {
 		if err := s.wait(t, 2*time.Minute); err != nil {
@@ -89,6 +91,14 @@ func TestConcurrentHarnessesCrashAndRebuild(t *testing.T) {
 	t.Logf("%d sessions, %d records; killed at generation %d of %d (gate %d)", len(c.ids()), last, killedAt, last, gate)
 	waitCaughtUp(t, q, last)
 	waitNoneLive(t, q)
+
+	t.Run("the metrics report the generation and nothing quarantined", func(t *testing.T) {
+		metricsURL, _ := ready["metrics"].(string)
+		m := scrape(t, metricsURL)
+		if m["dshq_projector_generation"] != float64(last) || m["dshq_projector_quarantined_records_total"] != 0 {
+			t.Fatalf("generation %v (want %d), quarantined %v (want 0)", m["dshq_projector_generation"], last, m["dshq_projector_quarantined_records_total"])
+		}
+	})
 
 	harness := connectHarness(t, url, nil)
 	checkCorpus(t, ctx, q, harness, c)
@@ -124,7 +134,8 @@ type snapshot struct {
 }
 
 // snapshotRequests are the requests a snapshot holds: sessions.list, then
-// events.list of every session, then sessions.search of every phrase.
+// events.list and sessions.surface of every session, sessions.titles of all,
+// then sessions.search of every phrase.
 func snapshotRequests(c *corpus) []func(ctx context.Context, q *query.Client) (string, any, error) {
 	reqs := []func(ctx context.Context, q *query.Client) (string, any, error){
 		func(ctx context.Context, q *query.Client) (string, any, error) {
@@ -144,6 +155,22 @@ func snapshotRequests(c *corpus) []func(ctx context.Context, q *query.Client) (s
 			return "events.list " + id, p, err
 		})
 	}
+	for _, id := range c.ids() {
+		reqs = append(reqs, func(ctx context.Context, q *query.Client) (string, any, error) {
+			p, err := q.ReadSurface(ctx, dshq.SessionReadRequest{SessionID: id, Limit: dshq.MaxListLimit})
+			if p != nil {
+				p.Generation = 0
+			}
+			return "sessions.surface " + id, p, err
+		})
+	}
+	reqs = append(reqs, func(ctx context.Context, q *query.Client) (string, any, error) {
+		p, err := q.ReadTitles(ctx, dshq.SessionTitlesRequest{SessionIDs: c.ids()})
+		if p != nil {
+			p.Generation = 0
+		}
+		return "sessions.titles", p, err
+	})
 	for _, phrase := range c.phrases() {
 		reqs = append(reqs, func(ctx context.Context, q *query.Client) (string, any, error) {
 			p, err := q.SearchSessions(ctx, dshq.SessionSearchRequest{Query: phrase, Limit: dshq.MaxSearchLimit})
@@ -286,4 +313,33 @@ func rebuildWhileQuerying(t *testing.T, ctx context.Context, nc *nats.Conn, q *q
 		t.Error(f)
 	}
 	t.Logf("%d queries answered while the rebuild ran, %d wrong or failed", during, len(failed))
+}
+
+// scrape reads a Prometheus text endpoint and returns its unlabelled
+// samples by metric name.
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	if url == "" {
+		t.Fatal("no metrics endpoint")
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") || strings.Contains(name, "{") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out
 }
