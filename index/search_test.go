@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -592,4 +593,64 @@ func TestScoringIsBM25(t *testing.T) {
 			t.Errorf("session %s score %v, BM25 gives %v", h.SessionID, h.Score, want[h.SessionID])
 		}
 	}
+}
+
+// FuzzSearchAgreesWithMatcher: for any query, the index returns exactly the
+// docs in which the pure phrase matcher finds the query's terms, each with a
+// snippet within the limit.
+func FuzzSearchAgreesWithMatcher(f *testing.F) {
+	texts := []string{
+		"An AI helper — café au lait",
+		"alpha beta gamma alpha beta",
+		"alpha middle beta",
+		"我们在中文环境中测试 alpha",
+		"我用Go写代码，然后测试代码",
+		"コーヒーを飲む ｺｰﾋｰ",
+		"say \"needle\" exactly (AI)+ snake_case",
+		"needle needle needle",
+		"Straße İstanbul naïve CAFÉ",
+		"x",
+	}
+	for _, s := range []string{"alpha beta", "中文", "代码", "needle", "*", "cafe", "ｺｰﾋｰ", "beta gamma alpha", "测试 alpha", "x"} {
+		f.Add(s)
+	}
+	x, err := Open(filepath.Join(f.TempDir(), "index"), Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = x.Close() })
+	var b Batch
+	for i, s := range texts {
+		b.Upsert(doc("s", int64(i), int64(i), s))
+	}
+	if err := x.Apply(context.Background(), &b, 1); err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		p, err := x.SearchEvents(context.Background(), EventQuery{SessionID: "s", Query: q, Limit: MaxLimit, SnippetChars: 20})
+		norm, nerr := NormalizeQuery(q)
+		if nerr != nil {
+			if dshq.ErrorCode(err) != dshq.CodeInvalidQuery {
+				t.Fatalf("blank query %q: error %v", q, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("query %q: %v", q, err)
+		}
+		terms := x.an.phraseTerms(norm)
+		got := map[int64]bool{}
+		for _, h := range p.Hits {
+			got[h.Seq] = true
+			if utf8.RuneCountInString(h.Snippet) > 20 {
+				t.Fatalf("query %q: snippet %q over 20 code points", q, h.Snippet)
+			}
+		}
+		for i, s := range texts {
+			want := len(terms) > 0 && x.an.matchStart(Sanitize(s), terms) >= 0
+			if got[int64(i)] != want {
+				t.Fatalf("query %q (terms %q), doc %q: hit %v, matcher %v", q, terms, s, got[int64(i)], want)
+			}
+		}
+	})
 }
