@@ -10,6 +10,11 @@
 // (UPSTREAM §5.5), analyzed like the documents (case- and diacritic-folded
 // Unicode words, CJK as overlapping bigrams), ranked by BM25 with the
 // deterministic tie-breaks time desc, session id asc (byte order), seq desc.
+// Metadata filters join the text query with boost 0: they restrict the
+// candidates and never change a score. Note that Bleve v2.6.3 takes BM25's
+// average field length to be the text field's distinct terms per doc
+// (rounded up), not its mean token count, so length normalization favors
+// short docs more than textbook BM25 does.
 //
 // Analysis (the same for documents and queries) works like SQLite FTS5
 // unicode61 without stemming or stop words: a word is a run of letters,
