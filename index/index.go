@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/dshq/dshq"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // MappingVersion names the document mapping and analysis this package writes.
@@ -34,6 +36,9 @@ var (
 	// ErrIncompatible: a readable Bleve index that this version did not
 	// write (foreign, or another mapping version). Delete it and rebuild.
 	ErrIncompatible = errors.New("index is incompatible")
+	// ErrLocked: another Index (in this or another process) has the
+	// directory open; it is not damaged, do not delete it.
+	ErrLocked = errors.New("index is locked by another user")
 	// ErrClosed: the index was closed.
 	ErrClosed = errors.New("index is closed")
 	// ErrInvalidDoc: a batch holds a doc the index refuses (blank session id,
@@ -44,11 +49,17 @@ var (
 // DefaultSnippetChars is the default Options.SnippetChars.
 const DefaultSnippetChars = dshq.SnippetChars
 
+// DefaultLockTimeout is the default Options.LockTimeout.
+const DefaultLockTimeout = 5 * time.Second
+
 // Options tunes an Index. The zero value is valid.
 type Options struct {
 	// SnippetChars bounds snippets, in code points; 0 means
 	// DefaultSnippetChars.
 	SnippetChars int
+	// LockTimeout bounds how long Open waits for the directory's lock
+	// while another Index holds it; 0 means DefaultLockTimeout.
+	LockTimeout time.Duration
 }
 
 // Index is an open full-text index. It is safe for concurrent use: Apply
@@ -73,13 +84,21 @@ type Index struct {
 // Open opens the index in dir, creating a fresh one when dir does not exist
 // or is empty. A directory that does not hold a readable Bleve index fails
 // with ErrCorrupt, one written by another mapping version (or by something
-// else) with ErrIncompatible; both are *dshq.Error with CodeIndexFailed.
+// else) with ErrIncompatible; both are *dshq.Error with CodeIndexFailed. A
+// directory another Index holds open fails with ErrLocked after
+// opts.LockTimeout.
 func Open(dir string, opts Options) (*Index, error) {
 	if opts.SnippetChars < 0 {
 		return nil, dshq.Errorf(dshq.CodeInvalidConfig, "index snippet chars must not be negative, got %d", opts.SnippetChars)
 	}
 	if opts.SnippetChars == 0 {
 		opts.SnippetChars = DefaultSnippetChars
+	}
+	if opts.LockTimeout < 0 {
+		return nil, dshq.Errorf(dshq.CodeInvalidConfig, "index lock timeout must not be negative, got %v", opts.LockTimeout)
+	}
+	if opts.LockTimeout == 0 {
+		opts.LockTimeout = DefaultLockTimeout
 	}
 	x := &Index{dir: dir, opts: opts, an: newAnalyzer()}
 	fresh, err := prepareDir(dir)
@@ -125,7 +144,7 @@ func (x *Index) create() error {
 	if err != nil {
 		return err
 	}
-	idx, err := bleve.NewUsing(x.dir, m, bleve.Config.DefaultIndexType, bleve.Config.DefaultKVStore, nil)
+	idx, err := bleve.NewUsing(x.dir, m, bleve.Config.DefaultIndexType, bleve.Config.DefaultKVStore, x.boltConfig())
 	if err != nil {
 		return err
 	}
@@ -147,8 +166,11 @@ func (x *Index) open() (err error) {
 			err = fmt.Errorf("%w: %v", ErrCorrupt, r)
 		}
 	}()
-	idx, err := bleve.Open(x.dir)
+	idx, err := bleve.OpenUsing(x.dir, x.boltConfig())
 	if err != nil {
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return fmt.Errorf("%w: %v", ErrLocked, err)
+		}
 		if errors.Is(err, bleve.ErrorUnknownIndexType) {
 			return fmt.Errorf("%w: %v", ErrIncompatible, err)
 		}
@@ -171,6 +193,10 @@ func (x *Index) open() (err error) {
 	x.gen.Store(binary.BigEndian.Uint64(raw))
 	x.idx = idx
 	return nil
+}
+
+func (x *Index) boltConfig() map[string]any {
+	return map[string]any{"bolt_timeout": x.opts.LockTimeout.String()}
 }
 
 // Close closes the index. Calls after Close fail with ErrClosed; Close itself

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/dshq/dshq"
@@ -218,4 +219,25 @@ func TestAClosedIndexFailsClearly(t *testing.T) {
 			t.Errorf("%s after close: %v, want ErrClosed with %s", name, err, dshq.CodeIndexFailed)
 		}
 	}
+}
+
+// TestASecondOpenOfAnOpenIndexIsLockedNotCorrupt: the directory is in use,
+// not damaged, so the error must not invite deleting it, and Open must not
+// hang.
+func TestASecondOpenOfAnOpenIndexIsLockedNotCorrupt(t *testing.T) {
+	x, dir := openTest(t)
+	apply(t, x, 4, doc("s", 0, 1, "needle"))
+	_, err := Open(dir, Options{LockTimeout: 100 * time.Millisecond})
+	if !errors.Is(err, ErrLocked) || errors.Is(err, ErrCorrupt) || dshq.ErrorCode(err) != dshq.CodeIndexFailed {
+		t.Fatalf("second open: %v, want ErrLocked (not ErrCorrupt)", err)
+	}
+	if p := searchEvents(t, x, EventQuery{SessionID: "s", Query: "needle"}); len(p.Hits) != 1 {
+		t.Fatal("the first index stopped working")
+	}
+	must(t, x.Close())
+	y, err := Open(dir, Options{LockTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("open after the holder closed: %v", err)
+	}
+	must(t, y.Close())
 }
