@@ -18,9 +18,12 @@ test: vet
 vet:
 	$(GO) vet ./...
 
-## bench: the benchmarks, on demand (never part of `make test`).
+## bench: one generated corpus through the real pipeline, one table of every
+## figure beside its reference measured in the same run (cmd/dshq-bench; never
+## part of `make test`). Size and format: make bench BENCH_FLAGS="-sessions 2000 -json".
+## The per-package micro-benchmarks: go test -run '^$$' -bench . ./bus ./projection ...
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) run ./cmd/dshq-bench $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,238 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/dshq/dshq"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// The embedded server's and nats.go's process-wide helpers.
+		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*Server).Start.func1"),
+		goleak.IgnoreAnyFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"),
+	)
+}
+
+// TestRunPrintsEveryRow runs the whole bench on a tiny corpus: every figure
+// of the table is there, beside a non-zero reference, and the JSON report
+// carries the same rows.
+func TestRunPrintsEveryRow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole pipeline")
+	}
+	rep, err := Run(context.Background(), Config{
+		Corpus:  CorpusConfig{Sessions: 12, Turns: 3, Seed: 1},
+		Dir:     t.TempDir(),
+		Writers: 2, Samples: 3, AppendSamples: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"ingest to searchable (events/s)|raw JetStream async publish",
+		"ingest to searchable (events/s)|SQLite FTS5 bulk load",
+		"projector apply (records/s)|raw JetStream pull+ack consume",
+		"projector apply (records/s)|raw Bleve batch index",
+		"publish→searchable p50 (ms)|raw publish→consumer delivery p50",
+		"publish→searchable p99 (ms)|raw publish→consumer delivery p99",
+		"rebuild (s)|raw re-read of the stream",
+		"peak RSS during ingest (MiB)|RSS before ingest",
+		"peak Go heap during ingest (MiB)|Go heap before ingest",
+	}
+	for _, policy := range []string{"sync always", "sync relaxed"} {
+		for _, n := range []string{"1", "10", "100"} {
+			for _, p := range []string{"p50", "p99"} {
+				want = append(want, "append→ack batch="+n+", "+policy+" "+p+" (ms)|raw JetStream publish of "+n+", "+policy+" "+p)
+			}
+		}
+	}
+	for _, op := range []string{"sessions.search rare phrase", "sessions.search common phrase", "events.search common phrase"} {
+		for _, p := range []string{"p50", "p99"} {
+			want = append(want, op+" "+p+" (ms)|raw Bleve", op+" "+p+" (ms)|SQLite FTS5 (original design) "+p)
+		}
+	}
+	for _, p := range []string{"p50", "p99"} {
+		want = append(want, "events.read ±5 "+p+" (ms)|SQLite read of the same window "+p, "sessions.trace "+p+" (ms)|SQLite lineage walk "+p)
+	}
+	var got []string
+	for _, row := range rep.Rows {
+		if row.Value <= 0 || row.RefValue <= 0 {
+			t.Errorf("row %q: value %v, reference %v: want both positive", row.Metric, row.Value, row.RefValue)
+		}
+		got = append(got, row.Metric+"|"+row.Reference)
+	}
+	for _, w := range want {
+		metric, ref, _ := strings.Cut(w, "|")
+		if !slices.ContainsFunc(got, func(g string) bool {
+			m, r, _ := strings.Cut(g, "|")
+			return m == metric && strings.HasPrefix(r, ref)
+		}) {
+			t.Errorf("no row %q beside %q", metric, ref)
+		}
+	}
+	if len(rep.Rows) != len(want) {
+		t.Errorf("%d rows, want %d:\n%s", len(rep.Rows), len(want), strings.Join(got, "\n"))
+	}
+	if rep.Sessions != 12 || rep.Events == 0 || rep.Documents == 0 || rep.Records <= rep.Events {
+		t.Errorf("corpus summary %+v", rep)
+	}
+
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rep.Rows {
+		if !strings.Contains(table.String(), row.Metric) {
+			t.Errorf("table lacks %q", row.Metric)
+		}
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct{ Rows []Row }
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Rows) != len(rep.Rows) {
+		t.Fatalf("JSON report: %d rows, %v", len(back.Rows), err)
+	}
+}
+
+func TestGenerateCorpus(t *testing.T) {
+	c, err := GenerateCorpus(CorpusConfig{Sessions: 23, Turns: 4, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := GenerateCorpus(CorpusConfig{Sessions: 23, Turns: 4, Seed: 3})
+	var forks, subagents, chinese, compactions int
+	for i, s := range c.Sessions {
+		if string(s.Batches[0][0].Raw) != string(again.Sessions[i].Batches[0][0].Raw) {
+			t.Errorf("session %d differs between two runs with one seed", i)
+		}
+		if s.Header.IsSeeded {
+			forks++
+		}
+		if s.Header.Origin == dshq.OriginSubagent {
+			subagents++
+		}
+		var seq int64
+		for _, b := range s.Batches {
+			for _, e := range b {
+				if e.Seq != seq {
+					t.Fatalf("session %d: seq %d at position %d", i, e.Seq, seq)
+				}
+				seq++
+				if strings.Contains(string(e.Raw), "压缩") || strings.Contains(string(e.Raw), "配置") {
+					chinese++
+				}
+				if e.Type == "compaction/summary" {
+					compactions++
+				}
+			}
+		}
+		if !strings.Contains(rawOf(s), c.Rare[i]) {
+			t.Errorf("session %d lacks its rare phrase %q", i, c.Rare[i])
+		}
+	}
+	if forks == 0 || subagents == 0 || chinese == 0 || compactions == 0 {
+		t.Errorf("forks %d, subagents %d, Chinese events %d, compactions %d: want each > 0", forks, subagents, chinese, compactions)
+	}
+	for _, bad := range []CorpusConfig{{Sessions: 0, Turns: 1}, {Sessions: 1, Turns: 0}} {
+		if _, err := GenerateCorpus(bad); err == nil {
+			t.Errorf("GenerateCorpus(%+v) = nil error", bad)
+		}
+	}
+}
+
+func rawOf(s Session) string {
+	var b strings.Builder
+	for _, batch := range s.Batches {
+		for _, e := range batch {
+			b.Write(e.Raw)
+		}
+	}
+	return b.String()
+}
+
+// TestFTSBaseline checks that the baseline behaves as the original's FTS5
+// search: unicode61 folding, one literal phrase, match-count ranking, one
+// best document per session.
+func TestFTSBaseline(t *testing.T) {
+	ctx := context.Background()
+	f, err := OpenFTS(ctx, filepath.Join(t.TempDir(), "fts.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	doc := func(id string, seq int64, text string) dshq.SearchDocument {
+		return dshq.SearchDocument{EventRecord: dshq.EventRecord{SessionID: id, Seq: seq, Type: "user/message", Time: 1000 + seq, Surface: dshq.SurfaceCurrent}, Text: text}
+	}
+	sessions := []FTSSession{
+		{Header: dshq.Header{Version: 2, ID: "a", CreatedAt: 1}, HeaderRaw: []byte(`{}`), Events: [][]byte{[]byte(`{}`), []byte(`{}`)},
+			Docs: []dshq.SearchDocument{doc("a", 0, "the café is open"), doc("a", 1, "needle needle OR haystack")}},
+		{Header: dshq.Header{Version: 2, ID: "b", CreatedAt: 2, ParentSession: dshq.Str("a")}, HeaderRaw: []byte(`{}`), Events: [][]byte{[]byte(`{}`)},
+			Docs: []dshq.SearchDocument{doc("b", 0, "a needle in the BRAID")}},
+	}
+	if err := f.Load(ctx, sessions); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, query string
+		want        []string
+	}{
+		{"a query matches case- and diacritic-insensitively", "CAFE", []string{"a/0"}},
+		{"the session with more matches ranks first", "needle", []string{"a/1", "b/0"}},
+		{"OR is a literal token, not syntax", "needle OR", []string{"a/1"}},
+		{"a token never matches inside a word", "AI", nil},
+		{"quotes are data", `say "needle"`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hits, err := f.SearchSessions(ctx, tc.query, 20, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, h := range hits {
+				got = append(got, h.SessionID+"/"+string(rune('0'+h.Seq)))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("search %q = %v, want %v", tc.query, got, tc.want)
+			}
+		})
+	}
+	if n, err := f.Trace(ctx, "a"); err != nil || n != 2 {
+		t.Errorf("Trace(a) = %d, %v; want 2 records", n, err)
+	}
+	if n, err := f.ReadWindow(ctx, "a", 1, 5, 5); err != nil || n != 2 {
+		t.Errorf("ReadWindow(a, 1) = %d, %v; want 2 events", n, err)
+	}
+	if _, err := f.ReadWindow(ctx, "a", 9, 0, 0); err == nil {
+		t.Error("ReadWindow of a missing seq: nil error")
+	}
+}
+
+func TestSnippet(t *testing.T) {
+	long := strings.Repeat("word ", 100) + "\uFDD0needle\uFDD1 " + strings.Repeat("tail ", 100)
+	for _, tc := range []struct {
+		name, in string
+		limit    int
+		want     string
+	}{
+		{"short text is returned whole with whitespace collapsed", "  a \n\uFDD0b\uFDD1  c ", 240, "a b c"},
+		{"a limit of one is an ellipsis", long, 1, "…"},
+		{"a long text is cut around its first match", long, 20, "…d word needle tail…"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := snippet(tc.in, tc.limit); got != tc.want {
+				t.Errorf("snippet = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

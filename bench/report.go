@@ -1,0 +1,140 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Row is one figure of the table beside its reference, measured in the same
+// run.
+type Row struct {
+	// Metric names what dshq did, with its unit.
+	Metric string `json:"metric"`
+	// Value is dshq's figure.
+	Value float64 `json:"value"`
+	// Reference names what the figure is measured against.
+	Reference string `json:"reference"`
+	// RefValue is the reference's figure, in the same unit.
+	RefValue float64 `json:"refValue"`
+	// Ratio is Value / RefValue (NaN when the reference is 0).
+	Ratio float64 `json:"ratio"`
+
+	section int
+}
+
+// Report is the result of one bench run.
+type Report struct {
+	// Sessions, Events and Records describe the generated corpus
+	// (Records = events + headers, plus the probes the bench appends).
+	Sessions int `json:"sessions"`
+	Events   int `json:"events"`
+	Records  int `json:"records"`
+	// Documents is the number of search documents (events with text).
+	Documents int `json:"documents"`
+	// Elapsed is the wall time of the whole run.
+	Elapsed time.Duration `json:"elapsedNs"`
+	// Rows are the figures, in table order.
+	Rows []Row `json:"rows"`
+
+	section int // the section rows are added to (see Section…)
+}
+
+// The table's sections, in print order; phases add rows out of this order.
+const (
+	sectionThroughput = iota
+	sectionPublishLatency
+	sectionAppend
+	sectionSearch
+	sectionRead
+	sectionRebuild
+	sectionMemory
+)
+
+func (r *Report) add(metric string, value float64, ref string, refValue float64) {
+	ratio := math.NaN()
+	if refValue != 0 {
+		ratio = value / refValue
+	}
+	r.Rows = append(r.Rows, Row{Metric: metric, Value: value, Reference: ref, RefValue: refValue, Ratio: ratio, section: r.section})
+}
+
+// addLatency adds the p50 and p99 rows of one operation beside a reference.
+func (r *Report) addLatency(metric string, got []time.Duration, ref string, want []time.Duration) {
+	r.add(metric+" p50 (ms)", ms(percentile(got, 0.50)), ref+" p50", ms(percentile(want, 0.50)))
+	r.add(metric+" p99 (ms)", ms(percentile(got, 0.99)), ref+" p99", ms(percentile(want, 0.99)))
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// percentile returns the p-th latency (nearest rank); 0 for no samples.
+func percentile(lat []time.Duration, p float64) time.Duration {
+	if len(lat) == 0 {
+		return 0
+	}
+	s := slices.Clone(lat)
+	slices.Sort(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// sort orders the rows by section, keeping their order within a section.
+func (r *Report) sort() {
+	slices.SortStableFunc(r.Rows, func(a, b Row) int { return a.section - b.section })
+}
+
+// WriteTable prints the report as an aligned text table.
+func (r *Report) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "dshq bench: %d sessions, %d events, %d stream records, %d search documents; %s\n\n",
+		r.Sessions, r.Events, r.Records, r.Documents, r.Elapsed.Round(time.Second))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "metric\tdshq\treference\tref\tratio\t")
+	fmt.Fprintln(tw, strings.Repeat("-", 6)+"\t"+strings.Repeat("-", 4)+"\t"+strings.Repeat("-", 9)+"\t---\t-----\t")
+	for i, row := range r.Rows {
+		if i > 0 && row.section != r.Rows[i-1].section {
+			fmt.Fprintln(tw, "\t\t\t\t\t")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", row.Metric, num(row.Value), row.Reference, num(row.RefValue), ratio(row.Ratio))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, "\nratio = dshq / reference (throughput: higher is better; latency, time and memory: lower is better)")
+	return err
+}
+
+// MarshalJSON writes NaN ratios as null.
+func (row Row) MarshalJSON() ([]byte, error) {
+	type plain Row
+	out := struct {
+		plain
+		Ratio *float64 `json:"ratio"`
+	}{plain: plain(row)}
+	if !math.IsNaN(row.Ratio) && !math.IsInf(row.Ratio, 0) {
+		out.Ratio = &row.Ratio
+	}
+	return json.Marshal(out)
+}
+
+func num(v float64) string {
+	switch {
+	case v >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.3f", v)
+	}
+}
+
+func ratio(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f×", v)
+}

@@ -1,0 +1,321 @@
+// Package bench is dshq's end-to-end benchmark (`make bench`): it generates
+// one realistic corpus, drives it through the real pipeline (embedded NATS
+// with JetStream, the harness SDK's appends, the projector, the query
+// service over NATS) and measures each figure beside a reference taken in
+// the same run: raw JetStream publish and consume, raw Bleve on the same
+// documents, and a SQLite FTS5 implementation of the original design.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/projection"
+	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/record"
+)
+
+// Config configures Run. Zero fields take the Default… values.
+type Config struct {
+	// Corpus sizes the generated corpus.
+	Corpus CorpusConfig
+	// Dir is the working directory ("" = a temporary one, removed after).
+	Dir string
+	// Writers is the number of concurrent harness writers during ingest.
+	Writers int
+	// Samples is the number of measured calls per latency figure.
+	Samples int
+	// AppendSamples is the number of appends per batch size and sync policy.
+	AppendSamples int
+	// Progress receives one line per phase (nil = none).
+	Progress io.Writer
+}
+
+// Defaults of Config.
+const (
+	DefaultWriters       = 4
+	DefaultSamples       = 300
+	DefaultAppendSamples = 100
+	// DefaultPhaseTimeout bounds each wait for the projector to catch up.
+	DefaultPhaseTimeout = 20 * time.Minute
+)
+
+func (c *Config) defaults() {
+	if c.Corpus.Sessions == 0 {
+		c.Corpus.Sessions = DefaultSessions
+	}
+	if c.Corpus.Turns == 0 {
+		c.Corpus.Turns = DefaultTurns
+	}
+	if c.Writers <= 0 {
+		c.Writers = DefaultWriters
+	}
+	if c.Samples <= 0 {
+		c.Samples = DefaultSamples
+	}
+	if c.AppendSamples <= 0 {
+		c.AppendSamples = DefaultAppendSamples
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+}
+
+// runner holds one run's components.
+type runner struct {
+	cfg    Config
+	corpus *Corpus
+	rep    *Report
+	dir    string
+	rng    *rand.Rand
+
+	srv    *bus.Embedded
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	store  *bus.Store
+	proj   *projection.Projector
+	client *query.Client
+	raw    jetstream.Stream // BENCH_RAW: same settings as the session stream
+	last   uint64           // the session stream's last sequence after ingest
+
+	rawPublishRate float64 // records/s, measured before ingest
+	applyRate      float64 // records/s of a fresh projector
+	ingestRate     float64 // events/s to searchable
+}
+
+// Run generates the corpus, runs every measurement and returns the report.
+// It stops everything it started before returning.
+func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
+	cfg.defaults()
+	start := time.Now()
+	r := &runner{cfg: cfg, rep: &Report{}, rng: rand.New(rand.NewPCG(cfg.Corpus.Seed, 7))}
+	r.progress("generating corpus: %d sessions × %d turns", cfg.Corpus.Sessions, cfg.Corpus.Turns)
+	if r.corpus, err = GenerateCorpus(cfg.Corpus); err != nil {
+		return nil, err
+	}
+	r.rep.Sessions, r.rep.Events = len(r.corpus.Sessions), r.corpus.Events()
+	if r.dir = cfg.Dir; r.dir == "" {
+		if r.dir, err = os.MkdirTemp("", "dshq-bench-"); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		defer os.RemoveAll(r.dir)
+	}
+	var stack []func() error
+	defer func() {
+		for i := len(stack) - 1; i >= 0; i-- {
+			err = errors.Join(err, stack[i]())
+		}
+	}()
+	if err := r.startBus(ctx, &stack); err != nil {
+		return nil, err
+	}
+	if err := r.measureRawPublish(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.startPipeline(ctx, &stack); err != nil {
+		return nil, err
+	}
+	for _, phase := range []func(context.Context) error{
+		r.measureIngest, r.measurePublishToSearchable, r.measureAppend, r.measureApply, r.measureQueries, r.measureRebuild,
+	} {
+		if err := phase(ctx); err != nil {
+			return nil, err
+		}
+	}
+	r.rep.sort()
+	r.rep.Elapsed = time.Since(start)
+	return r.rep, nil
+}
+
+func (r *runner) progress(format string, args ...any) {
+	fmt.Fprintf(r.cfg.Progress, "bench: "+format+"\n", args...)
+}
+
+var discard = slog.New(slog.DiscardHandler)
+
+// startBus starts the embedded server (sync always, the default), the
+// harness store and the raw reference stream.
+func (r *runner) startBus(ctx context.Context, stack *[]func() error) error {
+	srv, nc, js, err := startServer(ctx, filepath.Join(r.dir, "nats"), bus.SyncAlways)
+	if err != nil {
+		return err
+	}
+	*stack = append(*stack, func() error { nc.Close(); return srv.Shutdown(context.Background()) })
+	r.srv, r.nc, r.js = srv, nc, js
+	if r.store, err = bus.NewStore(ctx, nc); err != nil {
+		return err
+	}
+	r.raw, err = rawStream(ctx, js)
+	return err
+}
+
+func startServer(ctx context.Context, dir string, sync bus.SyncPolicy) (*bus.Embedded, *nats.Conn, jetstream.JetStream, error) {
+	srv, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: dir, Sync: sync})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	nc, err := srv.InProcessConn()
+	if err != nil {
+		_ = srv.Shutdown(ctx)
+		return nil, nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		_ = srv.Shutdown(ctx)
+		return nil, nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return srv, nc, js, nil
+}
+
+// rawSubjectPrefix is the subject space of the raw reference stream.
+const rawSubjectPrefix = "benchraw."
+
+// rawStream creates BENCH_RAW with the session stream's configuration
+// (storage, limits, duplicate window, batching) under other subjects, after
+// provisioning the session stream itself.
+func rawStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
+	if _, err := bus.EnsureStream(ctx, js, bus.StreamConfig{}); err != nil {
+		return nil, err
+	}
+	st, err := js.Stream(ctx, projection.DefaultStream)
+	if err != nil {
+		return nil, fmt.Errorf("session stream: %w", err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.Name, cfg.Subjects, cfg.Description = "BENCH_RAW", []string{rawSubjectPrefix + ">"}, "dshq bench reference"
+	raw, err := js.CreateStream(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create raw reference stream: %w", err)
+	}
+	return raw, nil
+}
+
+// startPipeline opens the projector, runs it, and serves the query shard
+// and the dsh-query service; r.client calls it over NATS.
+func (r *runner) startPipeline(ctx context.Context, stack *[]func() error) error {
+	p, stop, err := r.runProjector(ctx, filepath.Join(r.dir, "projection"))
+	if err != nil {
+		return err
+	}
+	*stack = append(*stack, stop)
+	r.proj = p
+	engine, err := query.NewShardEngine(ctx, r.js, p)
+	if err != nil {
+		return err
+	}
+	stopShard, err := query.ServeShard(ctx, r.nc, query.DefaultShard, engine, query.WithLogger(discard))
+	if err != nil {
+		return err
+	}
+	*stack = append(*stack, stopShard)
+	stopSvc, err := query.Serve(ctx, r.nc, query.WithLogger(discard))
+	if err != nil {
+		return err
+	}
+	*stack = append(*stack, stopSvc)
+	r.client = query.NewClient(r.nc)
+	return nil
+}
+
+// runProjector opens a projector in dir and runs it in a goroutine; stop
+// ends the goroutine and closes the projector.
+func (r *runner) runProjector(ctx context.Context, dir string, opts ...projection.Option) (*projection.Projector, func() error, error) {
+	opts = append([]projection.Option{projection.WithLogger(discard), projection.WithRegisterer(prometheus.NewRegistry())}, opts...)
+	p, err := projection.Open(ctx, r.js, dir, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- p.Run(runCtx) }()
+	stop := func() error {
+		cancel()
+		err := <-done
+		if errors.Is(err, context.Canceled) {
+			err = nil
+		}
+		return errors.Join(err, p.Close())
+	}
+	return p, stop, nil
+}
+
+// waitProjected waits until p has applied stream sequence seq.
+func waitProjected(ctx context.Context, p *projection.Projector, seq uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, DefaultPhaseTimeout)
+	defer cancel()
+	if err := p.WaitGeneration(ctx, seq); err != nil {
+		return fmt.Errorf("wait for the projector to reach %d: %w", seq, err)
+	}
+	return nil
+}
+
+// headerRaw encodes a generated session's header record as the bus does.
+func headerRaw(s Session) ([]byte, error) {
+	return record.EncodeHeader(dshq.HeaderRecord{Header: s.Header, FormatVersion: dshq.FormatVersion2, InheritedEventCount: s.Inherited})
+}
+
+// measureRawPublish publishes the corpus's records (headers and events,
+// one subject per session) to BENCH_RAW with pipelined async publishes:
+// the bus's own throughput limit on this server.
+func (r *runner) measureRawPublish(ctx context.Context) error {
+	r.progress("raw JetStream publish of %d records", r.corpus.Records())
+	var failed atomic.Int64
+	js, err := jetstream.New(r.nc, jetstream.WithPublishAsyncMaxPending(4096),
+		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { failed.Add(1) }))
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	start := time.Now()
+	n := 0
+	for _, s := range r.corpus.Sessions {
+		tok, err := record.SubjectToken(s.Header.ID)
+		if err != nil {
+			return err
+		}
+		h, err := headerRaw(s)
+		if err != nil {
+			return err
+		}
+		recs := [][]byte{h}
+		for _, b := range s.Batches {
+			for _, e := range b {
+				recs = append(recs, e.Raw)
+			}
+		}
+		for i, rec := range recs {
+			m := nats.NewMsg(rawSubjectPrefix + "corpus." + tok)
+			m.Data = rec
+			m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s:%d", tok, i))
+			if _, err := js.PublishMsgAsync(m); err != nil {
+				return fmt.Errorf("raw publish: %w", err)
+			}
+			n++
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	elapsed := time.Since(start)
+	if f := failed.Load(); f > 0 {
+		return fmt.Errorf("raw publish: %d of %d publishes failed", f, n)
+	}
+	r.rawPublishRate = float64(n) / elapsed.Seconds()
+	return nil
+}

@@ -1,0 +1,68 @@
+// Command dshq-bench runs dshq's end-to-end benchmark (`make bench`): one
+// generated corpus through the real pipeline, every figure printed beside
+// its reference measured in the same run (raw JetStream, raw Bleve, a
+// SQLite FTS5 implementation of the original design).
+//
+//	dshq-bench                        # default corpus, aligned table
+//	dshq-bench -sessions 2000 -json   # larger corpus, JSON report
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/dshq/dshq/bench"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "dshq-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("dshq-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg bench.Config
+	fs.IntVar(&cfg.Corpus.Sessions, "sessions", bench.DefaultSessions, "sessions in the generated corpus")
+	fs.IntVar(&cfg.Corpus.Turns, "turns", bench.DefaultTurns, "turns per session (each ~12 events; a compaction every 3 turns)")
+	fs.Uint64Var(&cfg.Corpus.Seed, "seed", 1, "corpus seed")
+	fs.IntVar(&cfg.Writers, "writers", bench.DefaultWriters, "concurrent harness writers during ingest")
+	fs.IntVar(&cfg.Samples, "samples", bench.DefaultSamples, "measured calls per latency figure")
+	fs.IntVar(&cfg.AppendSamples, "append-samples", bench.DefaultAppendSamples, "appends per batch size and sync policy")
+	fs.StringVar(&cfg.Dir, "dir", "", "working directory (default: a temporary one, removed after)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: dshq-bench [flags]\n\nexample: dshq-bench -sessions 400 -turns 5\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if !*quiet {
+		cfg.Progress = stderr
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return rep.WriteTable(stdout)
+}
