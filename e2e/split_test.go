@@ -24,6 +24,7 @@ import (
 // facts and equal those of a projector built from scratch in a fresh data
 // directory.
 func TestProjectorAndQueryAsSeparateProcesses(t *testing.T) {
+	t.Parallel() // overlaps the crash test's wait for a lease to lapse
 	ctx := testCtx(t, 3*time.Minute)
 	url, _ := startPlainNATS(t)
 	data := t.TempDir()

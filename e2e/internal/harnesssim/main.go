@@ -12,6 +12,11 @@
 // With --gate it prints "gate" after the root session and waits for a line
 // on stdin before writing the rest, so that a test can act while it writes.
 // It prints "done" when everything is written and the facts file is saved.
+//
+// With --crash it writes only one session, <sim>-crash, whose turn stays
+// open on an unanswered tool call, saves the facts, prints "open" and holds
+// the session's write lease until it is killed — a harness that crashes
+// mid-turn.
 package main
 
 import (
@@ -47,7 +52,7 @@ type options struct {
 	url, user, password, inbox string
 	index, bulk, turns         int
 	facts                      string
-	gate                       bool
+	gate, crash                bool
 }
 
 func parseFlags(args []string) (options, error) {
@@ -62,6 +67,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.turns, "turns", 4, "turns per bulk session")
 	fs.StringVar(&o.facts, "facts", "", "write the facts JSON here (required)")
 	fs.BoolVar(&o.gate, "gate", false, `print "gate" after the root session and wait for a line on stdin`)
+	fs.BoolVar(&o.crash, "crash", false, `write one session with an open turn, print "open" and hold it until killed`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -98,6 +104,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 		return err
 	}
 	s := newSim(o.index)
+	if o.crash {
+		return s.crashMidTurn(ctx, store, o.facts, stdout)
+	}
 	if err := s.write(ctx, store, s.root()); err != nil {
 		return err
 	}
@@ -116,14 +125,54 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 			return err
 		}
 	}
+	if err := s.saveFacts(o.facts); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "done")
+	return nil
+}
+
+func (s *sim) saveFacts(path string) error {
 	b, err := json.Marshal(s.facts)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(o.facts, b, 0o644); err != nil {
+	return os.WriteFile(path, b, 0o644)
+}
+
+// crashMidTurn writes the open-turn session, flushes it, saves the facts,
+// prints "open" and holds the write handle (and its lease heartbeat) until
+// the process ends.
+func (s *sim) crashMidTurn(ctx context.Context, store *bus.Store, facts string, stdout io.Writer) error {
+	p := s.openTurn()
+	h, err := store.Create(ctx, p.header)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "done")
+	defer h.Close(context.Background())
+	events := make([]dshq.Event, len(p.batches[0]))
+	for i, raw := range p.batches[0] {
+		if events[i], err = record.ParseEvent(raw); err != nil {
+			return err
+		}
+	}
+	if _, err := h.Append(ctx, events); err != nil {
+		return err
+	}
+	if err := h.Flush(ctx); err != nil {
+		return err
+	}
+	hdr, err := record.EncodeHeader(dshq.HeaderRecord{Header: p.header, FormatVersion: dshq.FormatVersion2})
+	if err != nil {
+		return err
+	}
+	p.facts.Header, p.facts.Events = hdr, p.batches[0]
+	s.facts.Sessions = append(s.facts.Sessions, p.facts)
+	if err := s.saveFacts(facts); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "open")
+	<-ctx.Done()
 	return nil
 }
 

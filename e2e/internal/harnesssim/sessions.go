@@ -248,3 +248,18 @@ func (s *sim) bulkSession(k, turns int) *plan {
 	}
 	return p
 }
+
+// openTurn is a session whose turn is left open on a tool call that never
+// got its result: the log a harness leaves when it crashes mid-turn.
+func (s *sim) openTurn() *plan {
+	p := s.newPlan(s.name+"-crash", simfacts.RoleCrash)
+	p.batch()
+	s.add(p, "turn/start", map[string]any{"turn": 1}, nil, nil)
+	s.userMessage(p, s.name+"-m-cu1", "Run the slow migration.")
+	s.add(p, "step/start", map[string]any{"turn": 1, "step": 1}, nil, nil)
+	args := `{"command":"make migrate"}`
+	a := s.assistant(p, 1, 1, s.name+"-m-ca1", map[string]any{"type": "tool-call", "id": "call_9", "name": "bash", "arguments": args})
+	call := s.add(p, "tool/call", map[string]any{"turn": 1, "step": 1, "callId": "call_9", "name": "bash", "arguments": args}, nil, nil)
+	p.facts.ToolCall = &simfacts.ToolCall{AssistantSeq: a, CallSeq: call, ResultSeq: -1}
+	return p
+}

@@ -30,6 +30,9 @@ const (
 	RoleSubagent Role = "subagent"
 	// RoleBulk is a plain root session of several turns (corpus volume).
 	RoleBulk Role = "bulk"
+	// RoleCrash is a session left with its turn open on an unanswered tool
+	// call by a harness that is then killed.
+	RoleCrash Role = "crash"
 )
 
 // Session is one session as written.
@@ -78,6 +81,7 @@ type ToolCall struct {
 	AssistantSeq int64 `json:"assistantSeq"`
 	// CallSeq is the tool/call event.
 	CallSeq int64 `json:"callSeq"`
-	// ResultSeq is the tool/result event (it cites CallSeq).
+	// ResultSeq is the tool/result event (it cites CallSeq); -1 when the
+	// call was never answered.
 	ResultSeq int64 `json:"resultSeq"`
 }
