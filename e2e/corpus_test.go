@@ -102,6 +102,7 @@ func TestConcurrentHarnessesCrashAndRebuild(t *testing.T) {
 
 	harness := connectHarness(t, url, nil)
 	checkCorpus(t, ctx, q, harness, c)
+	checkCLI(t, url, c, last)
 	if t.Failed() {
 		t.FailNow()
 	}
