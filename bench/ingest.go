@@ -330,7 +330,7 @@ func publishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) e
 	}
 	futures := make([]jetstream.PubAckFuture, len(msgs))
 	for i, m := range msgs {
-		f, err := js.PublishMsgAsync(m)
+		f, err := js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute))
 		if err != nil {
 			return fmt.Errorf("raw publish: %w", err)
 		}

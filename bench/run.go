@@ -301,7 +301,7 @@ func (r *runner) measureRawPublish(ctx context.Context) error {
 			m := nats.NewMsg(rawSubjectPrefix + "corpus." + tok)
 			m.Data = rec
 			m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s:%d", tok, i))
-			if _, err := js.PublishMsgAsync(m); err != nil {
+			if _, err := js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute)); err != nil {
 				return fmt.Errorf("raw publish: %w", err)
 			}
 			n++
