@@ -21,7 +21,13 @@ func main() {
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cmd := newRootCmd(stdin, stdout, stderr)
+	return runContext(ctx, args, os.Getenv, stdin, stdout, stderr)
+}
+
+// runContext executes the CLI until ctx ends (SIGINT in main) with getenv as
+// its environment, and returns the exit code.
+func runContext(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cmd := newRootCmd(getenv, stdin, stdout, stderr)
 	cmd.SetArgs(args)
 	if err := cmd.ExecuteContext(ctx); err != nil {
 		var ee *exitError

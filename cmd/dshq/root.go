@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/nats-io/nats.go"
 	"golang.org/x/term"
@@ -27,8 +26,8 @@ type globals struct {
 // defaultNATSURL is where `dshq serve` listens by default.
 const defaultNATSURL = "nats://" + node.DefaultListen
 
-func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
-	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
+func newRootCmd(getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
 	root := &cobra.Command{
 		Use:   "dshq",
 		Short: "dshq — a shared, searchable session corpus for AI-agent harnesses",
@@ -46,12 +45,12 @@ a running dshq over NATS (--nats-url, default ` + defaultNATSURL + `).`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.conn.URL, "nats-url", envOr("DSH_NATS_URL", defaultNATSURL), "NATS server URL (env DSH_NATS_URL)")
+	pf.StringVar(&g.conn.URL, "nats-url", envOr(getenv, "DSH_NATS_URL", defaultNATSURL), "NATS server URL (env DSH_NATS_URL)")
 	pf.StringVar(&g.conn.Creds, "creds", "", "NATS credentials file")
 	pf.StringVar(&g.conn.NKey, "nkey", "", "NATS NKey seed file")
 	pf.StringVar(&g.conn.User, "user", "", "NATS user")
-	pf.StringVar(&g.conn.Password, "password", os.Getenv("DSH_NATS_PASSWORD"), "NATS password (env DSH_NATS_PASSWORD)")
-	pf.StringVar(&g.conn.Token, "token", os.Getenv("DSH_NATS_TOKEN"), "NATS token (env DSH_NATS_TOKEN)")
+	pf.StringVar(&g.conn.Password, "password", getenv("DSH_NATS_PASSWORD"), "NATS password (env DSH_NATS_PASSWORD)")
+	pf.StringVar(&g.conn.Token, "token", getenv("DSH_NATS_TOKEN"), "NATS token (env DSH_NATS_TOKEN)")
 	pf.StringVar(&g.conn.TLSCA, "tls-ca", "", "CA certificate to trust for TLS")
 	pf.StringVar(&g.conn.TLSCert, "tls-cert", "", "client certificate for mutual TLS")
 	pf.StringVar(&g.conn.TLSKey, "tls-key", "", "client key for mutual TLS")
@@ -74,8 +73,8 @@ func (g *globals) dial() (*nats.Conn, error) {
 	return nc, nil
 }
 
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
+func envOr(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
 		return v
 	}
 	return def

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/dshq/dshq/node"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+func TestMain(m *testing.M) {
+	// Bleve (linked through the projector) starts its analysis workers at
+	// package init; they live for the process.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
+}
+
+// corpusDir holds the real upstream session logs.
+const corpusDir = "/work/shared/corpus/deepseek-harness/logs"
+
+// pipeline is a running all-in-one node (embedded NATS with JetStream on a
+// random loopback port, projector, query, tools, admin, feed) under a
+// temporary home.
+type pipeline struct {
+	t   *testing.T
+	url string
+	env map[string]string
+}
+
+// startPipeline runs node.Run until the test ends.
+func startPipeline(t *testing.T) *pipeline {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan node.Info, 1)
+	done := make(chan error, 1)
+	cfg := node.Config{
+		Home:        t.TempDir(),
+		Listen:      "127.0.0.1:0",
+		RelaxedSync: true, // tests need no power-loss durability
+		Parts:       node.All,
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	go func() { done <- node.Run(ctx, cfg, func(i node.Info) { ready <- i }) }()
+	var info node.Info
+	select {
+	case info = <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("node did not start: %v", err)
+	case <-time.After(60 * time.Second):
+		cancel()
+		t.Fatal("node did not become ready within 60s")
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("node stopped with %v", err)
+		}
+	})
+	return &pipeline{t: t, url: info.ClientURL, env: map[string]string{"DSH_NATS_URL": info.ClientURL}}
+}
+
+// result is one CLI run.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// dshq runs the CLI in-process against the pipeline (DSH_NATS_URL).
+func (p *pipeline) dshq(args ...string) result {
+	p.t.Helper()
+	return runCLI(p.t, p.env, "", args...)
+}
+
+// runCLI runs the CLI in-process with env as its whole environment.
+func runCLI(t *testing.T, env map[string]string, stdin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	getenv := func(k string) string { return env[k] }
+	code := runContext(ctx, args, getenv, strings.NewReader(stdin), &out, &errb)
+	return result{stdout: out.String(), stderr: errb.String(), code: code}
+}
+
+// ok fails the test unless the run succeeded.
+func (r result) ok(t *testing.T) result {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr: %s", r.code, r.stderr)
+	}
+	return r
+}
+
+// decode decodes the run's stdout as JSON into v.
+func (r result) decode(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, r.stdout)
+	}
+}
+
+// golden compares got with testdata/<name>, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs from the golden file (run with -update after review)\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+// corpusFiles lists the corpus logs.
+func corpusFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(corpusDir, "*.jsonl"))
+	if err != nil || len(files) == 0 {
+		t.Skipf("corpus not found under %s", corpusDir)
+	}
+	return files
+}

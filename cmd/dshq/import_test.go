@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/node"
+	"github.com/dshq/dshq/record"
+)
+
+// TestImport covers what the corpus does not: placeholders, partial
+// imports, conflicts and session roots.
+func TestImport(t *testing.T) {
+	p := startPipeline(t)
+	fixture := "testdata/minimal-preset.jsonl"
+
+	t.Run("an unsubstituted placeholder cwd is refused and nothing is stored", func(t *testing.T) {
+		var sum importSummary
+		r := p.dshq("import", "--json", fixture)
+		r.decode(t, &sum)
+		if r.code != 1 || len(sum.Refused) != 1 || !strings.Contains(sum.Refused[0].Reason, "{{cwd}}") {
+			t.Fatalf("exit %d, %+v", r.code, sum)
+		}
+		if st := stats(t, p); st.StreamRecords != 0 {
+			t.Errorf("%d records stored", st.StreamRecords)
+		}
+	})
+
+	t.Run("a partial earlier import is continued where it stopped", func(t *testing.T) {
+		recs, _, err := readLog(importFile{path: fixture}, importOptions{fixtureCwd: "/work/p", fixtureSessionID: "partial-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, err := node.Connect(node.ConnectOptions{URL: p.url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		l, err := newSessionLog(nc, bus.DefaultStreamName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.append(context.Background(), "partial-1", 0, recs[:3], func(int) {}); err != nil {
+			t.Fatal(err)
+		}
+		var sum importSummary
+		p.dshq("import", "--fixture-cwd", "/work/p", "--fixture-session-id", "partial-1", "--json", fixture).ok(t).decode(t, &sum)
+		if len(sum.Imported) != 1 || !sum.Imported[0].Continued || sum.Imported[0].Published != len(recs)-3 {
+			t.Fatalf("%+v", sum)
+		}
+		stored, err := l.read(context.Background(), "partial-1")
+		if err != nil || len(stored) != len(recs) {
+			t.Fatalf("%d records stored (%v), want %d", len(stored), err, len(recs))
+		}
+		for i := range recs {
+			if !bytes.Equal(stored[i].data, recs[i].data) || stored[i].msgID != recs[i].msgID("partial-1") {
+				t.Errorf("record %d stored as %s %q", i, stored[i].msgID, stored[i].data)
+			}
+		}
+	})
+
+	t.Run("a different session under a stored id is refused unless renamed, and the rename is stable", func(t *testing.T) {
+		p.dshq("import", "--fixture-cwd", "/work/c", "--fixture-session-id", "conf-1", fixture).ok(t)
+		other := filepath.Join(corpusDir, "apps__web__tests__snapshots__web-search-round__session.jsonl")
+		var sum importSummary
+		r := p.dshq("import", "--fixture-cwd", "/work/c", "--fixture-session-id", "conf-1", "--json", other)
+		r.decode(t, &sum)
+		if r.code != 1 || len(sum.Refused) != 1 || !strings.Contains(sum.Refused[0].Reason, `session "conf-1" is already stored with different content`) ||
+			!strings.Contains(sum.Refused[0].Reason, "--rename-on-conflict") {
+			t.Fatalf("exit %d, %+v", r.code, sum)
+		}
+		var renamed, again importSummary
+		p.dshq("import", "--fixture-cwd", "/work/c", "--fixture-session-id", "conf-1", "--rename-on-conflict", "--json", other).ok(t).decode(t, &renamed)
+		p.dshq("import", "--fixture-cwd", "/work/c", "--fixture-session-id", "conf-1", "--rename-on-conflict", "--json", other).ok(t).decode(t, &again)
+		if len(renamed.Imported) != 1 || renamed.Imported[0].RenamedFrom != "conf-1" || !strings.HasPrefix(renamed.Imported[0].SessionID, "conf-1~") {
+			t.Fatalf("rename: %+v", renamed)
+		}
+		if len(again.Present) != 1 || again.Present[0].SessionID != renamed.Imported[0].SessionID {
+			t.Errorf("second rename: %+v", again)
+		}
+		out := p.dshq("export", renamed.Imported[0].SessionID).ok(t).stdout
+		if first := strings.SplitN(out, "\n", 2)[0]; !strings.Contains(first, `"id":"`+renamed.Imported[0].SessionID+`"`) {
+			t.Errorf("exported header %s", first)
+		}
+	})
+
+	t.Run("a session root is walked and each file checked against its place", func(t *testing.T) {
+		src, err := os.ReadFile(fixture)
+		if err != nil {
+			t.Fatal(err)
+		}
+		root := t.TempDir()
+		write := func(rel, id string) {
+			data := bytes.ReplaceAll(bytes.ReplaceAll(src, []byte("{{sessionId}}"), []byte(id)), []byte("{{cwd}}"), []byte("/work/root"))
+			path := filepath.Join(root, rel)
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write("--work-root--/root-1/session.jsonl", "root-1")
+		write("--work-root--/root.2~0021/session.jsonl", "root.2!")
+		write("--elsewhere--/root-3/session.jsonl", "root-3")
+		write("--work-root--/wrong-dir/session.jsonl", "root-4")
+		write("--work-root--/flat.jsonl", "root-5")
+		write("--work-root--/mixed/session.jsonl", "mixed")
+		write("--work-root--/mixed/session.jsonl.zstd", "mixed")
+		write("README.md", "x")
+		var sum importSummary
+		r := p.dshq("import", "--json", root)
+		r.decode(t, &sum)
+		got := map[string]string{}
+		for _, x := range sum.Imported {
+			got[strings.TrimPrefix(x.File, root+"/")] = "imported " + x.SessionID
+		}
+		for _, x := range sum.Refused {
+			got[strings.TrimPrefix(x.File, root+"/")] = "refused: " + x.Reason
+		}
+		want := map[string]string{
+			"--work-root--/root-1/session.jsonl":      "imported root-1",
+			"--work-root--/root.2~0021/session.jsonl": "imported root.2!",
+			"--elsewhere--/root-3/session.jsonl":      `refused: header cwd belongs in project directory "--work-root--", not "--elsewhere--"`,
+			"--work-root--/wrong-dir/session.jsonl":   `refused: header id "root-4" belongs in directory "root-4", not "wrong-dir"`,
+			"--work-root--/flat.jsonl":                "refused: a flat <project>/<id>.jsonl file is an older layout the original refuses; move it to <project>/<id>/session.jsonl",
+			"--work-root--/mixed/session.jsonl":       "refused: the session directory holds both session.jsonl and session.jsonl.zstd",
+			"--work-root--/mixed/session.jsonl.zstd":  "refused: the session directory holds both session.jsonl and session.jsonl.zstd",
+		}
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("%s: %q, want %q", k, got[k], w)
+			}
+		}
+		if len(got) != len(want) || r.code != 1 {
+			t.Errorf("exit %d, results %v", r.code, got)
+		}
+	})
+}
+
+func TestLayoutNames(t *testing.T) {
+	for _, c := range []struct{ name, cwd, project, id, segment string }{
+		{"a fixture placeholder cwd escapes its braces", "{{cwd}}/workspace", "--~007B~007Bcwd~007D~007D-workspace--", "{{sessionId}}", "~007B~007BsessionId~007D~007D"},
+		{"separators fold into one dash and leading dashes go", "/home//me\\x:y", "--home-me-x-y--", "abc-DEF_1.2", "abc-DEF_1.2"},
+		{"an all-separator cwd becomes root", "///", "--root--", ".", "~002E"},
+		{"non-ASCII is escaped per UTF-16 unit", "/tmp/é😀", "--tmp-~00E9~D83D~DE00--", "..", "~002E~002E"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := projectDir(&c.cwd); got != c.project {
+				t.Errorf("projectDir(%q) = %q, want %q", c.cwd, got, c.project)
+			}
+			if got := encodeSegment(c.id); got != c.segment {
+				t.Errorf("encodeSegment(%q) = %q, want %q", c.id, got, c.segment)
+			}
+		})
+	}
+	long := "/" + strings.Repeat("a", 300)
+	if got := projectDir(&long); len(got) != 251+4 {
+		t.Errorf("a long cwd gives a %d-character directory, want 255", len(got))
+	}
+	if got := projectDir(nil); got != "_no-cwd" {
+		t.Errorf("no cwd: %q", got)
+	}
+}
+
+func TestRenaming(t *testing.T) {
+	t.Run("the header keeps every other member in order", func(t *testing.T) {
+		in := []byte(`{"type":"session","version":0,"id":"a","createdAt":1,"cwd":"/x<y>","delegationDepth":0}`)
+		got, err := withHeaderID(in, "b~1")
+		if err != nil || string(got) != `{"type":"session","version":0,"id":"b~1","createdAt":1,"cwd":"/x<y>","delegationDepth":0}` {
+			t.Errorf("%s, %v", got, err)
+		}
+	})
+	t.Run("a derived id is stable, distinct per content and within the id limit", func(t *testing.T) {
+		a := []outRecord{{index: -1, data: []byte("h")}, {data: []byte("e")}}
+		b := []outRecord{{index: -1, data: []byte("h")}, {data: []byte("f")}}
+		if derivedID("x", a) != derivedID("x", a) || derivedID("x", a) == derivedID("x", b) {
+			t.Error("derived ids are not a function of the content")
+		}
+		long := strings.Repeat("é", 300)
+		if id := derivedID(long, a); len(id) > record.MaxSessionIDBytes || record.ValidateSessionID(id) != nil {
+			t.Errorf("derived id of a long id: %d bytes", len(id))
+		}
+	})
+}
+
+func TestWithoutServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "nats://" + ln.Addr().String()
+	ln.Close()
+	env := map[string]string{"DSH_NATS_URL": closed, "DSH_HOME": "/srv/dsh"}
+
+	t.Run("an unreachable server is one clear line and exit 1", func(t *testing.T) {
+		for _, args := range [][]string{{"stats"}, {"search", "x"}, {"import", "testdata/minimal-preset.jsonl"}, {"export", "a"}, {"tail"}, {"rebuild"}} {
+			start := time.Now()
+			r := runCLI(t, env, "", args...)
+			if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "no servers available") || !strings.Contains(r.stderr, "is dshq serve running?") {
+				t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("%v took %s to fail", args, d)
+			}
+		}
+	})
+
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"env prints the built-ins with the session, home from DSH_HOME", []string{"env", "--session", "s-1"}, "DSH_HOME=/srv/dsh\nDSH_SESSION_ID=s-1\nDSH_SHELL=1\n"},
+		{"env without a session has no DSH_SESSION_ID", []string{"env", "--home", "/a/../b"}, "DSH_HOME=/b\nDSH_SHELL=1\n"},
+		{"env --json is one object", []string{"env", "--session", "s-1", "--json"}, "{\n  \"DSH_HOME\": \"/srv/dsh\",\n  \"DSH_SESSION_ID\": \"s-1\",\n  \"DSH_SHELL\": \"1\"\n}\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := runCLI(t, env, "", c.args...).ok(t).stdout; got != c.want {
+				t.Errorf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+
+	t.Run("env refuses an invalid session id", func(t *testing.T) {
+		if r := runCLI(t, env, "", "env", "--session", "a\nb"); r.code != 1 || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+		}
+	})
+
+	t.Run("every command's help has an example", func(t *testing.T) {
+		root := newRootCmd(func(string) string { return "" }, nil, nil, nil)
+		for _, c := range root.Commands() {
+			if c.Name() == "help" || c.Name() == "completion" {
+				continue
+			}
+			r := runCLI(t, env, "", c.Name(), "--help")
+			if r.code != 0 || !strings.Contains(r.stdout, "Examples:") || !strings.Contains(r.stdout, "dshq "+c.Name()) {
+				t.Errorf("%s --help: exit %d\n%s", c.Name(), r.code, r.stdout)
+			}
+		}
+	})
+}
