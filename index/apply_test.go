@@ -172,3 +172,30 @@ func TestDocTextIsSanitized(t *testing.T) {
 		t.Fatalf("stored text = %+v", p.Hits)
 	}
 }
+
+// TestABatchReclassifiesMoreDocsThanOneLookup: a compaction shadows many earlier
+// docs in one batch (looked up in chunks), and a delete earlier in the same
+// batch is not undone by a later surface change.
+func TestABatchReclassifiesMoreDocsThanOneLookup(t *testing.T) {
+	x, _ := openTest(t)
+	var docs []Doc
+	for i := 0; i < 1200; i++ {
+		docs = append(docs, doc("s", int64(i), int64(i), "needle"))
+	}
+	apply(t, x, 1, append(docs, doc("gone", 0, 1, "needle"))...)
+	var b Batch
+	for i := 0; i < 1200; i++ {
+		b.SetSurface("s", int64(i), dshq.SurfaceShadowed)
+	}
+	b.DeleteSession("gone")
+	b.SetSurface("gone", 0, dshq.SurfaceShadowed)
+	must(t, x.Apply(context.Background(), &b, 2))
+	shadowed := []dshq.Filter{{Kind: dshq.FilterSurface, Values: strs("shadowed")}}
+	p := searchEvents(t, x, EventQuery{SessionID: "s", Query: "needle", Filters: shadowed, Limit: MaxLimit})
+	if len(p.Hits) != 1200 {
+		t.Fatalf("%d shadowed docs, want 1200", len(p.Hits))
+	}
+	if p := searchSessions(t, x, SessionQuery{Query: "needle", SessionFilters: []dshq.Filter{{Kind: dshq.FilterID, Values: strs("gone")}}}); len(p.Hits) != 0 {
+		t.Fatal("a surface change resurrected a deleted session's doc")
+	}
+}
