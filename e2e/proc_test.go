@@ -42,22 +42,18 @@ func buildAndRun(m *testing.M) (int, error) {
 		}
 		defer os.RemoveAll(tmp)
 		dir = tmp
-		var flags []string
+		// One build of every main package (go names each binary after its
+		// package path, nats-server/v2 → nats-server), so that the go command
+		// compiles them in parallel.
+		args := []string{"build"}
 		if os.Getenv("DSHQ_E2E_RACE") != "" {
-			flags = append(flags, "-race")
+			args = append(args, "-race")
 		}
-		for out, pkg := range map[string]string{
-			"dshq":        "github.com/dshq/dshq/cmd/dshq",
-			"projector":   "github.com/dshq/dshq/cmd/projector",
-			"query":       "github.com/dshq/dshq/cmd/query",
-			"harnesssim":  "github.com/dshq/dshq/e2e/internal/harnesssim",
-			"nats-server": "github.com/nats-io/nats-server/v2",
-		} {
-			args := append(append([]string{"build"}, flags...), "-o", filepath.Join(dir, out), pkg)
-			cmd := exec.Command("go", args...)
-			if b, err := cmd.CombinedOutput(); err != nil {
-				return 0, fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
-			}
+		args = append(args, "-o", dir+string(filepath.Separator),
+			"github.com/dshq/dshq/cmd/dshq", "github.com/dshq/dshq/cmd/projector", "github.com/dshq/dshq/cmd/query",
+			"github.com/dshq/dshq/e2e/internal/harnesssim", "github.com/nats-io/nats-server/v2")
+		if b, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)
 		}
 	}
 	bins.dshq = filepath.Join(dir, "dshq")
