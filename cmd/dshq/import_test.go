@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,6 +90,43 @@ func TestImport(t *testing.T) {
 		out := p.dshq("export", renamed.Imported[0].SessionID).ok(t).stdout
 		if first := strings.SplitN(out, "\n", 2)[0]; !strings.Contains(first, `"id":"`+renamed.Imported[0].SessionID+`"`) {
 			t.Errorf("exported header %s", first)
+		}
+	})
+
+	t.Run("mcp serves the tools over stdio as the session in DSH_SESSION_ID", func(t *testing.T) {
+		waitStats(t, p, stats(t, p).StreamLastSeq) // the caller must be projected
+		inR, inW := io.Pipe()
+		out := &lineWatch{want: `"id":3`, seen: make(chan struct{})}
+		env := map[string]string{"DSH_NATS_URL": p.url, "DSH_SESSION_ID": "conf-1"}
+		done := make(chan int, 1)
+		var stderr bytes.Buffer
+		go func() {
+			done <- runContext(context.Background(), []string{"mcp"}, func(k string) string { return env[k] }, inR, out, &stderr)
+		}()
+		for _, line := range []string{
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+			`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+			`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+			`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"session_search","arguments":{"query":"SEARCH_DONE"}}}`,
+		} {
+			if _, err := io.WriteString(inW, line+"\n"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case <-out.seen:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("no answer to the tool call; stdout %s; stderr %s", out.String(), stderr.String())
+		}
+		inW.Close()
+		if code := <-done; code != 0 {
+			t.Errorf("mcp exited %d: %s", code, stderr.String())
+		}
+		got := out.String()
+		for _, want := range []string{`"session_search"`, `"session_event_read"`, `Session search results (1)`, `Session conf-1~`} {
+			if !strings.Contains(got, want) {
+				t.Errorf("stdout lacks %s:\n%s", want, got)
+			}
 		}
 	})
 
@@ -247,4 +286,30 @@ func TestWithoutServer(t *testing.T) {
 			}
 		}
 	})
+}
+
+// lineWatch collects output and closes seen once it holds want.
+type lineWatch struct {
+	mu     sync.Mutex // guards b and closed
+	b      bytes.Buffer
+	want   string
+	seen   chan struct{}
+	closed bool
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	if !w.closed && strings.Contains(w.b.String(), w.want) {
+		w.closed = true
+		close(w.seen)
+	}
+	return len(p), nil
+}
+
+func (w *lineWatch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
