@@ -1,0 +1,187 @@
+package admin
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/projection"
+)
+
+func TestMain(m *testing.M) {
+	// Bleve starts its analysis workers at package init; they live for the
+	// process.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
+}
+
+// fixture is an embedded server with the session stream, a projector (not
+// yet running) and dsh-admin serving it.
+type fixture struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	p      *projection.Projector
+	client *Client
+	last   uint64
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	emb, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: t.TempDir(), Sync: bus.SyncRelaxed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = emb.Shutdown(context.Background()) })
+	nc, err := emb.InProcessConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.EnsureStream(ctx, js, bus.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	p, err := projection.Open(ctx, js, t.TempDir(), projection.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	stop, err := Serve(ctx, nc, p, WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	return &fixture{nc: nc, js: js, p: p, client: NewClient(nc)}
+}
+
+// run runs the projector until the test ends.
+func (f *fixture) run(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.p.Run(ctx) }()
+	// Registered after newFixture's cleanups, so it runs before them.
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("projector: %v", err)
+		}
+	})
+}
+
+func (f *fixture) publish(t *testing.T, subject, data string) {
+	t.Helper()
+	ack, err := f.js.Publish(context.Background(), subject, []byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.last = ack.Sequence
+}
+
+func (f *fixture) session(t *testing.T, id string) {
+	f.publish(t, "dsh.log."+id, `{"type":"session","version":2,"id":"`+id+`","createdAt":1,"cwd":"/w","isSeeded":false}`)
+	f.publish(t, "dsh.log."+id, `{"type":"turn/start","seq":0,"time":2,"data":{}}`)
+	f.publish(t, "dsh.log."+id, `{"type":"user/message","seq":1,"time":3,"data":{"id":"m1","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":"hello admin"}]},"surfaceOp":"append"}`)
+}
+
+func TestStats(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f.session(t, "s-1")
+	f.publish(t, "dsh.log.bad", `{"type":"session","version":7,"id":"bad"}`)
+
+	t.Run("records the projector has not applied are lag", func(t *testing.T) {
+		st, err := f.client.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Generation != 0 || st.Lag != 4 || st.StreamLastSeq != 4 || st.Sessions != 0 {
+			t.Errorf("%+v", st)
+		}
+	})
+
+	f.run(t)
+	if err := f.p.WaitGeneration(ctx, f.last); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("applied records are counted as sessions, events and quarantined records", func(t *testing.T) {
+		st, err := f.client.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Stats{Generation: 4, Epoch: f.p.Epoch(), StreamLastSeq: 4, StreamRecords: 4, Sessions: 1, Events: 2, Quarantined: 1,
+			IndexDocs: st.IndexDocs, IndexBytes: st.IndexBytes}
+		if *st != want || st.IndexDocs == 0 {
+			t.Errorf("stats %+v, want %+v", *st, want)
+		}
+	})
+
+	t.Run("a rebuild swaps in a new epoch and status follows it to the end", func(t *testing.T) {
+		before, err := f.client.Status(ctx)
+		if err != nil || before.Rebuild != nil || before.Generation != 4 {
+			t.Fatalf("status %+v, %v", before, err)
+		}
+		r, err := f.client.Rebuild(ctx)
+		if err != nil || r.ID == "" || !r.Running {
+			t.Fatalf("rebuild %+v, %v", r, err)
+		}
+		var st *Status
+		for {
+			if st, err = f.client.Status(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !st.Rebuild.Running {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal("rebuild did not finish")
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		if rb := st.Rebuild; rb.ID != r.ID || !rb.Swapped || rb.Error != "" || rb.Applied != 4 || rb.Records != 4 || rb.FinishedAt < rb.StartedAt {
+			t.Errorf("rebuild status %+v", rb)
+		}
+		if st.Epoch == before.Epoch {
+			t.Error("the epoch did not change")
+		}
+		after, err := f.client.Stats(ctx)
+		if err != nil || after.Sessions != 1 || after.Events != 2 || after.Quarantined != 1 {
+			t.Errorf("stats after rebuild %+v, %v", after, err)
+		}
+	})
+}
+
+func TestClientWithoutService(t *testing.T) {
+	emb, err := bus.StartEmbedded(context.Background(), bus.EmbeddedConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Shutdown(context.Background())
+	nc, err := emb.InProcessConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_, err = NewClient(nc).Stats(context.Background())
+	if dshq.ErrorCode(err) != dshq.CodeIndexFailed || !strings.Contains(err.Error(), "no projector serves dsh-admin") {
+		t.Errorf("got %v", err)
+	}
+}
