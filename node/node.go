@@ -1,7 +1,8 @@
 // Package node runs dshq's parts in one process: the NATS connection
 // (embedded server or an existing deployment), stream provisioning, the
-// projector with its query shard, the query service, the tools service and the
-// metrics endpoint. `dshq serve` runs all of them; cmd/projector and cmd/query
+// projector with its query shard, the live feed of its commits (DSH_FEED), the
+// admin service (dsh-admin: status, stats, rebuild), the query service, the
+// tools service and the metrics endpoint. `dshq serve` runs all of them; cmd/projector and cmd/query
 // run a subset against --nats-url. There is one code path: the all-in-one
 // process talks to its parts over an in-process NATS connection exactly as
 // separate processes do over the network.
@@ -208,6 +209,7 @@ func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Con
 		return 0, fmt.Errorf("start admin service: %w", err)
 	}
 	stack.push(stopAdmin)
+	warnFeedGap(ctx, js, p, log)
 	return p.Generation(), nil
 }
 
@@ -232,6 +234,22 @@ func feedHook(ctx context.Context, pub *feed.Publisher, proj func() *projection.
 		if err != nil && ctx.Err() == nil {
 			log.Error("publish commit to the feed", "generation", c.Generation, "err", err)
 		}
+	}
+}
+
+// warnFeedGap logs when the feed stops before the projection's checkpoint
+// (a crash between a bbolt commit and its feed publication): the projector
+// cannot re-derive those commits, so subscribers resuming inside the gap miss
+// them and should resynchronise from the query API.
+func warnFeedGap(ctx context.Context, js jetstream.JetStream, p *projection.Projector, log *slog.Logger) {
+	published, err := feed.NewPublisher(js).LastPublishedGeneration(ctx)
+	switch {
+	case errors.Is(err, feed.ErrNoCheckpoint):
+		return
+	case err != nil:
+		log.Warn("feed: cannot read the last published generation", "err", err)
+	case published < p.Generation():
+		log.Warn("feed: commits after the last published generation were not published", "published", published, "generation", p.Generation())
 	}
 }
 
