@@ -76,6 +76,14 @@ func TestConcurrentHarnessesCrashAndRebuild(t *testing.T) {
 		return killedAt > gate, nil
 	})
 	serve.kill(t)
+	writing := 0
+	for _, s := range sims {
+		select {
+		case <-s.done:
+		default:
+			writing++
+		}
+	}
 	serve, ready := startServe(t, "dshq serve (restarted)", append(serveArgs(url, home), "--metrics", "127.0.0.1:0"))
 
 	for _, s := range sims {
@@ -88,7 +96,8 @@ func TestConcurrentHarnessesCrashAndRebuild(t *testing.T) {
 	if killedAt >= last {
 		t.Fatalf("dshq was killed at generation %d, after the harnesses finished (%d): not mid-stream", killedAt, last)
 	}
-	t.Logf("%d sessions, %d records; killed at generation %d of %d (gate %d)", len(c.ids()), last, killedAt, last, gate)
+	t.Logf("%d sessions, %d records; dshq killed at generation %d of %d (gate %d) with %d of %d harnesses still writing",
+		len(c.ids()), last, killedAt, last, gate, writing, numSims)
 	waitCaughtUp(t, q, last)
 	waitNoneLive(t, q)
 
