@@ -33,13 +33,19 @@ const corpusDir = "/work/shared/corpus/deepseek-harness/logs"
 // random loopback port, projector, query, tools, admin, feed) under a
 // temporary home.
 type pipeline struct {
-	t   *testing.T
+	t   testing.TB
 	url string
 	env map[string]string
 }
 
 // startPipeline runs node.Run until the test ends.
-func startPipeline(t *testing.T) *pipeline {
+func startPipeline(t testing.TB) *pipeline {
+	return startPipelineSync(t, true)
+}
+
+// startPipelineSync is startPipeline with the embedded server syncing every
+// write (relaxed=false, the serve default) or periodically.
+func startPipelineSync(t testing.TB, relaxed bool) *pipeline {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan node.Info, 1)
@@ -47,7 +53,7 @@ func startPipeline(t *testing.T) *pipeline {
 	cfg := node.Config{
 		Home:        t.TempDir(),
 		Listen:      "127.0.0.1:0",
-		RelaxedSync: true, // tests need no power-loss durability
+		RelaxedSync: relaxed, // tests need no power-loss durability
 		Parts:       node.All,
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
@@ -84,7 +90,7 @@ func (p *pipeline) dshq(args ...string) result {
 }
 
 // runCLI runs the CLI in-process with env as its whole environment.
-func runCLI(t *testing.T, env map[string]string, stdin string, args ...string) result {
+func runCLI(t testing.TB, env map[string]string, stdin string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -95,7 +101,7 @@ func runCLI(t *testing.T, env map[string]string, stdin string, args ...string) r
 }
 
 // ok fails the test unless the run succeeded.
-func (r result) ok(t *testing.T) result {
+func (r result) ok(t testing.TB) result {
 	t.Helper()
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr: %s", r.code, r.stderr)
@@ -104,7 +110,7 @@ func (r result) ok(t *testing.T) result {
 }
 
 // decode decodes the run's stdout as JSON into v.
-func (r result) decode(t *testing.T, v any) {
+func (r result) decode(t testing.TB, v any) {
 	t.Helper()
 	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
 		t.Fatalf("stdout is not JSON: %v\n%s", err, r.stdout)
@@ -131,7 +137,7 @@ func golden(t *testing.T, name, got string) {
 }
 
 // corpusFiles lists the corpus logs.
-func corpusFiles(t *testing.T) []string {
+func corpusFiles(t testing.TB) []string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(corpusDir, "*.jsonl"))
 	if err != nil || len(files) == 0 {
