@@ -40,7 +40,7 @@ var storeDirRe = regexp.MustCompile(`(?m)^(\s*store_dir:\s*).*$`)
 // startNATS runs nats-server with the deployment example's configuration
 // (only its store_dir moved to a temp dir) on a random port, and returns its
 // URL.
-func startNATS(t *testing.T) (string, *proc) {
+func startNATS(t testing.TB) (string, *proc) {
 	t.Helper()
 	conf, err := os.ReadFile(deployConfig)
 	if err != nil {
@@ -61,12 +61,12 @@ func startNATS(t *testing.T) (string, *proc) {
 
 // startPlainNATS runs nats-server with JetStream and no authorization on a
 // random loopback port, and returns its URL.
-func startPlainNATS(t *testing.T) (string, *proc) {
+func startPlainNATS(t testing.TB) (string, *proc) {
 	t.Helper()
 	return runNATS(t, []string{"-js", "-sd", t.TempDir(), "-a", "127.0.0.1", "-p", "-1"}, nil)
 }
 
-func runNATS(t *testing.T, args, env []string) (string, *proc) {
+func runNATS(t testing.TB, args, env []string) (string, *proc) {
 	t.Helper()
 	p := startProc(t, "nats-server", bins.natsServer, args, env)
 	line := p.waitLine(t, startTimeout, "the client listener", listenRe.MatchString)
@@ -85,7 +85,7 @@ func serveArgs(url, home string) []string {
 // startServe runs the dshq binary with args (and the trusted password in
 // DSH_NATS_PASSWORD) and waits for "dshq ready"; it returns the process and
 // the ready line's fields.
-func startServe(t *testing.T, name string, args []string) (*proc, map[string]any) {
+func startServe(t testing.TB, name string, args []string) (*proc, map[string]any) {
 	t.Helper()
 	p := startProc(t, name, bins.dshq, args, []string{"DSH_NATS_PASSWORD=" + trustedPassword})
 	line := p.waitLine(t, startTimeout, `"dshq ready"`, func(l string) bool { return strings.Contains(l, `"dshq ready"`) })
@@ -97,7 +97,7 @@ func startServe(t *testing.T, name string, args []string) (*proc, map[string]any
 }
 
 // connectTrusted connects as the trusted user.
-func connectTrusted(t *testing.T, url string) *nats.Conn {
+func connectTrusted(t testing.TB, url string) *nats.Conn {
 	t.Helper()
 	nc, err := nats.Connect(url, nats.UserInfo("trusted", trustedPassword), nats.Name("e2e-trusted"))
 	if err != nil {
@@ -109,7 +109,7 @@ func connectTrusted(t *testing.T, url string) *nats.Conn {
 
 // connectHarness connects as the harness user with its private inbox; every
 // asynchronous error the server reports goes to errs (never blocking).
-func connectHarness(t *testing.T, url string, errs chan<- error) *nats.Conn {
+func connectHarness(t testing.TB, url string, errs chan<- error) *nats.Conn {
 	t.Helper()
 	opts := []nats.Option{nats.UserInfo("harness", harnessPassword), nats.CustomInboxPrefix(harnessInbox), nats.Name("e2e-harness")}
 	if errs != nil {
@@ -130,7 +130,7 @@ func connectHarness(t *testing.T, url string, errs chan<- error) *nats.Conn {
 
 // streamLastSeq returns the last sequence of the session log stream: the
 // generation a projection has reached once it has applied everything.
-func streamLastSeq(t *testing.T, nc *nats.Conn) uint64 {
+func streamLastSeq(t testing.TB, nc *nats.Conn) uint64 {
 	t.Helper()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -150,7 +150,7 @@ func streamLastSeq(t *testing.T, nc *nats.Conn) uint64 {
 }
 
 // waitCaughtUp waits until the projection answering q has applied gen.
-func waitCaughtUp(t *testing.T, q *query.Client, gen uint64) {
+func waitCaughtUp(t testing.TB, q *query.Client, gen uint64) {
 	t.Helper()
 	waitFor(t, 90*time.Second, fmt.Sprintf("the projection to reach generation %d", gen), func() (bool, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -163,7 +163,12 @@ func waitCaughtUp(t *testing.T, q *query.Client, gen uint64) {
 // dshqListAll asks for every session in one page.
 var dshqListAll = dshq.SessionListRequest{Limit: dshq.MaxListLimit}
 
-func testCtx(t *testing.T, d time.Duration) context.Context {
+// dshqSearch asks sessions.search for phrase, up to the maximum page.
+func dshqSearch(phrase string) dshq.SessionSearchRequest {
+	return dshq.SessionSearchRequest{Query: phrase, Limit: dshq.MaxSearchLimit}
+}
+
+func testCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx

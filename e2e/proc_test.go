@@ -88,7 +88,7 @@ type proc struct {
 }
 
 // startProc starts bin with args and extra environment entries.
-func startProc(t *testing.T, name, bin string, args, env []string) *proc {
+func startProc(t testing.TB, name, bin string, args, env []string) *proc {
 	t.Helper()
 	p := &proc{name: name, out: newLineLog(), done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
@@ -117,7 +117,7 @@ func startProc(t *testing.T, name, bin string, args, env []string) *proc {
 
 // waitLine waits until a line of the process's output satisfies match and
 // returns it; it fails the test when d passes or the process exits first.
-func (p *proc) waitLine(t *testing.T, d time.Duration, what string, match func(string) bool) string {
+func (p *proc) waitLine(t testing.TB, d time.Duration, what string, match func(string) bool) string {
 	t.Helper()
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
@@ -145,7 +145,7 @@ func (p *proc) waitLine(t *testing.T, d time.Duration, what string, match func(s
 
 // wait waits for the process to exit by itself within d and returns its
 // exit error.
-func (p *proc) wait(t *testing.T, d time.Duration) error {
+func (p *proc) wait(t testing.TB, d time.Duration) error {
 	t.Helper()
 	select {
 	case <-p.done:
@@ -157,7 +157,7 @@ func (p *proc) wait(t *testing.T, d time.Duration) error {
 }
 
 // stop sends SIGTERM and waits for a clean exit (status 0) within d.
-func (p *proc) stop(t *testing.T, d time.Duration) {
+func (p *proc) stop(t testing.TB, d time.Duration) {
 	t.Helper()
 	select {
 	case <-p.done:
@@ -173,7 +173,7 @@ func (p *proc) stop(t *testing.T, d time.Duration) {
 }
 
 // kill sends SIGKILL (a crash) and waits for the process to be gone.
-func (p *proc) kill(t *testing.T) {
+func (p *proc) kill(t testing.TB) {
 	select {
 	case <-p.done:
 		return
@@ -241,7 +241,7 @@ func (l *lineLog) tail(n int) string {
 // waitFor polls cond until it holds, failing the test after d. Each check
 // is a query of a live system; the pause between checks is a poll
 // interval, not a wait for the condition.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, error)) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	var last error

@@ -113,7 +113,7 @@ func TestProjectorAndQueryAsSeparateProcesses(t *testing.T) {
 }
 
 // startProjector runs cmd/projector on data and waits until it runs.
-func startProjector(t *testing.T, name, url, data string) *proc {
+func startProjector(t testing.TB, name, url, data string) *proc {
 	t.Helper()
 	p := startProc(t, name, bins.projector, []string{"--nats-url", url, "--data", data}, nil)
 	p.waitLine(t, startTimeout, `"projector running"`, func(l string) bool { return strings.Contains(l, `"projector running"`) })
@@ -122,7 +122,7 @@ func startProjector(t *testing.T, name, url, data string) *proc {
 
 // waitNoneLive waits until no session is live (every harness closed its
 // write handles and the projection saw the leases go).
-func waitNoneLive(t *testing.T, q *query.Client) {
+func waitNoneLive(t testing.TB, q *query.Client) {
 	t.Helper()
 	waitFor(t, time.Minute, "every write lease to be released", func() (bool, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

@@ -51,7 +51,7 @@ func main() {
 type options struct {
 	url, user, password, inbox string
 	index, bulk, turns         int
-	facts                      string
+	facts, idPrefix            string
 	gate, crash                bool
 }
 
@@ -66,6 +66,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.bulk, "bulk", 4, "number of bulk sessions")
 	fs.IntVar(&o.turns, "turns", 4, "turns per bulk session")
 	fs.StringVar(&o.facts, "facts", "", "write the facts JSON here (required)")
+	fs.StringVar(&o.idPrefix, "id-prefix", "", "prefix of every session id (to run again on the same stream)")
 	fs.BoolVar(&o.gate, "gate", false, `print "gate" after the root session and wait for a line on stdin`)
 	fs.BoolVar(&o.crash, "crash", false, `write one session with an open turn, print "open" and hold it until killed`)
 	if err := fs.Parse(args); err != nil {
@@ -103,7 +104,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 	if err != nil {
 		return err
 	}
-	s := newSim(o.index)
+	s := newSim(o.index, o.idPrefix)
 	if o.crash {
 		return s.crashMidTurn(ctx, store, o.facts, stdout)
 	}

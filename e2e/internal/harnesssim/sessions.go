@@ -31,8 +31,8 @@ type sim struct {
 	rootEvents []json.RawMessage
 }
 
-func newSim(index int) *sim {
-	name := fmt.Sprintf("sim%d", index)
+func newSim(index int, idPrefix string) *sim {
+	name := fmt.Sprintf("%ssim%d", idPrefix, index)
 	cwd := fmt.Sprintf("/work/e2e/workspace-%d", index)
 	return &sim{index: index, name: name, cwd: cwd, zh: zhPrefix[index],
 		clock: baseTime + int64(index)*10_000_000, facts: simfacts.Facts{Sim: name, Cwd: cwd}}
