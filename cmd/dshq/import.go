@@ -271,6 +271,10 @@ func readLog(f importFile, o importOptions) ([]outRecord, dshq.HeaderRecord, err
 		opts = append(opts, record.WithFixturePlaceholders(o.fixtureCwd, id))
 	}
 	hdr, events, err := record.ReadAll(bytes.NewReader(data), opts...)
+	var re *record.RecordError
+	if errors.As(err, &re) && re.Rule == record.RulePlaceholder {
+		return nil, hdr, errors.New("the header cwd holds the {{cwd}} placeholder of an upstream test fixture: give --fixture-cwd DIR to substitute it")
+	}
 	if err != nil {
 		return nil, hdr, err
 	}

@@ -27,7 +27,7 @@ func TestImport(t *testing.T) {
 		var sum importSummary
 		r := p.dshq("import", "--json", fixture)
 		r.decode(t, &sum)
-		if r.code != 1 || len(sum.Refused) != 1 || !strings.Contains(sum.Refused[0].Reason, "{{cwd}}") {
+		if r.code != 1 || len(sum.Refused) != 1 || !strings.Contains(sum.Refused[0].Reason, "{{cwd}} placeholder") || !strings.Contains(sum.Refused[0].Reason, "--fixture-cwd DIR") {
 			t.Fatalf("exit %d, %+v", r.code, sum)
 		}
 		if st := stats(t, p); st.StreamRecords != 0 {

@@ -66,7 +66,8 @@ with --session it returns that session's matching events (events.search).
 
 Filters narrow the search: --cwd (a workspace, repeatable), --type and
 --surface (event filters, repeatable). --limit is the page size (1..100,
-default 20); --all follows every page. --json prints the raw replies.`,
+default 20); --all follows every page. --json prints the raw replies, one
+JSON document per page.`,
 		Example: `  dshq search "flaky test"
   dshq search "permission denied" --cwd /home/me/project --type tool/result --all
   dshq search retry --session 3f2a0c1e-… --surface current --json`,
@@ -303,7 +304,8 @@ func newReadCmd(g *globals) *cobra.Command {
 every page): seq, time, type and the start of each event's semantic text.
 With --seq it reads a window around one event (events.read): --before and
 --after events on either side (at most 50 each), the target marked with ">".
---json prints the raw replies, events exactly as written.`,
+--json prints the raw replies (one JSON document per page), events exactly as
+written.`,
 		Example: `  dshq read 3f2a0c1e-…
   dshq read 3f2a0c1e-… --seq 42 --before 3 --after 3
   dshq read 3f2a0c1e-… --json`,
