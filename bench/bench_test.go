@@ -30,9 +30,9 @@ func TestRunPrintsEveryRow(t *testing.T) {
 		t.Skip("runs the whole pipeline")
 	}
 	rep, err := Run(context.Background(), Config{
-		Corpus:  CorpusConfig{Sessions: 12, Turns: 3, Seed: 1},
+		Corpus:  CorpusConfig{Sessions: 12, Turns: 4, Seed: 1},
 		Dir:     t.TempDir(),
-		Writers: 2, Samples: 3, AppendSamples: 2,
+		Writers: 2, Samples: 20, AppendSamples: 2,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +61,7 @@ func TestRunPrintsEveryRow(t *testing.T) {
 		}
 	}
 	for _, p := range []string{"p50", "p99"} {
+		want = append(want, "sessions.search common phrase, cwd+surface filters "+p+" (ms)|SQLite FTS5 (original design) "+p)
 		want = append(want, "events.read ±5 "+p+" (ms)|SQLite read of the same window "+p, "sessions.trace "+p+" (ms)|SQLite lineage walk "+p)
 	}
 	var got []string
@@ -194,7 +195,7 @@ func TestFTSBaseline(t *testing.T) {
 		{"quotes are data", `say "needle"`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hits, err := f.SearchSessions(ctx, tc.query, 20, 0)
+			hits, err := f.SearchSessions(ctx, tc.query, FTSFilters{}, 20, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -113,7 +114,7 @@ func rawBleve(path string, sessions []FTSSession) (bleve.Index, time.Duration, e
 	return idx, time.Since(start), nil
 }
 
-func bleveSearch(idx bleve.Index, phrase, sessionID string) error {
+func bleveSearch(idx bleve.Index, phrase, sessionID string) (int, error) {
 	pq := bleve.NewMatchPhraseQuery(phrase)
 	pq.SetField("text")
 	var q query.Query = pq
@@ -122,21 +123,32 @@ func bleveSearch(idx bleve.Index, phrase, sessionID string) error {
 		sq.SetField("sessionId")
 		q = bleve.NewConjunctionQuery(pq, sq)
 	}
-	req := bleve.NewSearchRequestOptions(q, 21, 0, false)
-	_, err := idx.Search(req)
-	return err
+	res, err := idx.Search(bleve.NewSearchRequestOptions(q, 21, 0, false))
+	if err != nil {
+		return 0, err
+	}
+	return len(res.Hits), nil
 }
 
-// op is one measured operation on dshq and on its references; the three
-// functions get the same sample index, so they run the same queries.
+// call is one measured call; it returns the number of results.
+type call func(i int) (int, error)
+
+// op is one measured operation on dshq and on its references; the calls
+// get the same sample index, so they run the same queries.
 type op struct {
-	name      string
-	section   int
-	dshq      func(i int) error
+	name    string
+	section int
+	// mustHit: every call must find something (the phrase is in the
+	// corpus), otherwise at least one call of the run must.
+	mustHit bool
+	// sameHits: dshq and the SQLite baseline must return as many results
+	// for each call (they search the same documents for the same phrase).
+	sameHits  bool
+	dshq      call
 	bleveName string
-	bleve     func(i int) error
+	bleve     call
 	ftsName   string
-	fts       func(i int) error
+	fts       call
 }
 
 func (r *runner) searchAndRead(ctx context.Context, fts *FTS, idx bleve.Index, sessions []FTSSession) error {
@@ -152,80 +164,128 @@ func (r *runner) searchAndRead(ctx context.Context, fts *FTS, idx bleve.Index, s
 		sess[i] = sessions[r.rng.IntN(len(sessions))]
 		seqs[i] = int64(r.rng.IntN(max(1, len(sess[i].Events))))
 	}
+	cwd := func(i int) string {
+		c, _ := sess[i].Header.CwdOrEmpty()
+		return c
+	}
+	sessionsSearch := func(q []string, filtered bool) call {
+		return func(i int) (int, error) {
+			req := dshq.SessionSearchRequest{Query: q[i]}
+			if filtered {
+				c := cwd(i)
+				current := string(dshq.SurfaceCurrent)
+				req.SessionFilters = []dshq.Filter{{Kind: dshq.FilterCwd, Values: []*string{&c}}}
+				req.EventFilters = []dshq.Filter{{Kind: dshq.FilterSurface, Values: []*string{&current}}}
+			}
+			page, err := r.client.SearchSessions(ctx, req)
+			if err != nil {
+				return 0, err
+			}
+			return len(page.Items), nil
+		}
+	}
+	ftsSessions := func(q []string, filtered bool) call {
+		return func(i int) (int, error) {
+			var f FTSFilters
+			if filtered {
+				f = FTSFilters{Cwd: cwd(i), Surface: dshq.SurfaceCurrent}
+			}
+			hits, err := fts.SearchSessions(ctx, q[i], f, 20, 0)
+			return len(hits), err
+		}
+	}
 	const bleveRef, ftsRef = "raw Bleve phrase top-20 (no grouping)", "SQLite FTS5 (original design)"
 	ops := []op{
-		{name: "sessions.search rare phrase", section: sectionSearch,
-			dshq: func(i int) error {
-				_, err := r.client.SearchSessions(ctx, dshq.SessionSearchRequest{Query: rare[i]})
-				return err
-			},
-			bleveName: bleveRef, bleve: func(i int) error { return bleveSearch(idx, rare[i], "") },
-			ftsName: ftsRef, fts: func(i int) error { _, err := fts.SearchSessions(ctx, rare[i], 20, 0); return err }},
+		{name: "sessions.search rare phrase", section: sectionSearch, mustHit: true, sameHits: true,
+			dshq: sessionsSearch(rare, false), ftsName: ftsRef, fts: ftsSessions(rare, false),
+			bleveName: bleveRef, bleve: func(i int) (int, error) { return bleveSearch(idx, rare[i], "") }},
 		{name: "sessions.search common phrase", section: sectionSearch,
-			dshq: func(i int) error {
-				_, err := r.client.SearchSessions(ctx, dshq.SessionSearchRequest{Query: common[i]})
-				return err
-			},
-			bleveName: bleveRef, bleve: func(i int) error { return bleveSearch(idx, common[i], "") },
-			ftsName: ftsRef, fts: func(i int) error { _, err := fts.SearchSessions(ctx, common[i], 20, 0); return err }},
+			dshq: sessionsSearch(common, false), ftsName: ftsRef, fts: ftsSessions(common, false),
+			bleveName: bleveRef, bleve: func(i int) (int, error) { return bleveSearch(idx, common[i], "") }},
+		{name: "sessions.search common phrase, cwd+surface filters", section: sectionSearch,
+			dshq: sessionsSearch(common, true), ftsName: ftsRef, fts: ftsSessions(common, true)},
 		{name: "events.search common phrase", section: sectionSearch,
-			dshq: func(i int) error {
-				_, err := r.client.SearchEvents(ctx, dshq.EventSearchRequest{SessionID: sess[i].Header.ID, Query: common[i]})
-				return err
+			dshq: func(i int) (int, error) {
+				page, err := r.client.SearchEvents(ctx, dshq.EventSearchRequest{SessionID: sess[i].Header.ID, Query: common[i]})
+				if err != nil {
+					return 0, err
+				}
+				return len(page.Items), nil
 			},
-			bleveName: "raw Bleve phrase AND session", bleve: func(i int) error { return bleveSearch(idx, common[i], sess[i].Header.ID) },
-			ftsName: ftsRef, fts: func(i int) error {
-				_, err := fts.SearchEvents(ctx, sess[i].Header.ID, common[i], 20, 0)
-				return err
+			bleveName: "raw Bleve phrase AND session", bleve: func(i int) (int, error) { return bleveSearch(idx, common[i], sess[i].Header.ID) },
+			ftsName: ftsRef, fts: func(i int) (int, error) {
+				hits, err := fts.SearchEvents(ctx, sess[i].Header.ID, common[i], 20, 0)
+				return len(hits), err
 			}},
-		{name: "events.read ±5", section: sectionRead,
-			dshq: func(i int) error {
-				_, err := r.client.ReadEvent(ctx, dshq.EventReadRequest{SessionID: sess[i].Header.ID, Seq: seqs[i], Before: 5, After: 5})
-				return err
+		{name: "events.read ±5", section: sectionRead, mustHit: true,
+			dshq: func(i int) (int, error) {
+				w, err := r.client.ReadEvent(ctx, dshq.EventReadRequest{SessionID: sess[i].Header.ID, Seq: seqs[i], Before: 5, After: 5})
+				if err != nil {
+					return 0, err
+				}
+				return len(w.Events), nil
 			},
-			ftsName: "SQLite read of the same window", fts: func(i int) error {
-				_, err := fts.ReadWindow(ctx, sess[i].Header.ID, seqs[i], 5, 5)
-				return err
+			ftsName: "SQLite read of the same window", fts: func(i int) (int, error) {
+				return fts.ReadWindow(ctx, sess[i].Header.ID, seqs[i], 5, 5)
 			}},
 		{name: "sessions.trace", section: sectionRead,
-			dshq: func(i int) error {
-				_, err := r.client.TraceSession(ctx, dshq.SessionTraceRequest{SessionID: sess[i].Header.ID})
-				return err
+			dshq: func(i int) (int, error) {
+				tr, err := r.client.TraceSession(ctx, dshq.SessionTraceRequest{SessionID: sess[i].Header.ID})
+				if err != nil {
+					return 0, err
+				}
+				return 1 + len(tr.Ancestors) + len(tr.Descendants), nil
 			},
-			ftsName: "SQLite lineage walk", fts: func(i int) error { _, err := fts.Trace(ctx, sess[i].Header.ID); return err }},
+			ftsName: "SQLite lineage walk", fts: func(i int) (int, error) { return fts.Trace(ctx, sess[i].Header.ID) }},
 	}
 	for _, o := range ops {
 		r.rep.section = o.section
 		r.progress("latency: %s, %d samples each", o.name, n)
-		got, err := timeN(n, o.dshq)
+		got, gotHits, err := timeN(n, o.mustHit, o.dshq)
 		if err != nil {
 			return fmt.Errorf("%s: %w", o.name, err)
 		}
 		if o.bleve != nil {
-			want, err := timeN(n, o.bleve)
+			want, _, err := timeN(n, o.mustHit, o.bleve)
 			if err != nil {
 				return fmt.Errorf("%s (raw bleve): %w", o.name, err)
 			}
 			r.rep.addLatency(o.name, got, o.bleveName, want)
 		}
-		want, err := timeN(n, o.fts)
+		want, wantHits, err := timeN(n, o.mustHit, o.fts)
 		if err != nil {
 			return fmt.Errorf("%s (sqlite): %w", o.name, err)
+		}
+		if o.sameHits && !slices.Equal(gotHits, wantHits) {
+			return fmt.Errorf("%s: dshq and the SQLite baseline disagree on result counts: %v vs %v", o.name, gotHits, wantHits)
 		}
 		r.rep.addLatency(o.name, got, o.ftsName, want)
 	}
 	return nil
 }
 
-// timeN calls fn for i in 0..n-1 and returns each call's duration.
-func timeN(n int, fn func(i int) error) ([]time.Duration, error) {
+// timeN calls fn for i in 0..n-1 and returns each call's duration. A call
+// that finds nothing fails the run when mustHit, and so do n calls that
+// all find nothing: an empty answer measures no work.
+func timeN(n int, mustHit bool, fn call) ([]time.Duration, []int, error) {
 	out := make([]time.Duration, 0, n)
+	counts := make([]int, 0, n)
+	total := 0
 	for i := range n {
 		t0 := time.Now()
-		if err := fn(i); err != nil {
-			return nil, err
+		hits, err := fn(i)
+		if err != nil {
+			return nil, nil, err
 		}
 		out = append(out, time.Since(t0))
+		if mustHit && hits == 0 {
+			return nil, nil, fmt.Errorf("sample %d found nothing", i)
+		}
+		total += hits
+		counts = append(counts, hits)
 	}
-	return out, nil
+	if total == 0 {
+		return nil, nil, fmt.Errorf("no call of %d found anything", n)
+	}
+	return out, counts, nil
 }

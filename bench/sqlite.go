@@ -127,18 +127,34 @@ type FTSHit struct {
 
 const matchCount = `(length(h) - length(replace(h, char(64976), '')))`
 
+// FTSFilters are the metadata predicates the baseline supports, applied
+// before ranking as the original does ("" = no predicate).
+type FTSFilters struct {
+	Cwd     string
+	Surface dshq.Surface
+}
+
 // SearchSessions is the original searchSessions: each matching session's
 // best document, sessions ordered by it, one page.
-func (f *FTS) SearchSessions(ctx context.Context, query string, limit, offset int) ([]FTSHit, error) {
+func (f *FTS) SearchSessions(ctx context.Context, query string, filters FTSFilters, limit, offset int) ([]FTSHit, error) {
+	where, args := "persisted_docs MATCH ?", []any{phrase(query)}
+	if filters.Surface != "" {
+		where += " AND surface = ?"
+		args = append(args, string(filters.Surface))
+	}
+	if filters.Cwd != "" {
+		where += " AND session_id IN (SELECT id FROM persisted_sessions WHERE cwd = ?)"
+		args = append(args, filters.Cwd)
+	}
 	q := `WITH m AS (
   SELECT session_id, seq, time, codepoint_length AS len, h, ` + matchCount + ` AS mc FROM (
     SELECT session_id, seq, time, codepoint_length,
       highlight(persisted_docs, 0, char(64976), char(64977)) AS h
-    FROM persisted_docs WHERE persisted_docs MATCH ?)),
+    FROM persisted_docs WHERE ` + where + `)),
 r AS (SELECT *, row_number() OVER (PARTITION BY session_id ORDER BY mc DESC, len ASC, time DESC, seq DESC) AS rn FROM m)
 SELECT r.session_id, r.seq, r.h, s.header FROM r JOIN persisted_sessions s ON s.id = r.session_id
 WHERE rn = 1 ORDER BY mc DESC, len ASC, time DESC, r.session_id ASC, seq DESC LIMIT ? OFFSET ?`
-	return f.search(ctx, q, phrase(query), limit+1, offset)
+	return f.search(ctx, q, append(args, limit+1, offset)...)
 }
 
 // SearchEvents is the original searchEvents: one session's matching
