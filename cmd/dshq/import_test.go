@@ -130,6 +130,30 @@ func TestImport(t *testing.T) {
 		}
 	})
 
+	t.Run("tail stops cleanly when its context ends (SIGINT in main)", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		out := &lineWatch{want: "\n", seen: make(chan struct{})}
+		env := map[string]string{"DSH_NATS_URL": p.url}
+		done := make(chan int, 1)
+		var stderr bytes.Buffer
+		go func() {
+			done <- runContext(ctx, []string{"tail", "--workspace", "/work/c", "--from", "0"}, func(k string) string { return env[k] }, nil, out, &stderr)
+		}()
+		select {
+		case <-out.seen:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("tail printed nothing; stderr %s", stderr.String())
+		}
+		cancel()
+		if code := <-done; code != 0 || stderr.Len() != 0 {
+			t.Errorf("exit %d, stderr %q", code, stderr.String())
+		}
+		if !strings.Contains(out.String(), "session    conf-1  created") {
+			t.Errorf("tail output:\n%s", out.String())
+		}
+	})
+
 	t.Run("a session root is walked and each file checked against its place", func(t *testing.T) {
 		src, err := os.ReadFile(fixture)
 		if err != nil {
