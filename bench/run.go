@@ -1,9 +1,3 @@
-// Package bench is dshq's end-to-end benchmark (`make bench`): it generates
-// one realistic corpus, drives it through the real pipeline (embedded NATS
-// with JetStream, the harness SDK's appends, the projector, the query
-// service over NATS) and measures each figure beside a reference taken in
-// the same run: raw JetStream publish and consume, raw Bleve on the same
-// documents, and a SQLite FTS5 implementation of the original design.
 package bench
 
 import (

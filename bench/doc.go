@@ -1,0 +1,38 @@
+// Package bench is dshq's end-to-end benchmark, run by `make bench` through
+// cmd/dshq-bench. It generates one realistic corpus (GenerateCorpus: turns
+// with tool calls and results, titles, compactions that replace the whole
+// surface, English and Chinese text, forks and subagents), drives it
+// through the real pipeline — an embedded NATS server with JetStream
+// (sync_interval always), the harness SDK's appends (bus.Store) from
+// concurrent writers, the projector (projection.Open and Run, bbolt and
+// Bleve), the query service over NATS (query.Serve, query.ServeShard,
+// query.Client) — and prints one table in which every figure stands beside
+// a reference measured in the same run, on the same machine, with the ratio.
+//
+// The references:
+//
+//   - raw JetStream: the corpus's records published with pipelined async
+//     publishes to a stream with the session stream's configuration; a
+//     pull-and-ack consumer doing no work; publish→delivery through an
+//     ordered consumer; single and pipelined publishes of the append batch
+//     sizes on the same server (sync always, and a second server with the
+//     relaxed sync policy).
+//   - raw Bleve: the projection's own search documents, read back from it,
+//     in a new on-disk index with the default mapping, queried in process
+//     with a phrase query (top 21, no grouping by session, no snippets).
+//   - SQLite FTS5 (FTS, modernc.org/sqlite): the original design's search
+//     (UPSTREAM §5.5: unicode61, one literal phrase, match-count ranking
+//     from highlight(), best document per session, metadata predicates
+//     before ranking, snippets) over the same documents, plus the raw logs
+//     and the sessions table for event windows and lineage. It leaves out
+//     the original's reconciliation before every search, so it is faster
+//     than the original was.
+//
+// Memory is reported as the process's RSS high-water mark and the Go heap
+// peak during ingest, beside the same figures just before ingest (the
+// server, the projector and the corpus are in the same process).
+//
+// A run fails rather than print a meaningless figure: a generated record
+// the projector quarantines, a search that finds nothing, or a rare-phrase
+// search on which dshq and the baseline disagree is an error.
+package bench
