@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -103,6 +104,17 @@ func TestRunPrintsEveryRow(t *testing.T) {
 	var back struct{ Rows []Row }
 	if err := json.Unmarshal(b, &back); err != nil || len(back.Rows) != len(rep.Rows) {
 		t.Fatalf("JSON report: %d rows, %v", len(back.Rows), err)
+	}
+}
+
+func TestRunRefusesAUsedDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "leftover"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Run(context.Background(), Config{Corpus: CorpusConfig{Sessions: 1, Turns: 1}, Dir: dir})
+	if err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Errorf("Run in a used directory: %v, want a not-empty error", err)
 	}
 }
 

@@ -27,7 +27,8 @@ import (
 type Config struct {
 	// Corpus sizes the generated corpus.
 	Corpus CorpusConfig
-	// Dir is the working directory ("" = a temporary one, removed after).
+	// Dir is the working directory, new or empty ("" = a temporary one,
+	// removed after).
 	Dir string
 	// Writers is the number of concurrent harness writers during ingest.
 	Writers int
@@ -102,6 +103,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		return nil, err
 	}
 	r.rep.Sessions, r.rep.Events = len(r.corpus.Sessions), r.corpus.Events()
+	if cfg.Dir != "" {
+		if entries, err := os.ReadDir(cfg.Dir); err == nil && len(entries) > 0 {
+			return nil, fmt.Errorf("bench: working directory %s is not empty (the corpus must be fresh)", cfg.Dir)
+		}
+	}
 	if r.dir = cfg.Dir; r.dir == "" {
 		if r.dir, err = os.MkdirTemp("", "dshq-bench-"); err != nil {
 			return nil, fmt.Errorf("bench: %w", err)
