@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"os"
@@ -336,4 +337,41 @@ func (w *lineWatch) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()
+}
+
+func TestServe(t *testing.T) {
+	t.Run("serve reports ready with its URL and stops cleanly when its context ends", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		home := t.TempDir()
+		out := &lineWatch{want: "\n", seen: make(chan struct{})}
+		var stderr bytes.Buffer
+		done := make(chan int, 1)
+		go func() {
+			done <- runContext(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--relaxed-sync", "--json", "--log-level", "warn"},
+				func(k string) string { return map[string]string{"DSH_HOME": home}[k] }, nil, out, &stderr)
+		}()
+		select {
+		case <-out.seen:
+		case code := <-done:
+			t.Fatalf("serve exited %d: %s", code, stderr.String())
+		case <-time.After(60 * time.Second):
+			t.Fatal("serve did not become ready")
+		}
+		var info node.Info
+		if err := json.Unmarshal([]byte(out.String()), &info); err != nil || !info.Embedded || !strings.HasPrefix(info.ClientURL, "nats://127.0.0.1:") {
+			t.Fatalf("ready line %q (%v)", out.String(), err)
+		}
+		r := runCLI(t, map[string]string{"DSH_NATS_URL": info.ClientURL}, "", "stats", "--json").ok(t)
+		if !strings.Contains(r.stdout, `"sessions": 0`) {
+			t.Errorf("stats of a new node: %s", r.stdout)
+		}
+		if _, err := os.Stat(filepath.Join(home, "nats")); err != nil {
+			t.Errorf("the embedded server's data is not under DSH_HOME: %v", err)
+		}
+		cancel()
+		if code := <-done; code != 0 || stderr.Len() != 0 {
+			t.Errorf("exit %d, stderr %q", code, stderr.String())
+		}
+	})
 }
