@@ -63,6 +63,7 @@ func TestRunPrintsEveryRow(t *testing.T) {
 	}
 	for _, p := range []string{"p50", "p99"} {
 		want = append(want, "sessions.search common phrase, cwd+surface filters "+p+" (ms)|SQLite FTS5 (original design) "+p)
+		want = append(want, "events.trace "+p+" (ms)|SQLite log read + fold", "sessions.surface "+p+" (ms)|SQLite log read + fold")
 		want = append(want, "events.read ±5 "+p+" (ms)|SQLite read of the same window "+p, "sessions.trace "+p+" (ms)|SQLite lineage walk "+p)
 	}
 	var got []string

@@ -153,6 +153,13 @@ type op struct {
 
 func (r *runner) searchAndRead(ctx context.Context, fts *FTS, idx bleve.Index, sessions []FTSSession) error {
 	n := r.cfg.Samples
+	// Sample the generated sessions only, not the bench's probe and append
+	// sessions (one of those holds 10 000 command events).
+	generated := map[string]bool{}
+	for _, s := range r.corpus.Sessions {
+		generated[s.Header.ID] = true
+	}
+	sessions = slices.DeleteFunc(slices.Clone(sessions), func(s FTSSession) bool { return !generated[s.Header.ID] })
 	sess := make([]FTSSession, n) // the session of sample i
 	rare := make([]string, n)
 	common := make([]string, n)
@@ -227,6 +234,28 @@ func (r *runner) searchAndRead(ctx context.Context, fts *FTS, idx bleve.Index, s
 			},
 			ftsName: "SQLite read of the same window", fts: func(i int) (int, error) {
 				return fts.ReadWindow(ctx, sess[i].Header.ID, seqs[i], 5, 5)
+			}},
+		{name: "events.trace", section: sectionRead, mustHit: true,
+			dshq: func(i int) (int, error) {
+				tr, err := r.client.TraceEvent(ctx, dshq.EventTraceRequest{SessionID: sess[i].Header.ID, Seq: seqs[i]})
+				if err != nil {
+					return 0, err
+				}
+				return 1 + len(tr.ReplacementChain) + len(tr.SourceEventSeqs) + len(tr.DerivedEventSeqs), nil
+			},
+			ftsName: "SQLite log read + fold (original traceEvent)", fts: func(i int) (int, error) {
+				return fts.TraceEvent(ctx, sess[i].Header.ID, seqs[i])
+			}},
+		{name: "sessions.surface", section: sectionRead, mustHit: true,
+			dshq: func(i int) (int, error) {
+				sn, err := r.client.ReadSurface(ctx, dshq.SessionReadRequest{SessionID: sess[i].Header.ID})
+				if err != nil {
+					return 0, err
+				}
+				return len(sn.Events), nil
+			},
+			ftsName: "SQLite log read + fold (original)", fts: func(i int) (int, error) {
+				return fts.Surface(ctx, sess[i].Header.ID)
 			}},
 		{name: "sessions.trace", section: sectionRead,
 			dshq: func(i int) (int, error) {

@@ -11,6 +11,8 @@ import (
 	_ "modernc.org/sqlite" // pure-Go SQLite with FTS5, the original design's backend
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/fold"
+	"github.com/dshq/dshq/record"
 )
 
 // FTS is the original design's search backend (UPSTREAM §5.5): an FTS5
@@ -331,4 +333,70 @@ func (f *FTS) children(ctx context.Context, id string) ([]string, error) {
 		out = append(out, k)
 	}
 	return out, rows.Err()
+}
+
+// foldSession is the original's read path for surface-dependent reads
+// (UPSTREAM §5.9, §3): load the session's whole log and fold it.
+func (f *FTS) foldSession(ctx context.Context, sessionID string) (*fold.Result, error) {
+	var header string
+	if err := f.db.QueryRowContext(ctx, `SELECT header FROM persisted_sessions WHERE id = ?`, sessionID).Scan(&header); err != nil {
+		return nil, fmt.Errorf("sqlite fold: session %q: %w", sessionID, err)
+	}
+	h, err := record.ParseHeader([]byte(header))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite fold: %w", err)
+	}
+	rows, err := f.db.QueryContext(ctx, `SELECT raw FROM events WHERE session_id = ? ORDER BY seq`, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite fold: %w", err)
+	}
+	defer rows.Close()
+	var events []dshq.Event
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			return nil, fmt.Errorf("sqlite fold: %w", err)
+		}
+		e, err := record.ParseEvent(raw)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite fold: %w", err)
+		}
+		events = append(events, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite fold: %w", err)
+	}
+	res, err := fold.Fold(h, events, fold.Strict)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite fold: invalid session surface: %w", err)
+	}
+	return res, nil
+}
+
+// TraceEvent is the original's traceEvent: fold the whole log, then the
+// target's replacement chain, removals, sources and derived events. It
+// returns the number of seqs in the trace.
+func (f *FTS) TraceEvent(ctx context.Context, sessionID string, seq int64) (int, error) {
+	res, err := f.foldSession(ctx, sessionID)
+	if err != nil {
+		return 0, err
+	}
+	if seq < 0 || seq >= int64(len(res.Records)) {
+		return 0, fmt.Errorf("sqlite trace event: session %q has no event at seq %d", sessionID, seq)
+	}
+	n := 1 + len(res.ReplacedEventSeqs[seq]) + len(res.Sources[seq]) + len(res.Derived[seq])
+	for at, ok := res.ReplacedBy[seq]; ok; at, ok = res.ReplacedBy[at] {
+		n++
+	}
+	return n, nil
+}
+
+// Surface is the original's surface read: fold the whole log and return
+// the current surface's length.
+func (f *FTS) Surface(ctx context.Context, sessionID string) (int, error) {
+	res, err := f.foldSession(ctx, sessionID)
+	if err != nil {
+		return 0, err
+	}
+	return len(res.Surface), nil
 }
