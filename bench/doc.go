@@ -24,9 +24,12 @@
 //     (UPSTREAM §5.5: unicode61, one literal phrase, match-count ranking
 //     from highlight(), best document per session, metadata predicates
 //     before ranking, snippets) over the same documents, plus the raw logs
-//     and the sessions table for event windows and lineage. It leaves out
-//     the original's reconciliation before every search, so it is faster
-//     than the original was.
+//     and the sessions table for event windows and lineage. Event traces
+//     and surface reads load the session's log and fold it (fold.Strict),
+//     as the original's readers do. It leaves out the original's
+//     reconciliation before every search, and walks lineage through an
+//     index on parent_session instead of listing every session, so it is
+//     faster than the original was.
 //
 // Memory is reported as the process's RSS high-water mark and the Go heap
 // peak during ingest, beside the same figures just before ingest (the
