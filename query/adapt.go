@@ -92,6 +92,7 @@ func sessionInfo(i projection.SessionInfo) SessionInfo {
 		InheritedEventCount: i.Header.InheritedEventCount,
 		EventCount:          i.EventCount,
 		Title:               i.Title,
+		LastStepStart:       i.LastStepStart,
 		InvalidFromSeq:      i.InvalidFrom,
 		InvalidReason:       i.InvalidReason,
 		HeaderGeneration:    i.HeaderSeq,

@@ -119,6 +119,15 @@ func (c *Client) ReadTitles(ctx context.Context, req dshq.SessionTitlesRequest, 
 	return &out, c.call(ctx, EndpointSessionsTitles, req, &out, opts)
 }
 
+// StatSession calls sessions.stat: the session's record and counters
+// (event count, title, last step/start seq, invalid-from seq) at a cost
+// independent of its log's length. A missing session is
+// SESSION_QUERY_SESSION_NOT_FOUND.
+func (c *Client) StatSession(ctx context.Context, req dshq.SessionStatRequest, opts ...CallOption) (*dshq.SessionStat, error) {
+	var out dshq.SessionStat
+	return &out, c.call(ctx, EndpointSessionsStat, req, &out, opts)
+}
+
 // ListEvents calls events.list.
 func (c *Client) ListEvents(ctx context.Context, req dshq.SessionReadRequest, opts ...CallOption) (*dshq.EventRecordPage, error) {
 	var out dshq.EventRecordPage

@@ -80,6 +80,7 @@ var handlers = map[string]handler{
 	EndpointSessionsSurface: (*Engine).readSurface,
 	EndpointSessionsTrace:   (*Engine).traceSession,
 	EndpointSessionsTitles:  (*Engine).readTitles,
+	EndpointSessionsStat:    (*Engine).statSession,
 	EndpointEventsList:      (*Engine).listEvents,
 	EndpointEventsFilter:    (*Engine).listEvents,
 	EndpointEventsSearch:    (*Engine).searchEvents,

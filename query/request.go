@@ -29,6 +29,7 @@ const (
 	EndpointSessionsSurface = "sessions.surface"
 	EndpointSessionsTrace   = "sessions.trace"
 	EndpointSessionsTitles  = "sessions.titles"
+	EndpointSessionsStat    = "sessions.stat"
 	EndpointEventsList      = "events.list"
 	EndpointEventsFilter    = "events.filter"
 	EndpointEventsSearch    = "events.search"
@@ -40,7 +41,7 @@ const (
 var Endpoints = []string{
 	EndpointSessionsList, EndpointSessionsFilter, EndpointSessionsSearch,
 	EndpointSessionsRead, EndpointSessionsSurface, EndpointSessionsTrace,
-	EndpointSessionsTitles, EndpointEventsList, EndpointEventsFilter,
+	EndpointSessionsTitles, EndpointSessionsStat, EndpointEventsList, EndpointEventsFilter,
 	EndpointEventsSearch, EndpointEventsRead, EndpointEventsTrace,
 }
 
@@ -85,6 +86,7 @@ var endpointFields = map[string][]string{
 	EndpointSessionsRead:    {"sessionId", "limit", "cursor"},
 	EndpointSessionsSurface: {"sessionId", "limit", "cursor"},
 	EndpointSessionsTrace:   {"sessionId"},
+	EndpointSessionsStat:    {"sessionId"},
 	EndpointSessionsTitles:  {"sessionIds"},
 	EndpointEventsList:      {"sessionId", "limit", "cursor"},
 	EndpointEventsFilter:    {"sessionId", "filters", "limit", "cursor"},
@@ -149,7 +151,7 @@ func (r *Request) decodeFields(f map[string]json.RawMessage) error {
 		}
 	case EndpointSessionsRead, EndpointSessionsSurface, EndpointEventsList:
 		steps = []func() error{sessionID(dshq.CodeInvalidRequest), cursor, listLimit}
-	case EndpointSessionsTrace:
+	case EndpointSessionsTrace, EndpointSessionsStat:
 		steps = []func() error{sessionID(dshq.CodeInvalidRequest)}
 	case EndpointSessionsTitles:
 		steps = []func() error{func() (err error) { r.SessionIDs, err = decodeSessionIDs(f); return err }}

@@ -183,3 +183,27 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// statSession answers sessions.stat from the session's projected record
+// alone: its cost does not grow with the log. It answers for an invalid
+// session too, saying from which seq it is invalid.
+func (e *Engine) statSession(_ context.Context, snap Snapshot, req *Request) (any, error) {
+	info, err := lookup(snap, req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	st := dshq.SessionStat{
+		Session:             sessionRecord(snap, info.Header),
+		InheritedEventCount: info.InheritedEventCount,
+		EventCount:          info.EventCount,
+		Title:               info.Title,
+		Generation:          snap.Generation(),
+	}
+	if info.LastStepStart >= 0 {
+		st.LastStepStartSeq = &info.LastStepStart
+	}
+	if info.InvalidFromSeq >= 0 {
+		st.InvalidFromSeq, st.InvalidReason = &info.InvalidFromSeq, info.InvalidReason
+	}
+	return st, nil
+}

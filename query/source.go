@@ -62,6 +62,8 @@ type SessionInfo struct {
 	EventCount int64
 	// Title is the latest session/title, nil when none.
 	Title *dshq.Title
+	// LastStepStart is the seq of the last step/start event, -1 when none.
+	LastStepStart int64
 	// InvalidFromSeq is the seq from which the session is invalid, -1 when
 	// it is valid; InvalidReason says why.
 	InvalidFromSeq int64

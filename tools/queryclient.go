@@ -90,30 +90,20 @@ func (q queryService) TraceEvent(ctx context.Context, req dshq.EventTraceRequest
 	return *p, nil
 }
 
-// LastStepStart scans events.list (the API has no narrower read of the turn
-// boundary) and keeps the last step/start.
+// LastStepStart reads the session's last step/start seq from sessions.stat:
+// one request whatever the length of the log. An invalid session is
+// SESSION_QUERY_INVALID_SURFACE, as its event reads are.
 func (q queryService) LastStepStart(ctx context.Context, id string) (int64, bool, error) {
-	req := dshq.SessionReadRequest{SessionID: id, Limit: dshq.MaxListLimit}
-	var (
-		last  int64
-		found bool
-	)
-	for {
-		p, err := q.c.ListEvents(ctx, req, opts(ctx)...)
-		if err != nil {
-			return 0, false, err
-		}
-		for _, r := range p.Items {
-			if r.Type == "step/start" {
-				last, found = r.Seq, true
-			}
-		}
-		if p.NextCursor == "" {
-			return last, found, nil
-		}
-		if p.NextCursor == req.Cursor {
-			return 0, false, dshq.Errorf(dshq.CodeInvalidCursor, "events.list repeated a continuation cursor")
-		}
-		req.Cursor = p.NextCursor
+	st, err := q.c.StatSession(ctx, dshq.SessionStatRequest{SessionID: id}, opts(ctx)...)
+	if err != nil {
+		return 0, false, err
 	}
+	if st.InvalidFromSeq != nil {
+		return 0, false, dshq.Errorf(dshq.CodeInvalidSurface, "invalid session surface: session %q is invalid from seq %d: %s",
+			id, *st.InvalidFromSeq, st.InvalidReason)
+	}
+	if st.LastStepStartSeq == nil {
+		return 0, false, nil
+	}
+	return *st.LastStepStartSeq, true, nil
 }
