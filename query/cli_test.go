@@ -14,30 +14,65 @@ import (
 )
 
 // natscliVersion is the nats CLI the interop test builds (never a module of
-// ours: it is installed into a temporary GOBIN).
+// ours: it is installed outside the module).
 const natscliVersion = "github.com/nats-io/natscli/nats@v0.5.0"
 
-// buildNatsCLI installs the nats CLI into a temporary GOBIN. The module
-// cache and build cache are the defaults, so later runs only relink.
+// natscliEnv names a prebuilt nats CLI to use instead of building one.
+const natscliEnv = "DSHQ_TEST_NATS_CLI"
+
+// buildNatsCLI returns the nats CLI of natscliVersion. It is built once per
+// machine into the user cache directory (dshq-test/natscli@<version>/nats)
+// with the shared module and build caches, so later runs reuse it without
+// invoking the go command; $DSHQ_TEST_NATS_CLI names a prebuilt binary
+// instead. With -short the test is skipped; otherwise a failed build (no
+// go command, module proxy unreachable) fails the test, so CI never skips
+// it silently.
 func buildNatsCLI(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the nats CLI; skipped with -short")
 	}
+	if bin := os.Getenv(natscliEnv); bin != "" {
+		return bin
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "dshq-test", "natscli@"+natscliVersion[strings.LastIndex(natscliVersion, "@")+1:])
+	bin := filepath.Join(dir, "nats")
+	if exec.Command(bin, "--version").Run() == nil {
+		return bin
+	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go command to build the nats CLI")
+		t.Fatalf("no go command to build %s (set %s to a prebuilt nats CLI, or run with -short): %v", natscliVersion, natscliEnv, err)
 	}
-	bin := t.TempDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Install into a private directory and rename, so concurrent test
+	// processes never see a half-written binary.
+	tmp, err := os.MkdirTemp(dir, "build-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
+	start := time.Now()
 	cmd := exec.CommandContext(ctx, goBin, "install", natscliVersion)
-	cmd.Dir = bin
-	cmd.Env = append(os.Environ(), "GOBIN="+bin, "GOFLAGS=", "GOWORK=off")
+	cmd.Dir = tmp
+	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOFLAGS=", "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("cannot build %s (module proxy unreachable?): %v\n%s", natscliVersion, err, out)
+		t.Fatalf("cannot build %s (is the module proxy reachable? set %s to a prebuilt nats CLI, or run with -short): %v\n%s",
+			natscliVersion, natscliEnv, err, out)
 	}
-	return filepath.Join(bin, "nats")
+	if err := os.Rename(filepath.Join(tmp, "nats"), bin); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("built %s in %v", natscliVersion, time.Since(start).Round(time.Millisecond))
+	return bin
 }
 
 func TestNatsCLIInterop(t *testing.T) {
