@@ -136,4 +136,20 @@ func TestNatsCLIInterop(t *testing.T) {
 			t.Fatalf("output:\n%s", out)
 		}
 	})
+	t.Run("nats micro info counts the failure in the endpoint's statistics", func(t *testing.T) {
+		const title = "sessions_trace Endpoint Statistics"
+		out := nats(t, "micro", "info", ServiceName)
+		i := strings.Index(out, title)
+		if i < 0 {
+			t.Fatalf("no sessions_trace statistics in:\n%s", out)
+		}
+		section := out[i+len(title):]
+		if j := strings.Index(section, " Endpoint Statistics"); j >= 0 {
+			section = section[:j]
+		}
+		if !strings.Contains(section, "Endpoint Specific Statistics") || !strings.Contains(section, `"num_errors": 1`) ||
+			!strings.Contains(section, `"SESSION_QUERY_SESSION_NOT_FOUND": 1`) {
+			t.Fatalf("sessions_trace statistics do not count the failure:\n%s", section)
+		}
+	})
 }

@@ -16,7 +16,10 @@
 // with ServeShard; cmd/query (any number of replicas) runs Serve; callers
 // use NewClient. Both services answer each request on its own goroutine
 // (at most 256 at a time per instance), so a long minGeneration wait never
-// blocks other requests.
+// blocks other requests. Because the answer leaves after micro's handler
+// has returned, micro's own error count stays 0; each endpoint's STATS data
+// (EndpointData: answered, errors, errors by code, last error, processing
+// time) counts the answers instead, and `nats micro info` shows it.
 //
 // Decisions the contract leaves open:
 //

@@ -111,6 +111,8 @@ func serve(ctx context.Context, nc *nats.Conn, cfg micro.Config, subject func(st
 	if err != nil {
 		return nil, err
 	}
+	stats := newServiceStats()
+	cfg.StatsHandler = stats.data
 	svc, err := micro.AddService(nc, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("add service %s: %w", cfg.Name, err)
@@ -119,31 +121,36 @@ func serve(ctx context.Context, nc *nats.Conn, cfg micro.Config, subject func(st
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, maxInFlight)
 	for _, ep := range Endpoints {
+		// Endpoint names may not hold dots: sessions.list is named sessions_list.
+		name := strings.ReplaceAll(ep, ".", "_")
 		handle := func(r micro.Request) {
 			// The answer is sent from a goroutine, so it goes straight to the
 			// reply subject: micro's Respond may not be called once the
-			// handler has returned.
+			// handler has returned. For the same reason micro's own error
+			// count stays 0: stats counts the answers, shown as endpoint data.
+			start := time.Now()
 			data, reply := r.Data(), r.Reply()
 			select {
 			case slots <- struct{}{}:
 			case <-ctx.Done():
-				respond(nc, reply, nil, &dshq.Error{Code: dshq.CodeAborted, Message: "service is stopping"}, log)
+				err := &dshq.Error{Code: dshq.CodeAborted, Message: "service is stopping"}
+				stats.record(name, time.Since(start), err)
+				respond(nc, reply, nil, err, log)
 				return
 			}
 			wg.Add(1)
 			go func() {
 				defer func() { <-slots; wg.Done() }()
-				start := time.Now()
 				out, err := safeAnswer(ctx, answer, ep, data, log)
 				m.observe(ep, start, err)
+				stats.record(name, time.Since(start), err)
 				if err != nil {
 					logFailure(log, cfg.Name, ep, err)
 				}
 				respond(nc, reply, out, err, log)
 			}()
 		}
-		// Endpoint names may not hold dots: sessions.list is named sessions_list.
-		if err := svc.AddEndpoint(strings.ReplaceAll(ep, ".", "_"), micro.HandlerFunc(handle), micro.WithEndpointSubject(subject(ep))); err != nil {
+		if err := svc.AddEndpoint(name, micro.HandlerFunc(handle), micro.WithEndpointSubject(subject(ep))); err != nil {
 			cancel()
 			_ = svc.Stop()
 			return nil, fmt.Errorf("add endpoint %s: %w", ep, err)
