@@ -37,6 +37,9 @@ var (
 	// ErrStreamConflict: an existing stream or bucket has a configuration
 	// that conflicts with the one dshq needs; it is never silently updated.
 	ErrStreamConflict = errors.New("stream configuration conflict")
+	// ErrLogConflict: Store.Import found the session stored with content
+	// that is not a prefix of the imported log; nothing was stored.
+	ErrLogConflict = errors.New("session stored with different content")
 )
 
 // Error is the typed error of the seam: Kind is one of the sentinels above,

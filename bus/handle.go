@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -134,43 +133,58 @@ func (h *Handle) Append(ctx context.Context, events []dshq.Event) (uint64, error
 	valid := make([]dshq.Event, 0, len(events))
 	recs := make([]outRecord, 0, len(events)+1)
 	if !h.materialised {
-		recs = append(recs, outRecord{msgID: h.token + ":h", data: h.headerRaw})
+		recs = append(recs, outRecord{msgID: headerMsgID(h.token), data: h.headerRaw})
 	}
 	for i, e := range events {
-		raw := e.Raw
-		if len(raw) == 0 {
-			raw = encodeEvent(e)
-		}
-		ev, err := record.ParseEvent(raw)
+		ev, err := h.store.checkEvent(st, h.id, "append to", i, e, next+int64(i))
 		if err != nil {
-			return 0, wrapf(ErrInvalidArgument, h.id, err,
-				"append to session %q: event at index %d is not a valid, losslessly JSON-serializable record: %v", h.id, i, err)
+			return 0, err
 		}
-		// The raw record is the event; decoded fields, where set, must agree.
-		if (e.Type != "" && ev.Type != e.Type) || (e.Seq != 0 && ev.Seq != e.Seq) {
-			return 0, errorf(ErrInvalidArgument, h.id,
-				"append to session %q: event at index %d: raw record (type %q, seq %d) differs from its fields (type %q, seq %d)",
-				h.id, i, ev.Type, ev.Seq, e.Type, e.Seq)
-		}
-		if ev.Seq != next+int64(i) {
-			return 0, errorf(ErrInvalidArgument, h.id,
-				"append seq mismatch for %q: expected %d at index %d, got %d", h.id, next+int64(i), i, ev.Seq)
-		}
-		if _, err := st.Apply(ev); err != nil {
-			return 0, wrapf(ErrInvalidArgument, h.id, err, "append to session %q: event at index %d: %v", h.id, i, err)
-		}
-		if max := h.store.nc.MaxPayload(); int64(len(ev.Raw))+recordHeaderRoom > max {
-			return 0, errorf(ErrInvalidArgument, h.id,
-				"append to session %q: event at index %d is %d bytes, over the bus's maximum payload of %d bytes",
-				h.id, i, len(ev.Raw), max-recordHeaderRoom)
-		}
-		recs = append(recs, outRecord{msgID: h.token + ":" + strconv.FormatInt(ev.Seq, 10), data: ev.Raw})
+		recs = append(recs, outRecord{msgID: eventMsgID(h.token, ev.Seq), data: ev.Raw})
 		valid = append(valid, ev)
 	}
 	if err := h.publish(ctx, recs, valid); err != nil {
 		return 0, err
 	}
 	return h.lastStreamSeq, nil
+}
+
+// checkEvent checks events[i] of a batch written to session id (op names
+// the operation in messages, e.g. "append to"): a valid record (its Raw, or
+// its fields in envelope order when Raw is empty) whose decoded fields, where
+// set, agree with Raw, that carries seq want, fits the bus's payload limit
+// and that st (the fold of the log before it, at the caller's level) accepts.
+// It returns the parsed event, applied to st. Errors are ErrInvalidArgument;
+// a fold refusal wraps its *fold.ValidationError (seq and rule).
+func (s *Store) checkEvent(st *fold.State, id, op string, i int, e dshq.Event, want int64) (dshq.Event, error) {
+	raw := e.Raw
+	if len(raw) == 0 {
+		raw = encodeEvent(e)
+	}
+	ev, err := record.ParseEvent(raw)
+	if err != nil {
+		return dshq.Event{}, wrapf(ErrInvalidArgument, id, err,
+			"%s session %q: event at index %d is not a valid, losslessly JSON-serializable record: %v", op, id, i, err)
+	}
+	// The raw record is the event; decoded fields, where set, must agree.
+	if (e.Type != "" && ev.Type != e.Type) || (e.Seq != 0 && ev.Seq != e.Seq) {
+		return dshq.Event{}, errorf(ErrInvalidArgument, id,
+			"%s session %q: event at index %d: raw record (type %q, seq %d) differs from its fields (type %q, seq %d)",
+			op, id, i, ev.Type, ev.Seq, e.Type, e.Seq)
+	}
+	if ev.Seq != want {
+		msg := fmt.Sprintf("append seq mismatch for %q: expected %d at index %d, got %d", id, want, i, ev.Seq)
+		return dshq.Event{}, wrapf(ErrInvalidArgument, id, &fold.ValidationError{Seq: ev.Seq, Rule: fold.RuleSeq, Message: msg}, "%s", msg)
+	}
+	if _, err := st.Apply(ev); err != nil {
+		return dshq.Event{}, wrapf(ErrInvalidArgument, id, err, "%s session %q: event at index %d: %v", op, id, i, err)
+	}
+	if max := s.nc.MaxPayload(); int64(len(ev.Raw))+recordHeaderRoom > max {
+		return dshq.Event{}, errorf(ErrInvalidArgument, id,
+			"%s session %q: event at index %d is %d bytes, over the bus's maximum payload of %d bytes",
+			op, id, i, len(ev.Raw), max-recordHeaderRoom)
+	}
+	return ev, nil
 }
 
 // pendingAppend is an append whose outcome is unknown: its publish failed
@@ -279,7 +293,7 @@ func (h *Handle) Flush(ctx context.Context) error {
 	if h.materialised {
 		return nil
 	}
-	return h.publish(ctx, []outRecord{{msgID: h.token + ":h", data: h.headerRaw}}, nil)
+	return h.publish(ctx, []outRecord{{msgID: headerMsgID(h.token), data: h.headerRaw}}, nil)
 }
 
 // Close releases the handle: a write handle stops its heartbeat and releases
@@ -349,19 +363,7 @@ func (h *Handle) tail(ctx context.Context) (uint64, error) {
 	if h.access == Write {
 		return h.lastStreamSeq, nil
 	}
-	var last uint64
-	err := h.store.pub.retry(ctx, func(ctx context.Context) error {
-		m, err := h.store.stream.GetLastMsgForSubject(ctx, h.subject)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			last = 0
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		last = m.Sequence
-		return nil
-	})
+	last, err := h.store.lastSeq(ctx, h.subject)
 	if err != nil {
 		return 0, fmt.Errorf("read session %q: %w", h.id, err)
 	}
@@ -390,12 +392,12 @@ func (h *Handle) scan(ctx context.Context, offset int64, last uint64, fn func(ds
 	if skipHeader {
 		start = 1
 	}
-	return h.fetch(ctx, start, last, func(data []byte, seq uint64) (bool, error) {
+	return h.fetch(ctx, start, last, func(r Record) (bool, error) {
 		if skipHeader {
-			skipHeader, h.headerSeq = false, seq
+			skipHeader, h.headerSeq = false, r.Seq
 			return true, nil
 		}
-		e, err := h.accept(data, want, seq)
+		e, err := h.accept(r.Data, want, r.Seq)
 		if err != nil {
 			return false, err
 		}
@@ -457,29 +459,11 @@ func (h *Handle) loadForWrite(ctx context.Context) error {
 	return h.scan(ctx, 0, last, func(dshq.Event) bool { return true })
 }
 
-// fetch delivers the subject's records from stream sequence start through
-// last to fn, in order, until fn returns false. It uses batched direct gets
-// (the stream allows direct access): no consumer is created, and any
-// replica may answer. A transient failure resumes after the last record
-// delivered, within the Store's retry bound.
-func (h *Handle) fetch(ctx context.Context, start, last uint64, fn func(data []byte, seq uint64) (bool, error)) error {
-	next := start
-	deadline := time.Now().Add(h.store.opts.maxElapsed)
-	for next <= last {
-		n, more, err := h.store.directBatch(ctx, h.subject, next, last, func(data []byte, seq uint64) (bool, error) {
-			next = seq + 1
-			return fn(data, seq)
-		})
-		switch {
-		case err != nil && isTransient(err) && time.Now().Before(deadline) && ctx.Err() == nil:
-			continue
-		case err != nil:
-			return fmt.Errorf("read session %q: %w", h.id, err)
-		case !more:
-			return nil
-		case n == 0:
-			return fmt.Errorf("read session %q: stream sequence %d is gone", h.id, next)
-		}
+// fetch delivers the session's records from stream sequence start through
+// last to fn, in order, until fn returns false (Store.fetch).
+func (h *Handle) fetch(ctx context.Context, start, last uint64, fn func(r Record) (bool, error)) error {
+	if err := h.store.fetch(ctx, h.subject, start, last, fn); err != nil {
+		return fmt.Errorf("read session %q: %w", h.id, err)
 	}
 	return nil
 }

@@ -42,6 +42,12 @@ type outRecord struct {
 	data  []byte
 }
 
+// headerMsgID is the Nats-Msg-Id of a session's header record (CONTRACT §2).
+func headerMsgID(token string) string { return token + ":h" }
+
+// eventMsgID is the Nats-Msg-Id of a session's event seq (CONTRACT §2).
+func eventMsgID(token string, seq int64) string { return token + ":" + strconv.FormatInt(seq, 10) }
+
 // publisher publishes a session's records with deduplication and the
 // expected-last-subject-sequence guard, retrying transient failures.
 type publisher struct {

@@ -181,7 +181,7 @@ func (s *Store) claimNew(ctx context.Context, hd *Handle) error {
 	} else if exists {
 		return alreadyExists(id)
 	}
-	l, err := s.acquire(ctx, hd)
+	l, err := s.acquire(ctx, hd.id, hd.token)
 	if errors.Is(err, ErrAlreadyOwned) {
 		return alreadyExists(id)
 	}
@@ -246,16 +246,16 @@ func buildHeader(h dshq.Header, co createOptions) (dshq.HeaderRecord, []byte, er
 
 const maxSafeInt = 1<<53 - 1
 
-// acquire takes the write lease of hd's session; a held lease is
-// ErrAlreadyOwned.
-func (s *Store) acquire(ctx context.Context, hd *Handle) (*lease, error) {
+// acquire takes the write lease of session id (subject token tok); a held
+// lease is ErrAlreadyOwned.
+func (s *Store) acquire(ctx context.Context, id, tok string) (*lease, error) {
 	var l *lease
-	v := newLeaseValue(hd.id) // the same value on every attempt
+	v := newLeaseValue(id) // the same value on every attempt
 	err := s.pub.retry(ctx, func(ctx context.Context) error {
 		var err error
-		l, err = acquireLease(ctx, s.kv, LeaseKey(hd.token), v, s.opts.stream.LeaseTTL)
+		l, err = acquireLease(ctx, s.kv, LeaseKey(tok), v, s.opts.stream.LeaseTTL)
 		if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err) {
-			return errorf(ErrAlreadyOwned, hd.id, "session %q is already owned by another writer", hd.id)
+			return errorf(ErrAlreadyOwned, id, "session %q is already owned by another writer", id)
 		}
 		return err
 	})
@@ -308,7 +308,7 @@ func (s *Store) Open(ctx context.Context, id string, access Access) (*Handle, er
 	if access == Read {
 		return hd, nil
 	}
-	l, err := s.acquire(ctx, hd)
+	l, err := s.acquire(ctx, hd.id, hd.token)
 	if err != nil {
 		return nil, err
 	}

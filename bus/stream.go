@@ -248,3 +248,33 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// DiscoverStreamConfig returns the StreamConfig of an already provisioned
+// deployment: the session log stream named name ("" = DefaultStreamName)
+// with its replicas and duplicate window, and the lease TTL of the default
+// lease bucket when it exists. A client that must work with whatever a
+// server provisioned (dshq import, export) passes it to NewStore, so the
+// Store's verification finds nothing to conflict with. A missing stream is
+// jetstream.ErrStreamNotFound (wrapped).
+func DiscoverStreamConfig(ctx context.Context, js jetstream.JetStream, name string) (StreamConfig, error) {
+	cfg := StreamConfig{Name: name}.withDefaults()
+	st, err := js.Stream(ctx, cfg.Name)
+	if err != nil {
+		return StreamConfig{}, fmt.Errorf("stream %s: %w", cfg.Name, err)
+	}
+	info := st.CachedInfo().Config
+	cfg.Replicas, cfg.Duplicates = info.Replicas, max(info.Duplicates, cfg.Duplicates)
+	kv, err := js.KeyValue(ctx, cfg.LeaseBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return cfg, nil
+	}
+	if err != nil {
+		return StreamConfig{}, fmt.Errorf("lease bucket %s: %w", cfg.LeaseBucket, err)
+	}
+	status, err := kv.Status(ctx)
+	if err != nil {
+		return StreamConfig{}, fmt.Errorf("lease bucket %s: %w", cfg.LeaseBucket, err)
+	}
+	cfg.LeaseTTL = status.TTL()
+	return cfg, nil
+}

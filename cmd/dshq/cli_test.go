@@ -202,11 +202,15 @@ func TestCorpus(t *testing.T) {
 		g1 := importFixture(t, p, "tail-1", "/work/tail")
 		waitStats(t, p, g1) // tail-2 must land in a later commit
 		importFixture(t, p, "tail-2", "/work/tail")
-		whole := tailJSON(t, p, "--workspace", "/work/tail", "--from", "0", "-n", "14")
+		// An import holds the session's write lease while it publishes; how
+		// many lease messages the feed shows for it depends on when the
+		// projector's watcher sees the key, so the data messages are compared.
+		data := "session,event,surface,title,quarantine"
+		whole := tailJSON(t, p, "--workspace", "/work/tail", "--from", "0", "-n", "14", "--kinds", data)
 		if got := sessionsOf(whole); got != "tail-1 x7, tail-2 x7" {
 			t.Fatalf("whole feed of the workspace: %s", got)
 		}
-		resumed := tailJSON(t, p, "--workspace", "/work/tail", "--from", fmt.Sprint(g1), "-n", "7")
+		resumed := tailJSON(t, p, "--workspace", "/work/tail", "--from", fmt.Sprint(g1), "-n", "7", "--kinds", data)
 		for i, m := range resumed {
 			if w := whole[7+i]; m.Generation != w.Generation || m.Kind != w.Kind || m.SessionID != w.SessionID {
 				t.Errorf("resumed message %d is %s %s@%d, want %s %s@%d", i, m.Kind, m.SessionID, m.Generation, w.Kind, w.SessionID, w.Generation)

@@ -61,19 +61,16 @@ one frame for the header line, one for the events.`,
 				return err
 			}
 			defer nc.Close()
-			l, err := newSessionLog(nc, stream)
+			store, err := openStore(cmd.Context(), nc, stream)
 			if err != nil {
 				return err
 			}
-			if err := l.check(cmd.Context()); err != nil {
-				return err
-			}
-			stored, err := l.read(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			if len(stored) == 0 {
+			stored, err := store.Records(cmd.Context(), id)
+			if errors.Is(err, bus.ErrNotFound) {
 				return dshq.Errorf(dshq.CodeSessionNotFound, "session %q not found", id)
+			}
+			if err != nil {
+				return err
 			}
 			rep := exportReport{SessionID: id, Events: len(stored) - 1, File: out, Zstd: zstd}
 			if out == "" {
@@ -106,8 +103,8 @@ one frame for the header line, one for the events.`,
 }
 
 // writeLog writes stored records as an upstream JSONL log.
-func writeLog(w io.Writer, stored []storedRecord, zstd bool) error {
-	hdr, err := record.ParseHeader(stored[0].data)
+func writeLog(w io.Writer, stored []bus.Record, zstd bool) error {
+	hdr, err := record.ParseHeader(stored[0].Data)
 	if err != nil {
 		return fmt.Errorf("stored header record: %w", err)
 	}
@@ -121,9 +118,9 @@ func writeLog(w io.Writer, stored []storedRecord, zstd bool) error {
 		return err
 	}
 	for i, s := range stored[1:] {
-		ev, err := record.ParseEvent(s.data)
+		ev, err := record.ParseEvent(s.Data)
 		if err != nil {
-			return fmt.Errorf("stored event %d (stream sequence %d): %w", i, s.seq, err)
+			return fmt.Errorf("stored event %d (stream sequence %d): %w", i, s.Seq, err)
 		}
 		if err := rw.WriteEvent(ev); err != nil {
 			return err

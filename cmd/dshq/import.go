@@ -20,7 +20,6 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
-	"github.com/dshq/dshq/fold"
 	"github.com/dshq/dshq/record"
 )
 
@@ -117,14 +116,11 @@ when any file was refused.`,
 				return err
 			}
 			defer nc.Close()
-			l, err := newSessionLog(nc, o.stream)
+			store, err := openStore(cmd.Context(), nc, o.stream)
 			if err != nil {
 				return err
 			}
-			if err := l.check(cmd.Context()); err != nil {
-				return err
-			}
-			sum, err := runImport(cmd.Context(), l, files, o, g.progress(len(files), "importing"))
+			sum, err := runImport(cmd.Context(), store, files, o, g.progress(len(files), "importing"))
 			if err != nil {
 				return err
 			}
@@ -172,11 +168,11 @@ type progressFunc func(n int, desc string)
 
 // runImport imports files one by one. Only a failure to talk to the server
 // (the context ending) stops it; every problem with a file refuses that file.
-func runImport(ctx context.Context, l *sessionLog, files []importFile, o importOptions, progress progressFunc) (importSummary, error) {
+func runImport(ctx context.Context, store *bus.Store, files []importFile, o importOptions, progress progressFunc) (importSummary, error) {
 	sum := importSummary{Imported: []importResult{}, Present: []importResult{}, Refused: []importResult{}}
 	for _, f := range files {
 		progress(0, filepath.Base(f.path))
-		res, gen, err := importOne(ctx, l, f, o)
+		res, gen, err := importOne(ctx, store, f, o)
 		progress(1, "")
 		if ctx.Err() != nil {
 			return sum, ctx.Err()
@@ -195,70 +191,49 @@ func runImport(ctx context.Context, l *sessionLog, files []importFile, o importO
 	return sum, nil
 }
 
-// importOne reads, checks and stores one file; it returns the stream
-// sequence of the last record it stored (0 when none).
-func importOne(ctx context.Context, l *sessionLog, f importFile, o importOptions) (importResult, uint64, error) {
+// importOne reads and stores one file through the Store (which checks it
+// as the projector reads it, so that nothing imported is quarantined); it
+// returns the stream sequence of the last record it stored (0 when none).
+func importOne(ctx context.Context, store *bus.Store, f importFile, o importOptions) (importResult, uint64, error) {
 	res := importResult{File: f.path}
 	if f.refused != "" {
 		return res, 0, errors.New(f.refused)
 	}
-	recs, hdr, err := readLog(f, o)
+	hdr, events, err := readLog(f, o)
 	if err != nil {
 		return res, 0, err
 	}
-	res.SessionID, res.Events = hdr.Header.ID, len(recs)-1
-	state, err := compareStored(ctx, l, hdr.Header.ID, recs)
-	if err != nil {
-		return res, 0, err
-	}
-	if state.conflict != "" && o.renameOnConflict {
-		newID := derivedID(hdr.Header.ID, recs)
-		renamed, err := withHeaderID(recs[0].data, newID)
-		if err != nil {
+	res.SessionID, res.Events = hdr.Header.ID, len(events)
+	out, err := store.Import(ctx, hdr, events)
+	if errors.Is(err, bus.ErrLogConflict) && o.renameOnConflict {
+		newID := derivedID(hdr.Header.ID, logRecords(hdr, events))
+		if hdr.Raw, err = withHeaderID(hdr.Raw, newID); err != nil {
 			return res, 0, err
 		}
-		recs[0].data = renamed
-		res.RenamedFrom, res.SessionID = hdr.Header.ID, newID
-		if state, err = compareStored(ctx, l, newID, recs); err != nil {
-			return res, 0, err
-		}
+		hdr.Header.ID = newID
+		res.RenamedFrom, res.SessionID = res.SessionID, newID
+		out, err = store.Import(ctx, hdr, events)
 	}
-	if state.conflict != "" {
-		msg := fmt.Sprintf("session %q is already stored with different content (%s)", res.SessionID, state.conflict)
-		if !o.renameOnConflict {
-			msg += "; --rename-on-conflict stores it under a derived id"
-		}
-		return res, 0, errors.New(msg)
+	res.Published, res.Continued = out.Stored, out.Continued
+	switch {
+	case errors.Is(err, bus.ErrLogConflict) && !o.renameOnConflict:
+		return res, 0, fmt.Errorf("%w; --rename-on-conflict stores it under a derived id", err)
+	case err != nil:
+		return res, out.LastSeq, err
 	}
-	if state.stored == len(recs) {
-		return res, 0, nil
-	}
-	token, err := record.SubjectToken(res.SessionID)
-	if err != nil {
-		return res, 0, err
-	}
-	res.Continued = state.stored > 0
-	last, err := l.append(ctx, token, state.lastSeq, recs[state.stored:], func(n int) { res.Published += n })
-	if err != nil {
-		if conflict(err) {
-			return res, 0, fmt.Errorf("session %q was written by someone else during the import; import again to reconcile", res.SessionID)
-		}
-		return res, 0, fmt.Errorf("publish %q: %w", res.SessionID, err)
-	}
-	return res, last, nil
+	return res, out.LastSeq, nil
 }
 
-// readLog reads a file into the records to store: the header as written,
-// then every event (packed rows expanded), checked as the projector checks
-// them (the lenient fold), so that nothing imported is quarantined.
-func readLog(f importFile, o importOptions) ([]outRecord, dshq.HeaderRecord, error) {
+// readLog reads a file: the header as written, then every event (packed
+// rows expanded), with placeholders substituted when asked.
+func readLog(f importFile, o importOptions) (dshq.HeaderRecord, []dshq.Event, error) {
 	data, err := os.ReadFile(f.path)
 	if err != nil {
-		return nil, dshq.HeaderRecord{}, unwrapPathError(err)
+		return dshq.HeaderRecord{}, nil, unwrapPathError(err)
 	}
 	if f.inRoot {
 		if err := checkPlace(f.path, data); err != nil {
-			return nil, dshq.HeaderRecord{}, err
+			return dshq.HeaderRecord{}, nil, err
 		}
 	}
 	var opts []record.Option // the summary names the file
@@ -273,23 +248,25 @@ func readLog(f importFile, o importOptions) ([]outRecord, dshq.HeaderRecord, err
 	hdr, events, err := record.ReadAll(bytes.NewReader(data), opts...)
 	var re *record.RecordError
 	if errors.As(err, &re) && re.Rule == record.RulePlaceholder {
-		return nil, hdr, errors.New("the header cwd holds the {{cwd}} placeholder of an upstream test fixture: give --fixture-cwd DIR to substitute it")
+		return hdr, nil, errors.New("the header cwd holds the {{cwd}} placeholder of an upstream test fixture: give --fixture-cwd DIR to substitute it")
 	}
 	if err != nil {
-		return nil, hdr, err
+		return hdr, nil, err
 	}
 	if hdr.Header.Cwd != nil && strings.Contains(*hdr.Header.Cwd, "{{") {
-		return nil, hdr, fmt.Errorf("header cwd %q holds a placeholder: give --fixture-cwd DIR to substitute it", *hdr.Header.Cwd)
+		return hdr, nil, fmt.Errorf("header cwd %q holds a placeholder: give --fixture-cwd DIR to substitute it", *hdr.Header.Cwd)
 	}
-	if _, err := fold.Fold(hdr, events, fold.Lenient); err != nil {
-		return nil, hdr, fmt.Errorf("the projector would refuse this log: %w", err)
-	}
-	recs := make([]outRecord, 0, len(events)+1)
-	recs = append(recs, outRecord{index: -1, data: hdr.Raw})
+	return hdr, events, nil
+}
+
+// logRecords returns a log's records as written, header record first.
+func logRecords(hdr dshq.HeaderRecord, events []dshq.Event) [][]byte {
+	recs := make([][]byte, 0, len(events)+1)
+	recs = append(recs, hdr.Raw)
 	for _, e := range events {
-		recs = append(recs, outRecord{index: e.Seq, data: e.Raw})
+		recs = append(recs, e.Raw)
 	}
-	return recs, hdr, nil
+	return recs
 }
 
 // checkPlace checks that a file in a session root sits where its header
@@ -312,43 +289,12 @@ func checkPlace(path string, data []byte) error {
 	return nil
 }
 
-// storedState is how a session's stored records compare with a file's.
-type storedState struct {
-	stored   int    // records already stored (a prefix of the file's)
-	lastSeq  uint64 // stream sequence of the last stored record
-	conflict string // why the stored records are not a prefix ("" if they are)
-}
-
-func compareStored(ctx context.Context, l *sessionLog, id string, recs []outRecord) (storedState, error) {
-	stored, err := l.read(ctx, id)
-	if err != nil {
-		return storedState{}, err
-	}
-	var st storedState
-	if len(stored) > len(recs) {
-		st.conflict = fmt.Sprintf("%d events stored, %d in the file", len(stored)-1, len(recs)-1)
-		return st, nil
-	}
-	for i, s := range stored {
-		if !bytes.Equal(s.data, recs[i].data) {
-			if i == 0 {
-				st.conflict = "different header"
-			} else {
-				st.conflict = fmt.Sprintf("event %d differs", i-1)
-			}
-			return st, nil
-		}
-		st.stored, st.lastSeq = i+1, s.seq
-	}
-	return st, nil
-}
-
 // derivedID is the id a conflicting file is stored under: its own id and a
 // hash of its records, so the same content always gets the same id.
-func derivedID(id string, recs []outRecord) string {
+func derivedID(id string, recs [][]byte) string {
 	h := sha256.New()
 	for _, r := range recs {
-		h.Write(r.data)
+		h.Write(r)
 		h.Write([]byte{'\n'})
 	}
 	suffix := "~" + hex.EncodeToString(h.Sum(nil)[:6])

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -37,20 +38,21 @@ func TestImport(t *testing.T) {
 	})
 
 	t.Run("a partial earlier import is continued where it stopped", func(t *testing.T) {
-		recs, _, err := readLog(importFile{path: fixture}, importOptions{fixtureCwd: "/work/p", fixtureSessionID: "partial-1"})
+		hdr, events, err := readLog(importFile{path: fixture}, importOptions{fixtureCwd: "/work/p", fixtureSessionID: "partial-1"})
 		if err != nil {
 			t.Fatal(err)
 		}
+		recs := logRecords(hdr, events)
 		nc, err := node.Connect(node.ConnectOptions{URL: p.url})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer nc.Close()
-		l, err := newSessionLog(nc, bus.DefaultStreamName)
+		store, err := openStore(context.Background(), nc, bus.DefaultStreamName)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.append(context.Background(), "partial-1", 0, recs[:3], func(int) {}); err != nil {
+		if _, err := store.Import(context.Background(), hdr, events[:2]); err != nil {
 			t.Fatal(err)
 		}
 		var sum importSummary
@@ -58,13 +60,17 @@ func TestImport(t *testing.T) {
 		if len(sum.Imported) != 1 || !sum.Imported[0].Continued || sum.Imported[0].Published != len(recs)-3 {
 			t.Fatalf("%+v", sum)
 		}
-		stored, err := l.read(context.Background(), "partial-1")
+		stored, err := store.Records(context.Background(), "partial-1")
 		if err != nil || len(stored) != len(recs) {
 			t.Fatalf("%d records stored (%v), want %d", len(stored), err, len(recs))
 		}
 		for i := range recs {
-			if !bytes.Equal(stored[i].data, recs[i].data) || stored[i].msgID != recs[i].msgID("partial-1") {
-				t.Errorf("record %d stored as %s %q", i, stored[i].msgID, stored[i].data)
+			msgID := "partial-1:h"
+			if i > 0 {
+				msgID = fmt.Sprintf("partial-1:%d", i-1)
+			}
+			if !bytes.Equal(stored[i].Data, recs[i]) || stored[i].MsgID != msgID {
+				t.Errorf("record %d stored as %s %q", i, stored[i].MsgID, stored[i].Data)
 			}
 		}
 	})
@@ -243,8 +249,8 @@ func TestRenaming(t *testing.T) {
 		}
 	})
 	t.Run("a derived id is stable, distinct per content and within the id limit", func(t *testing.T) {
-		a := []outRecord{{index: -1, data: []byte("h")}, {data: []byte("e")}}
-		b := []outRecord{{index: -1, data: []byte("h")}, {data: []byte("f")}}
+		a := [][]byte{[]byte("h"), []byte("e")}
+		b := [][]byte{[]byte("h"), []byte("f")}
 		if derivedID("x", a) != derivedID("x", a) || derivedID("x", a) == derivedID("x", b) {
 			t.Error("derived ids are not a function of the content")
 		}
