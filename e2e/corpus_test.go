@@ -128,6 +128,13 @@ func TestConcurrentHarnessesCrashAndRebuild(t *testing.T) {
 			}
 		}
 	})
+	// Last, as the slowest to fail: every message the projector committed,
+	// before the crash too, must be on the live feed.
+	t.Run("dshq tail replays each workspace's every event exactly once, across the crash", func(t *testing.T) {
+		for _, run := range c.runs {
+			checkTail(t, url, c, run)
+		}
+	})
 	t.Run("the harnesses were refused nothing", func(t *testing.T) {
 		if v := violationsLogged(natsProc); len(v) > 0 {
 			t.Fatalf("permission violations: %v", v)
