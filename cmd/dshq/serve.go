@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/node"
 	"github.com/dshq/dshq/shellenv"
 )
@@ -19,6 +20,7 @@ func newServeCmd(g *globals) *cobra.Command {
 		external    bool
 		metrics     string
 		relaxedSync bool
+		replicas    int
 		logLevel    string
 	)
 	cmd := &cobra.Command{
@@ -55,6 +57,7 @@ It logs one line when ready and shuts down cleanly on SIGINT or SIGTERM.`,
 				Metrics:     metrics,
 				Parts:       node.All,
 				Logger:      log,
+				Stream:      bus.StreamConfig{Replicas: replicas},
 			}
 			external = cmd.Flags().Changed("nats-url")
 			if external {
@@ -76,6 +79,7 @@ It logs one line when ready and shuts down cleanly on SIGINT or SIGTERM.`,
 	f.StringVar(&home, "home", "", "data directory (default $DSH_HOME, else ~/.dsh)")
 	f.StringVar(&listen, "listen", node.DefaultListen, "embedded NATS client address (loopback by default)")
 	f.StringVar(&metrics, "metrics", "", "serve Prometheus metrics on HOST:PORT (/metrics)")
+	f.IntVar(&replicas, "replicas", 1, "replicas of the session stream and the lease bucket when serve creates them (a NATS cluster with --nats-url; the embedded server has one)")
 	f.BoolVar(&relaxedSync, "relaxed-sync", false, "let the embedded server fsync periodically instead of on every write (faster; a power loss can lose acknowledged records)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return cmd
