@@ -114,7 +114,7 @@ func storedEvent(e projection.StoredEvent) StoredEvent {
 }
 
 // FromIndex adapts the Bleve index to Searcher. It collects up to q.Limit
-// hits in index pages of dshq.MaxSearchLimit, all read as of the index
+// hits in index pages of up to index.MaxLimit, all read as of the index
 // generation of the first page.
 func FromIndex(x *index.Index) Searcher { return indexSearcher{x} }
 
@@ -125,7 +125,7 @@ func (s indexSearcher) SearchSessions(ctx context.Context, q SearchQuery) ([]Ses
 	var asOf uint64
 	for len(out) < q.Limit {
 		page, err := s.x.SearchSessions(ctx, index.SessionQuery{Query: q.Phrase, SessionFilters: q.SessionFilters,
-			EventFilters: q.EventFilters, LiveSessionIDs: q.LiveSessionIDs, Offset: len(out), Limit: min(dshq.MaxSearchLimit, q.Limit-len(out)), AsOf: asOf})
+			EventFilters: q.EventFilters, LiveSessionIDs: q.LiveSessionIDs, Offset: len(out), Limit: min(index.MaxLimit, q.Limit-len(out)), AsOf: asOf})
 		if err != nil {
 			return nil, err
 		}
@@ -145,7 +145,7 @@ func (s indexSearcher) SearchEvents(ctx context.Context, q SearchQuery) ([]dshq.
 	var asOf uint64
 	for len(out) < q.Limit {
 		page, err := s.x.SearchEvents(ctx, index.EventQuery{SessionID: q.SessionID, Query: q.Phrase, Filters: q.EventFilters,
-			Offset: len(out), Limit: min(dshq.MaxSearchLimit, q.Limit-len(out)), AsOf: asOf})
+			Offset: len(out), Limit: min(index.MaxLimit, q.Limit-len(out)), AsOf: asOf})
 		if err != nil {
 			return nil, err
 		}

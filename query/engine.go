@@ -18,11 +18,17 @@ const (
 	// replyHeadroom is kept free of a payload for headers and framing.
 	replyHeadroom = 8 << 10
 	// MaxSearchResults is how many hits a search ranks on its first page
-	// (when it has more than one page) and keeps for its later pages; a
-	// search pages through at most this many hits (the model-facing tools
-	// cap their results at 100 too). Ranking a window costs the index
-	// roughly in proportion to its size; WithMaxSearchResults raises it.
-	MaxSearchResults = 100
+	// (when it has more than one page) and keeps, in chunks of at most
+	// 256 KiB in the CursorStore, for its later pages: a trusted client
+	// pages through up to this many hits, as of the first page. When a
+	// search matches more, the page that reaches the bound still carries a
+	// nextCursor, and following it fails with SESSION_QUERY_REPLY_TOO_LARGE
+	// saying the result set is too large to page (narrow the query or add
+	// filters): ranking later hits afresh would not be as of the first page,
+	// since BM25 scores move with every append. Ranking a window costs the
+	// index roughly in proportion to its size; WithMaxSearchResults changes
+	// it.
+	MaxSearchResults = 10000
 	// cursorReserve is room kept in a page for its nextCursor.
 	cursorReserve = 2 << 10
 )

@@ -20,6 +20,9 @@ const storedChunkBytes = 256 << 10
 type searchMeta struct {
 	Sessions []string `json:"sessions"`
 	Starts   []int64  `json:"starts"`
+	// Truncated is set when the search matched more than the stored hits
+	// (the Engine's max results): continuing past them fails.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // searchSessions answers sessions.search (UPSTREAM §5.5 order: cursor, then
@@ -39,13 +42,15 @@ func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *Request
 	}
 	var hits []dshq.SessionSearchHit
 	sessions := []string{}
+	truncated := false
 	if !matchesNothing(req.SessionFilters) && !matchesNothing(req.EventFilters) {
 		q := SearchQuery{Phrase: req.Query, SessionFilters: req.SessionFilters, EventFilters: req.EventFilters,
 			LiveSessionIDs: snap.LiveSessions(), SnippetChars: dshq.SnippetChars}
-		found, err := probeThenRank(ctx, e, req.Limit, q, e.search.SearchSessions)
+		found, more, err := probeThenRank(ctx, e, req.Limit, q, e.search.SearchSessions)
 		if err != nil {
 			return nil, indexFailed(err)
 		}
+		truncated = more
 		for _, h := range found {
 			info, ok, err := snap.Session(h.SessionID)
 			if err != nil {
@@ -64,7 +69,7 @@ func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *Request
 			}
 		}
 	}
-	page.Items, page.NextCursor, err = firstSearchPage(ctx, e, req, c, hits, sessions, page)
+	page.Items, page.NextCursor, err = firstSearchPage(ctx, e, req, c, hits, sessions, truncated, page)
 	return page, err
 }
 
@@ -92,12 +97,14 @@ func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *Request) 
 		return page, err
 	}
 	var hits []dshq.EventSearchHit
+	truncated := false
 	if !matchesNothing(req.Filters) {
 		q := SearchQuery{Phrase: req.Query, SessionID: req.SessionID, EventFilters: req.Filters, SnippetChars: dshq.SnippetChars}
-		found, err := probeThenRank(ctx, e, req.Limit, q, e.search.SearchEvents)
+		found, more, err := probeThenRank(ctx, e, req.Limit, q, e.search.SearchEvents)
 		if err != nil {
 			return nil, indexFailed(err)
 		}
+		truncated = more
 		for _, h := range found {
 			h, ok, err := resolveHit(snap, req.SessionID, h)
 			if err != nil {
@@ -108,21 +115,29 @@ func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *Request) 
 			}
 		}
 	}
-	page.Items, page.NextCursor, err = firstSearchPage(ctx, e, req, c, hits, []string{req.SessionID}, page)
+	page.Items, page.NextCursor, err = firstSearchPage(ctx, e, req, c, hits, []string{req.SessionID}, truncated, page)
 	return page, err
 }
 
 // probeThenRank asks the index for one page and one more hit; only when
 // there is more than a page does it rank the full stored window (up to the
-// Engine's max results), whose hits then answer every page.
-func probeThenRank[H any](ctx context.Context, e *Engine, limit int, q SearchQuery, search func(context.Context, SearchQuery) ([]H, error)) ([]H, error) {
-	q.Limit = min(limit+1, e.maxResults)
-	hits, err := search(ctx, q)
-	if err != nil || len(hits) <= limit || q.Limit >= e.maxResults {
-		return hits, err
+// Engine's max results, and one more to learn whether there are more),
+// whose hits then answer every page. truncated reports that the search
+// matched more than the max results.
+func probeThenRank[H any](ctx context.Context, e *Engine, limit int, q SearchQuery, search func(context.Context, SearchQuery) ([]H, error)) (hits []H, truncated bool, err error) {
+	q.Limit = min(limit, e.maxResults) + 1
+	hits, err = search(ctx, q)
+	if err == nil && len(hits) > limit && q.Limit <= e.maxResults {
+		q.Limit = e.maxResults + 1
+		hits, err = search(ctx, q)
 	}
-	q.Limit = e.maxResults
-	return search(ctx, q)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(hits) > e.maxResults {
+		return hits[:e.maxResults], true, nil
+	}
+	return hits, false, nil
 }
 
 func indexFailed(err error) error {
@@ -158,9 +173,10 @@ func matchesNothing(fs []dshq.Filter) bool {
 	return false
 }
 
-// firstSearchPage serves the first page of hits and, when more remain,
-// stores the rest so later pages are answered as of this one.
-func firstSearchPage[T any](ctx context.Context, e *Engine, req *Request, c *cursor, hits []T, sessions []string, empty any) ([]T, string, error) {
+// firstSearchPage serves the first page of hits and, when more remain (or
+// the search was truncated), stores the rest so later pages are answered as
+// of this one.
+func firstSearchPage[T any](ctx context.Context, e *Engine, req *Request, c *cursor, hits []T, sessions []string, truncated bool, empty any) ([]T, string, error) {
 	sz := e.sizer(empty)
 	items := []T{}
 	for _, h := range hits {
@@ -172,10 +188,10 @@ func firstSearchPage[T any](ctx context.Context, e *Engine, req *Request, c *cur
 	if len(items) == 0 && len(hits) > 0 {
 		return nil, "", tooLargeItem(req.Endpoint)
 	}
-	if len(items) == len(hits) {
+	if len(items) == len(hits) && !truncated {
 		return items, "", nil
 	}
-	id, err := e.storeHits(ctx, hits, len(items), sessions)
+	id, err := e.storeHits(ctx, hits, len(items), sessions, truncated)
 	if err != nil {
 		return nil, "", err
 	}
@@ -183,8 +199,16 @@ func firstSearchPage[T any](ctx context.Context, e *Engine, req *Request, c *cur
 	return items, c.at(int64(len(items))), nil
 }
 
+// tooManyResults is the failure of a cursor continuing past the stored hits
+// of a truncated search.
+func (e *Engine) tooManyResults(endpoint string) error {
+	return dshq.Errorf(dshq.CodeReplyTooLarge,
+		"%s matched more than %d results, and only the first %d can be paged as of the first page; narrow the query or add filters",
+		endpoint, e.maxResults, e.maxResults)
+}
+
 // storeHits stores hits[from:] in chunks and the meta; it returns the id.
-func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []string) (string, error) {
+func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []string, truncated bool) (string, error) {
 	var all []json.RawMessage
 	b, _ := json.Marshal(hits)
 	if err := json.Unmarshal(b, &all); err != nil {
@@ -193,7 +217,7 @@ func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []s
 	var idb [12]byte
 	_, _ = rand.Read(idb[:])
 	id := hex.EncodeToString(idb[:])
-	meta := searchMeta{Sessions: dedupe(sessions)}
+	meta := searchMeta{Sessions: dedupe(sessions), Truncated: truncated}
 	for start := from; start < len(all); {
 		end, size := start, 2
 		for end < len(all) && (end == start || size+len(all[end])+1 <= storedChunkBytes) {
@@ -218,12 +242,18 @@ func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []s
 // a session the results count was reclassified (or invalidated, or is gone)
 // after the first page, or when the stored hits expired.
 func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *Request, c *cursor, empty any) ([]T, string, error) {
-	if c.Store == "" || c.offset >= c.Bound {
+	if c.Store == "" || c.offset > c.Bound {
 		return nil, "", dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: offset out of range")
 	}
 	var meta searchMeta
 	if err := e.load(ctx, c.Store+".m", &meta); err != nil {
 		return nil, "", err
+	}
+	if c.offset == c.Bound {
+		if meta.Truncated {
+			return nil, "", e.tooManyResults(req.Endpoint)
+		}
+		return nil, "", dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: offset out of range")
 	}
 	for _, id := range meta.Sessions {
 		info, ok, err := snap.Session(id)
@@ -258,7 +288,7 @@ func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *R
 	if len(items) == 0 {
 		return nil, "", tooLargeItem(req.Endpoint)
 	}
-	if pos < c.Bound {
+	if pos < c.Bound || meta.Truncated {
 		return items, c.at(pos), nil
 	}
 	return items, "", nil
