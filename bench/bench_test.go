@@ -250,3 +250,35 @@ func TestSnippet(t *testing.T) {
 		})
 	}
 }
+
+func TestMeasureOpRefusesVoidFigures(t *testing.T) {
+	hits := func(n ...int) call { return func(i int) (int, error) { return n[i], nil } }
+	for _, tc := range []struct {
+		name string
+		op   op
+		want string
+	}{
+		{"a rare phrase that one call does not find fails the run",
+			op{name: "rare", mustHit: true, dshq: hits(1, 0), ftsName: "fts", fts: hits(1, 1)}, "sample 1 found nothing"},
+		{"a reference whose calls all find nothing fails the run",
+			op{name: "common", dshq: hits(2, 3), bleveName: "bleve", bleve: hits(0, 0), ftsName: "fts", fts: hits(1, 1)}, "bleve: no call of 2 found anything"},
+		{"dshq and the baseline disagreeing on counts fails the run",
+			op{name: "rare", sameHits: true, dshq: hits(1, 2), ftsName: "fts", fts: hits(1, 1)}, "disagree on result counts"},
+		{"agreeing implementations give two rows per reference",
+			op{name: "ok", sameHits: true, mustHit: true, dshq: hits(1, 2), bleveName: "bleve", bleve: hits(5, 5), ftsName: "fts", fts: hits(1, 2)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &runner{rep: &Report{}}
+			err := r.measureOp(tc.op, 2)
+			if tc.want == "" {
+				if err != nil || len(r.rep.Rows) != 4 {
+					t.Fatalf("measureOp = %v with %d rows, want nil and 4 rows", err, len(r.rep.Rows))
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("measureOp = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -270,51 +270,57 @@ func (r *runner) searchAndRead(ctx context.Context, fts *FTS, idx bleve.Index, s
 	for _, o := range ops {
 		r.rep.section = o.section
 		r.progress("latency: %s, %d samples each", o.name, n)
-		got, gotHits, err := timeN(n, o.mustHit, o.dshq)
-		if err != nil {
-			return fmt.Errorf("%s: %w", o.name, err)
+		if err := r.measureOp(o, n); err != nil {
+			return err
 		}
-		if o.bleve != nil {
-			want, _, err := timeN(n, o.mustHit, o.bleve)
-			if err != nil {
-				return fmt.Errorf("%s (raw bleve): %w", o.name, err)
-			}
-			r.rep.addLatency(o.name, got, o.bleveName, want)
-		}
-		want, wantHits, err := timeN(n, o.mustHit, o.fts)
-		if err != nil {
-			return fmt.Errorf("%s (sqlite): %w", o.name, err)
-		}
-		if o.sameHits && !slices.Equal(gotHits, wantHits) {
-			return fmt.Errorf("%s: dshq and the SQLite baseline disagree on result counts: %v vs %v", o.name, gotHits, wantHits)
-		}
-		r.rep.addLatency(o.name, got, o.ftsName, want)
 	}
 	return nil
 }
 
-// timeN calls fn for i in 0..n-1 and returns each call's duration. A call
-// that finds nothing fails the run when mustHit, and so do n calls that
-// all find nothing: an empty answer measures no work.
-func timeN(n int, mustHit bool, fn call) ([]time.Duration, []int, error) {
-	out := make([]time.Duration, 0, n)
-	counts := make([]int, 0, n)
-	total := 0
+// series is the measured calls of one implementation.
+type series struct {
+	name  string
+	fn    call
+	lat   []time.Duration
+	count []int
+}
+
+// measureOp runs sample i on dshq and each reference in turn, so that a
+// load spike on the shared machine hits all of them alike, and adds the
+// latency rows. A call that finds nothing fails the run when o.mustHit, and
+// so does an implementation whose calls all find nothing: an empty answer
+// measures no work.
+func (r *runner) measureOp(o op, n int) error {
+	all := []*series{{name: o.name, fn: o.dshq}}
+	if o.bleve != nil {
+		all = append(all, &series{name: o.bleveName, fn: o.bleve})
+	}
+	all = append(all, &series{name: o.ftsName, fn: o.fts})
 	for i := range n {
-		t0 := time.Now()
-		hits, err := fn(i)
-		if err != nil {
-			return nil, nil, err
+		for _, s := range all {
+			t0 := time.Now()
+			hits, err := s.fn(i)
+			if err != nil {
+				return fmt.Errorf("%s: %s: %w", o.name, s.name, err)
+			}
+			s.lat = append(s.lat, time.Since(t0))
+			if o.mustHit && hits == 0 {
+				return fmt.Errorf("%s: %s: sample %d found nothing", o.name, s.name, i)
+			}
+			s.count = append(s.count, hits)
 		}
-		out = append(out, time.Since(t0))
-		if mustHit && hits == 0 {
-			return nil, nil, fmt.Errorf("sample %d found nothing", i)
+	}
+	for _, s := range all {
+		if slices.Max(s.count) == 0 {
+			return fmt.Errorf("%s: %s: no call of %d found anything", o.name, s.name, n)
 		}
-		total += hits
-		counts = append(counts, hits)
 	}
-	if total == 0 {
-		return nil, nil, fmt.Errorf("no call of %d found anything", n)
+	got, fts := all[0], all[len(all)-1]
+	if o.sameHits && !slices.Equal(got.count, fts.count) {
+		return fmt.Errorf("%s: dshq and the SQLite baseline disagree on result counts: %v vs %v", o.name, got.count, fts.count)
 	}
-	return out, counts, nil
+	for _, ref := range all[1:] {
+		r.rep.addLatency(o.name, got.lat, ref.name, ref.lat)
+	}
+	return nil
 }
