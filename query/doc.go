@@ -32,10 +32,13 @@
 //     bound values, of which 3 (sessions.search: query, limit, offset) or 4
 //     (events.search: plus the session id) are the fixed bindings.
 //   - Search paging is answered as of the first page: a first page with
-//     more than one page of hits ranks up to MaxSearchResults hits and
-//     stores the rest in a CursorStore (the
-//     JetStream KV bucket DSH_CURSORS, TTL CursorTTL); later pages read them
-//     back. List-shaped endpoints page by key on their immutable order and
+//     more than one page of hits ranks up to MaxSearchResults (10 000) hits
+//     and stores the rest, in chunks of at most 256 KiB, in a CursorStore
+//     (the JetStream KV bucket DSH_CURSORS, TTL CursorTTL); later pages read
+//     them back. A search that matches more pages through the first 10 000;
+//     the cursor of the page that reaches them then fails with
+//     SESSION_QUERY_REPLY_TOO_LARGE, saying the result set is too large to
+//     page, rather than ending silently. List-shaped endpoints page by key on their immutable order and
 //     count only what existed at the first page's generation.
 //   - A cursor is stale (SESSION_QUERY_STALE_CURSOR) when the projection
 //     epoch changed (a rebuild was swapped in), when a session it counted was
