@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -259,7 +262,15 @@ func isTransient(err error) bool {
 		errors.Is(err, nats.ErrConnectionReconnecting),
 		errors.Is(err, nats.ErrConnectionDraining),
 		errors.Is(err, jetstream.ErrJetStreamNotEnabled),
-		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	// A write on a connection the server dropped (it is being restarted)
+	// before the client noticed: the client reconnects and buffers.
+	var netErr net.Error
+	if errors.As(err, &netErr) {
 		return true
 	}
 	var apiErr *jetstream.APIError
