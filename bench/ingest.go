@@ -219,7 +219,7 @@ func (r *runner) rawDeliveryLatency(ctx context.Context, data []byte) ([]time.Du
 // JetStream publishes of the same batch size on the same server (one sync
 // publish for 1; pipelined async publishes awaited together for more).
 func (r *runner) measureAppend(ctx context.Context) error {
-	if err := r.appendOn(ctx, "sync always", r.nc, r.js, r.store, r.raw); err != nil {
+	if err := r.appendOn(ctx, "sync always", r.js, r.store); err != nil {
 		return err
 	}
 	srv, nc, js, err := startServer(ctx, filepath.Join(r.dir, "nats-relaxed"), bus.SyncRelaxed)
@@ -231,21 +231,16 @@ func (r *runner) measureAppend(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	raw, err := rawStream(ctx, js)
-	if err != nil {
+	if _, err := rawStream(ctx, js); err != nil {
 		return err
 	}
-	return r.appendOn(ctx, "sync relaxed", nc, js, store, raw)
+	return r.appendOn(ctx, "sync relaxed", js, store)
 }
 
-func (r *runner) appendOn(ctx context.Context, policy string, nc *nats.Conn, js jetstream.JetStream, store *bus.Store, raw jetstream.Stream) error {
+func (r *runner) appendOn(ctx context.Context, policy string, js jetstream.JetStream, store *bus.Store) error {
 	for _, n := range []int{1, 10, 100} {
 		r.progress("append→ack: batch %d, %s, %d appends", n, policy, r.cfg.AppendSamples)
-		got, err := appendLatency(ctx, store, fmt.Sprintf("bench-append-%s-%d", policy[5:], n), n, r.cfg.AppendSamples)
-		if err != nil {
-			return err
-		}
-		want, err := rawPublishLatency(ctx, nc, fmt.Sprintf("%sappend.%s.%d", rawSubjectPrefix, policy[5:], n), n, r.cfg.AppendSamples)
+		got, want, err := appendLatency(ctx, store, js, fmt.Sprintf("bench-append-%s-%d", policy[5:], n), n, r.cfg.AppendSamples)
 		if err != nil {
 			return err
 		}
@@ -269,54 +264,42 @@ func commandEvents(from int64, n int) ([]dshq.Event, error) {
 	return out, nil
 }
 
-func appendLatency(ctx context.Context, store *bus.Store, id string, n, samples int) ([]time.Duration, error) {
+// appendLatency appends samples batches of n events to a new session and,
+// after each, publishes the same records raw to BENCH_RAW, so that both
+// see the same load; it returns both series of latencies.
+func appendLatency(ctx context.Context, store *bus.Store, js jetstream.JetStream, id string, n, samples int) (got, want []time.Duration, err error) {
 	h, err := store.Create(ctx, dshq.Header{Version: dshq.FormatVersion2, ID: id, CreatedAt: 1_800_000_000_000, Cwd: dshq.Str("/home/dev/append")})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer h.Close(ctx)
 	if err := h.Flush(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make([]time.Duration, 0, samples)
+	subject := rawSubjectPrefix + id
 	for i := range samples {
 		evs, err := commandEvents(int64(i*n), n)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		t0 := time.Now()
 		if _, err := h.Append(ctx, evs); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out = append(out, time.Since(t0))
-	}
-	return out, nil
-}
-
-func rawPublishLatency(ctx context.Context, nc *nats.Conn, subject string, n, samples int) ([]time.Duration, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
-	}
-	evs, err := commandEvents(0, n)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]time.Duration, 0, samples)
-	for i := range samples {
+		got = append(got, time.Since(t0))
 		msgs := make([]*nats.Msg, n)
 		for j, e := range evs {
 			msgs[j] = nats.NewMsg(subject)
 			msgs[j].Data = e.Raw
-			msgs[j].Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s:%d:%d", subject, i, j))
+			msgs[j].Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s:%d", subject, e.Seq))
 		}
-		t0 := time.Now()
+		t0 = time.Now()
 		if err := publishAll(ctx, js, msgs); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out = append(out, time.Since(t0))
+		want = append(want, time.Since(t0))
 	}
-	return out, nil
+	return got, want, nil
 }
 
 // publishAll publishes msgs (one sync publish, or async publishes awaited
