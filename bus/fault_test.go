@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,12 +33,12 @@ func TestFault_ServerRestartsUnderLoad(t *testing.T) {
 		totalRounds = sessions * rounds
 	)
 	dir := t.TempDir()
-	srv, err := StartEmbedded(context.Background(), EmbeddedConfig{Dir: dir, Listen: "127.0.0.1:0", Sync: faultSync})
+	srv, err := startFaultServer(dir, "0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	url := srv.ClientURL()
-	_, port, _ := net.SplitHostPort(url[len("nats://"):])
+	port := faultPort(srv)
 	var srvMu sync.Mutex // guards srv
 	defer func() {
 		srvMu.Lock()
@@ -76,7 +77,7 @@ func TestFault_ServerRestartsUnderLoad(t *testing.T) {
 			srvMu.Unlock()
 			t.Fatal(err)
 		}
-		srv, err = StartEmbedded(context.Background(), EmbeddedConfig{Dir: dir, Listen: "127.0.0.1:" + port, Sync: faultSync})
+		srv, err = startFaultServer(dir, port)
 		srvMu.Unlock()
 		if err != nil {
 			t.Fatalf("restart %d: %v", r, err)
@@ -171,6 +172,19 @@ func runWriter(ctx context.Context, t *testing.T, url string, w, n, rounds, maxB
 		}
 	}
 	return nil
+}
+
+// startFaultServer starts an embedded server with the fault tests' sync
+// policy on loopback port port ("0" = a free one) in dir, where a restart
+// finds the same store. The caller shuts it down.
+func startFaultServer(dir, port string) (*Embedded, error) {
+	return StartEmbedded(context.Background(), EmbeddedConfig{Dir: dir, Listen: "127.0.0.1:" + port, Sync: faultSync})
+}
+
+// faultPort is the port srv listens on, to restart it on.
+func faultPort(srv *Embedded) string {
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.ClientURL(), "nats://"))
+	return port
 }
 
 // faultSync is the fault test's sync policy: the default, so every

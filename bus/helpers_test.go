@@ -88,12 +88,7 @@ func ev(t testing.TB, seq int64, typ string, data any) dshq.Event {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := fmt.Sprintf(`{"type":%q,"seq":%d,"time":%d,"data":%s}`, typ, seq, 1_700_000_000_000+seq, d)
-	e, err := record.ParseEvent([]byte(raw))
-	if err != nil {
-		t.Fatalf("parse %s: %v", raw, err)
-	}
-	return e
+	return rawEvent(t, fmt.Sprintf(`{"type":%q,"seq":%d,"time":%d,"data":%s}`, typ, seq, 1_700_000_000_000+seq, d))
 }
 
 // cmds returns n command/run events starting at seq from.
@@ -134,13 +129,14 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func parseRaw(t testing.TB, raw string) (dshq.Event, error) {
+// rawEvent parses one raw event record written in a test.
+func rawEvent(t testing.TB, raw string) dshq.Event {
 	t.Helper()
 	e, err := record.ParseEvent([]byte(raw))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("parse %s: %v", raw, err)
 	}
-	return e, nil
+	return e
 }
 
 func subjectToken(id string) (string, error) { return record.SubjectToken(id) }

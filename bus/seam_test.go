@@ -306,7 +306,7 @@ func TestUnknownTypes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ign, _ := parseRaw(t, `{"type":"future/thing","seq":0,"time":1,"data":{},"ignorable":true}`)
+		ign := rawEvent(t, `{"type":"future/thing","seq":0,"time":1,"data":{},"ignorable":true}`)
 		if _, err := w.Append(ctx, []dshq.Event{ign}); err != nil {
 			t.Fatal(err)
 		}
