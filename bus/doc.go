@@ -55,6 +55,20 @@
 // ErrOwnershipLost; the expected-sequence guard makes an interleaving
 // impossible even then.
 //
+// # Importing a log
+//
+// Store.Import publishes a log written elsewhere (an upstream JSONL file,
+// another deployment's export) through the same publisher as Append — the
+// same msg ids, expected-sequence chaining, atomic-batch threshold, retries
+// and settlement — but validates it with the lenient fold the projector
+// reads with, not the strict one Append enforces: strict in what harnesses
+// write, liberal in what a shared corpus reads (DESIGN.md). It holds the
+// session's write lease while it works, so it never races a harness, and it
+// is idempotent: a log stored already is present, a stored prefix is
+// continued, anything else is ErrLogConflict. An import whose retries ran
+// out is settled by importing the same log again. Store.Records reads a
+// session's records back exactly as stored (dshq export).
+//
 // # Contract choices
 //
 // Stat of an unknown id returns (nil, nil), as upstream's undefined. A
