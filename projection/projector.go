@@ -45,6 +45,9 @@ type config struct {
 	// hook, when set, is called at named points of a batch; an error makes
 	// the projector stop as if it crashed there (crash tests).
 	hook func(point string, gen uint64) error
+	// rebuildFetch shapes the rebuild's pulls (tests shrink it to force
+	// cut-off fetches).
+	rebuildFetch rebuildFetch
 }
 
 // WithStream sets the stream name (DefaultStream).
@@ -131,7 +134,7 @@ func Open(ctx context.Context, js jetstream.JetStream, dir string, opts ...Optio
 	cfg := config{
 		stream: DefaultStream, durable: DefaultDurable, leaseBucket: DefaultLeaseBucket,
 		batchSize: DefaultBatchSize, cacheBytes: DefaultFoldCacheBytes, verify: true,
-		lockTimeout: 5 * time.Second,
+		lockTimeout: 5 * time.Second, rebuildFetch: rebuildFetch{wait: fetchWait},
 	}
 	for _, o := range opts {
 		o(&cfg)

@@ -2,6 +2,7 @@ package projection
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -83,15 +84,59 @@ func lastSeq(ctx context.Context, stream jetstream.Stream) (uint64, error) {
 	return info.State.LastSeq, nil
 }
 
-// feed applies the ordered consumer's records to inst until it reaches
-// prog.Target, in batches of what has arrived (never waiting for a full
-// batch at the tail).
+// rebuildFetch shapes the rebuild's pull requests.
+type rebuildFetch struct {
+	// wait bounds one pull request (fetchWait).
+	wait time.Duration
+	// batch is the records asked for per pull (0 = the batch size).
+	batch int
+	// cutoff, when positive, abandons every pull after reading that many
+	// records, exactly as a pull cut off by its deadline does (tests).
+	cutoff int
+}
+
+// maxRebuildRestarts bounds consecutive consumer restarts that apply
+// nothing, so a persistent failure ends the rebuild instead of spinning.
+const maxRebuildRestarts = 10
+
+// errDeliveryGap means the consumer delivered records the rebuild did not
+// read (a pull cut off after the server sent them, or an interrupted pull).
+var errDeliveryGap = errors.New("rebuild: consumer delivery gap")
+
+// feed applies the stream's records after prog.Applied to inst, each exactly
+// once and in order, until it reaches prog.Target. It reads through an
+// ephemeral no-ack consumer starting after the last applied record; whenever
+// that consumer's deliveries are not contiguous (a pull cut off by its
+// deadline drops records the server already sent) or a pull fails, it drops
+// the consumer and resumes from the last applied sequence with a new one.
 func (p *Projector) feed(ctx context.Context, inst *instance, stream jetstream.Stream, prog *RebuildProgress, report func()) error {
-	if prog.Applied >= prog.Target {
-		return nil
+	restarts := 0
+	for prog.Applied < prog.Target {
+		before := prog.Applied
+		err := p.feedConsumer(ctx, inst, stream, prog, report)
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case !errors.Is(err, errDeliveryGap):
+			return err
+		}
+		if prog.Applied > before {
+			restarts = 0
+		}
+		if restarts++; restarts > maxRebuildRestarts {
+			return fmt.Errorf("rebuild: no progress after %d consumer restarts at sequence %d: %w", maxRebuildRestarts, prog.Applied, err)
+		}
+		p.log.Debug("rebuild: resuming after an interrupted delivery", "applied", prog.Applied, "err", err)
 	}
-	// An ephemeral consumer from the instance's own checkpoint: nothing it
-	// delivered beyond what was applied is lost when feed returns.
+	return nil
+}
+
+// feedConsumer reads one ephemeral consumer starting after prog.Applied
+// until prog.Target; it returns an error wrapping errDeliveryGap when a
+// record may have been lost, having applied every record before the loss.
+func (p *Projector) feedConsumer(ctx context.Context, inst *instance, stream jetstream.Stream, prog *RebuildProgress, report func()) error {
 	cons, err := stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       prog.Applied + 1,
@@ -106,17 +151,23 @@ func (p *Projector) feed(ctx context.Context, inst *instance, stream jetstream.S
 		defer cancel()
 		_ = stream.DeleteConsumer(dctx, cons.CachedInfo().Name)
 	}()
+	f := p.cfg.rebuildFetch
+	batch := f.batch
+	if batch <= 0 {
+		batch = p.cfg.batchSize
+	}
+	next := uint64(1) // the consumer sequence of the next delivery
 	for prog.Applied < prog.Target {
-		fctx, cancel := context.WithTimeout(ctx, fetchWait)
-		mb, err := cons.Fetch(p.cfg.batchSize, jetstream.FetchContext(fctx))
+		fctx, cancel := context.WithTimeout(ctx, f.wait)
+		mb, err := cons.Fetch(batch, jetstream.FetchContext(fctx))
 		if err != nil {
 			cancel()
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("rebuild: fetch: %w", err)
+			return fmt.Errorf("%w: fetch: %w", errDeliveryGap, err)
 		}
-		err = p.feedBatch(ctx, inst, mb.Messages(), prog, report)
+		read, err := p.feedBatch(ctx, inst, mb.Messages(), &next, prog, report)
 		cancel()
 		if err != nil {
 			return err
@@ -124,11 +175,28 @@ func (p *Projector) feed(ctx context.Context, inst *instance, stream jetstream.S
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if prog.Applied >= prog.Target {
+			return nil
+		}
+		// Every record up to Target is stored, so a pull that ends short
+		// (by its deadline, a server timeout status that carries no error,
+		// or an error) may have dropped records the server sent: resume
+		// from what was applied rather than trust the consumer's position.
+		if err := mb.Error(); err != nil {
+			return fmt.Errorf("%w: pull ended after %d of %d records: %w", errDeliveryGap, read, batch, err)
+		}
+		if read < batch {
+			return fmt.Errorf("%w: pull ended after %d of %d records", errDeliveryGap, read, batch)
+		}
 	}
 	return nil
 }
 
-func (p *Projector) feedBatch(ctx context.Context, inst *instance, msgs <-chan jetstream.Msg, prog *RebuildProgress, report func()) error {
+// feedBatch applies the records of one pull in batches of what has arrived
+// (never waiting for a full batch at the tail). next is the consumer
+// sequence expected next; a delivery past it is a gap: the records before it
+// are applied and errDeliveryGap returned.
+func (p *Projector) feedBatch(ctx context.Context, inst *instance, msgs <-chan jetstream.Msg, next *uint64, prog *RebuildProgress, report func()) (read int, err error) {
 	var recs []streamRecord
 	flush := func() error {
 		if len(recs) == 0 {
@@ -146,19 +214,30 @@ func (p *Projector) feedBatch(ctx context.Context, inst *instance, msgs <-chan j
 	for m := range msgs {
 		md, err := m.Metadata()
 		if err != nil {
-			return fmt.Errorf("rebuild: message metadata: %w", err)
+			return read, fmt.Errorf("rebuild: message metadata: %w", err)
 		}
+		if md.Sequence.Consumer != *next {
+			if err := flush(); err != nil {
+				return read, err
+			}
+			return read, fmt.Errorf("%w: delivery %d after %d (stream sequence %d after %d)", errDeliveryGap, md.Sequence.Consumer, *next-1, md.Sequence.Stream, prog.Applied)
+		}
+		*next++
+		read++
 		recs = append(recs, streamRecord{seq: md.Sequence.Stream, subject: m.Subject(), data: m.Data()})
 		if md.Sequence.Stream >= prog.Target {
-			return flush()
+			return read, flush()
+		}
+		if p.cfg.rebuildFetch.cutoff > 0 && read >= p.cfg.rebuildFetch.cutoff {
+			break // the rest of this pull is dropped, as by a deadline
 		}
 		if len(msgs) == 0 || len(recs) >= p.cfg.batchSize {
 			if err := flush(); err != nil {
-				return err
+				return read, err
 			}
 		}
 	}
-	return flush()
+	return read, flush()
 }
 
 // swap makes inst the serving projection. The caller holds writeMu.

@@ -310,3 +310,43 @@ func TestRebuild_CancelledLeavesTheServingProjectionUntouched(t *testing.T) {
 		}
 	}
 }
+
+// withRebuildFetch shapes the rebuild's pulls (fault injection).
+func withRebuildFetch(f rebuildFetch) Option { return func(c *config) { c.rebuildFetch = f } }
+
+func TestRebuild_ReadsEveryRecordOnceWhenPullsAreCutOff(t *testing.T) {
+	tests := []struct {
+		name  string
+		fetch rebuildFetch
+	}{
+		{"every pull abandoned after three of its ten records", rebuildFetch{wait: fetchWait, batch: 10, cutoff: 3}},
+		{"every pull abandoned after its first record", rebuildFetch{wait: fetchWait, batch: 7, cutoff: 1}},
+	}
+	e := newEnv(t)
+	last := e.publishAll(mixedCorpus(t))
+	clean := e.start(t.TempDir())
+	waitGen(t, clean.p, last)
+	wantStore, wantIndex := dumpStore(t, clean.p), dumpIndex(t, clean.p)
+	clean.stop()
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.start(t.TempDir(), WithDurable(fmt.Sprintf("cut-off-%d", i)), withRebuildFetch(tt.fetch))
+			waitGen(t, r.p, last)
+			var final RebuildProgress
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := r.p.Rebuild(ctx, func(p RebuildProgress) { final = p }); err != nil {
+				t.Fatalf("rebuild: %v", err)
+			}
+			if !final.Swapped || final.Applied != last || final.Records != int(last) {
+				t.Errorf("final progress %+v, want %d records applied through %d", final, last, last)
+			}
+			if got := dumpStore(t, r.p); got != wantStore {
+				t.Errorf("rebuilt store differs from a clean projection:\n%s", diffLines(got, wantStore))
+			}
+			if got := dumpIndex(t, r.p); got != wantIndex {
+				t.Errorf("rebuilt index differs from a clean projection:\n%s", diffLines(got, wantIndex))
+			}
+		})
+	}
+}
