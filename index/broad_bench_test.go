@@ -31,7 +31,12 @@ func broadCorpus() []Doc {
 // BenchmarkBroadSearch ranks up to MaxLimit hits of a word every doc
 // contains, as the query service does for the first page of a paged search
 // (all 2001 sessions; 10 000 of session-big's events), and reports
-// the latency percentiles over b.N searches and the allocations per search:
+// the latency percentiles over b.N searches and the allocations per search.
+// The Rank cases rank the same hits without loading docs; the ThenHits cases
+// add the docs and snippets of one default page, as the query service needs
+// for the first page. cpu-ms/op is the process's CPU time per search (the
+// index's background merges included), steadier than wall time on a shared
+// machine:
 //
 //	go test -run '^$' -bench BenchmarkBroadSearch -benchtime 40x ./index/
 func BenchmarkBroadSearch(b *testing.B) {
@@ -64,11 +69,36 @@ func BenchmarkBroadSearch(b *testing.B) {
 			p, err := x.SearchEvents(ctx, EventQuery{SessionID: "session-big", Query: "step", Limit: MaxLimit, SnippetChars: dshq.SnippetChars})
 			return len(p.Hits), err
 		}},
+		{"RankSessions", 2001, func() (int, error) {
+			r, err := x.RankSessions(ctx, SessionQuery{Query: "step", Limit: MaxLimit})
+			return len(r.Keys), err
+		}},
+		{"RankEvents", MaxLimit, func() (int, error) {
+			r, err := x.RankEvents(ctx, EventQuery{SessionID: "session-big", Query: "step", Limit: MaxLimit})
+			return len(r.Keys), err
+		}},
+		{"RankSessionsThenHitsOfAPage", dshq.DefaultSearchLimit, func() (int, error) {
+			r, err := x.RankSessions(ctx, SessionQuery{Query: "step", Limit: MaxLimit})
+			if err != nil {
+				return 0, err
+			}
+			hs, err := x.Hits(ctx, "step", r.Keys[:dshq.DefaultSearchLimit], dshq.SnippetChars)
+			return len(hs), err
+		}},
+		{"RankEventsThenHitsOfAPage", dshq.DefaultSearchLimit, func() (int, error) {
+			r, err := x.RankEvents(ctx, EventQuery{SessionID: "session-big", Query: "step", Limit: MaxLimit})
+			if err != nil {
+				return 0, err
+			}
+			hs, err := x.Hits(ctx, "step", r.Keys[:dshq.DefaultSearchLimit], dshq.SnippetChars)
+			return len(hs), err
+		}},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			var ds []time.Duration
+			cpu := cpuTime()
 			for b.Loop() {
 				start := time.Now()
 				n, err := c.search()
@@ -80,6 +110,7 @@ func BenchmarkBroadSearch(b *testing.B) {
 				}
 				ds = append(ds, time.Since(start))
 			}
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(time.Millisecond)/float64(len(ds)), "cpu-ms/op")
 			reportPercentiles(b, ds)
 		})
 	}

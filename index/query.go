@@ -76,3 +76,23 @@ type Page struct {
 	// reflects at least every batch through it.
 	Generation uint64
 }
+
+// Key is one ranked doc: its identity and BM25 score, what RankEvents and
+// RankSessions return and Hits loads.
+type Key struct {
+	// SessionID and Seq identify the doc.
+	SessionID string
+	Seq       int64
+	// Score is the BM25 relevance, as in Hit.
+	Score float64
+}
+
+// Ranking is a run of ranked keys without docs or snippets. For
+// RankSessions each key is one session's strongest doc.
+type Ranking struct {
+	Keys []Key
+	// More is true when at least one key (or session) follows these.
+	More bool
+	// Generation is as in Page.
+	Generation uint64
+}

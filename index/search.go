@@ -3,7 +3,6 @@ package index
 import (
 	"context"
 	"math"
-	"sort"
 	"strings"
 
 	"github.com/blevesearch/bleve/v2"
@@ -73,110 +72,144 @@ func (x *Index) snippetChars(n int) int {
 }
 
 // SearchEvents ranks the docs of q.SessionID that contain the phrase q.Query
-// and pass q.Filters. Errors: CodeInvalidFilter, CodeInvalidQuery,
-// CodeInvalidLimit, CodeInvalidCursor (negative offset), CodeAborted,
-// CodeIndexFailed.
+// and pass q.Filters, and loads the page's docs with their snippets: it is
+// RankEvents then Hits. Errors: CodeInvalidFilter, CodeInvalidQuery,
+// CodeInvalidLimit, CodeInvalidCursor (negative offset), CodeInvalidConfig
+// (negative snippet chars), CodeAborted, CodeIndexFailed.
 func (x *Index) SearchEvents(ctx context.Context, q EventQuery) (Page, error) {
+	r, err := x.RankEvents(ctx, q)
+	if err != nil {
+		return Page{}, err
+	}
+	return x.page(ctx, r, q.Query, q.SnippetChars)
+}
+
+// SearchSessions ranks sessions by their strongest doc containing the phrase
+// q.Query: filters apply before ranking, each session appears once with its
+// first doc in rank order, and sessions are ordered by that doc. It is
+// RankSessions then Hits; errors are as for SearchEvents.
+func (x *Index) SearchSessions(ctx context.Context, q SessionQuery) (Page, error) {
+	r, err := x.RankSessions(ctx, q)
+	if err != nil {
+		return Page{}, err
+	}
+	return x.page(ctx, r, q.Query, q.SnippetChars)
+}
+
+func (x *Index) page(ctx context.Context, r Ranking, q string, snippetChars int) (Page, error) {
+	hits, err := x.Hits(ctx, q, r.Keys, snippetChars)
+	if err != nil {
+		return Page{}, err
+	}
+	return Page{Hits: hits, More: r.More, Generation: r.Generation}, nil
+}
+
+// RankEvents ranks as SearchEvents does but returns only the keys, in rank
+// order: it reads no stored doc and cuts no snippet, so ranking thousands of
+// hits costs little more than ranking a page. Hits then loads the docs of
+// the keys a page shows. Errors are as for SearchEvents.
+func (x *Index) RankEvents(ctx context.Context, q EventQuery) (Ranking, error) {
 	var fs filterSet
 	for _, f := range q.Filters {
 		if err := fs.add(f, false, true, nil); err != nil {
-			return Page{}, err
+			return Ranking{}, err
 		}
 	}
 	if err := fs.checkBudget(MaxEventPredicates, fixedEventBindings); err != nil {
-		return Page{}, err
+		return Ranking{}, err
 	}
 	text, err := NormalizeQuery(q.Query)
 	if err != nil {
-		return Page{}, err
+		return Ranking{}, err
 	}
 	limit, err := pageBounds(q.Offset, q.Limit, q.SnippetChars)
 	if err != nil {
-		return Page{}, err
+		return Ranking{}, err
 	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if x.idx == nil {
-		return Page{}, indexError(ErrClosed, "search events")
+		return Ranking{}, indexError(ErrClosed, "search events")
 	}
-	page := Page{Generation: x.gen.Load()}
-	terms, tq := x.phrase(text)
+	r := Ranking{Generation: x.gen.Load()}
+	_, tq := x.phrase(text)
 	if tq == nil || fs.none {
-		return page, nil
+		return r, nil
 	}
 	fs.addTerms(fieldSession, []string{q.SessionID})
 	req := bleve.NewSearchRequestOptions(withFilters(tq, fs.clauses, q.AsOf, nil), limit+1, q.Offset, false)
 	req.SortByCustom(rankOrder())
 	res, err := x.idx.SearchInContext(ctx, req)
 	if err != nil {
-		return Page{}, indexError(err, "search events")
+		return Ranking{}, indexError(err, "search events")
 	}
-	hits := res.Hits
-	if len(hits) > limit {
-		page.More = true
-		hits = hits[:limit]
+	ms := res.Hits
+	if len(ms) > limit {
+		r.More = true
+		ms = ms[:limit]
 	}
-	page.Hits, err = x.hits(ctx, hits, terms, x.snippetChars(q.SnippetChars))
-	if err != nil {
-		return Page{}, indexError(err, "search events")
+	r.Keys = make([]Key, len(ms))
+	for i, m := range ms {
+		sid, seq, err := parseDocID(m.ID)
+		if err != nil {
+			return Ranking{}, indexError(err, "search events")
+		}
+		r.Keys[i] = Key{SessionID: sid, Seq: seq, Score: m.Score}
 	}
-	return page, nil
+	return r, nil
 }
 
-// SearchSessions ranks sessions by their strongest doc containing the phrase
-// q.Query: filters apply before ranking, each session appears once with its
-// first doc in rank order, and sessions are ordered by that doc. Errors are as
-// for SearchEvents.
-func (x *Index) SearchSessions(ctx context.Context, q SessionQuery) (Page, error) {
+// RankSessions ranks as SearchSessions does but returns only each session's
+// key (its strongest doc), in rank order, reading no stored doc and cutting
+// no snippet; Hits loads the docs a page shows. Errors are as for
+// SearchEvents.
+func (x *Index) RankSessions(ctx context.Context, q SessionQuery) (Ranking, error) {
 	var fs filterSet
 	for _, f := range q.SessionFilters {
 		if err := fs.add(f, true, false, q.LiveSessionIDs); err != nil {
-			return Page{}, err
+			return Ranking{}, err
 		}
 	}
 	for _, f := range q.EventFilters {
 		if err := fs.add(f, false, true, nil); err != nil {
-			return Page{}, err
+			return Ranking{}, err
 		}
 	}
 	if err := fs.checkBudget(MaxPredicates, fixedSessionBindings); err != nil {
-		return Page{}, err
+		return Ranking{}, err
 	}
 	text, err := NormalizeQuery(q.Query)
 	if err != nil {
-		return Page{}, err
+		return Ranking{}, err
 	}
 	limit, err := pageBounds(q.Offset, q.Limit, q.SnippetChars)
 	if err != nil {
-		return Page{}, err
+		return Ranking{}, err
 	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if x.idx == nil {
-		return Page{}, indexError(ErrClosed, "search sessions")
+		return Ranking{}, indexError(ErrClosed, "search sessions")
 	}
-	page := Page{Generation: x.gen.Load()}
-	terms, tq := x.phrase(text)
+	r := Ranking{Generation: x.gen.Load()}
+	_, tq := x.phrase(text)
 	if tq == nil || fs.none {
-		return page, nil
+		return r, nil
 	}
 	best, err := x.bestPerSession(ctx, tq, fs.clauses, q.AsOf, q.Offset+limit+1)
 	if err != nil {
-		return Page{}, indexError(err, "search sessions")
+		return Ranking{}, indexError(err, "search sessions")
 	}
 	if len(best) <= q.Offset {
-		return page, nil
+		return r, nil
 	}
 	best = best[q.Offset:]
 	if len(best) > limit {
-		page.More = true
+		r.More = true
 		best = best[:limit]
 	}
-	page.Hits, err = x.hits(ctx, best, terms, x.snippetChars(q.SnippetChars))
-	if err != nil {
-		return Page{}, indexError(err, "search sessions")
-	}
-	return page, nil
+	r.Keys = best
+	return r, nil
 }
 
 // bestPerSession returns, in rank order, the first-ranked doc of each of the
@@ -184,23 +217,23 @@ func (x *Index) SearchSessions(ctx context.Context, q SessionQuery) (Page, error
 // seen ones are excluded, which changes no score), so every round yields at
 // least one new session and a session with many matching docs costs one
 // round, not a walk through all its docs.
-func (x *Index) bestPerSession(ctx context.Context, tq query.Query, filters []query.Query, asOf uint64, need int) ([]*search.DocumentMatch, error) {
-	var best []*search.DocumentMatch
+func (x *Index) bestPerSession(ctx context.Context, tq query.Query, filters []query.Query, asOf uint64, need int) ([]Key, error) {
+	var best []Key
 	var seen []string
 	seenSet := make(map[string]bool)
 	round := min(max(2*need, 64), 10000)
 	for len(best) < need {
-		hits, exhausted, err := x.rankedPrefix(ctx, withFilters(tq, filters, asOf, seen), round)
+		keys, exhausted, err := x.rankedPrefix(ctx, withFilters(tq, filters, asOf, seen), round)
 		if err != nil {
 			return nil, err
 		}
-		for _, h := range hits {
-			if seenSet[h.sid] {
+		for _, k := range keys {
+			if seenSet[k.SessionID] {
 				continue
 			}
-			seenSet[h.sid] = true
-			seen = append(seen, h.sid)
-			best = append(best, h.DocumentMatch)
+			seenSet[k.SessionID] = true
+			seen = append(seen, k.SessionID)
+			best = append(best, k)
 			if len(best) == need {
 				break
 			}
@@ -213,70 +246,25 @@ func (x *Index) bestPerSession(ctx context.Context, tq query.Query, filters []qu
 	return best, nil
 }
 
-// rankedHit is a match with the keys of the rank order.
-type rankedHit struct {
-	*search.DocumentMatch
-	sid  string
-	seq  int64
-	time float64
-}
-
-// rankedPrefix returns the first matches of q in rank order (at least one
-// when any doc matches) and whether they are all of q's matches. It ranks by
-// score alone first, Bleve's fast path that reads no doc values; every doc
-// scoring above the lowest of those size hits is certainly among them, so
-// those hits ordered by the full key are an exact prefix. Only when all size
-// hits tie does it sort by the full key inside Bleve, which reads the time,
-// session and seq doc values of every match.
-func (x *Index) rankedPrefix(ctx context.Context, q query.Query, size int) ([]rankedHit, bool, error) {
+// rankedPrefix returns the first size matches of q in rank order and whether
+// they are all of q's matches. Bleve sorts by score and the rank key's doc
+// value: no stored doc is loaded.
+func (x *Index) rankedPrefix(ctx context.Context, q query.Query, size int) ([]Key, bool, error) {
 	req := bleve.NewSearchRequestOptions(q, size, 0, false)
-	req.Fields = []string{fieldTime}
+	req.SortByCustom(rankOrder())
 	res, err := x.idx.SearchInContext(ctx, req)
 	if err != nil {
 		return nil, false, err
 	}
-	ms := res.Hits
-	exhausted := len(ms) < size
-	if !exhausted {
-		low := ms[len(ms)-1].Score
-		n := 0
-		for n < len(ms) && ms[n].Score > low {
-			n++
-		}
-		ms = ms[:n]
-	}
-	if len(ms) == 0 && !exhausted {
-		req.SortByCustom(rankOrder())
-		if res, err = x.idx.SearchInContext(ctx, req); err != nil {
-			return nil, false, err
-		}
-		ms, exhausted = res.Hits, len(res.Hits) < size
-	}
-	hits := make([]rankedHit, len(ms))
-	for i, m := range ms {
+	keys := make([]Key, len(res.Hits))
+	for i, m := range res.Hits {
 		sid, seq, err := parseDocID(m.ID)
 		if err != nil {
 			return nil, false, err
 		}
-		t, _ := m.Fields[fieldTime].(float64)
-		hits[i] = rankedHit{DocumentMatch: m, sid: sid, seq: seq, time: t}
+		keys[i] = Key{SessionID: sid, Seq: seq, Score: m.Score}
 	}
-	sort.SliceStable(hits, func(i, j int) bool { return rankLess(hits[i], hits[j]) })
-	return hits, exhausted, nil
-}
-
-// rankLess is the rank order: score desc, time desc, session id asc (bytes),
-// seq desc.
-func rankLess(a, b rankedHit) bool {
-	switch {
-	case a.Score != b.Score:
-		return a.Score > b.Score
-	case a.time != b.time:
-		return a.time > b.time
-	case a.sid != b.sid:
-		return a.sid < b.sid
-	}
-	return a.seq > b.seq
+	return keys, len(res.Hits) < size, nil
 }
 
 // withFilters combines the text query with filter clauses. The clauses join
@@ -301,28 +289,49 @@ func withFilters(tq query.Query, clauses []query.Query, asOf uint64, exclude []s
 	return bq
 }
 
-// hits loads the docs of ranked matches and cuts their snippets.
-func (x *Index) hits(ctx context.Context, ms []*search.DocumentMatch, terms []string, snippetChars int) ([]Hit, error) {
-	ids := make([]string, len(ms))
-	for i, m := range ms {
-		ids[i] = m.ID
+// Hits loads the docs of keys (as RankEvents or RankSessions return them)
+// and cuts each one's snippet around the first occurrence of the phrase q,
+// keeping the keys' order and scores; a key whose doc is no longer indexed
+// is skipped. snippetChars 0 means Options.SnippetChars. Errors:
+// CodeInvalidQuery, CodeInvalidConfig, CodeAborted, CodeIndexFailed.
+func (x *Index) Hits(ctx context.Context, q string, keys []Key, snippetChars int) ([]Hit, error) {
+	text, err := NormalizeQuery(q)
+	if err != nil {
+		return nil, err
+	}
+	if snippetChars < 0 {
+		return nil, dshq.Errorf(dshq.CodeInvalidConfig, "snippet chars must not be negative, got %d", snippetChars)
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.idx == nil {
+		return nil, indexError(ErrClosed, "load hits")
+	}
+	if len(keys) == 0 {
+		return []Hit{}, nil
+	}
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = docID(k.SessionID, k.Seq)
 	}
 	docs, err := x.fetch(ctx, ids)
 	if err != nil {
-		return nil, err
+		return nil, indexError(err, "load hits")
 	}
 	byID := make(map[string]Doc, len(docs))
 	for _, s := range docs {
 		byID[docID(s.doc.SessionID, s.doc.Seq)] = s.doc
 	}
-	out := make([]Hit, 0, len(ms))
-	for _, m := range ms {
-		d, ok := byID[m.ID]
+	terms := x.an.phraseTerms(text)
+	chars := x.snippetChars(snippetChars)
+	out := make([]Hit, 0, len(keys))
+	for i, k := range keys {
+		d, ok := byID[ids[i]]
 		if !ok {
-			continue // deleted between the search and the load
+			continue // deleted between the ranking and the load
 		}
 		at := x.an.matchStart(d.Text, terms)
-		out = append(out, Hit{Doc: d, Score: m.Score, Snippet: Snippet(d.Text, at, snippetChars)})
+		out = append(out, Hit{Doc: d, Score: k.Score, Snippet: Snippet(d.Text, at, chars)})
 	}
 	return out, nil
 }

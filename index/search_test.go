@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/blevesearch/bleve/v2"
-	"github.com/blevesearch/bleve/v2/search"
 	"github.com/dshq/dshq"
 )
 
@@ -542,25 +541,39 @@ func TestFastRankingMatchesTheFullSort(t *testing.T) {
 	}
 }
 
-// TestRankKeyOrdersLikeRankLess: the one-keyword tie-break Bleve sorts by
-// orders exactly as the Go tie-break does, for any session id bytes and
-// negative times.
-func TestRankKeyOrdersLikeRankLess(t *testing.T) {
+// TestRankKeyOrdersLikeTheTieBreak: the one keyword Bleve sorts ties by
+// orders exactly as the tie-break rule says (time desc, session id asc by
+// bytes, seq desc), for any session id bytes and negative times.
+func TestRankKeyOrdersLikeTheTieBreak(t *testing.T) {
+	type tie struct {
+		time int64
+		sid  string
+		seq  int64
+	}
+	less := func(a, b tie) bool {
+		switch {
+		case a.time != b.time:
+			return a.time > b.time
+		case a.sid != b.sid:
+			return a.sid < b.sid
+		}
+		return a.seq > b.seq
+	}
 	r := rand.New(rand.NewPCG(3, 4))
 	alphabet := []string{"\x00", "\x01", "\x02", "a", "b", "é", "\xff", ""}
-	gen := func() rankedHit {
+	gen := func() tie {
 		var sid strings.Builder
 		for range r.IntN(4) {
 			sid.WriteString(alphabet[r.IntN(len(alphabet))])
 		}
-		times := []float64{-1 << 53, -5, 0, 7, 1 << 53}
-		return rankedHit{DocumentMatch: &search.DocumentMatch{}, sid: sid.String(), seq: int64(r.IntN(3)) * 1e9, time: times[r.IntN(len(times))]}
+		times := []int64{-1 << 53, -5, 0, 7, 1 << 53}
+		return tie{sid: sid.String(), seq: int64(r.IntN(3)) * 1e9, time: times[r.IntN(len(times))]}
 	}
 	for range 20000 {
 		a, b := gen(), gen()
-		ka, kb := rankKey(int64(a.time), a.sid, a.seq), rankKey(int64(b.time), b.sid, b.seq)
-		if (ka < kb) != rankLess(a, b) || (ka == kb) != (a.time == b.time && a.sid == b.sid && a.seq == b.seq) {
-			t.Fatalf("rank keys disagree for (%v %q %d) and (%v %q %d): %q vs %q", a.time, a.sid, a.seq, b.time, b.sid, b.seq, ka, kb)
+		ka, kb := rankKey(a.time, a.sid, a.seq), rankKey(b.time, b.sid, b.seq)
+		if (ka < kb) != less(a, b) || (ka == kb) != (a == b) {
+			t.Fatalf("rank keys disagree for %+v and %+v: %q vs %q", a, b, ka, kb)
 		}
 	}
 }
