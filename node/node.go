@@ -29,7 +29,6 @@ import (
 	"github.com/dshq/dshq/admin"
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/feed"
-	"github.com/dshq/dshq/feed/feedcommit"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/tools"
@@ -64,8 +63,62 @@ type Config struct {
 	Parts Parts
 	// Stream configures the session stream and lease bucket.
 	Stream bus.StreamConfig
+	// Projection configures the projector part.
+	Projection ProjectionConfig
 	// Logger receives structured logs (nil = slog.Default()).
 	Logger *slog.Logger
+
+	// feedFault, when set, runs before each commit's feed publication; an
+	// error stops the node with it before that commit is published (tests:
+	// a crash between the bbolt commit and the feed publication).
+	feedFault func(gen uint64) error
+}
+
+// ProjectionConfig configures the projector part; zero values are the
+// projection package's defaults.
+type ProjectionConfig struct {
+	// Dir is the projection's data directory ("" = Home/projection).
+	Dir string
+	// Durable is the durable consumer's name (projection.DefaultDurable).
+	Durable string
+	// BatchSize bounds the records applied per transaction
+	// (projection.DefaultBatchSize).
+	BatchSize int
+	// FoldCacheBytes is the fold-state cache budget
+	// (projection.DefaultFoldCacheBytes); negative is refused.
+	FoldCacheBytes int64
+	// SkipVerify skips bbolt's full consistency check of the store on open.
+	SkipVerify bool
+	// RebuildOnStart rebuilds the projection from the stream beside the
+	// serving one once the node is up, then swaps it in; a failed rebuild
+	// stops the node.
+	RebuildOnStart bool
+	// NoShard does not serve the projection's query shard.
+	NoShard bool
+}
+
+// options returns the projection options of c.
+func (c ProjectionConfig) options() ([]projection.Option, error) {
+	var opts []projection.Option
+	if c.Durable != "" {
+		opts = append(opts, projection.WithDurable(c.Durable))
+	}
+	switch {
+	case c.BatchSize < 0:
+		return nil, fmt.Errorf("projection: batch size %d is negative", c.BatchSize)
+	case c.BatchSize > 0:
+		opts = append(opts, projection.WithBatchSize(c.BatchSize))
+	}
+	switch {
+	case c.FoldCacheBytes < 0:
+		return nil, fmt.Errorf("projection: fold cache bytes %d is negative", c.FoldCacheBytes)
+	case c.FoldCacheBytes > 0:
+		opts = append(opts, projection.WithFoldCacheBytes(c.FoldCacheBytes))
+	}
+	if c.SkipVerify {
+		opts = append(opts, projection.WithVerifyOnOpen(false))
+	}
+	return opts, nil
 }
 
 // DefaultListen is the embedded server's default client address: loopback only.
@@ -160,16 +213,23 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 	return nil
 }
 
-// startProjector opens the projector under Home/projection, runs it in a
-// goroutine owned by wg (a failure cancels the node), publishes its commits
-// to the live feed, and serves its query shard and the admin service.
+// startProjector opens the projector under Home/projection (or
+// Projection.Dir), republishes what the live feed lacks up to its checkpoint,
+// runs it in a goroutine owned by wg (a failure cancels the node), publishes
+// its commits to the live feed, and serves its query shard and the admin
+// service.
 func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Config, js jetstream.JetStream, nc *nats.Conn, reg prometheus.Registerer, log *slog.Logger, stack *stopStack, wg *sync.WaitGroup) (uint64, error) {
 	if _, err := feed.EnsureStream(ctx, js, feed.StreamConfig{}); err != nil {
 		return 0, fmt.Errorf("feed stream: %w", err)
 	}
+	popts, err := cfg.Projection.options()
+	if err != nil {
+		return 0, err
+	}
+	fp := &feedPublisher{pub: feed.NewPublisher(js), log: log, fault: cfg.feedFault, stop: cancel}
 	var p *projection.Projector // set before Run, the only caller of the hook
-	hook := feedHook(ctx, feed.NewPublisher(js), func() *projection.Projector { return p }, log)
-	opts := []projection.Option{projection.WithLogger(log), projection.WithRegisterer(reg), projection.WithOnCommit(hook)}
+	hook := fp.hook(ctx, func() *projection.Projector { return p })
+	opts := append([]projection.Option{projection.WithLogger(log), projection.WithRegisterer(reg), projection.WithOnCommit(hook)}, popts...)
 	stream := projection.DefaultStream
 	if cfg.Stream.Name != "" {
 		stream = cfg.Stream.Name
@@ -178,11 +238,18 @@ func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Con
 	if cfg.Stream.LeaseBucket != "" {
 		opts = append(opts, projection.WithLeaseBucket(cfg.Stream.LeaseBucket))
 	}
-	p, err := projection.Open(ctx, js, filepath.Join(cfg.Home, "projection"), opts...)
+	dir := cfg.Projection.Dir
+	if dir == "" {
+		dir = filepath.Join(cfg.Home, "projection")
+	}
+	p, err = projection.Open(ctx, js, dir, opts...)
 	if err != nil {
 		return 0, fmt.Errorf("open projector: %w", err)
 	}
 	stack.push(p.Close)
+	if err := fp.catchUp(ctx, p); err != nil {
+		return 0, err
+	}
 	runCtx, stopRun := context.WithCancel(ctx)
 	done := make(chan struct{})
 	stack.push(func() error { stopRun(); <-done; return nil })
@@ -194,63 +261,45 @@ func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Con
 			cancel(fmt.Errorf("projector: %w", err))
 		}
 	}()
-	cursors, err := query.NewKVCursorStore(ctx, js)
-	if err != nil {
-		return 0, fmt.Errorf("cursor store: %w", err)
+	if !cfg.Projection.NoShard {
+		cursors, err := query.NewKVCursorStore(ctx, js)
+		if err != nil {
+			return 0, fmt.Errorf("cursor store: %w", err)
+		}
+		engine := query.NewEngine(query.FromProjector(p), query.WithSearcher(servingIndex{p}), query.WithCursorStore(cursors))
+		stop, err := query.ServeShard(ctx, nc, query.DefaultShard, engine, query.WithLogger(log))
+		if err != nil {
+			return 0, fmt.Errorf("start query shard: %w", err)
+		}
+		stack.push(stop)
 	}
-	engine := query.NewEngine(query.FromProjector(p), query.WithSearcher(servingIndex{p}), query.WithCursorStore(cursors))
-	stop, err := query.ServeShard(ctx, nc, query.DefaultShard, engine, query.WithLogger(log))
-	if err != nil {
-		return 0, fmt.Errorf("start query shard: %w", err)
-	}
-	stack.push(stop)
 	stopAdmin, err := admin.Serve(ctx, nc, p, admin.WithStream(stream), admin.WithLogger(log))
 	if err != nil {
 		return 0, fmt.Errorf("start admin service: %w", err)
 	}
 	stack.push(stopAdmin)
-	warnFeedGap(ctx, js, p, log)
+	if cfg.Projection.RebuildOnStart {
+		startRebuild(runCtx, cancel, p, log, stack, wg)
+	}
 	return p.Generation(), nil
 }
 
-// feedHook returns the projector's OnCommit hook: each commit becomes feed
-// messages (feedcommit.FromCommit on a snapshot at the commit's generation)
-// published in commit order. A failure is logged; the projection itself is
-// unaffected (the feed is derived data).
-func feedHook(ctx context.Context, pub *feed.Publisher, proj func() *projection.Projector, log *slog.Logger) func(projection.Commit) {
-	return func(c projection.Commit) {
-		p := proj()
-		if p == nil {
-			log.Error("feed: commit before the projector was opened", "generation", c.Generation)
-			return
-		}
-		err := p.View(ctx, c.Generation, func(s projection.Snapshot) error {
-			msgs, err := feedcommit.FromCommit(c, s)
-			if err != nil || len(msgs) == 0 {
-				return err
-			}
-			return pub.Publish(ctx, msgs)
+// startRebuild rebuilds p beside the serving projection in a goroutine
+// owned by wg; a failure stops the node.
+func startRebuild(ctx context.Context, cancel context.CancelCauseFunc, p *projection.Projector, log *slog.Logger, stack *stopStack, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	stack.push(func() error { <-done; return nil })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(done)
+		err := p.Rebuild(ctx, func(pr projection.RebuildProgress) {
+			log.Info("rebuild progress", "applied", pr.Applied, "target", pr.Target, "records", pr.Records, "swapped", pr.Swapped)
 		})
 		if err != nil && ctx.Err() == nil {
-			log.Error("publish commit to the feed", "generation", c.Generation, "err", err)
+			cancel(fmt.Errorf("rebuild: %w", err))
 		}
-	}
-}
-
-// warnFeedGap logs when the feed stops before the projection's checkpoint
-// (a crash between a bbolt commit and its feed publication): the projector
-// cannot re-derive those commits, so subscribers resuming inside the gap miss
-// them and should resynchronise from the query API.
-func warnFeedGap(ctx context.Context, js jetstream.JetStream, p *projection.Projector, log *slog.Logger) {
-	published, err := feed.NewPublisher(js).LastPublishedGeneration(ctx)
-	switch {
-	case errors.Is(err, feed.ErrNoCheckpoint):
-		return
-	case err != nil:
-		log.Warn("feed: cannot read the last published generation", "err", err)
-	case published < p.Generation():
-		log.Warn("feed: commits after the last published generation were not published", "published", published, "generation", p.Generation())
-	}
+	}()
 }
 
 // servingIndex searches the projector's serving index at each call, so that

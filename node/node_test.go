@@ -1,0 +1,270 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/feed"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
+}
+
+// started is a node whose Run goroutine the test owns.
+type started struct {
+	info   Info
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// start runs cfg until the test ends (or stop); it fails the test when the
+// node does not become ready.
+func start(t *testing.T, cfg Config) *started {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &started{cancel: cancel, done: make(chan error, 1)}
+	ready := make(chan Info, 1)
+	go func() { s.done <- Run(ctx, cfg, func(i Info) { ready <- i }) }()
+	t.Cleanup(func() { s.stop(t) })
+	select {
+	case s.info = <-ready:
+	case err := <-s.done:
+		s.done <- err
+		t.Fatalf("node did not start: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("node not ready after 30s")
+	}
+	return s
+}
+
+// stop cancels the node and returns Run's error.
+func (s *started) stop(t *testing.T) error {
+	t.Helper()
+	s.cancel()
+	return s.wait(t)
+}
+
+// wait waits (bounded) for Run to return and returns its error.
+func (s *started) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-s.done:
+		s.done <- err
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("node did not stop within 30s")
+		return nil
+	}
+}
+
+// dial connects to url for the test's duration.
+func dial(t *testing.T, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js.Conn(), js
+}
+
+// publishSample publishes the sample session's records and returns them.
+func publishSample(t *testing.T, js jetstream.JetStream) [][]byte {
+	t.Helper()
+	f, err := os.Open("../projection/testdata/upstream-2.5.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines [][]byte
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		lines = append(lines, append([]byte(nil), sc.Bytes()...))
+		if _, err := js.Publish(context.Background(), "dsh.log.s-7f3c", sc.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return lines
+}
+
+func TestRun_EmbeddedServesMetricsAndStopsCleanly(t *testing.T) {
+	n := start(t, Config{Home: t.TempDir(), Listen: "127.0.0.1:0", RelaxedSync: true, Metrics: "127.0.0.1:0", Parts: All})
+	if !n.info.Embedded || !strings.HasPrefix(n.info.ClientURL, "nats://127.0.0.1:") || !strings.HasSuffix(n.info.MetricsURL, "/metrics") {
+		t.Fatalf("ready info %+v", n.info)
+	}
+	_, js := dial(t, n.info.ClientURL)
+	publishSample(t, js)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(n.info.MetricsURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), "dshq_projector_generation 19") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics never reported generation 19:\n%s", body)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+	if err := n.stop(t); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
+func TestRun_ExternalServerIsUsedAsIs(t *testing.T) {
+	e, err := bus.StartEmbedded(context.Background(), bus.EmbeddedConfig{Dir: t.TempDir(), Listen: "127.0.0.1:0", Sync: bus.SyncRelaxed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	n := start(t, Config{Home: t.TempDir(), Conn: ConnectOptions{URL: e.ClientURL()}, Parts: Parts{Projector: true, Query: true}})
+	if n.info.Embedded || n.info.ClientURL != e.ClientURL() {
+		t.Fatalf("ready info %+v, want the external server %s", n.info, e.ClientURL())
+	}
+	_, js := dial(t, e.ClientURL())
+	// The node provisioned the streams on the external server.
+	for _, name := range []string{"DSH_SESSIONS", feed.DefaultStream} {
+		if _, err := js.Stream(context.Background(), name); err != nil {
+			t.Errorf("stream %s: %v", name, err)
+		}
+	}
+	if err := n.stop(t); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
+func TestRun_StopsWithTheErrorOfAFailingPart(t *testing.T) {
+	t.Run("a metrics address that cannot be bound fails the start", func(t *testing.T) {
+		err := Run(context.Background(), Config{Home: t.TempDir(), Listen: "127.0.0.1:0", RelaxedSync: true, Metrics: "256.0.0.1:1", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, nil)
+		if err == nil || !strings.Contains(err.Error(), "metrics listener") {
+			t.Fatalf("err = %v, want a metrics listener error", err)
+		}
+	})
+	t.Run("a negative fold cache is refused", func(t *testing.T) {
+		err := Run(context.Background(), Config{Home: t.TempDir(), Listen: "127.0.0.1:0", RelaxedSync: true, Parts: Parts{Projector: true}, Projection: ProjectionConfig{FoldCacheBytes: -1}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, nil)
+		if err == nil || !strings.Contains(err.Error(), "negative") {
+			t.Fatalf("err = %v, want a negative fold cache error", err)
+		}
+	})
+	t.Run("a part failing while running stops the node with its error", func(t *testing.T) {
+		errKilled := errors.New("killed between commit and publish")
+		n := start(t, Config{Home: t.TempDir(), Listen: "127.0.0.1:0", RelaxedSync: true, Parts: Parts{Projector: true},
+			feedFault: func(uint64) error { return errKilled }})
+		_, js := dial(t, n.info.ClientURL)
+		publishSample(t, js)
+		if err := n.wait(t); !errors.Is(err, errKilled) {
+			t.Fatalf("node stopped with %v, want %v", err, errKilled)
+		}
+	})
+}
+
+func TestRun_FeedHasEveryCommitOnceAfterACrashBeforePublishing(t *testing.T) {
+	home := t.TempDir()
+	errKilled := errors.New("killed between commit and publish")
+	base := Config{Home: home, Listen: "127.0.0.1:0", RelaxedSync: true, Parts: Parts{Projector: true}, Projection: ProjectionConfig{BatchSize: 3}}
+
+	// First life: commits through generation 6 reach the feed, the commit
+	// after that is in bbolt but the process dies before publishing it.
+	crashing := base
+	crashing.feedFault = func(gen uint64) error {
+		if gen > 6 {
+			return errKilled
+		}
+		return nil
+	}
+	n := start(t, crashing)
+	_, js := dial(t, n.info.ClientURL)
+	lines := publishSample(t, js)
+	if err := n.wait(t); !errors.Is(err, errKilled) {
+		t.Fatalf("first life ended with %v, want %v", err, errKilled)
+	}
+
+	// Second life: the feed catches up to the projection, then follows.
+	n = start(t, base)
+	_, js = dial(t, n.info.ClientURL)
+	want := uint64(len(lines))
+	pub := feed.NewPublisher(js)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		cp, err := pub.Checkpoint(context.Background())
+		if err == nil && cp.Generation == want && !cp.Partial {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("feed checkpoint %+v (%v), want generation %d", cp, err, want)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+	events := map[int64]int{}
+	sessions := 0
+	for _, m := range readFeed(t, js) {
+		switch m.Kind {
+		case feed.KindSession:
+			sessions++
+		case feed.KindEvent:
+			events[m.Event.Seq]++
+		}
+	}
+	if sessions != 1 {
+		t.Errorf("%d session messages, want 1", sessions)
+	}
+	for seq := int64(0); seq < int64(len(lines)-1); seq++ {
+		if events[seq] != 1 {
+			t.Errorf("event %d is in the feed %d times, want once", seq, events[seq])
+		}
+	}
+	if len(events) != len(lines)-1 {
+		t.Errorf("%d distinct events in the feed, want %d", len(events), len(lines)-1)
+	}
+}
+
+// readFeed returns every message of the feed stream.
+func readFeed(t *testing.T, js jetstream.JetStream) []feed.Message {
+	t.Helper()
+	ctx := context.Background()
+	s, err := js.Stream(ctx, feed.DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []feed.Message
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
+		raw, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("feed message %d: %v", seq, err)
+		}
+		m, err := feed.Decode(raw.Data)
+		if err != nil {
+			t.Fatalf("feed message %d: %v", seq, err)
+		}
+		out = append(out, *m)
+	}
+	return out
+}
