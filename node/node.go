@@ -65,6 +65,9 @@ type Config struct {
 	Stream bus.StreamConfig
 	// Projection configures the projector part.
 	Projection ProjectionConfig
+	// QueryShard is the projection shard the query part asks
+	// ("" = query.DefaultShard).
+	QueryShard string
 	// Logger receives structured logs (nil = slog.Default()).
 	Logger *slog.Logger
 
@@ -159,11 +162,15 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	if _, err := bus.EnsureStream(ctx, js, cfg.Stream); err != nil {
-		return err
-	}
-	if _, err := bus.EnsureLeaseBucket(ctx, js, cfg.Stream); err != nil {
-		return err
+	if cfg.Parts.Projector {
+		// Only the projector needs the log; a query or tools node runs with
+		// credentials that may not manage streams.
+		if _, err := bus.EnsureStream(ctx, js, cfg.Stream); err != nil {
+			return err
+		}
+		if _, err := bus.EnsureLeaseBucket(ctx, js, cfg.Stream); err != nil {
+			return err
+		}
 	}
 
 	reg := prometheus.NewRegistry()
@@ -179,7 +186,11 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 		info.Generation = gen
 	}
 	if cfg.Parts.Query {
-		stop, err := query.Serve(ctx, nc, query.WithLogger(log))
+		qopts := []query.ServiceOption{query.WithLogger(log), query.WithRegisterer(reg)}
+		if cfg.QueryShard != "" {
+			qopts = append(qopts, query.WithShard(cfg.QueryShard))
+		}
+		stop, err := query.Serve(ctx, nc, qopts...)
 		if err != nil {
 			return fmt.Errorf("start query service: %w", err)
 		}

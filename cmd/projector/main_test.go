@@ -15,7 +15,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/dshq/dshq/admin"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/feed"
 	"github.com/dshq/dshq/query"
 )
 
@@ -84,6 +86,22 @@ func TestRun_ProjectsServesQueriesAndMetricsUntilCancelled(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no sessions.list answer with the session: %v", err)
 		}
+	}
+	// The split projector serves dsh-admin and publishes the live feed.
+	status, err := admin.NewClient(nc).Status(ctx)
+	if err != nil || status.Generation != last {
+		t.Errorf("admin status = %+v, %v; want generation %d", status, err, last)
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		cp, err := feed.NewPublisher(js).Checkpoint(ctx)
+		if err == nil && cp.Generation == last {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("feed checkpoint %+v (%v), want generation %d", cp, err, last)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval
 	}
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {

@@ -35,7 +35,7 @@ func TestRun(t *testing.T) {
 	})
 	t.Run("an unreachable server is an error", func(t *testing.T) {
 		err := run(context.Background(), []string{"--nats-url", "nats://127.0.0.1:1"}, nil)
-		if err == nil || !strings.Contains(err.Error(), "connect nats://127.0.0.1:1") {
+		if err == nil || !strings.Contains(err.Error(), "connect to nats://127.0.0.1:1") {
 			t.Fatalf("run = %v", err)
 		}
 	})
