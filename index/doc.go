@@ -16,6 +16,14 @@
 // (rounded up), not its mean token count, so length normalization favors
 // short docs more than textbook BM25 does.
 //
+// Ranking reads no stored document: Bleve sorts by score and one keyword doc
+// value holding the tie-break (time, session id, seq), and the doc id gives
+// the session and seq. RankEvents and RankSessions return only these keys;
+// Hits loads the docs of chosen keys and cuts their snippets, so a caller
+// that ranks thousands of hits (a paged search fixed as of its first page)
+// pays for loading text only on the pages it shows. SearchEvents and
+// SearchSessions are Rank* followed by Hits of every ranked key.
+//
 // Analysis (the same for documents and queries) works like SQLite FTS5
 // unicode61 without stemming or stop words: a word is a run of letters,
 // numbers and marks, so `AI` finds `An AI helper` but not `BRAID`; case and
@@ -54,6 +62,12 @@ type Doc struct {
 	// Text is the event's semantic text; it must not be blank. The index
 	// sanitizes it (NUL, U+FDD0, U+FDD1 → U+FFFD) before storing it.
 	Text string
+	// Generation is the doc's creation generation, the one AsOf compares:
+	// the stream sequence of the event's record, so that a doc re-fed
+	// later (after index loss, or a batch re-applied after a crash) keeps
+	// the generation it was first searchable at. 0 = the generation of the
+	// batch that indexes it.
+	Generation uint64
 }
 
 // Record returns the doc's event record.
