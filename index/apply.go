@@ -86,7 +86,11 @@ func (x *Index) resolve(ctx context.Context, b *Batch, generation uint64) (map[s
 			if err != nil {
 				return nil, err
 			}
-			final[docID(d.SessionID, d.Seq)] = &stored{doc: d, cgen: generation}
+			cgen := generation
+			if d.Generation != 0 {
+				cgen = d.Generation
+			}
+			final[docID(d.SessionID, d.Seq)] = &stored{doc: d, cgen: cgen}
 		case opSetSurface:
 			if err := resolveSurface(final, prior, o); err != nil {
 				return nil, err
@@ -189,6 +193,8 @@ func cleanDoc(d Doc) (Doc, error) {
 		return d, fmt.Errorf("%w: blank text of %q seq %d", ErrInvalidDoc, d.SessionID, d.Seq)
 	case !exact(d.Seq) || !exact(d.Time) || !exact(d.CreatedAt) || d.Seq < 0:
 		return d, fmt.Errorf("%w: seq %d, time %d or createdAt %d of %q out of range", ErrInvalidDoc, d.Seq, d.Time, d.CreatedAt, d.SessionID)
+	case d.Generation > maxExactNumber:
+		return d, fmt.Errorf("%w: generation %d of %q seq %d out of range", ErrInvalidDoc, d.Generation, d.SessionID, d.Seq)
 	}
 	d.Text = Sanitize(d.Text)
 	return d, nil

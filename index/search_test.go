@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -666,4 +667,28 @@ func FuzzSearchAgreesWithMatcher(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestAsOfUsesADocsOwnCreationGeneration: a doc re-fed in a later batch with
+// the generation it was first indexed at stays visible to searches as of
+// that generation; without one it takes the batch's.
+func TestAsOfUsesADocsOwnCreationGeneration(t *testing.T) {
+	x, _ := openTest(t)
+	refed := doc("s", 0, 1, "needle refed")
+	refed.Generation = 5
+	apply(t, x, 20, refed, doc("s", 1, 1, "needle new"))
+	ev := searchEvents(t, x, EventQuery{SessionID: "s", Query: "needle", AsOf: 5})
+	if got := keys(ev); !reflect.DeepEqual(got, []hitKey{{"s", 0}}) {
+		t.Fatalf("events as of 5: %v, want s#0 only", got)
+	}
+	if got := keys(searchEvents(t, x, EventQuery{SessionID: "s", Query: "needle", AsOf: 20})); len(got) != 2 {
+		t.Fatalf("events as of 20: %v, want both", got)
+	}
+	var b Batch
+	tooBig := doc("s", 2, 1, "needle")
+	tooBig.Generation = maxExactNumber + 1
+	b.Upsert(tooBig)
+	if err := x.Apply(context.Background(), &b, 21); !errors.Is(err, ErrInvalidDoc) {
+		t.Fatalf("a generation beyond 2^53: err = %v, want ErrInvalidDoc", err)
+	}
 }

@@ -255,7 +255,9 @@ func (b *batch) storeEvent(s *openSession, r streamRecord, eff fold.Effects) err
 	doc := dshq.SearchDocument{EventRecord: eff.Record, Text: eff.Text}
 	doc.SessionID = s.v.Header.ID
 	if eff.Text != "" {
-		b.docs[docKey{s.v.Header.ID, seq}] = indexDoc(s.v.Header, doc)
+		d := indexDoc(s.v.Header, doc)
+		d.Generation = r.seq
+		b.docs[docKey{s.v.Header.ID, seq}] = d
 	}
 	b.commit.Events = append(b.commit.Events, CommittedEvent{
 		SearchDocument: doc, Token: s.v.Token, Workspace: record.WorkspaceKey(s.v.Header.Cwd),

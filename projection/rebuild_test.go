@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -348,5 +349,60 @@ func TestRebuild_ReadsEveryRecordOnceWhenPullsAreCutOff(t *testing.T) {
 				t.Errorf("rebuilt index differs from a clean projection:\n%s", diffLines(got, wantIndex))
 			}
 		})
+	}
+}
+
+func TestOpen_RefedDocsKeepTheGenerationTheyWereFirstSearchableAt(t *testing.T) {
+	e := newEnv(t)
+	corpus := mixedCorpus(t)
+	half := e.publishAll(corpus[:len(corpus)/2])
+	dir := t.TempDir()
+	r := e.start(dir)
+	waitGen(t, r.p, half)
+	inst := r.p.cur.dir
+	r.stop()
+	old := filepath.Join(t.TempDir(), "index")
+	if err := os.CopyFS(old, os.DirFS(filepath.Join(inst, "index"))); err != nil {
+		t.Fatal(err)
+	}
+	last := e.publishAll(corpus[len(corpus)/2:])
+	r = e.start(dir)
+	waitGen(t, r.p, last)
+	r.stop()
+	if err := os.RemoveAll(filepath.Join(inst, "index")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(inst, "index"), os.DirFS(old)); err != nil {
+		t.Fatal(err)
+	}
+	again := e.start(dir)
+	defer again.stop()
+
+	// A paged search whose first page was taken at `half` (AsOf = half)
+	// still finds every doc that was searchable then, although the re-feed
+	// re-indexed the sessions changed since.
+	checked := 0
+	view(t, again.p, func(s Snapshot) error {
+		return s.SessionsByCreated(nil, func(info SessionInfo) bool {
+			id := info.Header.Header.ID
+			_ = s.Events(id, 0, func(ev StoredEvent) bool {
+				if ev.Text == "" || !info.Valid() || ev.StreamSeq > half || info.UpdatedAt <= half {
+					return true
+				}
+				seq := float64(ev.Record.Seq)
+				q := indexQuery(id, strings.Fields(ev.Text)[0], seq)
+				q.AsOf = half
+				page, err := again.p.Index().SearchEvents(context.Background(), q)
+				if err != nil || len(page.Hits) != 1 {
+					t.Errorf("%s/%d (stream sequence %d) searched as of %d: %d hits, %v; want 1", id, ev.Record.Seq, ev.StreamSeq, half, len(page.Hits), err)
+				}
+				checked++
+				return true
+			})
+			return true
+		})
+	})
+	if checked == 0 {
+		t.Fatal("no re-fed doc from before the first page was checked")
 	}
 }
