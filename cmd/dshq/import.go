@@ -76,7 +76,11 @@ Import is idempotent: a session whose stored records equal the file's is
 reported as already present, and a partial earlier import is completed. A
 stored session with the same id and different content is refused, unless
 --rename-on-conflict stores the file under a derived id (<id>~<hash>, the same
-for the same content, so a repeated import finds it present).
+for the same content, so a repeated import finds it present). A session a
+harness is writing (it holds the session's write lease) is refused; import it
+again once the harness is done. Logs are checked as the projector reads them,
+so older message shapes of real logs are taken and nothing imported is
+quarantined.
 
 Upstream test fixtures hold {{cwd}} and {{sessionId}} placeholders: --fixture-cwd
 substitutes them as the original's web seeder does ({{sessionId}} becomes
