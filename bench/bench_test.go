@@ -23,31 +23,54 @@ func TestMain(m *testing.M) {
 	)
 }
 
-// TestRunPrintsEveryRow runs the whole bench on a tiny corpus: every figure
-// of the table is there, beside a non-zero reference, and the JSON report
-// carries the same rows.
+// TestRunPrintsEveryRow runs the whole bench on a tiny corpus, once with
+// every session written through the measured ingest and once with most of
+// them bulk-loaded first: every figure of the table is there, beside a
+// non-zero reference, and the JSON report carries the same rows.
 func TestRunPrintsEveryRow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole pipeline")
 	}
+	for _, tc := range []struct {
+		name   string
+		sample int
+		bulk   bool
+	}{
+		{"all sessions go through the measured ingest", 0, false},
+		{"most sessions are bulk-loaded before the measured ingest", 4, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkEveryRow(t, tc.sample, tc.bulk) })
+	}
+}
+
+func checkEveryRow(t *testing.T, sample int, bulk bool) {
 	rep, err := Run(context.Background(), Config{
-		Corpus:  CorpusConfig{Sessions: 12, Turns: 4, Seed: 1},
-		Dir:     t.TempDir(),
+		Corpus:         CorpusConfig{Sessions: 12, Turns: 4, Seed: 1},
+		Dir:            t.TempDir(),
+		SampleSessions: sample, BulkWriters: 3,
 		Writers: 2, Samples: 20, AppendSamples: 2,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	apply := "projector apply (records/s)"
+	if bulk {
+		apply = "projector apply of the bulk backlog (records/s)"
+	}
 	want := []string{
-		"ingest to searchable (events/s)|raw JetStream async publish",
-		"ingest to searchable (events/s)|SQLite FTS5 bulk load",
-		"projector apply (records/s)|raw JetStream pull+ack consume",
-		"projector apply (records/s)|raw Bleve batch index",
+		"ingest to searchable, sample, sync always (events/s)|raw JetStream async publish",
+		"ingest to searchable, sample, sync always (events/s)|SQLite FTS5 bulk load",
+		apply + "|raw JetStream pull+ack consume",
+		apply + "|raw Bleve batch index",
 		"publish→searchable p50 (ms)|raw publish→consumer delivery p50",
 		"publish→searchable p99 (ms)|raw publish→consumer delivery p99",
-		"rebuild (s)|raw re-read of the stream",
+		"rebuild (s)|raw re-read of the stream (s)",
+		"rebuild (records/s)|raw re-read of the stream (rec/s)",
 		"peak RSS during ingest (MiB)|RSS before ingest",
 		"peak Go heap during ingest (MiB)|Go heap before ingest",
+	}
+	if bulk {
+		want = append(want, "bulk backlog to searchable (events/s)|raw JetStream pull+ack consume, same records")
 	}
 	for _, policy := range []string{"sync always", "sync relaxed"} {
 		for _, n := range []string{"1", "10", "100"} {
@@ -88,6 +111,13 @@ func TestRunPrintsEveryRow(t *testing.T) {
 	if rep.Sessions != 12 || rep.Events == 0 || rep.Documents == 0 || rep.Records <= rep.Events {
 		t.Errorf("corpus summary %+v", rep)
 	}
+	ph := rep.Phases
+	if ph.BulkEvents+ph.SampleEvents != rep.Events || ph.BulkSessions+ph.SampleSessions != 12 {
+		t.Errorf("phases %+v do not add up to the corpus (%d events)", ph, rep.Events)
+	}
+	if bulk != (ph.BulkSessions == 8 && ph.SampleSessions == 4 && ph.BulkElapsed > 0) {
+		t.Errorf("phases %+v: want bulk load %v of 8 sessions", ph, bulk)
+	}
 
 	var table bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil {
@@ -97,6 +127,10 @@ func TestRunPrintsEveryRow(t *testing.T) {
 		if !strings.Contains(table.String(), row.Metric) {
 			t.Errorf("table lacks %q", row.Metric)
 		}
+	}
+	if !strings.Contains(table.String(), "measured ingest sample: ") ||
+		bulk != strings.Contains(table.String(), "through Store.Import, record by record, 3 writers, sync relaxed") {
+		t.Errorf("table does not say how the corpus was written (bulk load %v):\n%s", bulk, table.String())
 	}
 	b, err := json.Marshal(rep)
 	if err != nil {

@@ -24,7 +24,7 @@ import (
 // times it until everything is searchable; the Go heap and the process RSS
 // are tracked meanwhile.
 func (r *runner) measureIngest(ctx context.Context) error {
-	r.progress("ingest: %d events through bus.Store with %d writers", r.corpus.Events(), r.cfg.Writers)
+	r.progress("ingest: %d events through bus.Store with %d writers, sync always", r.rep.Phases.SampleEvents, r.cfg.Writers)
 	runtime.GC()
 	heapBefore := heapNow()
 	rssBefore, err := procStatus("VmRSS")
@@ -51,9 +51,9 @@ func (r *runner) measureIngest(ctx context.Context) error {
 	if err := r.checkNoQuarantine(ctx); err != nil {
 		return err
 	}
-	r.ingestRate = float64(r.corpus.Events()) / elapsed.Seconds()
+	r.ingestRate = float64(r.rep.Phases.SampleEvents) / elapsed.Seconds()
 	r.rep.section = sectionThroughput
-	r.rep.add("ingest to searchable (events/s)", r.ingestRate,
+	r.rep.add("ingest to searchable, sample, sync always (events/s)", r.ingestRate,
 		"raw JetStream async publish, same records (rec/s)", r.rawPublishRate)
 	hwmName := "peak RSS during ingest (MiB)"
 	if !reset {
@@ -65,7 +65,7 @@ func (r *runner) measureIngest(ctx context.Context) error {
 	return nil
 }
 
-// writeCorpus appends every session with cfg.Writers concurrent writers and
+// writeCorpus appends every sample session with cfg.Writers concurrent writers and
 // returns the highest stream sequence acknowledged.
 func (r *runner) writeCorpus(ctx context.Context) (uint64, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -93,7 +93,7 @@ func (r *runner) writeCorpus(ctx context.Context) (uint64, error) {
 		}()
 	}
 feed:
-	for _, s := range r.corpus.Sessions {
+	for _, s := range r.sample {
 		select {
 		case work <- s:
 		case <-ctx.Done():

@@ -30,6 +30,13 @@ type Config struct {
 	// Dir is the working directory, new or empty ("" = a temporary one,
 	// removed after).
 	Dir string
+	// SampleSessions is the number of sessions (the corpus's last ones)
+	// written through the measured ingest: bus.Store appends with sync
+	// always while the projector runs. The sessions before them are the
+	// bulk, loaded fast before any measurement (see Phases).
+	SampleSessions int
+	// BulkWriters is the number of concurrent importers of the bulk load.
+	BulkWriters int
 	// Writers is the number of concurrent harness writers during ingest.
 	Writers int
 	// Samples is the number of measured calls per latency figure.
@@ -42,9 +49,11 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultWriters       = 4
-	DefaultSamples       = 300
-	DefaultAppendSamples = 100
+	DefaultWriters        = 4
+	DefaultSampleSessions = 800
+	DefaultBulkWriters    = 16
+	DefaultSamples        = 300
+	DefaultAppendSamples  = 100
 	// DefaultPhaseTimeout bounds each wait for the projector to catch up.
 	DefaultPhaseTimeout = 20 * time.Minute
 )
@@ -55,6 +64,12 @@ func (c *Config) defaults() {
 	}
 	if c.Corpus.Turns == 0 {
 		c.Corpus.Turns = DefaultTurns
+	}
+	if c.SampleSessions <= 0 {
+		c.SampleSessions = DefaultSampleSessions
+	}
+	if c.BulkWriters <= 0 {
+		c.BulkWriters = DefaultBulkWriters
 	}
 	if c.Writers <= 0 {
 		c.Writers = DefaultWriters
@@ -74,6 +89,8 @@ func (c *Config) defaults() {
 type runner struct {
 	cfg    Config
 	corpus *Corpus
+	bulk   []Session // loaded fast before the measurements
+	sample []Session // written through the measured ingest
 	rep    *Report
 	dir    string
 	rng    *rand.Rand
@@ -88,6 +105,8 @@ type runner struct {
 	last   uint64           // the session stream's last sequence after ingest
 
 	rawPublishRate float64 // records/s, measured before ingest
+	printed        int     // rows already shown by progressRows
+	applyName      string  // the row of applyRate
 	applyRate      float64 // records/s of a fresh projector
 	ingestRate     float64 // events/s to searchable
 }
@@ -103,6 +122,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		return nil, err
 	}
 	r.rep.Sessions, r.rep.Events = len(r.corpus.Sessions), r.corpus.Events()
+	r.split()
 	if cfg.Dir != "" {
 		if entries, err := os.ReadDir(cfg.Dir); err == nil && len(entries) > 0 {
 			return nil, fmt.Errorf("bench: working directory %s is not empty (the corpus must be fresh)", cfg.Dir)
@@ -120,25 +140,42 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			err = errors.Join(err, stack[i]())
 		}
 	}()
+	if err := r.loadBulk(ctx); err != nil {
+		return nil, err
+	}
 	if err := r.startBus(ctx, &stack); err != nil {
 		return nil, err
 	}
 	if err := r.measureRawPublish(ctx); err != nil {
 		return nil, err
 	}
-	if err := r.startPipeline(ctx, &stack); err != nil {
+	if err := r.measureCatchUp(ctx, &stack); err != nil {
 		return nil, err
 	}
-	for _, phase := range []func(context.Context) error{
-		r.measureIngest, r.measurePublishToSearchable, r.measureAppend, r.measureApply, r.measureQueries, r.measureRebuild,
-	} {
+	r.progressRows()
+	phases := []func(context.Context) error{r.measureIngest, r.measurePublishToSearchable, r.measureAppend}
+	if len(r.bulk) == 0 {
+		// No backlog to catch up with: a fresh projector applies the stream.
+		phases = append(phases, r.measureApply)
+	}
+	for _, phase := range append(phases, r.measureQueries, r.measureRebuild) {
 		if err := phase(ctx); err != nil {
 			return nil, err
 		}
+		r.progressRows()
 	}
 	r.rep.sort()
 	r.rep.Elapsed = time.Since(start)
 	return r.rep, nil
+}
+
+// progressRows prints the rows added since the last call as progress
+// lines, so that a long run that is stopped still shows what it measured.
+func (r *runner) progressRows() {
+	for _, row := range r.rep.Rows[r.printed:] {
+		r.progress("  %s = %s beside %s = %s (%s)", row.Metric, num(row.Value), row.Reference, num(row.RefValue), ratio(row.Ratio))
+	}
+	r.printed = len(r.rep.Rows)
 }
 
 func (r *runner) progress(format string, args ...any) {
@@ -164,7 +201,9 @@ func (r *runner) startBus(ctx context.Context, stack *[]func() error) error {
 }
 
 func startServer(ctx context.Context, dir string, sync bus.SyncPolicy) (*bus.Embedded, *nats.Conn, jetstream.JetStream, error) {
-	srv, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: dir, Sync: sync})
+	// A restart over a bulk-loaded store recovers every message block
+	// before it is ready: give it minutes, not the default seconds.
+	srv, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: dir, Sync: sync, ReadyTimeout: 10 * time.Minute})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -269,11 +308,11 @@ func headerRaw(s Session) ([]byte, error) {
 	return record.EncodeHeader(dshq.HeaderRecord{Header: s.Header, FormatVersion: dshq.FormatVersion2, InheritedEventCount: s.Inherited})
 }
 
-// measureRawPublish publishes the corpus's records (headers and events,
+// measureRawPublish publishes the ingest sample's records (headers and events,
 // one subject per session) to BENCH_RAW with pipelined async publishes:
 // the bus's own throughput limit on this server.
 func (r *runner) measureRawPublish(ctx context.Context) error {
-	r.progress("raw JetStream publish of %d records", r.corpus.Records())
+	r.progress("raw JetStream publish of the ingest sample's %d records", r.rep.Phases.SampleEvents+len(r.sample))
 	var failed atomic.Int64
 	js, err := jetstream.New(r.nc, jetstream.WithPublishAsyncMaxPending(4096),
 		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { failed.Add(1) }))
@@ -282,7 +321,7 @@ func (r *runner) measureRawPublish(ctx context.Context) error {
 	}
 	start := time.Now()
 	n := 0
-	for _, s := range r.corpus.Sessions {
+	for _, s := range r.sample {
 		tok, err := record.SubjectToken(s.Header.ID)
 		if err != nil {
 			return err

@@ -34,6 +34,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Corpus.Sessions, "sessions", bench.DefaultSessions, "sessions in the generated corpus")
 	fs.IntVar(&cfg.Corpus.Turns, "turns", bench.DefaultTurns, "turns per session (each ~12 events; a compaction every 3 turns)")
 	fs.Uint64Var(&cfg.Corpus.Seed, "seed", 1, "corpus seed")
+	fs.IntVar(&cfg.SampleSessions, "sample-sessions", bench.DefaultSampleSessions, "sessions (the corpus's last) written through the measured ingest; the rest are bulk-loaded first")
+	fs.IntVar(&cfg.BulkWriters, "bulk-writers", bench.DefaultBulkWriters, "concurrent importers of the bulk load (sync relaxed)")
 	fs.IntVar(&cfg.Writers, "writers", bench.DefaultWriters, "concurrent harness writers during ingest")
 	fs.IntVar(&cfg.Samples, "samples", bench.DefaultSamples, "measured calls per latency figure")
 	fs.IntVar(&cfg.AppendSamples, "append-samples", bench.DefaultAppendSamples, "appends per batch size and sync policy")
