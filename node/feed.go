@@ -12,6 +12,10 @@ import (
 	"github.com/dshq/dshq/projection"
 )
 
+// errPublishFailed, returned by a fault, makes the hook treat the commit's
+// publication as failed without stopping the node (tests).
+var errPublishFailed = errors.New("injected feed publication failure")
+
 // feedPublisher publishes the projector's commits to the live feed without
 // gaps (docs/protocol.md §5.5): on start it re-publishes what the feed is
 // missing up to the projection's checkpoint, and a commit whose publication
@@ -21,7 +25,8 @@ type feedPublisher struct {
 	log *slog.Logger
 	// fault, when set, runs before each commit's publication; an error
 	// stops publishing for good and is passed to stop, as if the process
-	// died between its bbolt commit and its feed publication (tests).
+	// died between its bbolt commit and its feed publication, except
+	// errPublishFailed, which fails that one publication (tests).
 	fault func(gen uint64) error
 	stop  func(error)
 
@@ -111,7 +116,10 @@ func (f *feedPublisher) hook(ctx context.Context, proj func() *projection.Projec
 			return
 		}
 		if f.fault != nil {
-			if err := f.fault(c.Generation); err != nil {
+			if err := f.fault(c.Generation); errors.Is(err, errPublishFailed) {
+				f.log.Error("publish commit to the feed", "generation", c.Generation, "published", f.published, "err", err)
+				return
+			} else if err != nil {
 				f.dead = true
 				f.stop(err)
 				return

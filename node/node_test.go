@@ -268,3 +268,48 @@ func readFeed(t *testing.T, js jetstream.JetStream) []feed.Message {
 	}
 	return out
 }
+
+func TestRun_AFailedPublicationIsRepublishedWithTheNextCommit(t *testing.T) {
+	failed := make(chan uint64, 1)
+	cfg := Config{Home: t.TempDir(), Listen: "127.0.0.1:0", RelaxedSync: true, Parts: Parts{Projector: true}, Projection: ProjectionConfig{BatchSize: 3},
+		feedFault: func(gen uint64) error {
+			if gen > 4 {
+				select {
+				case failed <- gen: // the first commit past 4 fails once
+					return errPublishFailed
+				default:
+				}
+			}
+			return nil
+		}}
+	n := start(t, cfg)
+	_, js := dial(t, n.info.ClientURL)
+	lines := publishSample(t, js)
+	want := uint64(len(lines))
+	pub := feed.NewPublisher(js)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		cp, err := pub.Checkpoint(context.Background())
+		if err == nil && cp.Generation == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("feed checkpoint %+v (%v), want generation %d", cp, err, want)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+	if len(failed) != 1 {
+		t.Fatal("no publication failed")
+	}
+	events := map[int64]int{}
+	for _, m := range readFeed(t, js) {
+		if m.Kind == feed.KindEvent {
+			events[m.Event.Seq]++
+		}
+	}
+	for seq := int64(0); seq < int64(len(lines)-1); seq++ {
+		if events[seq] != 1 {
+			t.Errorf("event %d is in the feed %d times, want once", seq, events[seq])
+		}
+	}
+}
