@@ -10,6 +10,7 @@ import (
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
+	bindex "github.com/blevesearch/bleve_index_api"
 	"github.com/dshq/dshq"
 )
 
@@ -235,31 +236,50 @@ func (s *stored) fields() map[string]any {
 var storedFields = []string{fieldSession, fieldCwd, fieldParent, fieldCreated, fieldSeq, fieldTime, fieldType, fieldSurface, fieldGen, fieldText}
 
 // fetch loads the stored docs with the given ids, in the order of ids;
-// missing ids are skipped.
+// missing ids are skipped. It reads the stored fields of each doc from one
+// index snapshot directly: no search, no field maps built for highlighting.
 func (x *Index) fetch(ctx context.Context, ids []string) ([]stored, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	req := bleve.NewSearchRequestOptions(query.NewDocIDQuery(ids), len(ids), 0, false)
-	req.Fields = storedFields
-	req.Score = "none"
-	res, err := x.idx.SearchInContext(ctx, req)
+	ix, err := x.idx.Advanced()
 	if err != nil {
 		return nil, fmt.Errorf("load docs: %w", err)
 	}
-	byID := make(map[string]stored, len(res.Hits))
-	for _, h := range res.Hits {
-		s, err := decodeStored(h)
+	r, err := ix.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("load docs: %w", err)
+	}
+	defer r.Close()
+	out := make([]stored, 0, len(ids))
+	for i, id := range ids {
+		if i%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("load docs: %w", err)
+			}
+		}
+		d, err := r.Document(id)
+		if err != nil {
+			return nil, fmt.Errorf("load doc %q: %w", id, err)
+		}
+		if d == nil {
+			continue
+		}
+		fields := make(map[string]any, len(storedFields))
+		d.VisitFields(func(f bindex.Field) {
+			if n, ok := f.(bindex.NumericField); ok {
+				if v, err := n.Number(); err == nil {
+					fields[f.Name()] = v
+				}
+				return
+			}
+			fields[f.Name()] = string(f.Value())
+		})
+		s, err := decodeStored(&search.DocumentMatch{ID: id, Fields: fields})
 		if err != nil {
 			return nil, err
 		}
-		byID[h.ID] = s
-	}
-	out := make([]stored, 0, len(ids))
-	for _, id := range ids {
-		if s, ok := byID[id]; ok {
-			out = append(out, s)
-		}
+		out = append(out, s)
 	}
 	return out, nil
 }
