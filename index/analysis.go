@@ -177,9 +177,13 @@ func (an *analyzer) matchStart(text string, terms []string) int {
 	if len(terms) == 0 {
 		return -1
 	}
+	tokens := an.Analyze(text)
+	if len(terms) == 1 {
+		return firstTermStart(tokens, terms[0])
+	}
 	positions := make(map[string][]uint64)
 	starts := make(map[uint64]int)
-	for _, t := range an.Analyze(text) {
+	for _, t := range tokens {
 		p := uint64(t.Position)
 		positions[string(t.Term)] = append(positions[string(t.Term)], p)
 		if s, ok := starts[p]; !ok || t.Start < s {
@@ -191,4 +195,26 @@ func (an *analyzer) matchStart(text string, terms []string) int {
 		return -1
 	}
 	return starts[p]
+}
+
+// firstTermStart is matchStart for a one-term phrase without the position
+// maps: the lowest byte offset of a token at the lowest position where term
+// occurs, or -1.
+func firstTermStart(tokens analysis.TokenStream, term string) int {
+	pos := -1
+	for _, t := range tokens {
+		if (pos < 0 || t.Position < pos) && string(t.Term) == term {
+			pos = t.Position
+		}
+	}
+	if pos < 0 {
+		return -1
+	}
+	start := -1
+	for _, t := range tokens {
+		if t.Position == pos && (start < 0 || t.Start < start) {
+			start = t.Start
+		}
+	}
+	return start
 }

@@ -214,3 +214,47 @@ func FuzzAnalysis(f *testing.F) {
 		}
 	})
 }
+
+// TestOneTermMatchStartIsTheGeneralOne: the one-term shortcut of matchStart
+// finds the same offset as the general phrase path (position maps and
+// firstPhrase) on mixed Latin, CJK and repeated text.
+func TestOneTermMatchStartIsTheGeneralOne(t *testing.T) {
+	an := newAnalyzer()
+	general := func(text, term string) int {
+		positions := make(map[string][]uint64)
+		starts := make(map[uint64]int)
+		for _, tk := range an.Analyze(text) {
+			p := uint64(tk.Position)
+			positions[string(tk.Term)] = append(positions[string(tk.Term)], p)
+			if s, ok := starts[p]; !ok || tk.Start < s {
+				starts[p] = tk.Start
+			}
+		}
+		p, ok := firstPhrase(positions, []string{term})
+		if !ok {
+			return -1
+		}
+		return starts[p]
+	}
+	texts := []string{
+		"", "needle", "pad Needle needle", "café CAFE cafe", "中文搜索中文", "a 中文 b 文搜 中", "x\u0301 needle\tneedle",
+		"run run run ran", "数据库 database 数据",
+	}
+	queries := []string{"needle", "cafe", "中文", "文", "搜", "run", "ran", "数据", "database", "absent"}
+	checked := 0
+	for _, text := range texts {
+		for _, q := range queries {
+			terms := an.phraseTerms(q)
+			if len(terms) != 1 {
+				continue
+			}
+			checked++
+			if got, want := an.matchStart(text, terms), general(text, terms[0]); got != want {
+				t.Errorf("matchStart(%q, %q) = %d, the general path %d", text, q, got, want)
+			}
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("only %d one-term cases checked", checked)
+	}
+}
