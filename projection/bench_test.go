@@ -102,3 +102,34 @@ func appendLatencies(b *testing.B, e *env, p *Projector, n int) []time.Duration 
 	slices.Sort(out)
 	return out
 }
+
+// BenchmarkRebuild measures Rebuild's rate (records/s from sequence 1 to the
+// swap) beside a caught-up projector, on the corpus.
+// Run it with: go test -run '^$' -bench Rebuild -benchtime 1x ./projection
+func BenchmarkRebuild(b *testing.B) {
+	var recs [][2]string
+	for _, l := range readCorpus(b) {
+		tok := token(b, l.header.Header.ID)
+		for _, ln := range l.lines {
+			recs = append(recs, [2]string{tok, string(ln)})
+		}
+	}
+	for range b.N {
+		e := newEnv(b)
+		last := e.publishAsync(recs)
+		r := e.start(b.TempDir())
+		waitGenWithin(b, r.p, last, 10*time.Minute)
+		start := time.Now()
+		var final RebuildProgress
+		if err := r.p.Rebuild(context.Background(), func(p RebuildProgress) { final = p }); err != nil {
+			b.Fatal(err)
+		}
+		took := time.Since(start)
+		if final.Records != int(last) {
+			b.Fatalf("rebuild applied %d records, want %d", final.Records, last)
+		}
+		b.ReportMetric(float64(final.Records)/took.Seconds(), "rebuild-rec/s")
+		b.ReportMetric(float64(final.Records), "records")
+		r.stop()
+	}
+}

@@ -48,6 +48,10 @@ type config struct {
 	// rebuildFetch shapes the rebuild's pulls (tests shrink it to force
 	// cut-off fetches).
 	rebuildFetch rebuildFetch
+	// followCutoff, when positive, makes the loop abandon every pull after
+	// reading that many records, as a pull cut off by its deadline does
+	// (tests).
+	followCutoff int
 }
 
 // WithStream sets the stream name (DefaultStream).

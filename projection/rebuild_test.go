@@ -406,3 +406,23 @@ func TestOpen_RefedDocsKeepTheGenerationTheyWereFirstSearchableAt(t *testing.T) 
 		t.Fatal("no re-fed doc from before the first page was checked")
 	}
 }
+
+func TestRun_ReadsEveryRecordOnceWhenPullsAreCutOff(t *testing.T) {
+	e := newEnv(t)
+	last := e.publishAll(mixedCorpus(t))
+	clean := e.start(t.TempDir())
+	waitGen(t, clean.p, last)
+	wantStore, wantIndex := dumpStore(t, clean.p), dumpIndex(t, clean.p)
+	clean.stop()
+
+	// Every pull is abandoned after three records: the records the server
+	// sent after them must not be acknowledged (AckAll) by a later one.
+	r := e.start(t.TempDir(), WithBatchSize(10), WithDurable("cut-off"), func(c *config) { c.followCutoff = 3 })
+	waitGen(t, r.p, last)
+	if got := dumpStore(t, r.p); got != wantStore {
+		t.Errorf("store differs from a clean projection:\n%s", diffLines(got, wantStore))
+	}
+	if got := dumpIndex(t, r.p); got != wantIndex {
+		t.Errorf("index differs from a clean projection:\n%s", diffLines(got, wantIndex))
+	}
+}

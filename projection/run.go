@@ -39,6 +39,7 @@ func (p *Projector) follow(ctx context.Context) error {
 	var (
 		cons jetstream.Consumer
 		for_ *instance
+		next uint64 // the consumer sequence of the next delivery
 	)
 	for ctx.Err() == nil {
 		inst := p.current()
@@ -62,7 +63,7 @@ func (p *Projector) follow(ctx context.Context) error {
 				}
 				continue
 			}
-			cons, for_ = c, inst
+			cons, for_, next = c, inst, 1
 		}
 		fctx, cancel := context.WithTimeout(ctx, fetchWait)
 		mb, err := cons.Fetch(p.cfg.batchSize, jetstream.FetchContext(fctx))
@@ -78,8 +79,19 @@ func (p *Projector) follow(ctx context.Context) error {
 			}
 			continue
 		}
-		err = p.drain(ctx, inst, mb)
+		read, err := p.drain(ctx, inst, mb, &next)
 		cancel()
+		if err == nil && read < p.cfg.batchSize && ctx.Err() == nil {
+			err = p.checkDelivered(ctx, cons, next)
+		}
+		if errors.Is(err, errDeliveryGap) {
+			// A pull cut off by its deadline dropped records the server
+			// had sent; acknowledging a later one (AckAll) would lose them.
+			// Resume from the checkpoint with a new consumer.
+			p.log.Debug("resuming after an interrupted delivery", "err", err)
+			for_ = nil
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -88,28 +100,70 @@ func (p *Projector) follow(ctx context.Context) error {
 }
 
 // drain applies the messages of one pull request, grouping those that are
-// already there into batches.
-func (p *Projector) drain(ctx context.Context, inst *instance, mb jetstream.MessageBatch) error {
+// already there into batches. next is the consumer sequence expected next: a
+// delivery past it means records were delivered and never read, so drain
+// applies what came before it and returns errDeliveryGap.
+func (p *Projector) drain(ctx context.Context, inst *instance, mb jetstream.MessageBatch, next *uint64) (read int, err error) {
 	msgs := mb.Messages()
 	for {
 		var first jetstream.Msg
 		select {
 		case m, ok := <-msgs:
 			if !ok {
-				return nil
+				return read, nil
 			}
 			first = m
 		case <-ctx.Done():
-			return nil
+			return read, nil
 		}
 		group := p.gather(msgs, first)
-		if err := p.applyMsgs(ctx, inst, group); err != nil {
-			if errors.Is(err, errSwapped) {
-				return nil
+		cut := false
+		if c := p.cfg.followCutoff; c > 0 && read+len(group) >= c {
+			group, cut = group[:c-read], true // the rest is dropped, as by a deadline
+		}
+		read += len(group)
+		var gap error
+		for i, m := range group {
+			md, err := m.Metadata()
+			if err != nil {
+				return read, fmt.Errorf("message metadata: %w", err)
 			}
-			return err
+			if md.Sequence.Consumer != *next {
+				gap = fmt.Errorf("%w: delivery %d after %d (stream sequence %d)", errDeliveryGap, md.Sequence.Consumer, *next-1, md.Sequence.Stream)
+				group = group[:i]
+				break
+			}
+			*next++
+		}
+		if len(group) > 0 {
+			if err := p.applyMsgs(ctx, inst, group); err != nil {
+				if errors.Is(err, errSwapped) {
+					return read, nil
+				}
+				return read, err
+			}
+		}
+		if gap != nil {
+			return read, gap
+		}
+		if cut {
+			return read, nil
 		}
 	}
+}
+
+// checkDelivered asks the server how many records the consumer delivered
+// after a pull that ended short: more than were read means a pull cut off
+// by its deadline dropped some (errDeliveryGap).
+func (p *Projector) checkDelivered(ctx context.Context, cons jetstream.Consumer, next uint64) error {
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return nil // the next pull or consumer reset will tell
+	}
+	if info.Delivered.Consumer >= next {
+		return fmt.Errorf("%w: %d deliveries, %d read", errDeliveryGap, info.Delivered.Consumer, next-1)
+	}
+	return nil
 }
 
 // gatherLinger bounds how long a batch waits for records that the stream
