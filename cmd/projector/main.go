@@ -3,9 +3,10 @@
 // --data (bbolt + Bleve), serves that projection's query shard, publishes
 // its commits to the live feed (DSH_FEED), serves the admin service
 // (dsh-admin: status, stats, rebuild) and exposes Prometheus metrics. It is
-// node.Run with the projector part: the same assembly as `dshq serve`. It runs until SIGINT or SIGTERM, then shuts down
-// cleanly (the loop stops between batches; nothing committed is lost, and
-// nothing uncommitted was acknowledged).
+// node.Run with the projector part: the same assembly as `dshq serve`. It
+// runs until SIGINT or SIGTERM, then shuts down cleanly (the loop stops
+// between batches; nothing committed is lost, and nothing uncommitted was
+// acknowledged).
 package main
 
 import (
