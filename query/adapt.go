@@ -115,8 +115,35 @@ func storedEvent(e projection.StoredEvent) StoredEvent {
 
 // FromIndex adapts the Bleve index to Searcher. It collects up to q.Limit
 // hits in index pages of up to index.MaxLimit, all read as of the index
-// generation of the first page.
+// generation of the first page. The Searcher is a KeySearcher.
 func FromIndex(x *index.Index) Searcher { return indexSearcher{x} }
+
+// FromIndexFunc is FromIndex over the index current returns on each call
+// (a projector's index, which a rebuild swaps). The Searcher is a
+// KeySearcher.
+func FromIndexFunc(current func() *index.Index) Searcher { return currentIndex(current) }
+
+type currentIndex func() *index.Index
+
+func (f currentIndex) SearchSessions(ctx context.Context, q SearchQuery) ([]SessionHit, error) {
+	return indexSearcher{f()}.SearchSessions(ctx, q)
+}
+
+func (f currentIndex) SearchEvents(ctx context.Context, q SearchQuery) ([]dshq.EventSearchHit, error) {
+	return indexSearcher{f()}.SearchEvents(ctx, q)
+}
+
+func (f currentIndex) RankSessionKeys(ctx context.Context, q SearchQuery) ([]HitKey, bool, error) {
+	return indexSearcher{f()}.RankSessionKeys(ctx, q)
+}
+
+func (f currentIndex) RankEventKeys(ctx context.Context, q SearchQuery) ([]HitKey, bool, error) {
+	return indexSearcher{f()}.RankEventKeys(ctx, q)
+}
+
+func (f currentIndex) LoadHits(ctx context.Context, phrase string, keys []HitKey, snippetChars int) ([]dshq.EventSearchHit, error) {
+	return indexSearcher{f()}.LoadHits(ctx, phrase, keys, snippetChars)
+}
 
 type indexSearcher struct{ x *index.Index }
 
@@ -156,6 +183,62 @@ func (s indexSearcher) SearchEvents(ctx context.Context, q SearchQuery) ([]dshq.
 		if !page.More || len(page.Hits) == 0 {
 			break
 		}
+	}
+	return out, nil
+}
+
+// RankSessionKeys ranks as SearchSessions does, loading no doc: index
+// pages of up to index.MaxLimit keys, all as of the first's generation.
+func (s indexSearcher) RankSessionKeys(ctx context.Context, q SearchQuery) ([]HitKey, bool, error) {
+	return rankPages(q.Limit, func(offset, limit int, asOf uint64) (index.Ranking, error) {
+		return s.x.RankSessions(ctx, index.SessionQuery{Query: q.Phrase, SessionFilters: q.SessionFilters,
+			EventFilters: q.EventFilters, LiveSessionIDs: q.LiveSessionIDs, Offset: offset, Limit: limit, AsOf: asOf})
+	})
+}
+
+// RankEventKeys ranks as SearchEvents does, loading no doc.
+func (s indexSearcher) RankEventKeys(ctx context.Context, q SearchQuery) ([]HitKey, bool, error) {
+	return rankPages(q.Limit, func(offset, limit int, asOf uint64) (index.Ranking, error) {
+		return s.x.RankEvents(ctx, index.EventQuery{SessionID: q.SessionID, Query: q.Phrase, Filters: q.EventFilters,
+			Offset: offset, Limit: limit, AsOf: asOf})
+	})
+}
+
+// rankPages collects up to limit keys in rankings of up to index.MaxLimit
+// and reports whether more follow.
+func rankPages(limit int, rank func(offset, limit int, asOf uint64) (index.Ranking, error)) ([]HitKey, bool, error) {
+	var out []HitKey
+	var asOf uint64
+	more := false
+	for len(out) < limit {
+		r, err := rank(len(out), min(index.MaxLimit, limit-len(out)), asOf)
+		if err != nil {
+			return nil, false, err
+		}
+		asOf, more = r.Generation, r.More
+		for _, k := range r.Keys {
+			out = append(out, HitKey{SessionID: k.SessionID, Seq: k.Seq})
+		}
+		if !r.More || len(r.Keys) == 0 {
+			break
+		}
+	}
+	return out, more, nil
+}
+
+// LoadHits loads the docs of keys and cuts their snippets.
+func (s indexSearcher) LoadHits(ctx context.Context, phrase string, keys []HitKey, snippetChars int) ([]dshq.EventSearchHit, error) {
+	ks := make([]index.Key, len(keys))
+	for i, k := range keys {
+		ks[i] = index.Key{SessionID: k.SessionID, Seq: k.Seq}
+	}
+	hits, err := s.x.Hits(ctx, phrase, ks, snippetChars)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dshq.EventSearchHit, len(hits))
+	for i, h := range hits {
+		out[i] = h.EventHit()
 	}
 	return out, nil
 }

@@ -23,6 +23,9 @@ type searchMeta struct {
 	// Truncated is set when the search matched more than the stored hits
 	// (the Engine's max results): continuing past them fails.
 	Truncated bool `json:"truncated,omitempty"`
+	// Keys is set when the chunks hold HitKeys (ranked through a
+	// KeySearcher) rather than the hits themselves.
+	Keys bool `json:"keys,omitempty"`
 }
 
 // searchSessions answers sessions.search (UPSTREAM §5.5 order: cursor, then
@@ -36,8 +39,17 @@ func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *Request
 		return nil, err
 	}
 	page := dshq.SessionSearchPage{Items: []dshq.SessionSearchHit{}, Generation: snap.Generation()}
+	ks, keyed := e.search.(KeySearcher)
+	var build buildFunc[dshq.SessionSearchHit]
+	if keyed {
+		build = e.sessionHits(ks, req.Query)
+	}
 	if !first {
-		page.Items, page.NextCursor, err = continueSearch[dshq.SessionSearchHit](ctx, e, snap, req, c, page)
+		page.Items, page.NextCursor, err = continueSearch(ctx, e, snap, req, c, page, build)
+		return page, err
+	}
+	if keyed {
+		page.Items, page.NextCursor, err = e.keySessions(ctx, ks, snap, req, c, page)
 		return page, err
 	}
 	var hits []dshq.SessionSearchHit
@@ -92,8 +104,17 @@ func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *Request) 
 		return nil, err
 	}
 	page := dshq.EventSearchPage{Session: info.Header, Items: []dshq.EventSearchHit{}, Generation: snap.Generation()}
+	ks, keyed := e.search.(KeySearcher)
+	var build buildFunc[dshq.EventSearchHit]
+	if keyed {
+		build = e.eventHits(ks, req.Query)
+	}
 	if !first {
-		page.Items, page.NextCursor, err = continueSearch[dshq.EventSearchHit](ctx, e, snap, req, c, page)
+		page.Items, page.NextCursor, err = continueSearch(ctx, e, snap, req, c, page, build)
+		return page, err
+	}
+	if keyed {
+		page.Items, page.NextCursor, err = e.keyEvents(ctx, ks, snap, req, c, page)
 		return page, err
 	}
 	var hits []dshq.EventSearchHit
@@ -191,7 +212,7 @@ func firstSearchPage[T any](ctx context.Context, e *Engine, req *Request, c *cur
 	if len(items) == len(hits) && !truncated {
 		return items, "", nil
 	}
-	id, err := e.storeHits(ctx, hits, len(items), sessions, truncated)
+	id, err := e.storeHits(ctx, hits, len(items), sessions, truncated, false)
 	if err != nil {
 		return nil, "", err
 	}
@@ -207,8 +228,9 @@ func (e *Engine) tooManyResults(endpoint string) error {
 		endpoint, e.maxResults, e.maxResults)
 }
 
-// storeHits stores hits[from:] in chunks and the meta; it returns the id.
-func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []string, truncated bool) (string, error) {
+// storeHits stores hits[from:] (hits or, when keys is set, HitKeys) in
+// chunks and the meta; it returns the id.
+func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []string, truncated, keys bool) (string, error) {
 	var all []json.RawMessage
 	b, _ := json.Marshal(hits)
 	if err := json.Unmarshal(b, &all); err != nil {
@@ -217,7 +239,7 @@ func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []s
 	var idb [12]byte
 	_, _ = rand.Read(idb[:])
 	id := hex.EncodeToString(idb[:])
-	meta := searchMeta{Sessions: dedupe(sessions), Truncated: truncated}
+	meta := searchMeta{Sessions: dedupe(sessions), Truncated: truncated, Keys: keys}
 	for start := from; start < len(all); {
 		end, size := start, 2
 		for end < len(all) && (end == start || size+len(all[end])+1 <= storedChunkBytes) {
@@ -238,10 +260,11 @@ func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []s
 	return id, nil
 }
 
-// continueSearch serves a later page from the stored hits. It is stale when
-// a session the results count was reclassified (or invalidated, or is gone)
-// after the first page, or when the stored hits expired.
-func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *Request, c *cursor, empty any) ([]T, string, error) {
+// continueSearch serves a later page from the stored hits, or from the
+// stored keys through build. It is stale when a session the results count
+// was reclassified (or invalidated, or is gone) after the first page, or
+// when the stored hits expired.
+func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *Request, c *cursor, empty any, build buildFunc[T]) ([]T, string, error) {
 	if c.Store == "" || c.offset > c.Bound {
 		return nil, "", dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: offset out of range")
 	}
@@ -264,34 +287,57 @@ func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *R
 			return nil, "", staleCursor()
 		}
 	}
-	k := sort.Search(len(meta.Starts), func(i int) bool { return meta.Starts[i] > c.offset }) - 1
-	if k < 0 {
-		return nil, "", dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: offset out of range")
-	}
-	sz := e.sizer(empty)
-	items := []T{}
-	pos := c.offset
-	for ; k < len(meta.Starts) && len(items) < req.Limit; k++ {
-		var chunk []T
-		if err := e.load(ctx, fmt.Sprintf("%s.%d", c.Store, k), &chunk); err != nil {
+	var built []*T
+	if meta.Keys {
+		if build == nil {
+			return nil, "", dshq.Errorf(dshq.CodeIndexFailed, "%s: stored results hold keys, and this service's index cannot load them", req.Endpoint)
+		}
+		keys, err := storedRun[HitKey](ctx, e, c, meta, req.Limit)
+		if err != nil {
 			return nil, "", err
 		}
-		for i := pos - meta.Starts[k]; i < int64(len(chunk)) && len(items) < req.Limit; i++ {
-			if !sz.add(chunk[i]) {
-				k = len(meta.Starts)
-				break
-			}
-			items = append(items, chunk[i])
-			pos++
+		if built, err = build(ctx, snap, keys); err != nil {
+			return nil, "", err
+		}
+	} else {
+		hits, err := storedRun[T](ctx, e, c, meta, req.Limit)
+		if err != nil {
+			return nil, "", err
+		}
+		built = make([]*T, len(hits))
+		for i := range hits {
+			built[i] = &hits[i]
 		}
 	}
+	items, used := fitPage(e, built, empty)
 	if len(items) == 0 {
 		return nil, "", tooLargeItem(req.Endpoint)
 	}
+	pos := c.offset + int64(used)
 	if pos < c.Bound || meta.Truncated {
 		return items, c.at(pos), nil
 	}
 	return items, "", nil
+}
+
+// storedRun loads up to limit stored elements from the cursor's offset.
+func storedRun[E any](ctx context.Context, e *Engine, c *cursor, meta searchMeta, limit int) ([]E, error) {
+	k := sort.Search(len(meta.Starts), func(i int) bool { return meta.Starts[i] > c.offset }) - 1
+	if k < 0 {
+		return nil, dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: offset out of range")
+	}
+	var out []E
+	for pos := c.offset; k < len(meta.Starts) && len(out) < limit; k++ {
+		var chunk []E
+		if err := e.load(ctx, fmt.Sprintf("%s.%d", c.Store, k), &chunk); err != nil {
+			return nil, err
+		}
+		for i := pos - meta.Starts[k]; i >= 0 && i < int64(len(chunk)) && len(out) < limit; i++ {
+			out = append(out, chunk[i])
+			pos++
+		}
+	}
+	return out, nil
 }
 
 func (e *Engine) load(ctx context.Context, key string, v any) error {

@@ -5,8 +5,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/dshq/dshq"
-
 	"github.com/dshq/dshq/projection"
 )
 
@@ -19,18 +17,6 @@ func NewShardEngine(ctx context.Context, js jetstream.JetStream, p *projection.P
 	if err != nil {
 		return nil, err
 	}
-	base := []EngineOption{WithSearcher(projectorIndex{p}), WithCursorStore(store)}
+	base := []EngineOption{WithSearcher(FromIndexFunc(p.Index)), WithCursorStore(store)}
 	return NewEngine(FromProjector(p), append(base, opts...)...), nil
-}
-
-// projectorIndex searches the projector's current index, looked up on each
-// call because a rebuild swaps it.
-type projectorIndex struct{ p *projection.Projector }
-
-func (s projectorIndex) SearchSessions(ctx context.Context, q SearchQuery) ([]SessionHit, error) {
-	return FromIndex(s.p.Index()).SearchSessions(ctx, q)
-}
-
-func (s projectorIndex) SearchEvents(ctx context.Context, q SearchQuery) ([]dshq.EventSearchHit, error) {
-	return FromIndex(s.p.Index()).SearchEvents(ctx, q)
 }

@@ -1,0 +1,236 @@
+package query
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dshq/dshq"
+)
+
+// KeySearcher is a Searcher that can rank without loading docs and load the
+// docs of chosen keys afterwards. With one, the Engine ranks a paged
+// search's whole stored window as keys on its first page, stores only the
+// keys, and loads docs and cuts snippets for each page it serves: a common
+// word costs a ranking pass, not thousands of snippets.
+type KeySearcher interface {
+	Searcher
+	// RankSessionKeys ranks as SearchSessions does and returns at most
+	// q.Limit keys (each session's best event) and whether more follow.
+	RankSessionKeys(ctx context.Context, q SearchQuery) ([]HitKey, bool, error)
+	// RankEventKeys ranks as SearchEvents does and returns at most q.Limit
+	// keys and whether more follow.
+	RankEventKeys(ctx context.Context, q SearchQuery) ([]HitKey, bool, error)
+	// LoadHits returns the hits of keys in their order, each with its
+	// snippet around the phrase; a key whose doc is gone is left out.
+	LoadHits(ctx context.Context, phrase string, keys []HitKey, snippetChars int) ([]dshq.EventSearchHit, error)
+}
+
+// HitKey identifies one ranked event. Live is the session's availability
+// as of a search's first page, stored for sessions.search so that later
+// pages show the session as the first page saw it.
+type HitKey struct {
+	SessionID string `json:"s"`
+	Seq       int64  `json:"q"`
+	Live      bool   `json:"l,omitempty"`
+}
+
+type eventKey struct {
+	sessionID string
+	seq       int64
+}
+
+// buildFunc turns stored keys into a page's items, aligned with keys; a
+// key that no longer resolves is nil.
+type buildFunc[T any] func(ctx context.Context, snap Snapshot, keys []HitKey) ([]*T, error)
+
+// rankKeys ranks one page and one more key first; only when there is more
+// than a page does it rank the whole stored window (the Engine's max
+// results). truncated reports that the search matched more than that.
+func rankKeys(ctx context.Context, e *Engine, limit int, q SearchQuery, rank func(context.Context, SearchQuery) ([]HitKey, bool, error)) (keys []HitKey, truncated bool, err error) {
+	q.Limit = min(limit, e.maxResults)
+	keys, more, err := rank(ctx, q)
+	if err == nil && more && q.Limit < e.maxResults {
+		q.Limit = e.maxResults
+		keys, more, err = rank(ctx, q)
+	}
+	if err != nil {
+		return nil, false, indexFailed(err)
+	}
+	return keys, more, nil
+}
+
+// keySessions is the first page of sessions.search through a KeySearcher:
+// keys the snapshot does not hold (the index may be ahead of it) or whose
+// session is invalid are dropped before any is stored.
+func (e *Engine) keySessions(ctx context.Context, ks KeySearcher, snap Snapshot, req *Request, c *cursor, page dshq.SessionSearchPage) ([]dshq.SessionSearchHit, string, error) {
+	var kept []HitKey
+	sessions := []string{}
+	truncated := false
+	if !matchesNothing(req.SessionFilters) && !matchesNothing(req.EventFilters) {
+		q := SearchQuery{Phrase: req.Query, SessionFilters: req.SessionFilters, EventFilters: req.EventFilters,
+			LiveSessionIDs: snap.LiveSessions()}
+		keys, more, err := rankKeys(ctx, e, req.Limit, q, ks.RankSessionKeys)
+		if err != nil {
+			return nil, "", err
+		}
+		truncated = more
+		for _, k := range keys {
+			info, ok, err := snap.Session(k.SessionID)
+			if err != nil {
+				return nil, "", fmt.Errorf("read session %q: %w", k.SessionID, err)
+			}
+			if !ok || info.InvalidFromSeq >= 0 {
+				continue
+			}
+			if ok, err := holdsEvent(snap, k); err != nil || !ok {
+				if err != nil {
+					return nil, "", err
+				}
+				continue
+			}
+			k.Live = snap.IsLive(k.SessionID)
+			kept = append(kept, k)
+			sessions = append(sessions, k.SessionID)
+		}
+	}
+	return firstKeyPage(ctx, e, snap, req, c, kept, sessions, truncated, page, e.sessionHits(ks, req.Query))
+}
+
+// keyEvents is the first page of events.search through a KeySearcher.
+func (e *Engine) keyEvents(ctx context.Context, ks KeySearcher, snap Snapshot, req *Request, c *cursor, page dshq.EventSearchPage) ([]dshq.EventSearchHit, string, error) {
+	var kept []HitKey
+	truncated := false
+	if !matchesNothing(req.Filters) {
+		q := SearchQuery{Phrase: req.Query, SessionID: req.SessionID, EventFilters: req.Filters}
+		keys, more, err := rankKeys(ctx, e, req.Limit, q, ks.RankEventKeys)
+		if err != nil {
+			return nil, "", err
+		}
+		truncated = more
+		for _, k := range keys {
+			ok, err := holdsEvent(snap, k)
+			if err != nil {
+				return nil, "", err
+			}
+			if ok {
+				kept = append(kept, k)
+			}
+		}
+	}
+	return firstKeyPage(ctx, e, snap, req, c, kept, []string{req.SessionID}, truncated, page, e.eventHits(ks, req.Query))
+}
+
+func holdsEvent(snap Snapshot, k HitKey) (bool, error) {
+	_, ok, err := snap.Event(k.SessionID, k.Seq)
+	if err != nil {
+		return false, fmt.Errorf("read event %d of %q: %w", k.Seq, k.SessionID, err)
+	}
+	return ok, nil
+}
+
+// loadHits loads the hits of keys from the index, by key.
+func loadHits(ctx context.Context, ks KeySearcher, phrase string, keys []HitKey) (map[eventKey]dshq.EventSearchHit, error) {
+	hits, err := ks.LoadHits(ctx, phrase, keys, dshq.SnippetChars)
+	if err != nil {
+		return nil, indexFailed(err)
+	}
+	by := make(map[eventKey]dshq.EventSearchHit, len(hits))
+	for _, h := range hits {
+		by[eventKey{h.SessionID, h.Seq}] = h
+	}
+	return by, nil
+}
+
+// eventHits builds events.search items: the snippet from the index, the
+// record from the snapshot.
+func (e *Engine) eventHits(ks KeySearcher, phrase string) buildFunc[dshq.EventSearchHit] {
+	return func(ctx context.Context, snap Snapshot, keys []HitKey) ([]*dshq.EventSearchHit, error) {
+		by, err := loadHits(ctx, ks, phrase, keys)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]*dshq.EventSearchHit, len(keys))
+		for i, k := range keys {
+			h, ok := by[eventKey{k.SessionID, k.Seq}]
+			if !ok {
+				continue
+			}
+			h, ok, err := resolveHit(snap, k.SessionID, h)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out[i] = &h
+			}
+		}
+		return out, nil
+	}
+}
+
+// sessionHits builds sessions.search items: the header from the snapshot,
+// availability as the key stored it.
+func (e *Engine) sessionHits(ks KeySearcher, phrase string) buildFunc[dshq.SessionSearchHit] {
+	events := e.eventHits(ks, phrase)
+	return func(ctx context.Context, snap Snapshot, keys []HitKey) ([]*dshq.SessionSearchHit, error) {
+		best, err := events(ctx, snap, keys)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]*dshq.SessionSearchHit, len(keys))
+		for i, k := range keys {
+			if best[i] == nil {
+				continue
+			}
+			info, ok, err := snap.Session(k.SessionID)
+			if err != nil {
+				return nil, fmt.Errorf("read session %q: %w", k.SessionID, err)
+			}
+			if ok {
+				rec := dshq.SessionRecord{Header: info.Header, Live: k.Live, Persisted: true}
+				out[i] = &dshq.SessionSearchHit{SessionRecord: rec, BestMatch: *best[i]}
+			}
+		}
+		return out, nil
+	}
+}
+
+// firstKeyPage serves the first page of ranked keys and, when more remain
+// (or the search was truncated), stores the keys after it so later pages
+// are answered as of this one.
+func firstKeyPage[T any](ctx context.Context, e *Engine, snap Snapshot, req *Request, c *cursor, keys []HitKey, sessions []string, truncated bool, empty any, build buildFunc[T]) ([]T, string, error) {
+	built, err := build(ctx, snap, keys[:min(len(keys), req.Limit)])
+	if err != nil {
+		return nil, "", err
+	}
+	items, used := fitPage(e, built, empty)
+	if len(items) == 0 && len(keys) > 0 {
+		return nil, "", tooLargeItem(req.Endpoint)
+	}
+	if used == len(keys) && !truncated {
+		return items, "", nil
+	}
+	id, err := e.storeHits(ctx, keys, used, sessions, truncated, true)
+	if err != nil {
+		return nil, "", err
+	}
+	c.Store, c.Bound = id, int64(len(keys))
+	return items, c.at(int64(used)), nil
+}
+
+// fitPage returns the built items that fit the reply budget, in order, and
+// how many keys they used (a key that no longer resolves is passed over).
+func fitPage[T any](e *Engine, built []*T, empty any) ([]T, int) {
+	sz := e.sizer(empty)
+	items := []T{}
+	used := 0
+	for _, h := range built {
+		if h != nil {
+			if !sz.add(*h) {
+				break
+			}
+			items = append(items, *h)
+		}
+		used++
+	}
+	return items, used
+}
