@@ -212,18 +212,70 @@ func (x *Index) RankSessions(ctx context.Context, q SessionQuery) (Ranking, erro
 	return r, nil
 }
 
+// fullPassMatches bounds the matches bestPerSession sorts in one pass (the
+// sort holds every match in memory); a query matching more groups in rounds.
+const fullPassMatches = 200_000
+
 // bestPerSession returns, in rank order, the first-ranked doc of each of the
-// first need sessions. Each round searches only sessions not yet seen (the
-// seen ones are excluded, which changes no score), so every round yields at
-// least one new session and a session with many matching docs costs one
-// round, not a walk through all its docs.
+// first need sessions. One sorted pass over the first matches usually finds
+// them; when it does not, a second pass sorts every match (Bleve counted
+// them in the first) and keeps each session's first doc. Only a query with
+// more than fullPassMatches matches groups in rounds instead, each searching
+// only sessions not yet seen (excluding them changes no score), so memory
+// stays bounded by the round size.
 func (x *Index) bestPerSession(ctx context.Context, tq query.Query, filters []query.Query, asOf uint64, need int) ([]Key, error) {
+	q := withFilters(tq, filters, asOf, nil)
+	size := min(max(2*need, 64), 10000)
+	for {
+		keys, total, err := x.rankedPrefix(ctx, q, size)
+		if err != nil {
+			return nil, err
+		}
+		best := firstPerSession(keys, need)
+		if len(best) == need || uint64(len(keys)) >= total {
+			return best, nil
+		}
+		if total > x.fullPassMatches() {
+			return x.bestPerSessionInRounds(ctx, tq, filters, asOf, need)
+		}
+		// Docs applied since the last pass may add matches: sort them all.
+		size = int(total) + 1024
+	}
+}
+
+func (x *Index) fullPassMatches() uint64 {
+	if x.fullPass > 0 {
+		return x.fullPass
+	}
+	return fullPassMatches
+}
+
+// firstPerSession keeps the first key of each session, up to need sessions.
+func firstPerSession(keys []Key, need int) []Key {
+	var best []Key
+	seen := make(map[string]bool)
+	for _, k := range keys {
+		if len(best) == need {
+			break
+		}
+		if !seen[k.SessionID] {
+			seen[k.SessionID] = true
+			best = append(best, k)
+		}
+	}
+	return best
+}
+
+// bestPerSessionInRounds is bestPerSession for a query with very many
+// matches: each round searches only sessions not yet seen, so every round
+// yields at least one new session.
+func (x *Index) bestPerSessionInRounds(ctx context.Context, tq query.Query, filters []query.Query, asOf uint64, need int) ([]Key, error) {
 	var best []Key
 	var seen []string
 	seenSet := make(map[string]bool)
 	round := min(max(2*need, 64), 10000)
 	for len(best) < need {
-		keys, exhausted, err := x.rankedPrefix(ctx, withFilters(tq, filters, asOf, seen), round)
+		keys, total, err := x.rankedPrefix(ctx, withFilters(tq, filters, asOf, seen), round)
 		if err != nil {
 			return nil, err
 		}
@@ -238,7 +290,7 @@ func (x *Index) bestPerSession(ctx context.Context, tq query.Query, filters []qu
 				break
 			}
 		}
-		if exhausted {
+		if uint64(len(keys)) >= total {
 			break
 		}
 		round = min(round*2, 10000)
@@ -246,25 +298,25 @@ func (x *Index) bestPerSession(ctx context.Context, tq query.Query, filters []qu
 	return best, nil
 }
 
-// rankedPrefix returns the first size matches of q in rank order and whether
-// they are all of q's matches. Bleve sorts by score and the rank key's doc
-// value: no stored doc is loaded.
-func (x *Index) rankedPrefix(ctx context.Context, q query.Query, size int) ([]Key, bool, error) {
+// rankedPrefix returns the first size matches of q in rank order and how
+// many matches q has. Bleve sorts by score and the rank key's doc value: no
+// stored doc is loaded.
+func (x *Index) rankedPrefix(ctx context.Context, q query.Query, size int) ([]Key, uint64, error) {
 	req := bleve.NewSearchRequestOptions(q, size, 0, false)
 	req.SortByCustom(rankOrder())
 	res, err := x.idx.SearchInContext(ctx, req)
 	if err != nil {
-		return nil, false, err
+		return nil, 0, err
 	}
 	keys := make([]Key, len(res.Hits))
 	for i, m := range res.Hits {
 		sid, seq, err := parseDocID(m.ID)
 		if err != nil {
-			return nil, false, err
+			return nil, 0, err
 		}
 		keys[i] = Key{SessionID: sid, Seq: seq, Score: m.Score}
 	}
-	return keys, len(res.Hits) < size, nil
+	return keys, res.Total, nil
 }
 
 // withFilters combines the text query with filter clauses. The clauses join
