@@ -35,7 +35,10 @@
 //     more than one page of hits ranks up to MaxSearchResults (10 000) hits
 //     and stores the rest, in chunks of at most 256 KiB, in a CursorStore
 //     (the JetStream KV bucket DSH_CURSORS, TTL CursorTTL); later pages read
-//     them back. A search that matches more pages through the first 10 000;
+//     them back. With a KeySearcher (FromIndex, FromIndexFunc) the first page
+//     ranks keys only and stores (session id, seq, availability); every page
+//     served loads its own docs and snippets from the index, so a common word
+//     costs one ranking pass rather than 10 000 snippets. A search that matches more pages through the first 10 000;
 //     the cursor of the page that reaches them then fails with
 //     SESSION_QUERY_REPLY_TOO_LARGE, saying the result set is too large to
 //     page, rather than ending silently. List-shaped endpoints page by key on their immutable order and
