@@ -3,6 +3,7 @@ package fold
 import (
 	"encoding/json"
 	"errors"
+	"github.com/dshq/dshq/internal/corpus"
 	"os"
 	"path/filepath"
 	"strings"
@@ -198,10 +199,10 @@ func TestUnmarshalBinary_RefusesCorruptInput(t *testing.T) {
 // event exactly as in one pass; the log with a seq gap must be refused
 // naming the seq, and every log's closers must apply under Strict.
 func TestCorpus(t *testing.T) {
-	dir := "/work/shared/corpus/deepseek-harness/logs"
+	dir := corpus.Require(t)
 	paths, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	if len(paths) == 0 {
-		t.Skip("corpus not present")
+		t.Fatalf("no corpus logs under %s", dir)
 	}
 	folded := 0
 	for _, path := range paths {

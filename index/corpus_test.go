@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/dshq/dshq/internal/corpus"
 	"hash/fnv"
 	"os"
 	"path/filepath"
@@ -14,7 +15,7 @@ import (
 	"github.com/dshq/dshq/record"
 )
 
-const corpusDir = "/work/shared/corpus/deepseek-harness/logs"
+var corpusDir, corpusErr = corpus.Dir()
 
 // corpusDocs folds every importable real log of the corpus (each file its
 // own session, named after the file) and returns its search docs.
@@ -22,7 +23,7 @@ func corpusDocs(t *testing.T) []Doc {
 	t.Helper()
 	entries, err := os.ReadDir(corpusDir)
 	if err != nil {
-		t.Skipf("corpus not available: %v", err)
+		t.Fatalf("corpus not available: %v (%v)", err, corpusErr)
 	}
 	var docs []Doc
 	for _, en := range entries {

@@ -3,6 +3,7 @@ package projection
 import (
 	"errors"
 	"fmt"
+	"github.com/dshq/dshq/internal/corpus"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,7 +16,7 @@ import (
 	"github.com/dshq/dshq/record"
 )
 
-const corpusDir = "/work/shared/corpus/deepseek-harness/logs"
+var corpusDir, corpusErr = corpus.Dir()
 
 // corpusLog is one importable real session log.
 type corpusLog struct {
@@ -31,7 +32,7 @@ func readCorpus(t testing.TB) []corpusLog {
 	t.Helper()
 	entries, err := os.ReadDir(corpusDir)
 	if err != nil {
-		t.Skipf("corpus not available: %v", err)
+		t.Fatalf("corpus not available: %v (%v)", err, corpusErr)
 	}
 	var out []corpusLog
 	for i, en := range entries {

@@ -2,6 +2,7 @@ package record
 
 import (
 	"bytes"
+	"github.com/dshq/dshq/internal/corpus"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,7 +14,7 @@ import (
 
 // benchCorpus returns the valid corpus files, realized.
 func benchCorpus(b *testing.B) [][]byte {
-	paths, _ := filepath.Glob("/work/shared/corpus/deepseek-harness/logs/*.jsonl")
+	paths, _ := filepath.Glob(filepath.Join(corpus.Require(b), "*.jsonl"))
 	var files [][]byte
 	for _, p := range paths {
 		raw, err := os.ReadFile(p)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/dshq/dshq/internal/corpus"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,7 +17,7 @@ import (
 )
 
 // corpusDir holds the real upstream logs (see its README).
-const corpusDir = "/work/shared/corpus/deepseek-harness/logs"
+var corpusDir, corpusErr = corpus.Dir()
 
 // Corpus facts the tests pin: a change in any of them is a regression (or a
 // changed corpus, which must be looked at).
@@ -93,7 +94,7 @@ func loadCorpus(t testing.TB) []corpusFile {
 		t.Fatal(err)
 	}
 	if len(paths) == 0 {
-		t.Skipf("no corpus at %s", corpusDir)
+		t.Fatalf("no corpus at %s: %v", corpusDir, corpusErr)
 	}
 	sort.Strings(paths)
 	cwd := t.TempDir() // an absolute path; nothing is written there

@@ -3,6 +3,7 @@ package record
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/dshq/dshq/internal/corpus"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,7 +16,7 @@ import (
 // seedFiles returns up to n of the smallest corpus files, realized with
 // fixed placeholders so that they read.
 func seedFiles(f *testing.F, n int) [][]byte {
-	paths, _ := filepath.Glob("/work/shared/corpus/deepseek-harness/logs/*.jsonl")
+	paths, _ := filepath.Glob(filepath.Join(corpus.Require(f), "*.jsonl"))
 	var files [][]byte
 	for _, p := range paths {
 		raw, err := os.ReadFile(p)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"github.com/dshq/dshq/internal/corpus"
 	"io"
 	"log/slog"
 	"os"
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 // corpusDir holds the real upstream session logs.
-const corpusDir = "/work/shared/corpus/deepseek-harness/logs"
+var corpusDir, corpusErr = corpus.Dir()
 
 // pipeline is a running all-in-one node (embedded NATS with JetStream on a
 // random loopback port, projector, query, tools, admin, feed) under a
@@ -139,9 +140,12 @@ func golden(t *testing.T, name, got string) {
 // corpusFiles lists the corpus logs.
 func corpusFiles(t testing.TB) []string {
 	t.Helper()
+	if corpusErr != nil {
+		t.Fatalf("%v", corpusErr)
+	}
 	files, err := filepath.Glob(filepath.Join(corpusDir, "*.jsonl"))
 	if err != nil || len(files) == 0 {
-		t.Skipf("corpus not found under %s", corpusDir)
+		t.Fatalf("no corpus logs under %s: %v", corpusDir, err)
 	}
 	return files
 }
