@@ -70,8 +70,6 @@ type Index struct {
 	opts Options
 	an   *analyzer
 	gen  atomic.Uint64
-	// fullPass overrides fullPassMatches when set (tests of the rounds).
-	fullPass uint64
 
 	// mu guards idx against Close: operations hold it shared, Close
 	// exclusively; idx is nil once closed.

@@ -139,18 +139,6 @@ func TestRankingMatchesTheReferenceOrder(t *testing.T) {
 			check(t, sessions, c.offset, c.limit, r, p, err)
 		})
 	}
-	// Past the one-pass bound, sessions group in rounds, in the same order.
-	x.fullPass = 1
-	defer func() { x.fullPass = 0 }()
-	for _, c := range pages {
-		t.Run(fmt.Sprintf("sessions grouped in rounds offset %d limit %d", c.offset, c.limit), func(t *testing.T) {
-			q := SessionQuery{Query: "needle", Offset: c.offset, Limit: c.limit}
-			r, err := x.RankSessions(ctx, q)
-			must(t, err)
-			p := searchSessions(t, x, q)
-			check(t, sessions, c.offset, c.limit, r, p, err)
-		})
-	}
 }
 
 // TestHitsOfKeys: Hits keeps the keys' order and scores, skips a key whose

@@ -1,0 +1,156 @@
+package index
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sort"
+	"strconv"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/search"
+	"github.com/blevesearch/bleve/v2/search/query"
+	bindex "github.com/blevesearch/bleve_index_api"
+)
+
+// groupQuery wraps a query and, in one pass over its matches, keeps each
+// session's best doc (score desc, rank key asc: the order rankOrder sorts
+// by) in out. It hands no match to Bleve's collector, so the search result
+// is empty and out holds the grouping.
+type groupQuery struct {
+	inner query.Query
+	out   *sessionBests
+}
+
+// sessionBests is each session's best match, by session id.
+type sessionBests struct {
+	best map[string]*groupBest
+}
+
+type groupBest struct {
+	score float64
+	rank  []byte
+}
+
+// Searcher implements query.Query.
+func (q groupQuery) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.IndexMapping, opts search.SearcherOptions) (search.Searcher, error) {
+	s, err := q.inner.Searcher(ctx, r, m, opts)
+	if err != nil {
+		return nil, err
+	}
+	dv, err := r.DocValueReader([]string{fieldRank})
+	if err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return &groupSearcher{Searcher: s, dv: dv, out: q.out}, nil
+}
+
+// groupSearcher consumes every match of its inner searcher on the first
+// Next and then reports the end.
+type groupSearcher struct {
+	search.Searcher
+	dv  bindex.DocValueReader
+	out *sessionBests
+}
+
+func (g *groupSearcher) Next(ctx *search.SearchContext) (*search.DocumentMatch, error) {
+	var rank []byte
+	visit := func(_ string, term []byte) { rank = append(rank[:0], term...) }
+	for {
+		d, err := g.Searcher.Next(ctx)
+		if err != nil || d == nil {
+			return nil, err
+		}
+		rank = rank[:0]
+		if err := g.dv.VisitDocValues(d.IndexInternalID, visit); err != nil {
+			return nil, err
+		}
+		sid, _, err := parseRankKey(rank)
+		if err != nil {
+			return nil, err
+		}
+		b, ok := g.out.best[sid]
+		switch {
+		case !ok:
+			g.out.best[sid] = &groupBest{score: d.Score, rank: bytes.Clone(rank)}
+		case d.Score > b.score || (d.Score == b.score && bytes.Compare(rank, b.rank) < 0):
+			b.score, b.rank = d.Score, append(b.rank[:0], rank...)
+		}
+		ctx.DocumentMatchPool.Put(d)
+	}
+}
+
+func (g *groupSearcher) Advance(ctx *search.SearchContext, _ bindex.IndexInternalID) (*search.DocumentMatch, error) {
+	return g.Next(ctx)
+}
+
+// parseRankKey reads the session id and seq back from a rank key (see
+// rankKey: 16 hex digits of time, the escaped session id, 0x01 0x01, 16 hex
+// digits of seq).
+func parseRankKey(k []byte) (string, int64, error) {
+	if len(k) < 34 {
+		return "", 0, errors.New("short rank key")
+	}
+	body := k[16 : len(k)-16]
+	sid := make([]byte, 0, len(body))
+	ended := false
+	for i := 0; i < len(body) && !ended; i++ {
+		if body[i] != 0x01 {
+			sid = append(sid, body[i])
+			continue
+		}
+		if i+1 >= len(body) {
+			return "", 0, errors.New("bad rank key escape")
+		}
+		i++
+		if body[i] == 0x01 {
+			if i != len(body)-1 {
+				return "", 0, errors.New("bad rank key terminator")
+			}
+			ended = true
+			continue
+		}
+		sid = append(sid, body[i]-2)
+	}
+	if !ended {
+		return "", 0, errors.New("rank key has no terminator")
+	}
+	inv, err := strconv.ParseUint(string(k[len(k)-16:]), 16, 64)
+	if err != nil {
+		return "", 0, err
+	}
+	return string(sid), int64(^inv), nil
+}
+
+// bestPerSession returns, in rank order, the best doc of each of the first
+// need sessions: one pass over every match (groupQuery) keeps each
+// session's best, so a session with many matching docs costs only their
+// scoring, and memory grows with the sessions, not the matches.
+func (x *Index) bestPerSession(ctx context.Context, tq query.Query, filters []query.Query, asOf uint64, need int) ([]Key, error) {
+	out := &sessionBests{best: make(map[string]*groupBest)}
+	req := bleve.NewSearchRequestOptions(groupQuery{inner: withFilters(tq, filters, asOf, nil), out: out}, 1, 0, false)
+	if _, err := x.idx.SearchInContext(ctx, req); err != nil {
+		return nil, err
+	}
+	all := make([]*groupBest, 0, len(out.best))
+	for _, b := range out.best {
+		all = append(all, b)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].score != all[j].score {
+			return all[i].score > all[j].score
+		}
+		return bytes.Compare(all[i].rank, all[j].rank) < 0
+	})
+	keys := make([]Key, 0, min(need, len(all)))
+	for _, b := range all[:min(need, len(all))] {
+		sid, seq, err := parseRankKey(b.rank)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, Key{SessionID: sid, Seq: seq, Score: b.score})
+	}
+	return keys, nil
+}
