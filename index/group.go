@@ -44,13 +44,15 @@ func (q groupQuery) Searcher(ctx context.Context, r bindex.IndexReader, m mappin
 		_ = s.Close()
 		return nil, err
 	}
-	return &groupSearcher{Searcher: s, dv: dv, out: q.out}, nil
+	return &groupSearcher{Searcher: s, ctx: ctx, dv: dv, out: q.out}, nil
 }
 
 // groupSearcher consumes every match of its inner searcher on the first
 // Next and then reports the end.
 type groupSearcher struct {
 	search.Searcher
+	// ctx is the search's: the pass checks it as Bleve's collector does.
+	ctx context.Context
 	dv  bindex.DocValueReader
 	out *sessionBests
 }
@@ -58,7 +60,12 @@ type groupSearcher struct {
 func (g *groupSearcher) Next(ctx *search.SearchContext) (*search.DocumentMatch, error) {
 	var rank []byte
 	visit := func(_ string, term []byte) { rank = append(rank[:0], term...) }
-	for {
+	for n := 0; ; n++ {
+		if n%1024 == 0 {
+			if err := g.ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		d, err := g.Searcher.Next(ctx)
 		if err != nil || d == nil {
 			return nil, err
