@@ -137,7 +137,7 @@ func parseRankKey(k []byte) (string, int64, error) {
 // scoring, and memory grows with the sessions, not the matches.
 func (x *Index) bestPerSession(ctx context.Context, tq query.Query, filters []query.Query, asOf uint64, need int) ([]Key, error) {
 	out := &sessionBests{best: make(map[string]*groupBest)}
-	req := bleve.NewSearchRequestOptions(groupQuery{inner: withFilters(tq, filters, asOf, nil), out: out}, 1, 0, false)
+	req := bleve.NewSearchRequestOptions(groupQuery{inner: withFilters(tq, filters, asOf), out: out}, 1, 0, false)
 	if _, err := x.idx.SearchInContext(ctx, req); err != nil {
 		return nil, err
 	}

@@ -137,7 +137,7 @@ func (x *Index) RankEvents(ctx context.Context, q EventQuery) (Ranking, error) {
 		return r, nil
 	}
 	fs.addTerms(fieldSession, []string{q.SessionID})
-	req := bleve.NewSearchRequestOptions(withFilters(tq, fs.clauses, q.AsOf, nil), limit+1, q.Offset, false)
+	req := bleve.NewSearchRequestOptions(withFilters(tq, fs.clauses, q.AsOf), limit+1, q.Offset, false)
 	req.SortByCustom(rankOrder())
 	res, err := x.idx.SearchInContext(ctx, req)
 	if err != nil {
@@ -217,7 +217,7 @@ func (x *Index) RankSessions(ctx context.Context, q SessionQuery) (Ranking, erro
 // the search (a session's events are found without visiting every match in
 // the index), and they are built with boost 0 so they add nothing to a
 // score: filtering never changes ranking.
-func withFilters(tq query.Query, clauses []query.Query, asOf uint64, exclude []string) query.Query {
+func withFilters(tq query.Query, clauses []query.Query, asOf uint64) query.Query {
 	must := append([]query.Query{tq}, clauses...)
 	if asOf > 0 {
 		lim := float64(asOf)
@@ -227,11 +227,7 @@ func withFilters(tq query.Query, clauses []query.Query, asOf uint64, exclude []s
 		r.SetBoost(0)
 		must = append(must, r)
 	}
-	bq := query.NewBooleanQuery(must, nil, nil)
-	if len(exclude) > 0 {
-		bq.AddMustNot(termsQuery(fieldSession, exclude))
-	}
-	return bq
+	return query.NewBooleanQuery(must, nil, nil)
 }
 
 // Hits loads the docs of keys (as RankEvents or RankSessions return them)

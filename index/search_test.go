@@ -514,7 +514,7 @@ func TestFastRankingMatchesTheFullSort(t *testing.T) {
 
 	// The reference: every match in Bleve's full sort, grouped in Go.
 	_, tq := x.phrase("needle")
-	req := bleve.NewSearchRequestOptions(withFilters(tq, nil, 0, nil), len(docs), 0, false)
+	req := bleve.NewSearchRequestOptions(withFilters(tq, nil, 0), len(docs), 0, false)
 	req.SortByCustom(rankOrder())
 	res, err := x.idx.Search(req)
 	must(t, err)
