@@ -67,8 +67,14 @@ func (e *Engine) keySessions(ctx context.Context, ks KeySearcher, snap Snapshot,
 	sessions := []string{}
 	truncated := false
 	if !matchesNothing(req.SessionFilters) && !matchesNothing(req.EventFilters) {
+		liveIDs := snap.LiveSessions()
 		q := SearchQuery{Phrase: req.Query, SessionFilters: req.SessionFilters, EventFilters: req.EventFilters,
-			LiveSessionIDs: snap.LiveSessions()}
+			LiveSessionIDs: liveIDs}
+		// The live set answers IsLive for every key without a lookup each.
+		live := make(map[string]bool, len(liveIDs))
+		for _, id := range liveIDs {
+			live[id] = true
+		}
 		keys, more, err := rankKeys(ctx, e, req.Limit, q, ks.RankSessionKeys)
 		if err != nil {
 			return nil, "", err
@@ -88,7 +94,7 @@ func (e *Engine) keySessions(ctx context.Context, ks KeySearcher, snap Snapshot,
 				}
 				continue
 			}
-			k.Live = snap.IsLive(k.SessionID)
+			k.Live = live[k.SessionID]
 			kept = append(kept, k)
 			sessions = append(sessions, k.SessionID)
 		}

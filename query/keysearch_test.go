@@ -3,6 +3,7 @@ package query
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/dshq/dshq"
@@ -59,6 +60,8 @@ func TestKeyedSearchMatchesStoredHits(t *testing.T) {
 		p.events(id, evs...)
 	}
 	p.sync()
+	p.setLive("s39", true)
+	p.setLive("s02", true)
 	keyed := NewEngine(FromProjector(p.proj), WithSearcher(FromIndex(p.proj.Index())), WithMaxSearchResults(30))
 	if _, ok := keyed.search.(KeySearcher); !ok {
 		t.Fatal("FromIndex is not a KeySearcher")
@@ -73,6 +76,9 @@ func TestKeyedSearchMatchesStoredHits(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name+" gives the same pages", func(t *testing.T) {
 			got, want := pageAll(t, keyed, tt.endpoint, tt.body), pageAll(t, plain, tt.endpoint, tt.body)
+			if tt.endpoint == EndpointSessionsSearch && len(got) > 2 && !strings.Contains(strings.Join(got, ""), `"live":true`) {
+				t.Fatal("no live session in the pages")
+			}
 			if len(got) != len(want) {
 				t.Fatalf("%d pages; want %d", len(got), len(want))
 			}
