@@ -25,7 +25,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/admin"
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/feed"
@@ -277,7 +276,7 @@ func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Con
 		if err != nil {
 			return 0, fmt.Errorf("cursor store: %w", err)
 		}
-		engine := query.NewEngine(query.FromProjector(p), query.WithSearcher(servingIndex{p}), query.WithCursorStore(cursors))
+		engine := query.NewEngine(query.FromProjector(p), query.WithSearcher(query.FromIndexFunc(p.Index)), query.WithCursorStore(cursors))
 		stop, err := query.ServeShard(ctx, nc, query.DefaultShard, engine, query.WithLogger(log))
 		if err != nil {
 			return 0, fmt.Errorf("start query shard: %w", err)
@@ -311,18 +310,6 @@ func startRebuild(ctx context.Context, cancel context.CancelCauseFunc, p *projec
 			cancel(fmt.Errorf("rebuild: %w", err))
 		}
 	}()
-}
-
-// servingIndex searches the projector's serving index at each call, so that
-// searches follow a rebuild swap instead of hitting the closed old index.
-type servingIndex struct{ p *projection.Projector }
-
-func (s servingIndex) SearchSessions(ctx context.Context, q query.SearchQuery) ([]query.SessionHit, error) {
-	return query.FromIndex(s.p.Index()).SearchSessions(ctx, q)
-}
-
-func (s servingIndex) SearchEvents(ctx context.Context, q query.SearchQuery) ([]dshq.EventSearchHit, error) {
-	return query.FromIndex(s.p.Index()).SearchEvents(ctx, q)
 }
 
 // serveMetrics serves reg on addr/metrics until the node stops.
