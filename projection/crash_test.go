@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // mixedCorpus is several sessions' logs interleaved record by record, with
@@ -101,7 +103,7 @@ func TestProjector_CrashAndRestartYieldsTheCleanProjection(t *testing.T) {
 		})
 	}
 	t.Run("closing the bbolt file under the running projector", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := removableDir(t)
 		var closed atomic.Bool
 		var target atomic.Pointer[Projector]
 		p := e.open(dir, WithBatchSize(5), withHook(func(point string, gen uint64) error {
@@ -159,4 +161,35 @@ func diffLines(got, want string) string {
 		}
 	}
 	return b.String()
+}
+
+// removableDir is t.TempDir for a projection whose store was closed under a
+// running projector: Bleve's persister may still be unlinking obsolete
+// segment files of the abandoned index for a moment after Close returns, so
+// the removal is retried (bounded) instead of failing the test on a race
+// that has nothing to do with what the test checks.
+func removableDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "dshq-crash-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		deadline := time.After(10 * time.Second)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			err := os.RemoveAll(dir)
+			if err == nil {
+				return
+			}
+			select {
+			case <-deadline:
+				t.Errorf("remove %s: %v", dir, err)
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	return dir
 }
