@@ -115,26 +115,15 @@ func (x *Index) RankEvents(ctx context.Context, q EventQuery) (Ranking, error) {
 			return Ranking{}, err
 		}
 	}
-	if err := fs.checkBudget(MaxEventPredicates, fixedEventBindings); err != nil {
-		return Ranking{}, err
-	}
-	text, err := NormalizeQuery(q.Query)
-	if err != nil {
-		return Ranking{}, err
-	}
-	limit, err := pageBounds(q.Offset, q.Limit, q.SnippetChars)
+	text, limit, err := fs.prepare(MaxEventPredicates, fixedEventBindings, q.Query, q.Offset, q.Limit, q.SnippetChars)
 	if err != nil {
 		return Ranking{}, err
 	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	if x.idx == nil {
-		return Ranking{}, indexError(ErrClosed, "search events")
-	}
-	r := Ranking{Generation: x.gen.Load()}
-	_, tq := x.phrase(text)
-	if tq == nil || fs.none {
-		return r, nil
+	r, tq, err := x.start(text, &fs, "search events")
+	if err != nil || tq == nil {
+		return r, err
 	}
 	fs.addTerms(fieldSession, []string{q.SessionID})
 	req := bleve.NewSearchRequestOptions(withFilters(tq, fs.clauses, q.AsOf), limit+1, q.Offset, false)
@@ -175,26 +164,15 @@ func (x *Index) RankSessions(ctx context.Context, q SessionQuery) (Ranking, erro
 			return Ranking{}, err
 		}
 	}
-	if err := fs.checkBudget(MaxPredicates, fixedSessionBindings); err != nil {
-		return Ranking{}, err
-	}
-	text, err := NormalizeQuery(q.Query)
-	if err != nil {
-		return Ranking{}, err
-	}
-	limit, err := pageBounds(q.Offset, q.Limit, q.SnippetChars)
+	text, limit, err := fs.prepare(MaxPredicates, fixedSessionBindings, q.Query, q.Offset, q.Limit, q.SnippetChars)
 	if err != nil {
 		return Ranking{}, err
 	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	if x.idx == nil {
-		return Ranking{}, indexError(ErrClosed, "search sessions")
-	}
-	r := Ranking{Generation: x.gen.Load()}
-	_, tq := x.phrase(text)
-	if tq == nil || fs.none {
-		return r, nil
+	r, tq, err := x.start(text, &fs, "search sessions")
+	if err != nil || tq == nil {
+		return r, err
 	}
 	best, err := x.bestPerSession(ctx, tq, fs.clauses, q.AsOf, q.Offset+limit+1)
 	if err != nil {
@@ -275,4 +253,36 @@ func (x *Index) Hits(ctx context.Context, q string, keys []Key, snippetChars int
 		out = append(out, Hit{Doc: d, Score: k.Score, Snippet: Snippet(d.Text, at, chars)})
 	}
 	return out, nil
+}
+
+// prepare checks the filters' budget, normalizes the query and bounds the
+// page: the validation both rankings share, in the original's order.
+func (fs *filterSet) prepare(maxPredicates, fixedBindings int, query string, offset, limit, snippetChars int) (string, int, error) {
+	if err := fs.checkBudget(maxPredicates, fixedBindings); err != nil {
+		return "", 0, err
+	}
+	text, err := NormalizeQuery(query)
+	if err != nil {
+		return "", 0, err
+	}
+	limit, err = pageBounds(offset, limit, snippetChars)
+	if err != nil {
+		return "", 0, err
+	}
+	return text, limit, nil
+}
+
+// start returns the ranking's generation and the phrase query of text, or a
+// nil query when nothing can match (no token, or a filter that matches
+// nothing). x.mu must be held for reading.
+func (x *Index) start(text string, fs *filterSet, op string) (Ranking, query.Query, error) {
+	if x.idx == nil {
+		return Ranking{}, nil, indexError(ErrClosed, "%s", op)
+	}
+	r := Ranking{Generation: x.gen.Load()}
+	_, tq := x.phrase(text)
+	if tq == nil || fs.none {
+		return r, nil, nil
+	}
+	return r, tq, nil
 }
