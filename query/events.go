@@ -260,6 +260,21 @@ func (e *Engine) readSurface(_ context.Context, snap Snapshot, req *Request) (an
 	return out, nil
 }
 
+// resolveTarget looks up the session of events.read/trace, opens its log and
+// resolves the target seq (targetEvent), in that order.
+func resolveTarget(snap Snapshot, req *Request) (SessionInfo, *eventLog, StoredEvent, error) {
+	info, err := lookup(snap, req.SessionID)
+	if err != nil {
+		return SessionInfo{}, nil, StoredEvent{}, err
+	}
+	l, err := openLog(snap, info)
+	if err != nil {
+		return SessionInfo{}, nil, StoredEvent{}, err
+	}
+	target, err := targetEvent(l, req)
+	return info, l, target, err
+}
+
 // targetEvent resolves the seq of events.read/trace: a seq that is not a
 // non-negative integer, or past the end, is SESSION_QUERY_EVENT_NOT_FOUND.
 func targetEvent(l *eventLog, req *Request) (StoredEvent, error) {
@@ -280,15 +295,7 @@ func targetEvent(l *eventLog, req *Request) (StoredEvent, error) {
 // readEvent answers events.read (UPSTREAM §5.8): the window is clamped by
 // the log's edges and by the reply budget; the target always stays.
 func (e *Engine) readEvent(_ context.Context, snap Snapshot, req *Request) (any, error) {
-	info, err := lookup(snap, req.SessionID)
-	if err != nil {
-		return nil, err
-	}
-	l, err := openLog(snap, info)
-	if err != nil {
-		return nil, err
-	}
-	target, err := targetEvent(l, req)
+	info, l, target, err := resolveTarget(snap, req)
 	if err != nil {
 		return nil, err
 	}
@@ -345,15 +352,7 @@ func (e *Engine) readEvent(_ context.Context, snap Snapshot, req *Request) (any,
 // before the surface, so a seq past the end is EVENT_NOT_FOUND even in an
 // invalid session.
 func (e *Engine) traceEvent(_ context.Context, snap Snapshot, req *Request) (any, error) {
-	info, err := lookup(snap, req.SessionID)
-	if err != nil {
-		return nil, err
-	}
-	l, err := openLog(snap, info)
-	if err != nil {
-		return nil, err
-	}
-	target, err := targetEvent(l, req)
+	info, l, target, err := resolveTarget(snap, req)
 	if err != nil {
 		return nil, err
 	}
