@@ -3,7 +3,9 @@ package index
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"sort"
 	"strconv"
 
@@ -21,6 +23,27 @@ import (
 type groupQuery struct {
 	inner query.Query
 	out   *sessionBests
+}
+
+// genQuery wraps a query and records the generation of the index state
+// its search reads (the batch generation stored beside the docs, read
+// through the same reader as the search) in out.
+type genQuery struct {
+	inner query.Query
+	out   *uint64
+}
+
+// Searcher implements query.Query.
+func (q genQuery) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.IndexMapping, opts search.SearcherOptions) (search.Searcher, error) {
+	raw, err := r.GetInternal(keyGeneration)
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) != 8 {
+		return nil, fmt.Errorf("%w: unreadable generation (%d bytes)", ErrCorrupt, len(raw))
+	}
+	*q.out = binary.BigEndian.Uint64(raw)
+	return q.inner.Searcher(ctx, r, m, opts)
 }
 
 // sessionBests is each session's best match, by session id.
@@ -58,7 +81,7 @@ type groupSearcher struct {
 }
 
 func (g *groupSearcher) Next(ctx *search.SearchContext) (*search.DocumentMatch, error) {
-	var rank []byte
+	var rank, sid []byte
 	visit := func(_ string, term []byte) { rank = append(rank[:0], term...) }
 	for n := 0; ; n++ {
 		if n%1024 == 0 {
@@ -74,14 +97,15 @@ func (g *groupSearcher) Next(ctx *search.SearchContext) (*search.DocumentMatch, 
 		if err := g.dv.VisitDocValues(d.IndexInternalID, visit); err != nil {
 			return nil, err
 		}
-		sid, _, err := parseRankKey(rank)
-		if err != nil {
+		if sid, err = appendRankSession(sid[:0], rank); err != nil {
 			return nil, err
 		}
-		b, ok := g.out.best[sid]
+		// The lookup by string(sid) does not allocate; only a session's
+		// first match does.
+		b, ok := g.out.best[string(sid)]
 		switch {
 		case !ok:
-			g.out.best[sid] = &groupBest{score: d.Score, rank: bytes.Clone(rank)}
+			g.out.best[string(sid)] = &groupBest{score: d.Score, rank: bytes.Clone(rank)}
 		case d.Score > b.score || (d.Score == b.score && bytes.Compare(rank, b.rank) < 0):
 			b.score, b.rank = d.Score, append(b.rank[:0], rank...)
 		}
@@ -97,32 +121,9 @@ func (g *groupSearcher) Advance(ctx *search.SearchContext, _ bindex.IndexInterna
 // rankKey: 16 hex digits of time, the escaped session id, 0x01 0x01, 16 hex
 // digits of seq).
 func parseRankKey(k []byte) (string, int64, error) {
-	if len(k) < 34 {
-		return "", 0, errors.New("short rank key")
-	}
-	body := k[16 : len(k)-16]
-	sid := make([]byte, 0, len(body))
-	ended := false
-	for i := 0; i < len(body) && !ended; i++ {
-		if body[i] != 0x01 {
-			sid = append(sid, body[i])
-			continue
-		}
-		if i+1 >= len(body) {
-			return "", 0, errors.New("bad rank key escape")
-		}
-		i++
-		if body[i] == 0x01 {
-			if i != len(body)-1 {
-				return "", 0, errors.New("bad rank key terminator")
-			}
-			ended = true
-			continue
-		}
-		sid = append(sid, body[i]-2)
-	}
-	if !ended {
-		return "", 0, errors.New("rank key has no terminator")
+	sid, err := appendRankSession(nil, k)
+	if err != nil {
+		return "", 0, err
 	}
 	inv, err := strconv.ParseUint(string(k[len(k)-16:]), 16, 64)
 	if err != nil {
@@ -131,13 +132,46 @@ func parseRankKey(k []byte) (string, int64, error) {
 	return string(sid), int64(^inv), nil
 }
 
+// appendRankSession appends the session id of rank key k to sid.
+func appendRankSession(sid, k []byte) ([]byte, error) {
+	if len(k) < 34 {
+		return nil, errors.New("short rank key")
+	}
+	body := k[16 : len(k)-16]
+	ended := false
+	for i := 0; i < len(body) && !ended; i++ {
+		if body[i] != 0x01 {
+			sid = append(sid, body[i])
+			continue
+		}
+		if i+1 >= len(body) {
+			return nil, errors.New("bad rank key escape")
+		}
+		i++
+		if body[i] == 0x01 {
+			if i != len(body)-1 {
+				return nil, errors.New("bad rank key terminator")
+			}
+			ended = true
+			continue
+		}
+		sid = append(sid, body[i]-2)
+	}
+	if !ended {
+		return nil, errors.New("rank key has no terminator")
+	}
+	return sid, nil
+}
+
 // bestPerSession returns, in rank order, the best doc of each of the first
 // need sessions: one pass over every match (groupQuery) keeps each
 // session's best, so a session with many matching docs costs only their
 // scoring, and memory grows with the sessions, not the matches.
-func (x *Index) bestPerSession(ctx context.Context, tq query.Query, filters []query.Query, asOf uint64, need int) ([]Key, error) {
+// searched is set to the generation of the index state the pass read.
+func (x *Index) bestPerSession(ctx context.Context, tq query.Query, filters []query.Query, asOf uint64, need int, searched *uint64) ([]Key, error) {
 	out := &sessionBests{best: make(map[string]*groupBest)}
-	req := bleve.NewSearchRequestOptions(groupQuery{inner: withFilters(tq, filters, asOf), out: out}, 1, 0, false)
+	q := genQuery{inner: groupQuery{inner: withFilters(tq, filters, asOf), out: out}, out: searched}
+	req := bleve.NewSearchRequestOptions(q, 1, 0, false)
 	if _, err := x.idx.SearchInContext(ctx, req); err != nil {
 		return nil, err
 	}

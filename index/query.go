@@ -95,4 +95,12 @@ type Ranking struct {
 	More bool
 	// Generation is as in Page.
 	Generation uint64
+	// Total is how many docs matched (RankEvents; 0 from RankSessions).
+	Total uint64
+	// Searched is the generation of the index state the ranking read:
+	// exactly the batches through it and none after (Generation is only a
+	// lower bound, since a batch can land between reading it and
+	// searching). 0 when the ranking read no index state (nothing could
+	// match).
+	Searched uint64
 }

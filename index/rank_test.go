@@ -185,3 +185,63 @@ func TestHitsOfKeys(t *testing.T) {
 		}
 	})
 }
+
+// TestRankingReportsTheGenerationItSearched: each batch adds one doc (and
+// one session), so a ranking that read generation g finds exactly g keys,
+// even while batches land during the ranking.
+func TestRankingReportsTheGenerationItSearched(t *testing.T) {
+	x, _ := openTest(t)
+	ctx := context.Background()
+	const batches = 60
+	done := make(chan error, 1)
+	go func() {
+		for g := uint64(1); g <= batches; g++ {
+			var b Batch
+			b.Upsert(doc(fmt.Sprintf("s%03d", g), 0, int64(g), "needle"))
+			b.Upsert(doc("one", int64(g), int64(g), "needle"))
+			if err := x.Apply(ctx, &b, g); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	check := func() {
+		t.Helper()
+		r, err := x.RankEvents(ctx, EventQuery{SessionID: "one", Query: "needle", Limit: MaxLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uint64(len(r.Keys)) != r.Searched || r.Searched < r.Generation {
+			t.Fatalf("RankEvents: %d keys, searched %d, generation %d", len(r.Keys), r.Searched, r.Generation)
+		}
+		s, err := x.RankSessions(ctx, SessionQuery{Query: "needle", Limit: MaxLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every batch adds session s<g>; "one" is there from the first.
+		want := s.Searched + 1
+		if s.Searched == 0 {
+			want = 0
+		}
+		if uint64(len(s.Keys)) != want || s.Searched < s.Generation {
+			t.Fatalf("RankSessions: %d keys, searched %d, generation %d", len(s.Keys), s.Searched, s.Generation)
+		}
+	}
+	for running := true; running; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			running = false
+		default:
+		}
+		check()
+	}
+	check()
+	r, err := x.RankEvents(ctx, EventQuery{SessionID: "one", Query: "needle", Limit: 1})
+	if err != nil || r.Searched != batches {
+		t.Fatalf("after the batches: searched %d (%v), want %d", r.Searched, err, batches)
+	}
+}

@@ -126,12 +126,13 @@ func (x *Index) RankEvents(ctx context.Context, q EventQuery) (Ranking, error) {
 		return r, err
 	}
 	fs.addTerms(fieldSession, []string{q.SessionID})
-	req := bleve.NewSearchRequestOptions(withFilters(tq, fs.clauses, q.AsOf), limit+1, q.Offset, false)
+	req := bleve.NewSearchRequestOptions(genQuery{inner: withFilters(tq, fs.clauses, q.AsOf), out: &r.Searched}, limit+1, q.Offset, false)
 	req.SortByCustom(rankOrder())
 	res, err := x.idx.SearchInContext(ctx, req)
 	if err != nil {
 		return Ranking{}, indexError(err, "search events")
 	}
+	r.Total = res.Total
 	ms := res.Hits
 	if len(ms) > limit {
 		r.More = true
@@ -174,7 +175,7 @@ func (x *Index) RankSessions(ctx context.Context, q SessionQuery) (Ranking, erro
 	if err != nil || tq == nil {
 		return r, err
 	}
-	best, err := x.bestPerSession(ctx, tq, fs.clauses, q.AsOf, q.Offset+limit+1)
+	best, err := x.bestPerSession(ctx, tq, fs.clauses, q.AsOf, q.Offset+limit+1, &r.Searched)
 	if err != nil {
 		return Ranking{}, indexError(err, "search sessions")
 	}

@@ -56,6 +56,9 @@ func (a snapshotAdapter) Events(id string, fromSeq int64, fn func(StoredEvent) b
 	return a.s.Events(id, fromSeq, func(ev projection.StoredEvent) bool { return fn(storedEvent(ev)) })
 }
 
+// Index returns the index of the snapshot's projection build.
+func (a snapshotAdapter) Index() *index.Index { return a.s.Index() }
+
 func (a snapshotAdapter) SurfaceSeqs(id string) ([]int64, error) { return a.s.SurfaceSeqs(id), nil }
 
 // Closers returns the projector's synthetic closers with their records: a
@@ -133,11 +136,11 @@ func (f currentIndex) SearchEvents(ctx context.Context, q SearchQuery) ([]dshq.E
 	return indexSearcher{f()}.SearchEvents(ctx, q)
 }
 
-func (f currentIndex) RankSessionKeys(ctx context.Context, q SearchQuery) ([]HitKey, bool, error) {
+func (f currentIndex) RankSessionKeys(ctx context.Context, q SearchQuery) (Ranked, error) {
 	return indexSearcher{f()}.RankSessionKeys(ctx, q)
 }
 
-func (f currentIndex) RankEventKeys(ctx context.Context, q SearchQuery) ([]HitKey, bool, error) {
+func (f currentIndex) RankEventKeys(ctx context.Context, q SearchQuery) (Ranked, error) {
 	return indexSearcher{f()}.RankEventKeys(ctx, q)
 }
 
@@ -189,41 +192,46 @@ func (s indexSearcher) SearchEvents(ctx context.Context, q SearchQuery) ([]dshq.
 
 // RankSessionKeys ranks as SearchSessions does, loading no doc: index
 // pages of up to index.MaxLimit keys, all as of the first's generation.
-func (s indexSearcher) RankSessionKeys(ctx context.Context, q SearchQuery) ([]HitKey, bool, error) {
-	return rankPages(q.Limit, func(offset, limit int, asOf uint64) (index.Ranking, error) {
+func (s indexSearcher) RankSessionKeys(ctx context.Context, q SearchQuery) (Ranked, error) {
+	return s.rankPages(q.Limit, func(offset, limit int, asOf uint64) (index.Ranking, error) {
 		return s.x.RankSessions(ctx, index.SessionQuery{Query: q.Phrase, SessionFilters: q.SessionFilters,
 			EventFilters: q.EventFilters, LiveSessionIDs: q.LiveSessionIDs, Offset: offset, Limit: limit, AsOf: asOf})
 	})
 }
 
 // RankEventKeys ranks as SearchEvents does, loading no doc.
-func (s indexSearcher) RankEventKeys(ctx context.Context, q SearchQuery) ([]HitKey, bool, error) {
-	return rankPages(q.Limit, func(offset, limit int, asOf uint64) (index.Ranking, error) {
+func (s indexSearcher) RankEventKeys(ctx context.Context, q SearchQuery) (Ranked, error) {
+	return s.rankPages(q.Limit, func(offset, limit int, asOf uint64) (index.Ranking, error) {
 		return s.x.RankEvents(ctx, index.EventQuery{SessionID: q.SessionID, Query: q.Phrase, Filters: q.EventFilters,
 			Offset: offset, Limit: limit, AsOf: asOf})
 	})
 }
 
-// rankPages collects up to limit keys in rankings of up to index.MaxLimit
-// and reports whether more follow.
-func rankPages(limit int, rank func(offset, limit int, asOf uint64) (index.Ranking, error)) ([]HitKey, bool, error) {
-	var out []HitKey
+// rankPages collects up to limit keys in rankings of up to index.MaxLimit.
+// The ranking's generation is the index state every page read, or 0 when
+// they read different states (or none).
+func (s indexSearcher) rankPages(limit int, rank func(offset, limit int, asOf uint64) (index.Ranking, error)) (Ranked, error) {
+	out := Ranked{index: s.x}
 	var asOf uint64
-	more := false
-	for len(out) < limit {
-		r, err := rank(len(out), min(index.MaxLimit, limit-len(out)), asOf)
+	for page := 0; len(out.Keys) < limit; page++ {
+		r, err := rank(len(out.Keys), min(index.MaxLimit, limit-len(out.Keys)), asOf)
 		if err != nil {
-			return nil, false, err
+			return Ranked{}, err
 		}
-		asOf, more = r.Generation, r.More
+		if page == 0 {
+			out.Generation, out.Total = r.Searched, r.Total
+		} else if r.Searched != out.Generation {
+			out.Generation = 0
+		}
+		asOf, out.More = r.Generation, r.More
 		for _, k := range r.Keys {
-			out = append(out, HitKey{SessionID: k.SessionID, Seq: k.Seq})
+			out.Keys = append(out.Keys, HitKey{SessionID: k.SessionID, Seq: k.Seq})
 		}
 		if !r.More || len(r.Keys) == 0 {
 			break
 		}
 	}
-	return out, more, nil
+	return out, nil
 }
 
 // LoadHits loads the docs of keys and cuts their snippets.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/index"
 )
 
 // KeySearcher is a Searcher that can rank without loading docs and load the
@@ -14,12 +15,11 @@ import (
 // word costs a ranking pass, not thousands of snippets.
 type KeySearcher interface {
 	Searcher
-	// RankSessionKeys ranks as SearchSessions does and returns at most
-	// q.Limit keys (each session's best event) and whether more follow.
-	RankSessionKeys(ctx context.Context, q SearchQuery) ([]HitKey, bool, error)
-	// RankEventKeys ranks as SearchEvents does and returns at most q.Limit
-	// keys and whether more follow.
-	RankEventKeys(ctx context.Context, q SearchQuery) ([]HitKey, bool, error)
+	// RankSessionKeys ranks as SearchSessions does: at most q.Limit keys
+	// (each session's best event).
+	RankSessionKeys(ctx context.Context, q SearchQuery) (Ranked, error)
+	// RankEventKeys ranks as SearchEvents does: at most q.Limit keys.
+	RankEventKeys(ctx context.Context, q SearchQuery) (Ranked, error)
 	// LoadHits returns the hits of keys in their order, each with its
 	// snippet around the phrase; a key whose doc is gone is left out.
 	LoadHits(ctx context.Context, phrase string, keys []HitKey, snippetChars int) ([]dshq.EventSearchHit, error)
@@ -34,6 +34,31 @@ type HitKey struct {
 	Live      bool   `json:"l,omitempty"`
 }
 
+// Ranked is a ranking of keys.
+type Ranked struct {
+	Keys []HitKey
+	// More is set when more keys follow.
+	More bool
+	// Generation is the generation of the index state the ranking read
+	// (every page of it), or 0 when unknown. When it equals a snapshot's
+	// generation and the index is the snapshot's own, the index held
+	// exactly the snapshot's searchable events, so every key resolves in
+	// the snapshot and no session it names is invalid.
+	Generation uint64
+	// Total is how many docs matched, when the ranking counted them
+	// (event rankings), else 0.
+	Total uint64
+	// index is the index ranked, when known.
+	index *index.Index
+}
+
+// mirrors reports whether the ranking read exactly snap's state (see
+// Ranked.Generation): then the keys need no check against the snapshot.
+func (r Ranked) mirrors(snap Snapshot) bool {
+	own, ok := snap.(interface{ Index() *index.Index })
+	return ok && r.index != nil && r.Generation != 0 && r.Generation == snap.Generation() && own.Index() == r.index
+}
+
 type eventKey struct {
 	sessionID string
 	seq       int64
@@ -43,20 +68,28 @@ type eventKey struct {
 // key that no longer resolves is nil.
 type buildFunc[T any] func(ctx context.Context, snap Snapshot, keys []HitKey) ([]*T, error)
 
-// rankKeys ranks one page and one more key first; only when there is more
-// than a page does it rank the whole stored window (the Engine's max
-// results). truncated reports that the search matched more than that.
-func rankKeys(ctx context.Context, e *Engine, limit int, q SearchQuery, rank func(context.Context, SearchQuery) ([]HitKey, bool, error)) (keys []HitKey, truncated bool, err error) {
-	q.Limit = min(limit, e.maxResults)
-	keys, more, err := rank(ctx, q)
-	if err == nil && more && q.Limit < e.maxResults {
-		q.Limit = e.maxResults
-		keys, more, err = rank(ctx, q)
+// rankKeys ranks up to the Engine's max results. A session ranking visits
+// every match whatever its limit, so it ranks the whole window at once. An
+// event ranking first ranks one page and one more key, since Bleve sizes
+// its collector by the limit; only when there is more than a page does it
+// rank the window (bounded by the matches the probe counted). More reports
+// that the search matched more than the window.
+func rankKeys(ctx context.Context, e *Engine, limit int, q SearchQuery, probe bool, rank func(context.Context, SearchQuery) (Ranked, error)) (Ranked, error) {
+	q.Limit = e.maxResults
+	if probe {
+		q.Limit = min(limit, e.maxResults)
+	}
+	r, err := rank(ctx, q)
+	// Appends can land between the rankings, so a window sized by the
+	// probe's count grows until it holds every match or the max results.
+	for err == nil && r.More && q.Limit < e.maxResults {
+		q.Limit = int(min(uint64(e.maxResults), max(r.Total, 2*uint64(q.Limit))))
+		r, err = rank(ctx, q)
 	}
 	if err != nil {
-		return nil, false, indexFailed(err)
+		return Ranked{}, indexFailed(err)
 	}
-	return keys, more, nil
+	return r, nil
 }
 
 // keySessions is the first page of sessions.search through a KeySearcher:
@@ -75,12 +108,20 @@ func (e *Engine) keySessions(ctx context.Context, ks KeySearcher, snap Snapshot,
 		for _, id := range liveIDs {
 			live[id] = true
 		}
-		keys, more, err := rankKeys(ctx, e, req.Limit, q, ks.RankSessionKeys)
+		r, err := rankKeys(ctx, e, req.Limit, q, false, ks.RankSessionKeys)
 		if err != nil {
 			return nil, "", err
 		}
-		truncated = more
-		for _, k := range keys {
+		truncated = r.More
+		mirrors := r.mirrors(snap)
+		kept = make([]HitKey, 0, len(r.Keys))
+		for _, k := range r.Keys {
+			if mirrors {
+				k.Live = live[k.SessionID]
+				kept = append(kept, k)
+				sessions = append(sessions, k.SessionID)
+				continue
+			}
 			info, ok, err := snap.Session(k.SessionID)
 			if err != nil {
 				return nil, "", fmt.Errorf("read session %q: %w", k.SessionID, err)
@@ -108,22 +149,35 @@ func (e *Engine) keyEvents(ctx context.Context, ks KeySearcher, snap Snapshot, r
 	truncated := false
 	if !matchesNothing(req.Filters) {
 		q := SearchQuery{Phrase: req.Query, SessionID: req.SessionID, EventFilters: req.Filters}
-		keys, more, err := rankKeys(ctx, e, req.Limit, q, ks.RankEventKeys)
+		r, err := rankKeys(ctx, e, req.Limit, q, true, ks.RankEventKeys)
 		if err != nil {
 			return nil, "", err
 		}
-		truncated = more
-		for _, k := range keys {
-			ok, err := holdsEvent(snap, k)
-			if err != nil {
-				return nil, "", err
-			}
-			if ok {
-				kept = append(kept, k)
-			}
+		truncated = r.More
+		if kept, err = heldKeys(snap, r); err != nil {
+			return nil, "", err
 		}
 	}
 	return firstKeyPage(ctx, e, snap, req, c, kept, []string{req.SessionID}, truncated, page, e.eventHits(ks, req.Query))
+}
+
+// heldKeys returns the keys of r that snap holds: all of them when the
+// ranking read exactly snap's state.
+func heldKeys(snap Snapshot, r Ranked) ([]HitKey, error) {
+	if r.mirrors(snap) {
+		return r.Keys, nil
+	}
+	var kept []HitKey
+	for _, k := range r.Keys {
+		ok, err := holdsEvent(snap, k)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			kept = append(kept, k)
+		}
+	}
+	return kept, nil
 }
 
 func holdsEvent(snap Snapshot, k HitKey) (bool, error) {

@@ -1,12 +1,16 @@
 package query
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/index"
 )
 
 // plainSearcher hides the KeySearcher methods of a Searcher, so the Engine
@@ -115,4 +119,126 @@ func TestKeyedSearchMatchesStoredHits(t *testing.T) {
 			t.Fatalf("got %v; want %s", err, dshq.CodeIndexFailed)
 		}
 	})
+}
+
+// hidingProjection presents the projection with one session's events
+// hidden, as a snapshot behind its index would, its generation shifted by
+// lag, and (when own) the snapshot's own index exposed.
+type hidingProjection struct {
+	inner Projection
+	hide  string
+	lag   uint64
+	own   bool
+	// reads counts Event calls.
+	reads atomic.Int64
+}
+
+type hidingSnapshot struct {
+	Snapshot
+	p *hidingProjection
+}
+
+func (h hidingSnapshot) Generation() uint64 { return h.Snapshot.Generation() - h.p.lag }
+
+func (h hidingSnapshot) Event(id string, seq int64) (StoredEvent, bool, error) {
+	h.p.reads.Add(1)
+	if id == h.p.hide {
+		return StoredEvent{}, false, nil
+	}
+	return h.Snapshot.Event(id, seq)
+}
+
+type ownIndexSnapshot struct{ hidingSnapshot }
+
+func (o ownIndexSnapshot) Index() *index.Index {
+	return o.Snapshot.(interface{ Index() *index.Index }).Index()
+}
+
+func (h *hidingProjection) View(ctx context.Context, min uint64, fn func(Snapshot) error) error {
+	return h.inner.View(ctx, min, func(s Snapshot) error {
+		hs := hidingSnapshot{s, h}
+		if h.own {
+			return fn(ownIndexSnapshot{hs})
+		}
+		return fn(hs)
+	})
+}
+
+// TestKeysAreCheckedUnlessTheRankingReadTheSnapshotsOwnState: a ranked key
+// the snapshot does not hold is dropped whenever the ranking may have read
+// another state than the snapshot's (another generation, an index the
+// snapshot does not name); only a ranking of exactly the snapshot's own
+// index state skips the checks.
+func TestKeysAreCheckedUnlessTheRankingReadTheSnapshotsOwnState(t *testing.T) {
+	p := newPipe(t)
+	for _, id := range []string{"a", "b", "c"} {
+		p.session(id, hdr{createdAt: 1})
+		p.events(id, userMsg(2, "needle in "+id), userMsg(3, "another needle"))
+	}
+	p.sync()
+	tests := []struct {
+		name, hide string
+		lag        uint64
+		own        bool
+		// wantReads is the Event reads of the first page: one per ranked
+		// key and one per item when checked, one per item when trusted.
+		wantReads int64
+	}{
+		{"a snapshot that names no index has its keys checked", "b", 0, false, 3 + 1},
+		{"a snapshot behind its own index has its keys checked", "b", 1, true, 3 + 1},
+		{"a snapshot at its own index's ranked generation is trusted", "", 0, true, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			proj := &hidingProjection{inner: FromProjector(p.proj), hide: tt.hide, lag: tt.lag, own: tt.own}
+			e := NewEngine(proj, WithSearcher(FromIndexFunc(p.proj.Index)))
+			out, err := run(t, e, EndpointSessionsSearch, `{"query":"needle","limit":1}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := proj.reads.Load(); n != tt.wantReads {
+				t.Fatalf("first page read %d events; want %d", n, tt.wantReads)
+			}
+			var page dshq.SessionSearchPage
+			if err := json.Unmarshal(out, &page); err != nil {
+				t.Fatal(err)
+			}
+			ids := []string{}
+			for n := 0; ; n++ {
+				for _, h := range page.Items {
+					ids = append(ids, h.Header.ID)
+				}
+				if page.NextCursor == "" {
+					break
+				}
+				out, err = run(t, e, EndpointSessionsSearch, fmt.Sprintf(`{"query":"needle","limit":1,"cursor":%q}`, page.NextCursor))
+				if err != nil {
+					t.Fatalf("page %d: %v", n+1, err)
+				}
+				page = dshq.SessionSearchPage{}
+				if err := json.Unmarshal(out, &page); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := []string{"a", "b", "c"}
+			if tt.hide != "" {
+				want = slices.DeleteFunc(want, func(id string) bool { return id == tt.hide })
+			}
+			slices.Sort(ids)
+			if !slices.Equal(ids, want) {
+				t.Fatalf("sessions %v; want %v", ids, want)
+			}
+			ev, err := run(t, e, EndpointEventsSearch, `{"sessionId":"b","query":"needle","limit":1}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var evs dshq.EventSearchPage
+			if err := json.Unmarshal(ev, &evs); err != nil {
+				t.Fatal(err)
+			}
+			if held := tt.hide != "b"; (len(evs.Items) == 1) != held {
+				t.Fatalf("events.search of b: %d items; b's events held: %v", len(evs.Items), held)
+			}
+		})
+	}
 }
