@@ -2,7 +2,7 @@ package index
 
 import (
 	"context"
-	"sort"
+	"slices"
 
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search"
@@ -51,14 +51,34 @@ func (q phraseQuery) Searcher(ctx context.Context, r bindex.IndexReader, _ mappi
 		closeAll()
 		return nil, err
 	}
+	// seq is each query term's index in distinct; index finds a term's.
+	seq := make([]int, len(q.terms))
+	index := make(map[string]int, len(distinct))
+	for i, t := range distinct {
+		index[t] = i
+	}
+	for j, t := range q.terms {
+		seq[j] = index[t]
+	}
+	// pos holds each distinct term's positions in the doc being checked;
+	// the searcher is used by one goroutine, so it is reused across docs.
+	pos := make([][]uint64, len(distinct))
 	keep := func(_ *search.SearchContext, d *search.DocumentMatch) bool {
-		positions := make(map[string][]uint64, len(distinct))
+		for i := range pos {
+			pos[i] = pos[i][:0]
+		}
 		for _, ftl := range d.FieldTermLocations {
-			if ftl.Field == fieldText {
-				positions[ftl.Term] = append(positions[ftl.Term], ftl.Location.Pos)
+			if ftl.Field != fieldText {
+				continue
+			}
+			if i, ok := index[ftl.Term]; ok {
+				pos[i] = append(pos[i], ftl.Location.Pos)
 			}
 		}
-		_, ok := firstPhrase(positions, q.terms)
+		for _, p := range pos {
+			slices.Sort(p)
+		}
+		_, ok := phraseStart(pos, seq)
 		// locations were only needed here; the caller did not ask for them
 		d.FieldTermLocations = d.FieldTermLocations[:0]
 		d.Locations = nil
@@ -68,41 +88,51 @@ func (q phraseQuery) Searcher(ctx context.Context, r bindex.IndexReader, _ mappi
 }
 
 // firstPhrase returns the lowest position at which terms occur consecutively,
-// given each term's positions. It anchors on the query term with the fewest
-// occurrences and probes the others in position sets: O(total positions +
-// fewest occurrences × len(terms)).
+// given each term's positions: phraseStart over the distinct terms.
 func firstPhrase(positions map[string][]uint64, terms []string) (uint64, bool) {
 	if len(terms) == 0 {
 		return 0, false
 	}
+	index := make(map[string]int, len(terms))
+	var pos [][]uint64
+	seq := make([]int, len(terms))
+	for j, t := range terms {
+		i, ok := index[t]
+		if !ok {
+			i = len(pos)
+			index[t] = i
+			pos = append(pos, slices.Sorted(slices.Values(positions[t])))
+		}
+		seq[j] = i
+	}
+	return phraseStart(pos, seq)
+}
+
+// phraseStart returns the lowest position at which the terms seq names
+// occur consecutively: seq[j] is the j-th query term's index in pos, and
+// pos[i] holds that distinct term's positions in ascending order. It
+// anchors on the query term with the fewest occurrences and looks the
+// others up by binary search: O(fewest occurrences × len(seq) × log n),
+// allocating nothing.
+func phraseStart(pos [][]uint64, seq []int) (uint64, bool) {
+	if len(seq) == 0 {
+		return 0, false
+	}
 	anchor := 0
-	for k, t := range terms {
-		if len(positions[t]) < len(positions[terms[anchor]]) {
-			anchor = k
+	for j, i := range seq {
+		if len(pos[i]) < len(pos[seq[anchor]]) {
+			anchor = j
 		}
 	}
-	sets := make(map[string]map[uint64]struct{}, len(positions))
-	for _, t := range terms {
-		if _, ok := sets[t]; ok {
-			continue
-		}
-		set := make(map[uint64]struct{}, len(positions[t]))
-		for _, p := range positions[t] {
-			set[p] = struct{}{}
-		}
-		sets[t] = set
-	}
-	starts := append([]uint64(nil), positions[terms[anchor]]...)
-	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
 	k := uint64(anchor)
 next:
-	for _, p := range starts {
+	for _, p := range pos[seq[anchor]] {
 		if p < k {
 			continue
 		}
 		start := p - k
-		for j, t := range terms {
-			if _, ok := sets[t][start+uint64(j)]; !ok {
+		for j, i := range seq {
+			if _, ok := slices.BinarySearch(pos[i], start+uint64(j)); !ok {
 				continue next
 			}
 		}
