@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 
 	"github.com/dshq/dshq"
 )
@@ -229,35 +231,118 @@ func (e *Engine) tooManyResults(endpoint string) error {
 }
 
 // storeHits stores hits[from:] (hits or, when keys is set, HitKeys) in
-// chunks and the meta; it returns the id.
+// chunks and the meta; it returns the id. sessions are the result set's
+// sessions (a session ranking names each once).
 func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []string, truncated, keys bool) (string, error) {
-	var all []json.RawMessage
-	b, _ := json.Marshal(hits)
-	if err := json.Unmarshal(b, &all); err != nil {
+	elems, err := encodeElems(hits)
+	if err != nil {
 		return "", fmt.Errorf("store hits: %w", err)
 	}
 	var idb [12]byte
 	_, _ = rand.Read(idb[:])
 	id := hex.EncodeToString(idb[:])
-	meta := searchMeta{Sessions: dedupe(sessions), Truncated: truncated, Keys: keys}
-	for start := from; start < len(all); {
+	meta := searchMeta{Truncated: truncated, Keys: keys}
+	var chunk []byte
+	for start := from; start < len(elems); {
 		end, size := start, 2
-		for end < len(all) && (end == start || size+len(all[end])+1 <= storedChunkBytes) {
-			size += len(all[end]) + 1
+		for end < len(elems) && (end == start || size+len(elems[end])+1 <= storedChunkBytes) {
+			size += len(elems[end]) + 1
 			end++
 		}
-		chunk, _ := json.Marshal(all[start:end])
-		if err := e.store.Put(ctx, fmt.Sprintf("%s.%d", id, len(meta.Starts)), chunk); err != nil {
+		chunk = append(chunk[:0], '[')
+		for i, el := range elems[start:end] {
+			if i > 0 {
+				chunk = append(chunk, ',')
+			}
+			chunk = append(chunk, el...)
+		}
+		chunk = append(chunk, ']')
+		if err := e.store.Put(ctx, fmt.Sprintf("%s.%d", id, len(meta.Starts)), slices.Clone(chunk)); err != nil {
 			return "", &dshq.Error{Code: dshq.CodeIndexFailed, Message: "store search results: " + err.Error(), Err: err}
 		}
 		meta.Starts = append(meta.Starts, int64(start))
 		start = end
 	}
-	mb, _ := json.Marshal(meta)
+	mb, _ := json.Marshal(storedMeta{searchMeta: meta, Sessions: appendJSONStrings(nil, sessions)})
 	if err := e.store.Put(ctx, id+".m", mb); err != nil {
 		return "", &dshq.Error{Code: dshq.CodeIndexFailed, Message: "store search results: " + err.Error(), Err: err}
 	}
 	return id, nil
+}
+
+// storedMeta is searchMeta as storeHits writes it: the sessions already
+// encoded.
+type storedMeta struct {
+	searchMeta
+	Sessions json.RawMessage `json:"sessions"`
+}
+
+// encodeElems returns the JSON of each element of hits: HitKeys are
+// written directly (a first page stores up to 10 000 of them), other hits
+// through encoding/json.
+func encodeElems(hits any) ([]json.RawMessage, error) {
+	if ks, ok := hits.([]HitKey); ok {
+		buf := make([]byte, 0, len(ks)*48)
+		ends := make([]int, len(ks))
+		for i, k := range ks {
+			buf = appendHitKey(buf, k)
+			ends[i] = len(buf)
+		}
+		out := make([]json.RawMessage, len(ks))
+		for i, start := 0, 0; i < len(ks); i++ {
+			out[i], start = buf[start:ends[i]:ends[i]], ends[i]
+		}
+		return out, nil
+	}
+	var all []json.RawMessage
+	b, err := json.Marshal(hits)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &all); err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// appendHitKey appends k's JSON, as encoding/json writes it.
+func appendHitKey(dst []byte, k HitKey) []byte {
+	dst = append(dst, `{"s":`...)
+	dst = appendJSONString(dst, k.SessionID)
+	dst = append(dst, `,"q":`...)
+	dst = strconv.AppendInt(dst, k.Seq, 10)
+	if k.Live {
+		dst = append(dst, `,"l":true`...)
+	}
+	return append(dst, '}')
+}
+
+// appendJSONStrings appends the JSON array of ss (never null).
+func appendJSONStrings(dst []byte, ss []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, s)
+	}
+	return append(dst, ']')
+}
+
+// appendJSONString appends s as a JSON string: printable ASCII without a
+// quote, backslash or HTML character is written as is, anything else
+// through encoding/json (which escapes it and replaces invalid UTF-8).
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // continueSearch serves a later page from the stored hits, or from the
@@ -352,16 +437,4 @@ func (e *Engine) load(ctx context.Context, key string, v any) error {
 		return dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: its stored results are unreadable")
 	}
 	return nil
-}
-
-func dedupe(ids []string) []string {
-	seen := map[string]bool{}
-	out := []string{}
-	for _, id := range ids {
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	return out
 }
