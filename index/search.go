@@ -197,6 +197,11 @@ func (x *Index) RankSessions(ctx context.Context, q SessionQuery) (Ranking, erro
 // the index), and they are built with boost 0 so they add nothing to a
 // score: filtering never changes ranking.
 func withFilters(tq query.Query, clauses []query.Query, asOf uint64) query.Query {
+	if len(clauses) == 0 && asOf == 0 {
+		// A conjunction of one scores as its conjunct (the sum of one
+		// score) but adds a searcher and a scorer call per match.
+		return tq
+	}
 	must := append([]query.Query{tq}, clauses...)
 	if asOf > 0 {
 		lim := float64(asOf)
