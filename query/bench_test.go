@@ -112,6 +112,13 @@ func BenchmarkQueryLatency(b *testing.B) {
 			_, err := p.client.SearchSessions(ctx, dshq.SessionSearchRequest{Query: benchWords[r.IntN(len(benchWords))], Limit: 20})
 			return err
 		}},
+		{"sessions.search-filtered", func() error {
+			cwd, current := fmt.Sprintf("/w/%d", r.IntN(20)), string(dshq.SurfaceCurrent)
+			_, err := p.client.SearchSessions(ctx, dshq.SessionSearchRequest{Query: benchWords[r.IntN(len(benchWords))], Limit: 20,
+				SessionFilters: []dshq.Filter{{Kind: dshq.FilterCwd, Values: []*string{&cwd}}},
+				EventFilters:   []dshq.Filter{{Kind: dshq.FilterSurface, Values: []*string{&current}}}})
+			return err
+		}},
 		{"sessions.search-selective", func() error {
 			_, err := p.client.SearchSessions(ctx, dshq.SessionSearchRequest{Query: fmt.Sprintf("uniq%05d", r.IntN(*benchSessions)), Limit: 20})
 			return err
