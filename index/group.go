@@ -6,7 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 
 	"github.com/blevesearch/bleve/v2"
@@ -46,15 +46,48 @@ func (q genQuery) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.
 	return q.inner.Searcher(ctx, r, m, opts)
 }
 
-// sessionBests is each session's best match, by session id.
+// sessionBests is each session's best match. The bests live in one slice
+// and their rank keys in one arena (a session's rank keys all have the same
+// length, so a better match overwrites its key in place): a pass allocates
+// per session only the map key, not a struct and a key each.
 type sessionBests struct {
-	best map[string]*groupBest
+	index map[string]int
+	bests []groupBest
+	arena []byte
 }
 
 type groupBest struct {
-	score float64
-	rank  []byte
+	sid        string
+	score      float64
+	start, end int // the rank key in the arena
 }
+
+// offer records a match of session sid with score and rank key rank.
+func (s *sessionBests) offer(sid []byte, score float64, rank []byte) {
+	i, ok := s.index[string(sid)]
+	if !ok {
+		id := string(sid)
+		s.index[id] = len(s.bests)
+		start := len(s.arena)
+		s.arena = append(s.arena, rank...)
+		s.bests = append(s.bests, groupBest{sid: id, score: score, start: start, end: len(s.arena)})
+		return
+	}
+	b := &s.bests[i]
+	key := s.arena[b.start:b.end]
+	if score > b.score || (score == b.score && bytes.Compare(rank, key) < 0) {
+		b.score = score
+		if len(rank) == len(key) {
+			copy(key, rank)
+			return
+		}
+		b.start = len(s.arena)
+		s.arena = append(s.arena, rank...)
+		b.end = len(s.arena)
+	}
+}
+
+func (s *sessionBests) rank(b groupBest) []byte { return s.arena[b.start:b.end] }
 
 // Searcher implements query.Query.
 func (q groupQuery) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.IndexMapping, opts search.SearcherOptions) (search.Searcher, error) {
@@ -102,13 +135,7 @@ func (g *groupSearcher) Next(ctx *search.SearchContext) (*search.DocumentMatch, 
 		}
 		// The lookup by string(sid) does not allocate; only a session's
 		// first match does.
-		b, ok := g.out.best[string(sid)]
-		switch {
-		case !ok:
-			g.out.best[string(sid)] = &groupBest{score: d.Score, rank: bytes.Clone(rank)}
-		case d.Score > b.score || (d.Score == b.score && bytes.Compare(rank, b.rank) < 0):
-			b.score, b.rank = d.Score, append(b.rank[:0], rank...)
-		}
+		g.out.offer(sid, d.Score, rank)
 		ctx.DocumentMatchPool.Put(d)
 	}
 }
@@ -125,11 +152,23 @@ func parseRankKey(k []byte) (string, int64, error) {
 	if err != nil {
 		return "", 0, err
 	}
-	inv, err := strconv.ParseUint(string(k[len(k)-16:]), 16, 64)
+	seq, err := rankKeySeq(k)
 	if err != nil {
 		return "", 0, err
 	}
-	return string(sid), int64(^inv), nil
+	return string(sid), seq, nil
+}
+
+// rankKeySeq reads the seq back from a rank key.
+func rankKeySeq(k []byte) (int64, error) {
+	if len(k) < 34 {
+		return 0, errors.New("short rank key")
+	}
+	inv, err := strconv.ParseUint(string(k[len(k)-16:]), 16, 64)
+	if err != nil {
+		return 0, err
+	}
+	return int64(^inv), nil
 }
 
 // appendRankSession appends the session id of rank key k to sid.
@@ -169,29 +208,29 @@ func appendRankSession(sid, k []byte) ([]byte, error) {
 // scoring, and memory grows with the sessions, not the matches.
 // searched is set to the generation of the index state the pass read.
 func (x *Index) bestPerSession(ctx context.Context, tq query.Query, filters []query.Query, asOf uint64, need int, searched *uint64) ([]Key, error) {
-	out := &sessionBests{best: make(map[string]*groupBest)}
+	out := &sessionBests{index: make(map[string]int)}
 	q := genQuery{inner: groupQuery{inner: withFilters(tq, filters, asOf), out: out}, out: searched}
 	req := bleve.NewSearchRequestOptions(q, 1, 0, false)
 	if _, err := x.idx.SearchInContext(ctx, req); err != nil {
 		return nil, err
 	}
-	all := make([]*groupBest, 0, len(out.best))
-	for _, b := range out.best {
-		all = append(all, b)
-	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].score != all[j].score {
-			return all[i].score > all[j].score
+	all := out.bests
+	slices.SortFunc(all, func(a, b groupBest) int {
+		switch {
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
+			return 1
 		}
-		return bytes.Compare(all[i].rank, all[j].rank) < 0
+		return bytes.Compare(out.rank(a), out.rank(b))
 	})
 	keys := make([]Key, 0, min(need, len(all)))
 	for _, b := range all[:min(need, len(all))] {
-		sid, seq, err := parseRankKey(b.rank)
+		seq, err := rankKeySeq(out.rank(b))
 		if err != nil {
 			return nil, err
 		}
-		keys = append(keys, Key{SessionID: sid, Seq: seq, Score: b.score})
+		keys = append(keys, Key{SessionID: b.sid, Seq: seq, Score: b.score})
 	}
 	return keys, nil
 }
