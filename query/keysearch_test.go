@@ -242,3 +242,56 @@ func TestKeysAreCheckedUnlessTheRankingReadTheSnapshotsOwnState(t *testing.T) {
 		})
 	}
 }
+
+// sessionCountingProjection counts Session reads.
+type sessionCountingProjection struct {
+	inner Projection
+	reads atomic.Int64
+}
+
+type sessionCountingSnapshot struct {
+	Snapshot
+	p *sessionCountingProjection
+}
+
+func (s sessionCountingSnapshot) Session(id string) (SessionInfo, bool, error) {
+	s.p.reads.Add(1)
+	return s.Snapshot.Session(id)
+}
+
+func (c *sessionCountingProjection) View(ctx context.Context, min uint64, fn func(Snapshot) error) error {
+	return c.inner.View(ctx, min, func(s Snapshot) error { return fn(sessionCountingSnapshot{s, c}) })
+}
+
+// TestALaterPageChecksItsSessionsOnlyAfterTheGenerationMoved: at the first
+// page's generation a later page reads only its own items' sessions; once
+// the projection moved on it checks every session the results count
+// (TestStaleCursors: a reclassified one makes the cursor stale).
+func TestALaterPageChecksItsSessionsOnlyAfterTheGenerationMoved(t *testing.T) {
+	p := newPipe(t)
+	for _, id := range []string{"a", "b", "c", "d"} {
+		p.session(id, hdr{createdAt: 1})
+		p.events(id, userMsg(2, "needle in "+id))
+	}
+	p.sync()
+	proj := &sessionCountingProjection{inner: FromProjector(p.proj)}
+	e := NewEngine(proj, WithSearcher(FromIndexFunc(p.proj.Index)))
+	body := `{"query":"needle","limit":1}`
+	out, err := run(t, e, EndpointSessionsSearch, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := func() (int64, error) {
+		proj.reads.Store(0)
+		_, err := run(t, e, EndpointSessionsSearch, fmt.Sprintf(`{"query":"needle","limit":1,"cursor":%q}`, nextCursor(t, out)))
+		return proj.reads.Load(), err
+	}
+	if n, err := later(); err != nil || n != 1 {
+		t.Fatalf("at the first page's generation: %d session reads (%v); want 1, the item's", n, err)
+	}
+	p.session("other", hdr{createdAt: 2})
+	p.sync()
+	if n, err := later(); err != nil || n != 4+1 {
+		t.Fatalf("after an unrelated append: %d session reads (%v); want the 4 counted sessions' and the item's", n, err)
+	}
+}

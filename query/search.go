@@ -363,7 +363,12 @@ func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *R
 		}
 		return nil, "", dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: offset out of range")
 	}
+	// At the first page's generation nothing was reclassified since, and
+	// the first page counted no invalid or missing session.
 	for _, id := range meta.Sessions {
+		if snap.Generation() <= c.Generation {
+			break
+		}
 		info, ok, err := snap.Session(id)
 		if err != nil {
 			return nil, "", fmt.Errorf("read session %q: %w", id, err)
