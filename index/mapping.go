@@ -83,6 +83,9 @@ func newMapping() (*mapping.IndexMappingImpl, error) {
 	dm.AddFieldMappingsAt(fieldTime, numberField(true, false))
 	dm.AddFieldMappingsAt(fieldGen, numberField(true, false))
 	dm.AddFieldMappingsAt(fieldText, text)
+	// No composite "_all" field: every query names its field, and Bleve
+	// would otherwise visit the composite for every doc it indexes.
+	dm.AddSubDocumentMapping("_all", mapping.NewDocumentDisabledMapping())
 	im.DefaultMapping = dm
 	im.DefaultAnalyzer = analyzerName
 	if err := im.Validate(); err != nil {
