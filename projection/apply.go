@@ -401,7 +401,7 @@ func (b *batch) finish() (*index.Batch, error) {
 			if err := b.tx.Bucket(bucketStates).Put([]byte(id), raw); err != nil {
 				return nil, err
 			}
-			b.inst.cache.put(id, s.state, int64(len(raw)))
+			b.inst.cache.put(id, s.state, cacheCost(id, s.state))
 		}
 		if err := putSession(b.tx, s.v); err != nil {
 			return nil, err

@@ -23,8 +23,12 @@ const (
 	DefaultSubjectPrefix  = "dsh.log."
 	DefaultLeaseBucket    = "DSH_LEASES"
 	DefaultDurable        = "dsh-projector"
-	DefaultBatchSize      = 2048
-	DefaultFoldCacheBytes = 64 << 20
+	DefaultBatchSize      = 4096
+	// DefaultFoldCacheBytes holds some 10,000 sessions' decoded states
+	// (counted by their memory, fold.State.MemSize): every session a busy
+	// host writes to at once, with room to spare. A state it evicts is
+	// read back from the store when its session is written again.
+	DefaultFoldCacheBytes = 16 << 20
 )
 
 // Option configures Open.
@@ -66,8 +70,8 @@ func WithLeaseBucket(name string) Option { return func(c *config) { c.leaseBucke
 // WithBatchSize bounds the records applied in one transaction (DefaultBatchSize).
 func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
 
-// WithFoldCacheBytes sets the in-memory fold-state cache budget
-// (DefaultFoldCacheBytes).
+// WithFoldCacheBytes sets the in-memory fold-state cache budget in bytes of
+// memory (DefaultFoldCacheBytes).
 func WithFoldCacheBytes(n int64) Option { return func(c *config) { c.cacheBytes = n } }
 
 // WithRegisterer registers the projector's metrics on r.

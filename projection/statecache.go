@@ -7,8 +7,8 @@ import (
 )
 
 // stateCache keeps decoded fold states in memory within a byte budget,
-// evicting the least recently used. The size of an entry is the length of
-// its encoded state. Only the writer holding Projector.writeMu uses it, so
+// evicting the least recently used. The size of an entry is its memory
+// (cacheCost): the decoded state, its id and the cache's own bookkeeping. Only the writer holding Projector.writeMu uses it, so
 // it has no lock of its own. The stored bytes in bbolt are the truth: an
 // evicted state is restored from them.
 type stateCache struct {
@@ -22,6 +22,15 @@ type cacheEntry struct {
 	id    string
 	state *fold.State
 	size  int64
+}
+
+// cacheEntryOverhead is the memory of one entry's bookkeeping: the list
+// element, the cacheEntry and its map slot.
+const cacheEntryOverhead = 160
+
+// cacheCost is the memory an entry for id's state occupies.
+func cacheCost(id string, st *fold.State) int64 {
+	return st.MemSize() + int64(len(id)) + cacheEntryOverhead
 }
 
 func newStateCache(budget int64) *stateCache {

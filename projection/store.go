@@ -87,7 +87,11 @@ func openStore(path string, verify bool, lockTimeout time.Duration) (s *store, e
 	if err := checkBoltFile(path); err != nil {
 		return nil, err
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
+	// The freelist as a hash map: allocation in a large store stays O(1),
+	// as etcd runs bbolt. (NoFreelistSync is not used: its rebuilding scan
+	// on open runs in a goroutine of bbolt's, where a garbled page panics
+	// beyond our recover.)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, FreelistType: bolt.FreelistMapType})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {
 			return nil, fmt.Errorf("open %s: file is locked by another process: %w", path, err)
