@@ -62,6 +62,7 @@ func checkEveryRow(t *testing.T, sample int, bulk bool) {
 		"ingest to searchable, sample, sync always (events/s)|SQLite FTS5 bulk load",
 		apply + "|raw JetStream pull+ack consume",
 		apply + "|raw Bleve batch index",
+		"projector apply CPU (ms per 1k records)|raw Bleve batch index CPU",
 		"publish→searchable p50 (ms)|raw publish→consumer delivery p50",
 		"publish→searchable p99 (ms)|raw publish→consumer delivery p99",
 		"rebuild (s)|raw re-read of the stream (s)",
@@ -139,6 +140,53 @@ func checkEveryRow(t *testing.T, sample int, bulk bool) {
 	var back struct{ Rows []Row }
 	if err := json.Unmarshal(b, &back); err != nil || len(back.Rows) != len(rep.Rows) {
 		t.Fatalf("JSON report: %d rows, %v", len(back.Rows), err)
+	}
+}
+
+func TestRunApplyOnlyStopsAfterTheApplyFigures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the pipeline")
+	}
+	for _, tc := range []struct {
+		name   string
+		sample int
+		apply  string
+	}{
+		{"without a bulk a fresh projector applies the ingest sample", 0, "projector apply (records/s)"},
+		{"with a bulk the projector catches up with it", 4, "projector apply of the bulk backlog (records/s)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := Run(context.Background(), Config{
+				Corpus: CorpusConfig{Sessions: 12, Turns: 3, Seed: 2}, Dir: t.TempDir(),
+				SampleSessions: tc.sample, BulkWriters: 3, Writers: 2, ApplyOnly: true,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rows []string
+			for _, row := range rep.Rows {
+				if row.Value <= 0 || row.RefValue <= 0 {
+					t.Errorf("row %q: value %v, reference %v: want both positive", row.Metric, row.Value, row.RefValue)
+				}
+				rows = append(rows, row.Metric+"|"+row.Reference)
+			}
+			for _, w := range []string{
+				tc.apply + "|raw Bleve batch index, same docs (rec/s equiv.)",
+				"projector apply CPU (ms per 1k records)|raw Bleve batch index CPU, same docs (ms per 1k records equiv.)",
+			} {
+				if !slices.Contains(rows, w) {
+					t.Errorf("no row %q in:\n%s", w, strings.Join(rows, "\n"))
+				}
+			}
+			for _, r := range rows {
+				if strings.Contains(r, ".search") || strings.Contains(r, "rebuild") || strings.Contains(r, "append→ack") {
+					t.Errorf("an apply-only run measured %q", r)
+				}
+			}
+			if rep.Documents == 0 {
+				t.Error("no documents counted")
+			}
+		})
 	}
 }
 

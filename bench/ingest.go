@@ -345,7 +345,12 @@ func (r *runner) checkNoQuarantine(ctx context.Context) error {
 		return err
 	}
 	if first != nil {
-		return fmt.Errorf("the projector quarantined a generated record of %s: %s", first.SessionID, first.Reason)
+		raw := first.Raw
+		if len(raw) > 200 {
+			raw = raw[:200]
+		}
+		return fmt.Errorf("the projector quarantined a generated record (stream seq %d, subject %s, session %q): %s; record begins %q",
+			first.StreamSeq, first.Subject, first.SessionID, first.Reason, raw)
 	}
 	return nil
 }

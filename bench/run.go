@@ -45,6 +45,11 @@ type Config struct {
 	AppendSamples int
 	// Progress receives one line per phase (nil = none).
 	Progress io.Writer
+	// ApplyOnly stops after the projector's catch-up of the bulk (or its
+	// apply of the ingest sample when there is no bulk) and the raw Bleve
+	// reference on the same documents: the throughput figures alone, for
+	// profiling the projector at scale.
+	ApplyOnly bool
 }
 
 // Defaults of Config.
@@ -104,11 +109,14 @@ type runner struct {
 	raw    jetstream.Stream // BENCH_RAW: same settings as the session stream
 	last   uint64           // the session stream's last sequence after ingest
 
-	rawPublishRate float64 // records/s, measured before ingest
-	printed        int     // rows already shown by progressRows
-	applyName      string  // the row of applyRate
-	applyRate      float64 // records/s of a fresh projector
-	ingestRate     float64 // events/s to searchable
+	rawPublishRate float64       // records/s, measured before ingest
+	printed        int           // rows already shown by progressRows
+	applyName      string        // the row of applyRate
+	applyRate      float64       // records/s of a fresh projector
+	applyCPU       time.Duration // process CPU time of that apply
+	applyRecords   uint64        // records it applied
+	commits        atomic.Int64  // batches the projectors committed
+	ingestRate     float64       // events/s to searchable
 }
 
 // Run generates the corpus, runs every measurement and returns the report.
@@ -153,6 +161,9 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		return nil, err
 	}
 	r.progressRows()
+	if cfg.ApplyOnly {
+		return r.applyOnly(ctx, start)
+	}
 	phases := []func(context.Context) error{r.measureIngest, r.measurePublishToSearchable, r.measureAppend}
 	if len(r.bulk) == 0 {
 		// No backlog to catch up with: a fresh projector applies the stream.
@@ -164,6 +175,38 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		}
 		r.progressRows()
 	}
+	r.rep.sort()
+	r.rep.Elapsed = time.Since(start)
+	return r.rep, nil
+}
+
+// applyOnly finishes a Config.ApplyOnly run: without a bulk the ingest
+// sample is published and applied by a fresh projector; then raw Bleve
+// indexes the same documents.
+func (r *runner) applyOnly(ctx context.Context, start time.Time) (*Report, error) {
+	if len(r.bulk) == 0 {
+		if err := r.measureIngest(ctx); err != nil {
+			return nil, err
+		}
+		if err := r.measureApply(ctx); err != nil {
+			return nil, err
+		}
+	}
+	sessions, err := r.collect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range sessions {
+		r.rep.Documents += len(s.Docs)
+	}
+	idx, err := r.measureRawBleve(ctx, sessions)
+	if err != nil {
+		return nil, err
+	}
+	if err := idx.Close(); err != nil {
+		return nil, fmt.Errorf("raw bleve: %w", err)
+	}
+	r.progressRows()
 	r.rep.sort()
 	r.rep.Elapsed = time.Since(start)
 	return r.rep, nil
@@ -274,7 +317,12 @@ func (r *runner) startPipeline(ctx context.Context, stack *[]func() error) error
 // runProjector opens a projector in dir and runs it in a goroutine; stop
 // ends the goroutine and closes the projector.
 func (r *runner) runProjector(ctx context.Context, dir string, opts ...projection.Option) (*projection.Projector, func() error, error) {
-	opts = append([]projection.Option{projection.WithLogger(discard), projection.WithRegisterer(prometheus.NewRegistry())}, opts...)
+	count := projection.WithOnCommit(func(c projection.Commit) {
+		if c.Generation > 0 {
+			r.commits.Add(1)
+		}
+	})
+	opts = append([]projection.Option{projection.WithLogger(discard), projection.WithRegisterer(prometheus.NewRegistry()), count}, opts...)
 	p, err := projection.Open(ctx, r.js, dir, opts...)
 	if err != nil {
 		return nil, nil, err

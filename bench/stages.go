@@ -25,13 +25,15 @@ func (r *runner) measureApply(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	start := time.Now()
+	start, cpu, commits := time.Now(), cpuNow(), r.commits.Load()
 	p, stop, err := r.runProjector(ctx, filepath.Join(r.dir, "apply"), projection.WithDurable("bench-apply"))
 	if err != nil {
 		return err
 	}
 	err = waitProjected(ctx, p, last)
 	elapsed := time.Since(start)
+	r.applyCPU, r.applyRecords = cpuNow()-cpu, last
+	r.progressBatches(last, r.commits.Load()-commits)
 	if serr := stop(); err == nil {
 		err = serr
 	}
@@ -61,7 +63,7 @@ func (r *runner) measureCatchUp(ctx context.Context, stack *[]func() error) erro
 	if err != nil {
 		return err
 	}
-	start := time.Now()
+	start, cpu, commits := time.Now(), cpuNow(), r.commits.Load()
 	if err := r.startPipeline(ctx, stack); err != nil {
 		return err
 	}
@@ -69,12 +71,21 @@ func (r *runner) measureCatchUp(ctx context.Context, stack *[]func() error) erro
 		return err
 	}
 	elapsed := time.Since(start)
+	r.applyCPU, r.applyRecords = cpuNow()-cpu, last
+	r.progressBatches(last, r.commits.Load()-commits)
 	r.rep.section = sectionThroughput
 	r.applyName, r.applyRate = "projector apply of the bulk backlog (records/s)", float64(last)/elapsed.Seconds()
 	r.rep.add(r.applyName, r.applyRate, "raw JetStream pull+ack consume (rec/s)", float64(last)/raw.Seconds())
 	r.rep.add("bulk backlog to searchable (events/s)", float64(r.rep.Phases.BulkEvents)/elapsed.Seconds(),
 		"raw JetStream pull+ack consume, same records (rec/s)", float64(last)/raw.Seconds())
 	return nil
+}
+
+// progressBatches prints how many batches an apply of records took.
+func (r *runner) progressBatches(records uint64, batches int64) {
+	if batches > 0 {
+		r.progress("  %d records in %d committed batches (%.0f records per batch)", records, batches, float64(records)/float64(batches))
+	}
 }
 
 func deleteConsumer(ctx context.Context, js jetstream.JetStream, name string) error {

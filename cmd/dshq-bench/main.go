@@ -13,6 +13,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // served only with -pprof
 	"os"
 	"os/signal"
 	"syscall"
@@ -40,8 +43,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Samples, "samples", bench.DefaultSamples, "measured calls per latency figure")
 	fs.IntVar(&cfg.AppendSamples, "append-samples", bench.DefaultAppendSamples, "appends per batch size and sync policy")
 	fs.StringVar(&cfg.Dir, "dir", "", "working directory (default: a temporary one, removed after)")
+	fs.BoolVar(&cfg.ApplyOnly, "apply-only", false, "measure only the projector's apply (catch-up of the bulk) beside raw Bleve on the same documents, then stop")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address during the run (e.g. 127.0.0.1:6060), to profile a phase")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: dshq-bench [flags]\n\nexample: dshq-bench -sessions 400 -turns 5\n\nflags:")
 		fs.PrintDefaults()
@@ -57,6 +62,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *pprofAddr != "" {
+		ln, err := net.Listen("tcp", *pprofAddr)
+		if err != nil {
+			return fmt.Errorf("-pprof: %w", err)
+		}
+		srv := &http.Server{Handler: http.DefaultServeMux}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		fmt.Fprintf(stderr, "dshq-bench: pprof on http://%s/debug/pprof/\n", ln.Addr())
+	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
 		return err
