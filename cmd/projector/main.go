@@ -16,10 +16,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -45,6 +49,7 @@ type options struct {
 	leaseBucket string
 	durable     string
 	metrics     string
+	pprof       string
 	rebuild     bool
 	noQueries   bool
 	noVerify    bool
@@ -69,6 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.leaseBucket, "lease-bucket", projection.DefaultLeaseBucket, "write-lease key-value bucket")
 	fs.StringVar(&o.durable, "durable", projection.DefaultDurable, "durable consumer name (one per projector)")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics on HOST:PORT/metrics (off when empty)")
+	fs.StringVar(&o.pprof, "pprof", "", "serve Go's net/http/pprof profiles on HOST:PORT/debug/pprof/ (off when empty; keep it on loopback)")
 	fs.BoolVar(&o.rebuild, "rebuild", false, "rebuild the projection from the stream beside the serving one, then swap it in")
 	fs.BoolVar(&o.noQueries, "no-queries", false, "do not serve the query shard")
 	fs.BoolVar(&o.noVerify, "no-verify", false, "skip bbolt's full consistency check of the store on start (it grows with the store)")
@@ -108,6 +114,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if o.pprof != "" {
+		stop, err := servePprof(o.pprof)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	cfg := node.Config{
 		Home:    o.data,
 		Conn:    o.conn,
@@ -134,4 +147,25 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 	})
 	log.Info("projector stopped", "err", err)
 	return err
+}
+
+// servePprof serves net/http/pprof's handlers on addr until stop.
+func servePprof(addr string) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	return func() { _ = srv.Close(); <-done }, nil
 }
