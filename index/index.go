@@ -195,9 +195,21 @@ func (x *Index) open() (err error) {
 	return nil
 }
 
+// boltConfig is the index's scorch configuration: the lock timeout, and a
+// merge plan whose segments stop growing at MaxSegmentDocs, so that the
+// memory and file pages one merge touches do not grow with the corpus.
 func (x *Index) boltConfig() map[string]any {
-	return map[string]any{"bolt_timeout": x.opts.LockTimeout.String()}
+	return map[string]any{
+		"bolt_timeout":           x.opts.LockTimeout.String(),
+		"scorchMergePlanOptions": map[string]any{"MaxSegmentSize": MaxSegmentDocs},
+	}
 }
+
+// MaxSegmentDocs caps the docs of a segment that merges produce (Bleve's
+// default is 5,000,000): a projector's peak memory then stays flat as the
+// index grows past it, at the cost of a search visiting one more segment per
+// MaxSegmentDocs docs.
+const MaxSegmentDocs = 50_000
 
 // Close closes the index. Calls after Close fail with ErrClosed; Close itself
 // is idempotent.
