@@ -305,7 +305,8 @@ func (r *runner) startPipeline(ctx context.Context, stack *[]func() error) error
 		return err
 	}
 	*stack = append(*stack, stopShard)
-	stopSvc, err := query.Serve(ctx, r.nc, query.WithLogger(discard))
+	// As `dshq serve` runs it: the service calls the shard in its process.
+	stopSvc, err := query.Serve(ctx, r.nc, query.WithLogger(discard), query.WithLocalShard(engine))
 	if err != nil {
 		return err
 	}

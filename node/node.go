@@ -177,8 +177,9 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 
 	var wg sync.WaitGroup
 	stack.push(func() error { wg.Wait(); return nil })
+	var shard *query.Engine // the query shard this process serves, if any
 	if cfg.Parts.Projector {
-		gen, err := startProjector(ctx, cancel, cfg, js, nc, reg, log, &stack, &wg)
+		gen, err := startProjector(ctx, cancel, cfg, js, nc, reg, log, &stack, &wg, &shard)
 		if err != nil {
 			return err
 		}
@@ -188,6 +189,10 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 		qopts := []query.ServiceOption{query.WithLogger(log), query.WithRegisterer(reg)}
 		if cfg.QueryShard != "" {
 			qopts = append(qopts, query.WithShard(cfg.QueryShard))
+		}
+		if shard != nil && (cfg.QueryShard == "" || cfg.QueryShard == query.DefaultShard) {
+			// The shard is in this process: no second hop.
+			qopts = append(qopts, query.WithLocalShard(shard))
 		}
 		stop, err := query.Serve(ctx, nc, qopts...)
 		if err != nil {
@@ -228,7 +233,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 // runs it in a goroutine owned by wg (a failure cancels the node), publishes
 // its commits to the live feed, and serves its query shard and the admin
 // service.
-func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Config, js jetstream.JetStream, nc *nats.Conn, reg prometheus.Registerer, log *slog.Logger, stack *stopStack, wg *sync.WaitGroup) (uint64, error) {
+func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Config, js jetstream.JetStream, nc *nats.Conn, reg prometheus.Registerer, log *slog.Logger, stack *stopStack, wg *sync.WaitGroup, shard **query.Engine) (uint64, error) {
 	if _, err := feed.EnsureStream(ctx, js, feed.StreamConfig{}); err != nil {
 		return 0, fmt.Errorf("feed stream: %w", err)
 	}
@@ -282,6 +287,7 @@ func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Con
 			return 0, fmt.Errorf("start query shard: %w", err)
 		}
 		stack.push(stop)
+		*shard = engine
 	}
 	stopAdmin, err := admin.Serve(ctx, nc, p, admin.WithStream(stream), admin.WithLogger(log))
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 var (
 	benchSessions = flag.Int("bench-sessions", 2000, "sessions in the benchmark corpus")
 	benchEvents   = flag.Int("bench-events", 25, "events per session in the benchmark corpus")
+	benchLocal    = flag.Bool("bench-local-shard", false, "the service calls the shard engine in process (WithLocalShard), as dshq serve does")
 )
 
 var benchWords = strings.Fields(`retry budget config parser index cursor lineage surface
@@ -93,11 +94,12 @@ func benchCorpus(b *testing.B, p *pipe, sessions, events int) {
 
 // BenchmarkQueryLatency measures search and read latency through the whole
 // path (client → dsh-query → shard engine → bbolt/Bleve) on a generated
-// corpus, reporting p50/p99 per operation. Run on demand:
+// corpus, reporting p50/p99 per operation (-bench-local-shard: the
+// service calls the engine in process, one NATS hop). Run on demand:
 //
 //	go test -run '^$' -bench QueryLatency -benchtime 2000x ./query/
 func BenchmarkQueryLatency(b *testing.B) {
-	p := newPipe(b)
+	p := newPipe(b, func(c *pipeConfig) { c.localShard = *benchLocal })
 	start := time.Now()
 	benchCorpus(b, p, *benchSessions, *benchEvents)
 	b.Logf("corpus: %d sessions × %d events projected in %v", *benchSessions, *benchEvents, time.Since(start))

@@ -9,7 +9,10 @@
 // dsh.proj.<shard>.v1.<endpoint>; the shard (ServeShard, hosted by the
 // projector) runs it on its Engine and the service relays the answer,
 // generation included. Both hops answer failures with the micro error
-// headers and the {"error":{code,message}} body.
+// headers and the {"error":{code,message}} body. A service in the same
+// process as its shard's engine (WithLocalShard; `dshq serve`) calls the
+// engine directly instead of the second hop: the same answers, one NATS
+// round trip and one decode fewer.
 //
 // Wiring: a projector process builds its Engine with NewShardEngine (or
 // NewEngine with FromProjector, FromIndex and a CursorStore) and serves it

@@ -37,6 +37,8 @@ type pipe struct {
 	leases jetstream.KeyValue
 	proj   *projection.Projector
 	client *Client
+	// stopShard stops the shard service on NATS (the engine stays).
+	stopShard func() error
 
 	mu   sync.Mutex // guards next
 	next map[string]int64
@@ -48,6 +50,7 @@ type pipeConfig struct {
 	engineOpts  []EngineOption
 	maxPayload  int32
 	serviceOpts []ServiceOption
+	localShard  bool // the service calls the engine in process
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -110,12 +113,16 @@ func newPipe(t testing.TB, cfgs ...func(*pipeConfig)) *pipe {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stopShard() })
-	stopSvc, err := Serve(ctx, nc, append([]ServiceOption{WithLogger(quiet())}, cfg.serviceOpts...)...)
+	opts := append([]ServiceOption{WithLogger(quiet())}, cfg.serviceOpts...)
+	if cfg.localShard {
+		opts = append(opts, WithLocalShard(engine))
+	}
+	stopSvc, err := Serve(ctx, nc, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stopSvc() })
-	return &pipe{t: t, e: e, nc: nc, js: js, leases: leases, proj: proj, client: NewClient(nc), next: map[string]int64{}}
+	return &pipe{t: t, e: e, nc: nc, js: js, leases: leases, proj: proj, client: NewClient(nc), stopShard: stopShard, next: map[string]int64{}}
 }
 
 // publish publishes raw records on a session's subject; it returns the

@@ -2,6 +2,7 @@ package query
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -267,4 +268,45 @@ func TestSearchBudgets(t *testing.T) {
 		_, err := p.client.SearchEvents(ctx, dshq.EventSearchRequest{SessionID: "s", Query: "needle", Filters: clauses(14, "type", types...)})
 		wantErr(t, err, dshq.CodeInvalidFilter, "search filters compile to 15 predicates; at most 14 are allowed")
 	})
+}
+
+func TestServeWithALocalShardAnswersWithoutTheShardHop(t *testing.T) {
+	for _, local := range []bool{true, false} {
+		t.Run(fmt.Sprintf("local shard %v", local), func(t *testing.T) {
+			p := newPipe(t, func(c *pipeConfig) { c.localShard = local })
+			ctx := ctxT(t)
+			p.session("near", hdr{createdAt: 1, cwd: "/w"})
+			p.events("near", userMsg(10, "a local needle"))
+			gen := p.sync()
+			before, err := p.client.SearchSessions(ctx, dshq.SessionSearchRequest{Query: "needle"}, WithMinGeneration(gen))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(before.Items) != 1 || before.Generation < gen {
+				t.Fatalf("before: %+v", before)
+			}
+			// Without the shard on NATS, only an in-process shard answers.
+			if err := p.stopShard(); err != nil {
+				t.Fatal(err)
+			}
+			after, err := p.client.SearchSessions(ctx, dshq.SessionSearchRequest{Query: "needle"}, WithMinGeneration(gen))
+			if !local {
+				if dshq.ErrorCode(err) != dshq.CodePersistenceFailed || !strings.Contains(err.Error(), "projection shard 0 is not available") {
+					t.Fatalf("remote shard stopped: err = %v, want %s naming the shard", err, dshq.CodePersistenceFailed)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(after, before) {
+				t.Fatalf("local answer differs:\n%+v\nwant\n%+v", after, before)
+			}
+			// Strict decoding still happens once, in the service.
+			_, err = p.client.SearchSessions(ctx, dshq.SessionSearchRequest{Query: " "})
+			if dshq.ErrorCode(err) != dshq.CodeInvalidQuery {
+				t.Fatalf("blank query: err = %v, want %s", err, dshq.CodeInvalidQuery)
+			}
+		})
+	}
 }

@@ -43,6 +43,17 @@ type serviceConfig struct {
 	shard      string
 	logger     *slog.Logger
 	registerer prometheus.Registerer
+	local      *Engine
+}
+
+// WithLocalShard tells Serve that engine, the engine this process serves as
+// the service's shard (ServeShard), is in the same process: requests are
+// answered by calling it directly, decoded once, instead of a second NATS
+// round trip to the shard subject. The answers are the same (the engine,
+// its generation and cursors are shared with every remote replica that
+// asks the shard over NATS); `dshq serve` runs this way.
+func WithLocalShard(engine *Engine) ServiceOption {
+	return func(c *serviceConfig) { c.local = engine }
 }
 
 // WithShard sets the projection shard token the service asks (default "0").
@@ -68,9 +79,34 @@ func Serve(ctx context.Context, nc *nats.Conn, opts ...ServiceOption) (stop func
 		QueueGroup:  "q",
 		Metadata:    map[string]string{"shard": cfg.shard},
 	}, func(endpoint string) string { return SubjectPrefix + "." + endpoint },
-		func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
+		shardAnswer(nc, cfg), cfg)
+}
+
+// shardAnswer returns how Serve answers: through the local engine, or by
+// forwarding to the shard over NATS.
+func shardAnswer(nc *nats.Conn, cfg serviceConfig) answerFunc {
+	if cfg.local == nil {
+		return func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
 			return forward(ctx, nc, cfg.shard, endpoint, body)
-		}, cfg)
+		}
+	}
+	return engineAnswer(nc, cfg.local)
+}
+
+// engineAnswer answers requests with engine, its replies bounded by nc's
+// max payload.
+func engineAnswer(nc *nats.Conn, engine *Engine) answerFunc {
+	eng := *engine
+	if limit := int(nc.MaxPayload()) - replyHeadroom; limit > 0 && limit < eng.maxReply {
+		eng.maxReply = limit
+	}
+	return func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
+		req, err := DecodeRequest(endpoint, body)
+		if err != nil {
+			return nil, err
+		}
+		return eng.Run(ctx, req)
+	}
 }
 
 // ServeShard serves engine as projection shard shard on nc: the micro
@@ -83,10 +119,6 @@ func ServeShard(ctx context.Context, nc *nats.Conn, shard string, engine *Engine
 	for _, o := range opts {
 		o(&cfg)
 	}
-	eng := *engine
-	if limit := int(nc.MaxPayload()) - replyHeadroom; limit > 0 && limit < eng.maxReply {
-		eng.maxReply = limit
-	}
 	return serve(ctx, nc, micro.Config{
 		Name:        ShardServiceName,
 		Version:     Version,
@@ -94,13 +126,7 @@ func ServeShard(ctx context.Context, nc *nats.Conn, shard string, engine *Engine
 		QueueGroup:  "p" + shard,
 		Metadata:    map[string]string{"shard": shard},
 	}, func(endpoint string) string { return ShardSubject(shard, endpoint) },
-		func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
-			req, err := DecodeRequest(endpoint, body)
-			if err != nil {
-				return nil, err
-			}
-			return eng.Run(ctx, req)
-		}, cfg)
+		engineAnswer(nc, engine), cfg)
 }
 
 type answerFunc func(ctx context.Context, endpoint string, body []byte) ([]byte, error)
