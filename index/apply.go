@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/document"
 	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
 	bindex "github.com/blevesearch/bleve_index_api"
@@ -57,7 +58,11 @@ func (x *Index) Apply(ctx context.Context, b *Batch, generation uint64) error {
 			bb.Delete(id)
 			continue
 		}
-		if err := bb.Index(id, s.fields()); err != nil {
+		doc, err := x.document(id, s)
+		if err != nil {
+			return indexError(err, "index doc %q", id)
+		}
+		if err := bb.IndexAdvanced(doc); err != nil {
 			return indexError(err, "index doc %q", id)
 		}
 	}
@@ -230,6 +235,25 @@ func (s *stored) fields() map[string]any {
 		fieldText:    d.Text,
 		fieldRank:    rankKey(d.Time, d.SessionID, d.Seq),
 	}
+}
+
+// document maps s to the Bleve document the index mapping makes of it, with
+// one change the mapping cannot express: the rank key's doc value is stored
+// uncompressed and unchunked. Every ranking reads the rank key of every
+// match; a filtered (sparse) match would otherwise decompress a whole chunk
+// of 1024 docs' keys to read its own.
+func (x *Index) document(id string, s *stored) (*document.Document, error) {
+	doc := document.NewDocument(id)
+	if err := x.idx.Mapping().MapDocument(doc, s.fields()); err != nil {
+		return nil, err
+	}
+	for i, f := range doc.Fields {
+		if tf, ok := f.(*document.TextField); ok && f.Name() == fieldRank {
+			doc.Fields[i] = document.NewTextFieldCustom(fieldRank, tf.ArrayPositions(), tf.Value(),
+				tf.Options()|bindex.SkipDVCompression|bindex.SkipDVChunking, tf.Analyzer())
+		}
+	}
+	return doc, nil
 }
 
 // storedFields lists the fields fetch loads.
