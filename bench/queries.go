@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"time"
@@ -318,10 +319,14 @@ func (r *runner) measureOp(o op, n int) error {
 		all = append(all, &series{name: o.bleveName, fn: o.bleve})
 	}
 	all = append(all, &series{name: o.ftsName, fn: o.fts})
+	// Settle the heap first, as the testing package does before each
+	// benchmark: the phases before (loading SQLite, indexing raw Bleve)
+	// leave garbage whose collection (with a heap of gigabytes) would
+	// otherwise land on whichever samples come first, of either side.
+	runtime.GC()
 	// One unmeasured round first, alike for every implementation: with few
-	// samples (bench-1m takes 20, so p99 is the slowest call) a first call's
-	// one-off costs (cold pages, lazily built state) would otherwise be the
-	// figure.
+	// samples a first call's one-off costs (cold pages, lazily built state)
+	// would otherwise be the figure.
 	for _, s := range all {
 		if _, err := s.fn(n - 1); err != nil {
 			return fmt.Errorf("%s: %s: warm-up: %w", o.name, s.name, err)
