@@ -28,7 +28,7 @@ bench:
 ## bench-1m: the query figures on 1 000 000 events (16 300 sessions): the first
 ## 15 500 sessions are bulk-loaded through Store.Import (16 writers, sync relaxed,
 ## unmeasured), then the projector catches up (a figure) and the last 800 go
-## through the measured ingest (sync always). About 9 minutes on 2 shared cores;
+## through the measured ingest (sync always). About 8 minutes on 2 shared cores;
 ## 100 samples per latency figure after one warm-up call (p99 is the 99th).
 bench-1m:
 	$(GO) run ./cmd/dshq-bench -sessions 16300 -samples 100 $(BENCH_FLAGS)
