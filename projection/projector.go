@@ -19,11 +19,11 @@ import (
 
 // Defaults of the projector's settings.
 const (
-	DefaultStream         = "DSH_SESSIONS"
-	DefaultSubjectPrefix  = "dsh.log."
-	DefaultLeaseBucket    = "DSH_LEASES"
-	DefaultDurable        = "dsh-projector"
-	DefaultBatchSize      = 4096
+	DefaultStream        = "DSH_SESSIONS"
+	DefaultSubjectPrefix = "dsh.log."
+	DefaultLeaseBucket   = "DSH_LEASES"
+	DefaultDurable       = "dsh-projector"
+	DefaultBatchSize     = 4096
 	// DefaultFoldCacheBytes holds some 10,000 sessions' decoded states
 	// (counted by their memory, fold.State.MemSize): every session a busy
 	// host writes to at once, with room to spare. A state it evicts is
