@@ -73,16 +73,30 @@ func (r *runner) loadBulk(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
+	err = forEachSession(ctx, r.bulk, r.cfg.BulkWriters, func(ctx context.Context, s Session) error {
+		return importSession(ctx, store, s)
+	})
+	if err != nil {
+		return fmt.Errorf("bulk load: %w", err)
+	}
+	ph.BulkElapsed = time.Since(start)
+	return nil
+}
+
+// forEachSession runs fn on every session with the given number of
+// concurrent workers. The first failure cancels the rest and is returned;
+// so is the end of ctx.
+func forEachSession(ctx context.Context, sessions []Session, workers int, fn func(context.Context, Session) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	work := make(chan Session)
 	var wg sync.WaitGroup
-	for range r.cfg.BulkWriters {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for s := range work {
-				if err := importSession(ctx, store, s); err != nil {
+				if err := fn(ctx, s); err != nil {
 					cancel(err)
 					return
 				}
@@ -90,7 +104,7 @@ func (r *runner) loadBulk(ctx context.Context) error {
 		}()
 	}
 feed:
-	for _, s := range r.bulk {
+	for _, s := range sessions {
 		select {
 		case work <- s:
 		case <-ctx.Done():
@@ -99,11 +113,7 @@ feed:
 	}
 	close(work)
 	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
-		return fmt.Errorf("bulk load: %w", err)
-	}
-	ph.BulkElapsed = time.Since(start)
-	return nil
+	return context.Cause(ctx)
 }
 
 // importSession imports one generated session whole; anything but all of

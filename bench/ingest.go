@@ -68,41 +68,21 @@ func (r *runner) measureIngest(ctx context.Context) error {
 // writeCorpus appends every sample session with cfg.Writers concurrent writers and
 // returns the highest stream sequence acknowledged.
 func (r *runner) writeCorpus(ctx context.Context) (uint64, error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	work := make(chan Session)
 	var (
-		wg   sync.WaitGroup
 		mu   sync.Mutex // guards last
 		last uint64
 	)
-	for range r.cfg.Writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for s := range work {
-				seq, err := writeSession(ctx, r.store, s)
-				if err != nil {
-					cancel(err)
-					return
-				}
-				mu.Lock()
-				last = max(last, seq)
-				mu.Unlock()
-			}
-		}()
-	}
-feed:
-	for _, s := range r.sample {
-		select {
-		case work <- s:
-		case <-ctx.Done():
-			break feed
+	err := forEachSession(ctx, r.sample, r.cfg.Writers, func(ctx context.Context, s Session) error {
+		seq, err := writeSession(ctx, r.store, s)
+		if err != nil {
+			return err
 		}
-	}
-	close(work)
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
+		mu.Lock()
+		last = max(last, seq)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
 		return 0, err
 	}
 	return last, nil
