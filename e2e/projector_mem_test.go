@@ -139,40 +139,45 @@ func fixtureLines(b *testing.B, path string) [][]byte {
 // vmHWM reads a process's peak resident set size in MiB.
 func vmHWM(tb testing.TB, pid int) float64 {
 	tb.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	st, err := procStatusMiB(pid)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	for _, l := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return kb / 1024
-		}
+	hwm, ok := st["VmHWM"]
+	if !ok {
+		tb.Fatal("no VmHWM in /proc status")
 	}
-	tb.Fatal("no VmHWM in /proc status")
-	return 0
+	return hwm
 }
 
 // rssParts reads a process's current anonymous and file-backed resident
 // set sizes in MiB (0, 0 when they cannot be read).
 func rssParts(pid int) (anon, file float64) {
+	st, _ := procStatusMiB(pid)
+	return st["RssAnon"], st["RssFile"]
+}
+
+// procStatusMiB reads the sizes in kB of a process's /proc status, in MiB
+// by field name.
+func procStatusMiB(pid int) (map[string]float64, error) {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0
+		return nil, err
 	}
+	out := map[string]float64{}
 	for _, l := range strings.Split(string(status), "\n") {
-		for name, dst := range map[string]*float64{"RssAnon:": &anon, "RssFile:": &file} {
-			if v, ok := strings.CutPrefix(l, name); ok {
-				if kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64); err == nil {
-					*dst = kb / 1024
-				}
-			}
+		name, v, ok := strings.Cut(l, ":")
+		v, kB := strings.CutSuffix(strings.TrimSpace(v), " kB")
+		if !ok || !kB {
+			continue
 		}
+		kb, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, fmt.Errorf("/proc/%d/status %s: %w", pid, name, err)
+		}
+		out[name] = kb / 1024
 	}
-	return anon, file
+	return out, nil
 }
 
 func jsonField(tb testing.TB, line, name string) string {
