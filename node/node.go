@@ -179,7 +179,8 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 	stack.push(func() error { wg.Wait(); return nil })
 	var shard *query.Engine // the query shard this process serves, if any
 	if cfg.Parts.Projector {
-		gen, err := startProjector(ctx, cancel, cfg, js, nc, reg, log, &stack, &wg, &shard)
+		var gen uint64
+		gen, shard, err = startProjector(ctx, cancel, cfg, js, nc, reg, log, &stack, &wg)
 		if err != nil {
 			return err
 		}
@@ -231,15 +232,15 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 // startProjector opens the projector under Home/projection (or
 // Projection.Dir), republishes what the live feed lacks up to its checkpoint,
 // runs it in a goroutine owned by wg (a failure cancels the node), publishes
-// its commits to the live feed, and serves its query shard and the admin
-// service.
-func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Config, js jetstream.JetStream, nc *nats.Conn, reg prometheus.Registerer, log *slog.Logger, stack *stopStack, wg *sync.WaitGroup, shard **query.Engine) (uint64, error) {
+// its commits to the live feed, and serves its query shard (returned; nil
+// without one) and the admin service.
+func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Config, js jetstream.JetStream, nc *nats.Conn, reg prometheus.Registerer, log *slog.Logger, stack *stopStack, wg *sync.WaitGroup) (gen uint64, shard *query.Engine, err error) {
 	if _, err := feed.EnsureStream(ctx, js, feed.StreamConfig{}); err != nil {
-		return 0, fmt.Errorf("feed stream: %w", err)
+		return 0, nil, fmt.Errorf("feed stream: %w", err)
 	}
 	popts, err := cfg.Projection.options()
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	fp := &feedPublisher{pub: feed.NewPublisher(js), log: log, fault: cfg.feedFault, stop: cancel}
 	var p *projection.Projector // set before Run, the only caller of the hook
@@ -259,11 +260,11 @@ func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Con
 	}
 	p, err = projection.Open(ctx, js, dir, opts...)
 	if err != nil {
-		return 0, fmt.Errorf("open projector: %w", err)
+		return 0, nil, fmt.Errorf("open projector: %w", err)
 	}
 	stack.push(p.Close)
 	if err := fp.catchUp(ctx, p); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	runCtx, stopRun := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -279,25 +280,25 @@ func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Con
 	if !cfg.Projection.NoShard {
 		cursors, err := query.NewKVCursorStore(ctx, js)
 		if err != nil {
-			return 0, fmt.Errorf("cursor store: %w", err)
+			return 0, nil, fmt.Errorf("cursor store: %w", err)
 		}
 		engine := query.NewEngine(query.FromProjector(p), query.WithSearcher(query.FromIndexFunc(p.Index)), query.WithCursorStore(cursors))
 		stop, err := query.ServeShard(ctx, nc, query.DefaultShard, engine, query.WithLogger(log))
 		if err != nil {
-			return 0, fmt.Errorf("start query shard: %w", err)
+			return 0, nil, fmt.Errorf("start query shard: %w", err)
 		}
 		stack.push(stop)
-		*shard = engine
+		shard = engine
 	}
 	stopAdmin, err := admin.Serve(ctx, nc, p, admin.WithStream(stream), admin.WithLogger(log))
 	if err != nil {
-		return 0, fmt.Errorf("start admin service: %w", err)
+		return 0, nil, fmt.Errorf("start admin service: %w", err)
 	}
 	stack.push(stopAdmin)
 	if cfg.Projection.RebuildOnStart {
 		startRebuild(runCtx, cancel, p, log, stack, wg)
 	}
-	return p.Generation(), nil
+	return p.Generation(), shard, nil
 }
 
 // startRebuild rebuilds p beside the serving projection in a goroutine
