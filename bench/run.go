@@ -319,7 +319,7 @@ func (r *runner) startPipeline(ctx context.Context, stack *[]func() error) error
 // ends the goroutine and closes the projector.
 func (r *runner) runProjector(ctx context.Context, dir string, opts ...projection.Option) (*projection.Projector, func() error, error) {
 	count := projection.WithOnCommit(func(c projection.Commit) {
-		if c.Generation > 0 {
+		if c.Generation > 0 && len(c.Leases) == 0 { // a batch, not a lease change
 			r.commits.Add(1)
 		}
 	})

@@ -8,9 +8,10 @@ import (
 
 // stateCache keeps decoded fold states in memory within a byte budget,
 // evicting the least recently used. The size of an entry is its memory
-// (cacheCost): the decoded state, its id and the cache's own bookkeeping. Only the writer holding Projector.writeMu uses it, so
-// it has no lock of its own. The stored bytes in bbolt are the truth: an
-// evicted state is restored from them.
+// (cacheCost): the decoded state, its id and the cache's own bookkeeping.
+// Only the writer holding Projector.writeMu uses it, so it has no lock of
+// its own. The stored bytes in bbolt are the truth: an evicted state is
+// restored from them.
 type stateCache struct {
 	budget int64
 	used   int64
