@@ -233,7 +233,7 @@ func (s *stored) fields() map[string]any {
 		fieldSurface: string(d.Surface),
 		fieldGen:     float64(s.cgen),
 		fieldText:    d.Text,
-		fieldRank:    rankKey(d.Time, d.SessionID, d.Seq),
+		fieldRank:    rankKey(d.Time, d.SessionID, d.Seq, d.CreatedAt, s.cgen),
 	}
 }
 

@@ -11,7 +11,11 @@
 // Unicode words, CJK as overlapping bigrams), ranked by BM25 with the
 // deterministic tie-breaks time desc, session id asc (byte order), seq desc.
 // Metadata filters join the text query with boost 0: they restrict the
-// candidates and never change a score. Note that Bleve v2.6.3 takes BM25's
+// candidates and never change a score. The numeric filters (time, seq,
+// createdAt, and AsOf's creation generation) are tested on each candidate
+// instead, from the rank key doc value that carries all four: the numbers
+// are stored but not indexed, since Bleve indexes a number as 16 prefix-coded
+// terms, which cost more to build and merge than the text itself. Note that Bleve v2.6.3 takes BM25's
 // average field length to be the text field's distinct terms per doc
 // (rounded up), not its mean token count, so length normalization favors
 // short docs more than textbook BM25 does.

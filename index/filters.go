@@ -1,9 +1,14 @@
 package index
 
 import (
+	"context"
+	"fmt"
 	"math"
 
+	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
+	bindex "github.com/blevesearch/bleve_index_api"
 	"github.com/dshq/dshq"
 )
 
@@ -36,6 +41,9 @@ type filterSet struct {
 	values     int
 	// none is set when a clause can match nothing (an empty list).
 	none bool
+	// ranges are the numeric range filters, tested on each match's rank
+	// key (see rankFilter).
+	ranges []rankRange
 }
 
 // add compiles f into a clause. Session kinds are allowed only when session
@@ -165,18 +173,155 @@ func (fs *filterSet) rangeOf(f dshq.Filter) error {
 	if f.From == nil && f.To == nil {
 		return nil
 	}
-	yes := true
-	q := query.NewNumericRangeInclusiveQuery(f.From, f.To, &yes, &yes)
-	q.SetField(rangeFields[f.Kind])
-	q.SetBoost(0)
-	fs.clauses = append(fs.clauses, q)
-	for _, b := range []*float64{f.From, f.To} {
-		if b != nil {
-			fs.predicates++
-			fs.values++
+	r := rankRange{field: rangeFields[f.Kind], lo: math.MinInt64, hi: math.MaxInt64}
+	// The values are integers within ±2^53 (cleanDoc), so v ≥ from is
+	// v ≥ ⌈from⌉ and v ≤ to is v ≤ ⌊to⌋; bounds beyond ±2^62 are clamped
+	// there, where they exclude or include every value alike.
+	const limit = 1 << 62
+	if f.From != nil {
+		r.lo = int64(math.Ceil(max(-limit, min(limit, *f.From))))
+		fs.predicates++
+		fs.values++
+	}
+	if f.To != nil {
+		r.hi = int64(math.Floor(max(-limit, min(limit, *f.To))))
+		fs.predicates++
+		fs.values++
+	}
+	fs.ranges = append(fs.ranges, r)
+	return nil
+}
+
+// rankRange is an inclusive range filter on one of the numbers a rank key
+// carries: fieldCreated, fieldSeq or fieldTime.
+type rankRange struct {
+	field  string
+	lo, hi int64
+}
+
+// rankFilter is the part of a search's filters that is tested on each match
+// rather than searched: the numeric ranges and the AsOf bound (a doc first
+// indexed after generation asOf is hidden; 0 = no bound). The numbers are
+// read from the match's rank key doc value, which Bleve reads directly by
+// doc number, so a filter costs one doc value read per candidate the other
+// clauses let through and nothing at indexing time.
+type rankFilter struct {
+	ranges []rankRange
+	asOf   uint64
+}
+
+func newRankFilter(ranges []rankRange, asOf uint64) *rankFilter {
+	if len(ranges) == 0 && asOf == 0 {
+		return nil
+	}
+	return &rankFilter{ranges: ranges, asOf: asOf}
+}
+
+// pass reports whether the doc with rank key k passes the filter.
+func (f *rankFilter) pass(k []byte) (bool, error) {
+	if len(k) < minRankKey {
+		return false, fmt.Errorf("%w: short rank key (%d bytes)", ErrCorrupt, len(k))
+	}
+	if f.asOf > 0 {
+		g, err := rankKeyGen(k)
+		if err != nil {
+			return false, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		if g > f.asOf {
+			return false, nil
 		}
 	}
-	return nil
+	for _, r := range f.ranges {
+		var v int64
+		var err error
+		switch r.field {
+		case fieldCreated:
+			v, err = rankKeyCreated(k)
+		case fieldSeq:
+			v, err = rankKeySeq(k)
+		default:
+			v, err = rankKeyTime(k)
+		}
+		if err != nil {
+			return false, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		if v < r.lo || v > r.hi {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// filteredQuery wraps a query and drops the matches that fail f.
+type filteredQuery struct {
+	inner query.Query
+	f     *rankFilter
+}
+
+// Searcher implements query.Query.
+func (q filteredQuery) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.IndexMapping, opts search.SearcherOptions) (search.Searcher, error) {
+	s, err := q.inner.Searcher(ctx, r, m, opts)
+	if err != nil {
+		return nil, err
+	}
+	dv, err := r.DocValueReader([]string{fieldRank})
+	if err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return &filteredSearcher{Searcher: s, dv: dv, f: q.f}, nil
+}
+
+type filteredSearcher struct {
+	search.Searcher
+	dv   bindex.DocValueReader
+	f    *rankFilter
+	rank []byte
+}
+
+func (s *filteredSearcher) keep(ctx *search.SearchContext, d *search.DocumentMatch) (bool, error) {
+	s.rank = s.rank[:0]
+	if err := s.dv.VisitDocValues(d.IndexInternalID, s.visit); err != nil {
+		return false, err
+	}
+	ok, err := s.f.pass(s.rank)
+	if !ok && err == nil {
+		ctx.DocumentMatchPool.Put(d)
+	}
+	return ok, err
+}
+
+func (s *filteredSearcher) visit(_ string, term []byte) { s.rank = append(s.rank[:0], term...) }
+
+func (s *filteredSearcher) Next(ctx *search.SearchContext) (*search.DocumentMatch, error) {
+	for {
+		d, err := s.Searcher.Next(ctx)
+		if err != nil || d == nil {
+			return nil, err
+		}
+		ok, err := s.keep(ctx, d)
+		switch {
+		case err != nil:
+			return nil, err
+		case ok:
+			return d, nil
+		}
+	}
+}
+
+func (s *filteredSearcher) Advance(ctx *search.SearchContext, id bindex.IndexInternalID) (*search.DocumentMatch, error) {
+	d, err := s.Searcher.Advance(ctx, id)
+	if err != nil || d == nil {
+		return nil, err
+	}
+	ok, err := s.keep(ctx, d)
+	switch {
+	case err != nil:
+		return nil, err
+	case ok:
+		return d, nil
+	}
+	return s.Next(ctx)
 }
 
 // checkBudget enforces the original's predicate and binding budgets.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/mapping"
@@ -21,8 +20,9 @@ import (
 // by) in out. It hands no match to Bleve's collector, so the search result
 // is empty and out holds the grouping.
 type groupQuery struct {
-	inner query.Query
-	out   *sessionBests
+	inner  query.Query
+	filter *rankFilter // nil: none
+	out    *sessionBests
 }
 
 // genQuery wraps a query and records the generation of the index state
@@ -100,7 +100,7 @@ func (q groupQuery) Searcher(ctx context.Context, r bindex.IndexReader, m mappin
 		_ = s.Close()
 		return nil, err
 	}
-	return &groupSearcher{Searcher: s, ctx: ctx, dv: dv, out: q.out}, nil
+	return &groupSearcher{Searcher: s, ctx: ctx, dv: dv, filter: q.filter, out: q.out}, nil
 }
 
 // groupSearcher consumes every match of its inner searcher on the first
@@ -108,9 +108,10 @@ func (q groupQuery) Searcher(ctx context.Context, r bindex.IndexReader, m mappin
 type groupSearcher struct {
 	search.Searcher
 	// ctx is the search's: the pass checks it as Bleve's collector does.
-	ctx context.Context
-	dv  bindex.DocValueReader
-	out *sessionBests
+	ctx    context.Context
+	dv     bindex.DocValueReader
+	filter *rankFilter
+	out    *sessionBests
 }
 
 func (g *groupSearcher) Next(ctx *search.SearchContext) (*search.DocumentMatch, error) {
@@ -130,6 +131,16 @@ func (g *groupSearcher) Next(ctx *search.SearchContext) (*search.DocumentMatch, 
 		if err := g.dv.VisitDocValues(d.IndexInternalID, visit); err != nil {
 			return nil, err
 		}
+		if g.filter != nil {
+			ok, err := g.filter.pass(rank)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				ctx.DocumentMatchPool.Put(d)
+				continue
+			}
+		}
 		if sid, err = appendRankSession(sid[:0], rank); err != nil {
 			return nil, err
 		}
@@ -146,7 +157,7 @@ func (g *groupSearcher) Advance(ctx *search.SearchContext, _ bindex.IndexInterna
 
 // parseRankKey reads the session id and seq back from a rank key (see
 // rankKey: 16 hex digits of time, the escaped session id, 0x01 0x01, 16 hex
-// digits of seq).
+// digits of seq, then the trailer's createdAt and generation).
 func parseRankKey(k []byte) (string, int64, error) {
 	sid, err := appendRankSession(nil, k)
 	if err != nil {
@@ -161,22 +172,72 @@ func parseRankKey(k []byte) (string, int64, error) {
 
 // rankKeySeq reads the seq back from a rank key.
 func rankKeySeq(k []byte) (int64, error) {
-	if len(k) < 34 {
+	if len(k) < minRankKey {
 		return 0, errors.New("short rank key")
 	}
-	inv, err := strconv.ParseUint(string(k[len(k)-16:]), 16, 64)
+	at := len(k) - rankTrailer
+	inv, err := parseHex16(k[at : at+16])
 	if err != nil {
 		return 0, err
 	}
 	return int64(^inv), nil
 }
 
+// rankKeyTime reads the time back from a rank key.
+func rankKeyTime(k []byte) (int64, error) {
+	if len(k) < minRankKey {
+		return 0, errors.New("short rank key")
+	}
+	inv, err := parseHex16(k[:16])
+	if err != nil {
+		return 0, err
+	}
+	return int64(^inv ^ 1<<63), nil
+}
+
+// rankKeyCreated reads the session's createdAt back from a rank key.
+func rankKeyCreated(k []byte) (int64, error) {
+	if len(k) < minRankKey {
+		return 0, errors.New("short rank key")
+	}
+	v, err := parseHex16(k[len(k)-32 : len(k)-16])
+	return int64(v ^ 1<<63), err
+}
+
+// rankKeyGen reads the doc's creation generation back from a rank key.
+func rankKeyGen(k []byte) (uint64, error) {
+	if len(k) < minRankKey {
+		return 0, errors.New("short rank key")
+	}
+	return parseHex16(k[len(k)-16:])
+}
+
+// parseHex16 parses 16 lowercase or uppercase hex digits without allocating.
+func parseHex16(h []byte) (uint64, error) {
+	var v uint64
+	for _, c := range h {
+		var d byte
+		switch {
+		case c >= '0' && c <= '9':
+			d = c - '0'
+		case c >= 'a' && c <= 'f':
+			d = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, fmt.Errorf("rank key digit %q is not hex", c)
+		}
+		v = v<<4 | uint64(d)
+	}
+	return v, nil
+}
+
 // appendRankSession appends the session id of rank key k to sid.
 func appendRankSession(sid, k []byte) ([]byte, error) {
-	if len(k) < 34 {
+	if len(k) < minRankKey {
 		return nil, errors.New("short rank key")
 	}
-	body := k[16 : len(k)-16]
+	body := k[16 : len(k)-rankTrailer]
 	ended := false
 	for i := 0; i < len(body) && !ended; i++ {
 		if body[i] != 0x01 {
@@ -207,9 +268,10 @@ func appendRankSession(sid, k []byte) ([]byte, error) {
 // session's best, so a session with many matching docs costs only their
 // scoring, and memory grows with the sessions, not the matches.
 // searched is set to the generation of the index state the pass read.
-func (x *Index) bestPerSession(ctx context.Context, tq query.Query, filters []query.Query, asOf uint64, need int, searched *uint64) ([]Key, error) {
+func (x *Index) bestPerSession(ctx context.Context, tq query.Query, fs *filterSet, asOf uint64, need int, searched *uint64) ([]Key, error) {
 	out := &sessionBests{index: make(map[string]int)}
-	q := genQuery{inner: groupQuery{inner: withFilters(tq, filters, asOf), out: out}, out: searched}
+	inner, filter := withFilters(tq, fs, asOf)
+	q := genQuery{inner: groupQuery{inner: inner, filter: filter, out: out}, out: searched}
 	req := bleve.NewSearchRequestOptions(q, 1, 0, false)
 	if _, err := x.idx.SearchInContext(ctx, req); err != nil {
 		return nil, err

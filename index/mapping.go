@@ -28,7 +28,7 @@ const (
 )
 
 // newMapping returns the index mapping: one document type with keyword
-// metadata fields, numeric ranges, and the analyzed text; BM25 scoring.
+// metadata fields, stored numbers, and the analyzed text; BM25 scoring.
 func newMapping() (*mapping.IndexMappingImpl, error) {
 	im := mapping.NewIndexMapping()
 	im.ScoringModel = bindex.BM25Scoring
@@ -58,11 +58,14 @@ func newMapping() (*mapping.IndexMappingImpl, error) {
 		f.DocValues = sortable
 		return f
 	}
-	numberField := func(store, sortable bool) *mapping.FieldMapping {
+	// The numbers are stored, not indexed: their filters read the rank
+	// key's trailer (see rankKey).
+	storedNumber := func() *mapping.FieldMapping {
 		f := mapping.NewNumericFieldMapping()
-		f.Store = store
+		f.Index = false
+		f.Store = true
 		f.IncludeInAll = false
-		f.DocValues = sortable
+		f.DocValues = false
 		return f
 	}
 	text := mapping.NewTextFieldMapping()
@@ -78,10 +81,10 @@ func newMapping() (*mapping.IndexMappingImpl, error) {
 	dm.AddFieldMappingsAt(fieldParent, keywordField(false))
 	dm.AddFieldMappingsAt(fieldType, keywordField(false))
 	dm.AddFieldMappingsAt(fieldSurface, keywordField(false))
-	dm.AddFieldMappingsAt(fieldCreated, numberField(true, false))
-	dm.AddFieldMappingsAt(fieldSeq, numberField(true, false))
-	dm.AddFieldMappingsAt(fieldTime, numberField(true, false))
-	dm.AddFieldMappingsAt(fieldGen, numberField(true, false))
+	dm.AddFieldMappingsAt(fieldCreated, storedNumber())
+	dm.AddFieldMappingsAt(fieldSeq, storedNumber())
+	dm.AddFieldMappingsAt(fieldTime, storedNumber())
+	dm.AddFieldMappingsAt(fieldGen, storedNumber())
 	dm.AddFieldMappingsAt(fieldText, text)
 	// No composite "_all" field: every query names its field, and Bleve
 	// would otherwise visit the composite for every doc it indexes.
@@ -121,8 +124,17 @@ func parseDocID(id string) (sessionID string, seq int64, err error) {
 // sorts ties by reading one doc value instead of three. The session id is
 // escaped order-preservingly (0x01 → 01 03, 0x00 → 01 02) and ended by 01 01,
 // which sorts below every escaped byte, so a shorter id sorts first.
-func rankKey(time int64, sessionID string, seq int64) string {
-	b := make([]byte, 0, 34+len(sessionID))
+//
+// A fixed-width trailer follows the seq: the session's createdAt and the
+// doc's creation generation, 16 hex digits each (not raw bytes: zap splits
+// a doc value at 0xff). They never decide
+// an order (time, session id and seq already identify the doc); they are
+// there so that the numeric filters (time, seq, createdAt, AsOf) read every
+// value they test from this one doc value (see rankFilter), and the numeric
+// fields need no indexed terms — Bleve indexes a number as 16 prefix terms,
+// which cost more to build and merge than the text.
+func rankKey(time int64, sessionID string, seq, createdAt int64, cgen uint64) string {
+	b := make([]byte, 0, 16+len(sessionID)+2+rankTrailer)
 	b = fmt.Appendf(b, "%016x", ^(uint64(time) ^ 1<<63))
 	for i := 0; i < len(sessionID); i++ {
 		switch c := sessionID[i]; c {
@@ -133,8 +145,15 @@ func rankKey(time int64, sessionID string, seq int64) string {
 		}
 	}
 	b = append(b, 0x01, 0x01)
-	return string(fmt.Appendf(b, "%016x", ^uint64(seq)))
+	return string(fmt.Appendf(b, "%016x%016x%016x", ^uint64(seq), uint64(createdAt)^1<<63, cgen))
 }
+
+// rankTrailer is the length of a rank key after its session id's
+// terminator: 16 hex digits each of seq, createdAt and generation.
+const rankTrailer = 3 * 16
+
+// minRankKey is the length of a rank key of the empty session id.
+const minRankKey = 16 + 2 + rankTrailer
 
 // nullableTerm encodes an optional header string as a keyword term that keeps
 // "absent" apart from every present value (including the empty string).

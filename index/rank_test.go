@@ -36,12 +36,11 @@ func tiedCorpus() []Doc {
 func referenceOrder(t *testing.T, x *Index, sessionID string) []Key {
 	t.Helper()
 	_, tq := x.phrase("needle")
-	q := withFilters(tq, nil, 0)
+	var fs filterSet
 	if sessionID != "" {
-		var fs filterSet
 		fs.addTerms(fieldSession, []string{sessionID})
-		q = withFilters(tq, fs.clauses, 0)
 	}
+	q, _ := withFilters(tq, &fs, 0)
 	req := bleve.NewSearchRequestOptions(q, 100000, 0, false)
 	req.Fields = []string{fieldTime}
 	res, err := x.idx.Search(req)

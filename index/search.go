@@ -126,7 +126,11 @@ func (x *Index) RankEvents(ctx context.Context, q EventQuery) (Ranking, error) {
 		return r, err
 	}
 	fs.addTerms(fieldSession, []string{q.SessionID})
-	req := bleve.NewSearchRequestOptions(genQuery{inner: withFilters(tq, fs.clauses, q.AsOf), out: &r.Searched}, limit+1, q.Offset, false)
+	inner, f := withFilters(tq, &fs, q.AsOf)
+	if f != nil {
+		inner = filteredQuery{inner: inner, f: f}
+	}
+	req := bleve.NewSearchRequestOptions(genQuery{inner: inner, out: &r.Searched}, limit+1, q.Offset, false)
 	req.SortByCustom(rankOrder())
 	res, err := x.idx.SearchInContext(ctx, req)
 	if err != nil {
@@ -175,7 +179,7 @@ func (x *Index) RankSessions(ctx context.Context, q SessionQuery) (Ranking, erro
 	if err != nil || tq == nil {
 		return r, err
 	}
-	best, err := x.bestPerSession(ctx, tq, fs.clauses, q.AsOf, q.Offset+limit+1, &r.Searched)
+	best, err := x.bestPerSession(ctx, tq, &fs, q.AsOf, q.Offset+limit+1, &r.Searched)
 	if err != nil {
 		return Ranking{}, indexError(err, "search sessions")
 	}
@@ -195,23 +199,16 @@ func (x *Index) RankSessions(ctx context.Context, q SessionQuery) (Ranking, erro
 // the text query in one conjunction, so the most selective of them drives
 // the search (a session's events are found without visiting every match in
 // the index), and they are built with boost 0 so they add nothing to a
-// score: filtering never changes ranking.
-func withFilters(tq query.Query, clauses []query.Query, asOf uint64) query.Query {
-	if len(clauses) == 0 && asOf == 0 {
-		// A conjunction of one scores as its conjunct (the sum of one
-		// score) but adds a searcher and a scorer call per match.
-		return tq
+// score: filtering never changes ranking. The numeric ranges and asOf are
+// tested on each match that passes (rankFilter).
+func withFilters(tq query.Query, fs *filterSet, asOf uint64) (query.Query, *rankFilter) {
+	q := tq
+	if len(fs.clauses) > 0 {
+		// A conjunction of one would score as its conjunct (the sum of one
+		// score) but add a searcher and a scorer call per match.
+		q = query.NewBooleanQuery(append([]query.Query{tq}, fs.clauses...), nil, nil)
 	}
-	must := append([]query.Query{tq}, clauses...)
-	if asOf > 0 {
-		lim := float64(asOf)
-		yes := true
-		r := query.NewNumericRangeInclusiveQuery(nil, &lim, nil, &yes)
-		r.SetField(fieldGen)
-		r.SetBoost(0)
-		must = append(must, r)
-	}
-	return query.NewBooleanQuery(must, nil, nil)
+	return q, newRankFilter(fs.ranges, asOf)
 }
 
 // Hits loads the docs of keys (as RankEvents or RankSessions return them)

@@ -313,6 +313,11 @@ func TestEventFilters(t *testing.T) {
 		{"no filter keeps the session's docs, newest first", nil, []int64{3, 2, 1, 0}},
 		{"a seq range is inclusive", []dshq.Filter{{Kind: dshq.FilterSeq, From: f64(1), To: f64(2)}}, []int64{2, 1}},
 		{"an open-ended time range", []dshq.Filter{{Kind: dshq.FilterTime, To: f64(200)}}, []int64{1, 0}},
+		{"fractional bounds round inward", []dshq.Filter{{Kind: dshq.FilterTime, From: f64(199.5), To: f64(300.5)}}, []int64{2, 1}},
+		{"a range between two integers matches nothing", []dshq.Filter{{Kind: dshq.FilterSeq, From: f64(1.2), To: f64(1.8)}}, nil},
+		{"huge bounds include everything", []dshq.Filter{{Kind: dshq.FilterTime, From: f64(-1e300), To: f64(1e300)}}, []int64{3, 2, 1, 0}},
+		{"a huge lower bound excludes everything", []dshq.Filter{{Kind: dshq.FilterSeq, From: f64(1e300)}}, nil},
+		{"two ranges both apply", []dshq.Filter{{Kind: dshq.FilterSeq, From: f64(1)}, {Kind: dshq.FilterTime, To: f64(300)}}, []int64{2, 1}},
 		{"a type filter", []dshq.Filter{{Kind: dshq.FilterType, Values: strs("tool/call", dshq.TypeUserMessage)}}, []int64{2, 0}},
 		{"a surface filter", []dshq.Filter{{Kind: dshq.FilterSurface, Values: strs("current")}}, []int64{3, 1}},
 		{"an empty type list matches nothing", []dshq.Filter{{Kind: dshq.FilterType, Values: []*string{}}}, nil},
@@ -514,7 +519,7 @@ func TestFastRankingMatchesTheFullSort(t *testing.T) {
 
 	// The reference: every match in Bleve's full sort, grouped in Go.
 	_, tq := x.phrase("needle")
-	req := bleve.NewSearchRequestOptions(withFilters(tq, nil, 0), len(docs), 0, false)
+	req := bleve.NewSearchRequestOptions(tq, len(docs), 0, false)
 	req.SortByCustom(rankOrder())
 	res, err := x.idx.Search(req)
 	must(t, err)
@@ -572,7 +577,7 @@ func TestRankKeyOrdersLikeTheTieBreak(t *testing.T) {
 	}
 	for range 20000 {
 		a, b := gen(), gen()
-		ka, kb := rankKey(a.time, a.sid, a.seq), rankKey(b.time, b.sid, b.seq)
+		ka, kb := rankKey(a.time, a.sid, a.seq, 0, 0), rankKey(b.time, b.sid, b.seq, 0, 0)
 		if (ka < kb) != less(a, b) || (ka == kb) != (a == b) {
 			t.Fatalf("rank keys disagree for %+v and %+v: %q vs %q", a, b, ka, kb)
 		}
