@@ -31,8 +31,7 @@ type batch struct {
 	gen      uint64 // stream sequence of the record being applied
 	sessions map[string]*openSession
 	created  []string                // ids of sessions created, in stream order
-	docs     map[docKey]index.Doc    // net upserts
-	surfaces map[docKey]dshq.Surface // reclassified docs not upserted in this batch
+	docs     map[docKey]index.Doc // net upserts
 	deletes  map[string]bool
 	commit   Commit
 	counts   map[string]int
@@ -54,7 +53,6 @@ func (p *Projector) newBatch(inst *instance, tx *bolt.Tx) *batch {
 		p: p, inst: inst, tx: tx,
 		sessions: map[string]*openSession{},
 		docs:     map[docKey]index.Doc{},
-		surfaces: map[docKey]dshq.Surface{},
 		deletes:  map[string]bool{},
 		counts:   map[string]int{},
 		commit:   Commit{Epoch: inst.store.epoch},
@@ -293,13 +291,18 @@ func (b *batch) shadow(s *openSession, seq int64, shadowed []int64) error {
 		by := seq
 		b.commit.Reclassified = append(b.commit.Reclassified, Reclassification{SessionID: id, Seq: x, Surface: dshq.SurfaceShadowed, ReplacedBy: &by})
 		if old.Text != "" {
+			// The doc is re-indexed whole, from the store, as the re-feed
+			// does: reading it back from the index would look its id up in
+			// every segment and touch their pages.
 			k := docKey{id, x}
-			if d, ok := b.docs[k]; ok {
-				d.Surface = dshq.SurfaceShadowed
-				b.docs[k] = d
-			} else {
-				b.surfaces[k] = dshq.SurfaceShadowed
+			d, ok := b.docs[k]
+			if !ok {
+				rec := dshq.EventRecord{SessionID: id, Seq: x, Type: old.Type, Time: old.Time}
+				d = indexDoc(s.v.Header, dshq.SearchDocument{EventRecord: rec, Text: old.Text})
+				d.Generation = old.StreamSeq // when it was first searchable
 			}
+			d.Surface = dshq.SurfaceShadowed
+			b.docs[k] = d
 		}
 	}
 	s.v.ReclassifiedAt = b.gen
@@ -344,11 +347,6 @@ func (b *batch) invalidate(s *openSession, pos int64, r streamRecord, reason str
 	for k := range b.docs {
 		if k.id == id {
 			delete(b.docs, k)
-		}
-	}
-	for k := range b.surfaces {
-		if k.id == id {
-			delete(b.surfaces, k)
 		}
 	}
 	return b.storeInvalid(s, pos, r, ev)
@@ -418,8 +416,7 @@ func (b *batch) finish() (*index.Batch, error) {
 }
 
 // indexBatch returns the batch's index operations as net final states:
-// session deletions, then upserts, then surface changes of docs indexed by
-// an earlier batch.
+// session deletions, then upserts (new docs and reclassified ones).
 func (b *batch) indexBatch() *index.Batch {
 	ib := &index.Batch{}
 	for _, id := range sortedKeys(b.deletes) {
@@ -428,11 +425,6 @@ func (b *batch) indexBatch() *index.Batch {
 	for _, k := range sortedDocKeys(b.docs) {
 		if s := b.sessions[k.id]; s == nil || s.state != nil {
 			ib.Upsert(b.docs[k])
-		}
-	}
-	for _, k := range sortedDocKeys(b.surfaces) {
-		if s := b.sessions[k.id]; s == nil || s.state != nil {
-			ib.SetSurface(k.id, k.seq, b.surfaces[k])
 		}
 	}
 	return ib
@@ -534,6 +526,9 @@ func (p *Projector) applyBatch(ctx context.Context, inst *instance, recs []strea
 		return nil, fmt.Errorf("commit batch: %w", err)
 	}
 	ok = true
+	if err := inst.store.releaseMapped(); err != nil {
+		p.log.Warn("cannot release the store's mapped pages", "err", err)
+	}
 	for kind, n := range b.counts {
 		p.metrics.applied.WithLabelValues(kind).Add(float64(n))
 	}
