@@ -80,10 +80,6 @@ func (x *Index) Apply(ctx context.Context, b *Batch, generation uint64) error {
 // resolve folds the batch's operations, in order, into the final state of
 // each doc id it touches (nil = deleted).
 func (x *Index) resolve(ctx context.Context, b *Batch, generation uint64) (map[string]*stored, error) {
-	prior, err := x.priorDocs(ctx, b)
-	if err != nil {
-		return nil, err
-	}
 	final := make(map[string]*stored)
 	for _, o := range b.ops {
 		switch o.kind {
@@ -97,10 +93,6 @@ func (x *Index) resolve(ctx context.Context, b *Batch, generation uint64) (map[s
 				cgen = d.Generation
 			}
 			final[docID(d.SessionID, d.Seq)] = &stored{doc: d, cgen: cgen}
-		case opSetSurface:
-			if err := resolveSurface(final, prior, o); err != nil {
-				return nil, err
-			}
 		case opDeleteSession:
 			if err := x.resolveDelete(ctx, final, o.doc.SessionID); err != nil {
 				return nil, err
@@ -108,51 +100,6 @@ func (x *Index) resolve(ctx context.Context, b *Batch, generation uint64) (map[s
 		}
 	}
 	return final, nil
-}
-
-// priorDocs loads, in as few searches as possible, the indexed docs that the
-// batch's surface changes may rewrite (a compaction reclassifies many).
-func (x *Index) priorDocs(ctx context.Context, b *Batch) (map[string]stored, error) {
-	var ids []string
-	for _, o := range b.ops {
-		if o.kind == opSetSurface {
-			ids = append(ids, docID(o.doc.SessionID, o.doc.Seq))
-		}
-	}
-	prior := make(map[string]stored, len(ids))
-	const chunk = 1000
-	for i := 0; i < len(ids); i += chunk {
-		docs, err := x.fetch(ctx, ids[i:min(len(ids), i+chunk)])
-		if err != nil {
-			return nil, err
-		}
-		for _, s := range docs {
-			prior[docID(s.doc.SessionID, s.doc.Seq)] = s
-		}
-	}
-	return prior, nil
-}
-
-// resolveSurface applies a surface change to the doc's state in the batch,
-// or else to its indexed version; an event without a doc has none to change.
-func resolveSurface(final map[string]*stored, prior map[string]stored, o op) error {
-	if !o.surface.Valid() {
-		return fmt.Errorf("%w: surface %q of %q seq %d", ErrInvalidDoc, o.surface, o.doc.SessionID, o.doc.Seq)
-	}
-	id := docID(o.doc.SessionID, o.doc.Seq)
-	if s, ok := final[id]; ok {
-		if s != nil {
-			s.doc.Surface = o.surface
-		}
-		return nil
-	}
-	s, ok := prior[id]
-	if !ok {
-		return nil
-	}
-	s.doc.Surface = o.surface
-	final[id] = &s
-	return nil
 }
 
 // resolveDelete marks every doc of the session deleted: those in the index

@@ -19,20 +19,22 @@ func surfaceOf(t *testing.T, x *Index, sid string, seq int64) dshq.Surface {
 	return p.Hits[0].Surface
 }
 
-// TestSetSurfaceReindexes: a reclassified doc is found by its new surface
-// only, keeps its text and header fields, and an event without a doc is a
-// no-op.
-func TestSetSurfaceReindexes(t *testing.T) {
+// TestUpsertReclassifies: a doc upserted again with a new surface (as the
+// projector re-indexes a reclassified event) is found by its new surface
+// only, and keeps the creation generation it carries.
+func TestUpsertReclassifies(t *testing.T) {
 	x, _ := openTest(t)
 	d := doc("s", 0, 1, "needle text")
 	d.Cwd = dshq.Str("/w")
 	apply(t, x, 1, d, doc("s", 1, 2, "needle other"))
 
 	var b Batch
-	b.SetSurface("s", 0, dshq.SurfaceShadowed)
-	b.SetSurface("s", 5, dshq.SurfaceShadowed) // no doc: an event without text
+	d.Surface, d.Generation = dshq.SurfaceShadowed, 1
+	b.Upsert(d)
 	b.Upsert(doc("s", 2, 3, "needle new"))
-	b.SetSurface("s", 2, dshq.SurfaceLogOnly) // upserted earlier in the batch
+	logOnly := doc("s", 2, 3, "needle new")
+	logOnly.Surface = dshq.SurfaceLogOnly // upserted earlier in the batch
+	b.Upsert(logOnly)
 	must(t, x.Apply(context.Background(), &b, 2))
 
 	for seq, want := range map[int64]dshq.Surface{0: dshq.SurfaceShadowed, 1: dshq.SurfaceCurrent, 2: dshq.SurfaceLogOnly} {
@@ -48,7 +50,6 @@ func TestSetSurfaceReindexes(t *testing.T) {
 	if got := keys(cur); !reflect.DeepEqual(got, []hitKey{{"s", 1}}) {
 		t.Fatalf("current docs = %v, want only s#1", got)
 	}
-	// A reclassified doc keeps the generation it was first indexed at.
 	if got := keys(searchEvents(t, x, EventQuery{SessionID: "s", Query: "needle", AsOf: 1})); len(got) != 2 {
 		t.Fatalf("as of generation 1: %v, want the two docs indexed then", got)
 	}
@@ -105,7 +106,6 @@ func TestApplyRefusesInvalidDocs(t *testing.T) {
 		{"an unknown surface", func(b *Batch) { b.Upsert(bad(func(d *Doc) { d.Surface = "future" })) }},
 		{"a negative seq", func(b *Batch) { b.Upsert(bad(func(d *Doc) { d.Seq = -1 })) }},
 		{"a time beyond 2^53", func(b *Batch) { b.Upsert(bad(func(d *Doc) { d.Time = 1<<53 + 1 })) }},
-		{"a reclassification to an unknown surface", func(b *Batch) { b.SetSurface("s", 0, "future") }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var b Batch
@@ -173,29 +173,3 @@ func TestDocTextIsSanitized(t *testing.T) {
 	}
 }
 
-// TestABatchReclassifiesMoreDocsThanOneLookup: a compaction shadows many earlier
-// docs in one batch (looked up in chunks), and a delete earlier in the same
-// batch is not undone by a later surface change.
-func TestABatchReclassifiesMoreDocsThanOneLookup(t *testing.T) {
-	x, _ := openTest(t)
-	var docs []Doc
-	for i := 0; i < 1200; i++ {
-		docs = append(docs, doc("s", int64(i), int64(i), "needle"))
-	}
-	apply(t, x, 1, append(docs, doc("gone", 0, 1, "needle"))...)
-	var b Batch
-	for i := 0; i < 1200; i++ {
-		b.SetSurface("s", int64(i), dshq.SurfaceShadowed)
-	}
-	b.DeleteSession("gone")
-	b.SetSurface("gone", 0, dshq.SurfaceShadowed)
-	must(t, x.Apply(context.Background(), &b, 2))
-	shadowed := []dshq.Filter{{Kind: dshq.FilterSurface, Values: strs("shadowed")}}
-	p := searchEvents(t, x, EventQuery{SessionID: "s", Query: "needle", Filters: shadowed, Limit: MaxLimit})
-	if len(p.Hits) != 1200 {
-		t.Fatalf("%d shadowed docs, want 1200", len(p.Hits))
-	}
-	if p := searchSessions(t, x, SessionQuery{Query: "needle", SessionFilters: []dshq.Filter{{Kind: dshq.FilterID, Values: strs("gone")}}}); len(p.Hits) != 0 {
-		t.Fatal("a surface change resurrected a deleted session's doc")
-	}
-}

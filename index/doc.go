@@ -91,25 +91,19 @@ type opKind int
 
 const (
 	opUpsert opKind = iota + 1
-	opSetSurface
 	opDeleteSession
 )
 
 type op struct {
-	kind    opKind
-	doc     Doc
-	surface dshq.Surface
+	kind opKind
+	doc  Doc
 }
 
-// Upsert adds or replaces the doc of (d.SessionID, d.Seq).
+// Upsert adds or replaces the doc of (d.SessionID, d.Seq). A reclassified
+// event's doc is upserted whole with its new surface, keeping its
+// Generation.
 func (b *Batch) Upsert(d Doc) {
 	b.ops = append(b.ops, op{kind: opUpsert, doc: d})
-}
-
-// SetSurface re-indexes the doc of (sessionID, seq) with a new surface. It is a
-// no-op when that event has no doc (an event without semantic text).
-func (b *Batch) SetSurface(sessionID string, seq int64, s dshq.Surface) {
-	b.ops = append(b.ops, op{kind: opSetSurface, doc: Doc{SessionID: sessionID, Seq: seq}, surface: s})
 }
 
 // DeleteSession removes every doc of a session (a session marked invalid

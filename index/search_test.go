@@ -218,7 +218,9 @@ func TestAsOfHidesLaterAppends(t *testing.T) {
 	}
 	apply(t, x, 11, doc("u", 0, 1, "needle needle three"), doc("s", 1, 1, "needle needle"))
 	var b Batch
-	b.SetSurface("t", 0, dshq.SurfaceShadowed)
+	shadowed := doc("t", 0, 1, "needle two")
+	shadowed.Surface, shadowed.Generation = dshq.SurfaceShadowed, 10
+	b.Upsert(shadowed)
 	must(t, x.Apply(context.Background(), &b, 12))
 
 	asOf := searchSessions(t, x, SessionQuery{Query: "needle", Limit: 10, AsOf: first.Generation})
