@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,6 +112,9 @@ func projectForPeak(b *testing.B, tmpl [][]byte, events int) (peak, anonPeak flo
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(anonPeak, "sampled-peak-RssAnon-MiB")
 	b.ReportMetric(filePeak, "sampled-peak-RssFile-MiB")
+	if parts, err := residentByMapping(p.cmd.Process.Pid); err == nil {
+		b.Logf("%d events: resident at the end, by mapping: %s", events, parts)
+	}
 	p.stop(b, time.Minute)
 	return hwm, anonPeak
 }
@@ -155,6 +159,53 @@ func vmHWM(tb testing.TB, pid int) float64 {
 func rssParts(pid int) (anon, file float64) {
 	st, _ := procStatusMiB(pid)
 	return st["RssAnon"], st["RssFile"]
+}
+
+// residentByMapping sums a process's resident memory (/proc smaps) by what
+// is mapped: the bbolt store, Bleve's segment files, the executable, and
+// anonymous memory; largest first, in MiB.
+func residentByMapping(pid int) (string, error) {
+	smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return "", err
+	}
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	kinds := map[string]float64{}
+	kind := ""
+	for _, l := range strings.Split(string(smaps), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			switch path := strings.Join(f[5:], " "); {
+			case path == "" || strings.HasPrefix(path, "["):
+				kind = "anonymous"
+			case path == exe:
+				kind = "executable"
+			case strings.HasSuffix(path, ".db"):
+				kind = "bbolt store"
+			case strings.HasSuffix(path, ".zap"):
+				kind = "Bleve segments"
+			default:
+				kind = "other files"
+			}
+		case len(f) == 3 && f[0] == "Rss:":
+			kb, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				return "", err
+			}
+			kinds[kind] += kb / 1024
+		}
+	}
+	names := make([]string, 0, len(kinds))
+	for k := range kinds {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool { return kinds[names[i]] > kinds[names[j]] })
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s %.1f MiB", k, kinds[k])
+	}
+	return strings.Join(parts, ", "), nil
 }
 
 // procStatusMiB reads the sizes in kB of a process's /proc status, in MiB
