@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/fold"
@@ -526,15 +527,35 @@ func (p *Projector) applyBatch(ctx context.Context, inst *instance, recs []strea
 		return nil, fmt.Errorf("commit batch: %w", err)
 	}
 	ok = true
-	if err := inst.store.releaseMapped(); err != nil {
-		p.log.Warn("cannot release the store's mapped pages", "err", err)
-	}
+	p.releaseMapped(inst)
 	for kind, n := range b.counts {
 		p.metrics.applied.WithLabelValues(kind).Add(float64(n))
 	}
 	p.metrics.quarantined.Add(float64(b.counts["quarantined"]))
 	p.metrics.cacheBytes.Set(float64(inst.cache.bytes()))
 	return &b.commit, nil
+}
+
+// releaseEvery bounds how often a writer releases the mapped pages of its
+// store and index.
+const releaseEvery = time.Second
+
+// releaseMapped drops the pages of the store's and the index's file maps
+// from the process's resident set, at most once per releaseEvery: both
+// read their files through shared maps, so the pages a process touched
+// would otherwise grow with the data (see store.releaseMapped and
+// index.Index.ReleaseMapped). The caller holds writeMu.
+func (p *Projector) releaseMapped(inst *instance) {
+	if time.Since(inst.released) < releaseEvery {
+		return
+	}
+	inst.released = time.Now()
+	if err := inst.store.releaseMapped(); err != nil {
+		p.log.Warn("cannot release the store's mapped pages", "err", err)
+	}
+	if err := inst.index.ReleaseMapped(); err != nil {
+		p.log.Warn("cannot release the index's mapped pages", "err", err)
+	}
 }
 
 func (p *Projector) hook(point string, gen uint64) error {

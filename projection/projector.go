@@ -131,6 +131,10 @@ type instance struct {
 	// indexGen is the index's applied generation; only the writer holding
 	// writeMu uses it.
 	indexGen uint64
+	// released is when the writer last released the mapped pages of the
+	// store and index (releaseMapped); only the writer holding writeMu
+	// uses it.
+	released time.Time
 }
 
 // Open opens the projection in dir (creating it if missing). A missing,

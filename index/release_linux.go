@@ -1,0 +1,111 @@
+//go:build linux
+
+package index
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/blevesearch/bleve/v2/index/scorch"
+)
+
+// ReleaseMapped drops the pages of the index's segment files from the
+// process's resident set (madvise MADV_DONTNEED).
+//
+// Bleve maps every segment file whole (shared, read-only). Each batch looks
+// every new doc id up in every segment's id dictionary, and searches read
+// postings and stored fields, so the pages a long-running process has
+// touched — and its resident set — grow with the whole index. The pages
+// stay in the kernel's page cache: a later read maps them again with a
+// minor fault, and memory pressure reclaims them as any cached file.
+//
+// Only the maps of segments held by a reader taken here are advised: Bleve
+// unmaps a segment only once no reader holds it, so no address advised can
+// have been unmapped and reused meanwhile.
+func (x *Index) ReleaseMapped() error {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.idx == nil {
+		return indexError(ErrClosed, "release mapped pages")
+	}
+	ix, err := x.idx.Advanced()
+	if err != nil {
+		return fmt.Errorf("release mapped pages: %w", err)
+	}
+	r, err := ix.Reader()
+	if err != nil {
+		return fmt.Errorf("release mapped pages: %w", err)
+	}
+	defer r.Close()
+	snap, ok := r.(*scorch.IndexSnapshot)
+	if !ok {
+		return nil
+	}
+	// The held segments' files, by inode and name.
+	type fileID struct {
+		ino  uint64
+		name string
+	}
+	held := map[fileID]bool{}
+	for _, ss := range snap.Segments() {
+		seg, ok := ss.Segment().(interface{ Path() string })
+		if !ok {
+			continue // in memory, not yet persisted
+		}
+		fi, err := os.Stat(seg.Path())
+		if err != nil {
+			continue // removed already: unmapped with its last reader
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			held[fileID{st.Ino, filepath.Base(seg.Path())}] = true
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return fmt.Errorf("release mapped pages: %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(maps))
+	for sc.Scan() {
+		start, end, ino, path, ok := parseMapsLine(sc.Bytes())
+		if !ok || !held[fileID{ino, filepath.Base(path)}] {
+			continue
+		}
+		if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, start, end-start, syscall.MADV_DONTNEED); errno != 0 {
+			return fmt.Errorf("release mapped pages: madvise: %w", errno)
+		}
+	}
+	return sc.Err()
+}
+
+// parseMapsLine reads one line of /proc/self/maps: "start-end perms offset
+// dev inode path", the path padded with spaces and possibly ending in
+// " (deleted)".
+func parseMapsLine(l []byte) (start, end uintptr, ino uint64, path string, ok bool) {
+	var f [5][]byte
+	rest := l
+	for i := range f {
+		rest = bytes.TrimLeft(rest, " ")
+		j := bytes.IndexByte(rest, ' ')
+		if j < 0 {
+			return 0, 0, 0, "", false
+		}
+		f[i], rest = rest[:j], rest[j:]
+	}
+	path = string(bytes.TrimSuffix(bytes.TrimLeft(rest, " "), []byte(" (deleted)")))
+	lo, hi, cut := bytes.Cut(f[0], []byte("-"))
+	s, err1 := strconv.ParseUint(string(lo), 16, 64)
+	e, err2 := strconv.ParseUint(string(hi), 16, 64)
+	n, err3 := strconv.ParseUint(string(f[4]), 10, 64)
+	if !cut || err1 != nil || err2 != nil || err3 != nil || e <= s || path == "" {
+		return 0, 0, 0, "", false
+	}
+	return uintptr(s), uintptr(e), n, path, true
+}

@@ -1,0 +1,96 @@
+//go:build linux
+
+package projection
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// mappedKiB sums the resident size of this process's maps of path.
+func mappedKiB(t *testing.T, path string) int {
+	t.Helper()
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, kib := false, 0
+	for _, l := range strings.Split(string(smaps), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			in = len(f) >= 6 && f[5] == path
+		case in && len(f) == 3 && f[0] == "Rss:":
+			n, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			kib += n
+		}
+	}
+	return kib
+}
+
+// TestStoreReleaseMappedDropsPages: the pages of the store's map that reads
+// made resident leave the process's resident set; reads after the release
+// see the same data.
+func TestStoreReleaseMappedDropsPages(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "projection.db")
+	st, err := openStore(path, false, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	val := bytes.Repeat([]byte("v"), 512)
+	if err := st.db.Update(func(tx *bolt.Tx) error {
+		for i := range 8000 {
+			if err := tx.Bucket(bucketQuarantine).Put(fmt.Appendf(nil, "k%06d", i), val); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	readAll := func() (n int) {
+		if err := st.db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketQuarantine).ForEach(func(_, v []byte) error {
+				if bytes.Equal(v, val) {
+					n++
+				}
+				return nil
+			})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := readAll(); n != 8000 {
+		t.Fatalf("read %d values, want 8000", n)
+	}
+	before := mappedKiB(t, path)
+	if before < 1024 {
+		t.Fatalf("%d KiB of the store resident after reading 4 MB of it", before)
+	}
+	if err := st.releaseMapped(); err != nil {
+		t.Fatal(err)
+	}
+	if after := mappedKiB(t, path); after >= before/4 {
+		t.Fatalf("resident KiB of the store: %d before the release, %d after", before, after)
+	}
+	if n := readAll(); n != 8000 {
+		t.Fatalf("after the release: read %d values, want 8000", n)
+	}
+}
