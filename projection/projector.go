@@ -24,11 +24,14 @@ const (
 	DefaultLeaseBucket   = "DSH_LEASES"
 	DefaultDurable       = "dsh-projector"
 	DefaultBatchSize     = 4096
-	// DefaultFoldCacheBytes holds some 10,000 sessions' decoded states
-	// (counted by their memory, fold.State.MemSize): every session a busy
-	// host writes to at once, with room to spare. A state it evicts is
-	// read back from the store when its session is written again.
-	DefaultFoldCacheBytes = 16 << 20
+	// DefaultFoldCacheBytes holds the decoded states (counted by their
+	// memory, fold.State.MemSize) of some 6,000 short sessions (~660 bytes
+	// each, 18 events) or 40 of 10,000 events: the sessions a busy host
+	// writes to at once. A state it evicts is read back from the store
+	// (one read and decode, ~86 bytes encoded for the short session) when
+	// its session is written again, so a larger budget buys little and
+	// costs resident memory.
+	DefaultFoldCacheBytes = 4 << 20
 )
 
 // Option configures Open.
