@@ -92,7 +92,7 @@ func (x *Index) resolve(ctx context.Context, b *Batch, generation uint64) (map[s
 			if d.Generation != 0 {
 				cgen = d.Generation
 			}
-			final[docID(d.SessionID, d.Seq)] = &stored{doc: d, cgen: cgen}
+			final[docID(cgen, d.SessionID, d.Seq)] = &stored{doc: d, cgen: cgen}
 		case opDeleteSession:
 			if err := x.resolveDelete(ctx, final, o.doc.SessionID); err != nil {
 				return nil, err

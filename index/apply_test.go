@@ -125,27 +125,38 @@ func TestApplyRefusesInvalidDocs(t *testing.T) {
 	}
 }
 
-// TestDocIDsAreInjective: any session id bytes, seq pairs map to distinct
-// ids that parse back, and docs of look-alike sessions stay apart.
+// TestDocIDsAreInjective: any generation, session id bytes and seq map to
+// distinct ids that parse back, ordered by generation first, and docs of
+// look-alike sessions stay apart.
 func TestDocIDsAreInjective(t *testing.T) {
 	sids := []string{"a", "0000000000000001a", "a b", "~base64", "é", "中文", "line\nbreak", "\x00nul", "0", "00000000000000000"}
-	seen := map[string]hitKey{}
-	for _, sid := range sids {
-		for _, seq := range []int64{0, 1, 16, 1 << 40} {
-			id := docID(sid, seq)
-			if prev, ok := seen[id]; ok {
-				t.Fatalf("id %q of %q#%d collides with %v", id, sid, seq, prev)
-			}
-			seen[id] = hitKey{sid, seq}
-			gs, gq, err := parseDocID(id)
-			if err != nil || gs != sid || gq != seq {
-				t.Fatalf("parseDocID(%q) = %q, %d, %v; want %q, %d", id, gs, gq, err, sid, seq)
+	type ident struct {
+		gen uint64
+		sid string
+		seq int64
+	}
+	seen := map[string]ident{}
+	for _, gen := range []uint64{0, 1, 1 << 53} {
+		for _, sid := range sids {
+			for _, seq := range []int64{0, 1, 16, 1 << 40} {
+				id := docID(gen, sid, seq)
+				if prev, ok := seen[id]; ok {
+					t.Fatalf("id %q of %d/%q#%d collides with %v", id, gen, sid, seq, prev)
+				}
+				seen[id] = ident{gen, sid, seq}
+				gg, gs, gq, err := ParseDocID(id)
+				if err != nil || gg != gen || gs != sid || gq != seq {
+					t.Fatalf("ParseDocID(%q) = %d, %q, %d, %v; want %d, %q, %d", id, gg, gs, gq, err, gen, sid, seq)
+				}
+				if later := docID(gen+1, "", 0); later <= id {
+					t.Fatalf("id %q of generation %d does not sort before %q of the next", id, gen, later)
+				}
 			}
 		}
 	}
-	for _, bad := range []string{"", "short", "zzzzzzzzzzzzzzzzsid"} {
-		if _, _, err := parseDocID(bad); err == nil {
-			t.Errorf("parseDocID(%q) succeeded", bad)
+	for _, bad := range []string{"", "short", "zzzzzzzzzzzzzzzz0000000000000000sid", "0000000000000000zzzzzzzzzzzzzzzzsid"} {
+		if _, _, _, err := ParseDocID(bad); err == nil {
+			t.Errorf("ParseDocID(%q) succeeded", bad)
 		}
 	}
 	x, _ := openTest(t)

@@ -133,7 +133,7 @@ func BenchmarkCorpus(b *testing.B) {
 			for i := 0; i < len(c.docs); i += 1000 {
 				bt := idx.NewBatch()
 				for _, d := range c.docs[i:min(len(c.docs), i+1000)] {
-					if err := bt.Index(docID(d.SessionID, d.Seq), map[string]any{
+					if err := bt.Index(docID(0, d.SessionID, d.Seq), map[string]any{
 						"sid": d.SessionID, "seq": float64(d.Seq), "time": float64(d.Time), "text": d.Text,
 					}); err != nil {
 						b.Fatal(err)

@@ -99,9 +99,10 @@ type op struct {
 	doc  Doc
 }
 
-// Upsert adds or replaces the doc of (d.SessionID, d.Seq). A reclassified
-// event's doc is upserted whole with its new surface, keeping its
-// Generation.
+// Upsert adds or replaces the doc of (d.SessionID, d.Seq) and its creation
+// generation (d.Generation, or the batch's): a doc's identity includes the
+// generation it was first indexed at (see docID), so a reclassified or
+// re-fed doc must be upserted with that Generation to replace itself.
 func (b *Batch) Upsert(d Doc) {
 	b.ops = append(b.ops, op{kind: opUpsert, doc: d})
 }

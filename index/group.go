@@ -292,7 +292,11 @@ func (x *Index) bestPerSession(ctx context.Context, tq query.Query, fs *filterSe
 		if err != nil {
 			return nil, err
 		}
-		keys = append(keys, Key{SessionID: b.sid, Seq: seq, Score: b.score})
+		gen, err := rankKeyGen(out.rank(b))
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, Key{SessionID: b.sid, Seq: seq, Gen: gen, Score: b.score})
 	}
 	return keys, nil
 }

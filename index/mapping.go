@@ -1,9 +1,7 @@
 package index
 
 import (
-	"encoding/hex"
 	"fmt"
-	"strconv"
 
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
@@ -97,26 +95,34 @@ func newMapping() (*mapping.IndexMappingImpl, error) {
 	return im, nil
 }
 
-// docID is the Bleve id of (sessionID, seq): the seq as 16 hex digits, then
-// the session id's bytes. The fixed-width prefix makes it injective for any
-// session id bytes, and lets a hit's session and seq be read from its id.
-func docID(sessionID string, seq int64) string {
-	return fmt.Sprintf("%016x", uint64(seq)) + sessionID
+// docID is the Bleve id of a doc: its creation generation and its seq as
+// 16 hex digits each, then the session id's bytes. The fixed-width prefix
+// makes it injective for any session id bytes, and lets a hit's identity be
+// read from its id.
+//
+// The generation leads so that the ids a batch adds sort after every id
+// already indexed (the projector applies the stream in order, and a doc
+// keeps its creation generation for life): Bleve looks each id of a batch up
+// in the id dictionary of every segment only when it is not beyond that
+// segment's largest, so new docs cost no lookup at all, and the segments'
+// pages are not touched by every batch. A doc re-indexed (reclassified,
+// re-fed) carries its generation and so keeps its id.
+func docID(gen uint64, sessionID string, seq int64) string {
+	return fmt.Sprintf("%016x%016x", gen, uint64(seq)) + sessionID
 }
 
-// parseDocID inverts docID.
-func parseDocID(id string) (sessionID string, seq int64, err error) {
-	if len(id) < 16 {
-		return "", 0, fmt.Errorf("index doc id %q is too short", id)
+// ParseDocID reads a doc's identity back from the Bleve id this package gave
+// it: its creation generation, session id and seq.
+func ParseDocID(id string) (gen uint64, sessionID string, seq int64, err error) {
+	if len(id) < 32 {
+		return 0, "", 0, fmt.Errorf("index doc id %q is too short", id)
 	}
-	if _, err := hex.DecodeString(id[:16]); err != nil {
-		return "", 0, fmt.Errorf("index doc id %q: %w", id, err)
+	g, err1 := parseHex16([]byte(id[:16]))
+	q, err2 := parseHex16([]byte(id[16:32]))
+	if err1 != nil || err2 != nil {
+		return 0, "", 0, fmt.Errorf("index doc id %q: not hex", id)
 	}
-	u, err := strconv.ParseUint(id[:16], 16, 64)
-	if err != nil {
-		return "", 0, fmt.Errorf("index doc id %q: %w", id, err)
-	}
-	return id[16:], int64(u), nil
+	return g, id[32:], int64(q), nil
 }
 
 // rankKey is the tie-break part of the rank order as one keyword whose byte

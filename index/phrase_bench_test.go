@@ -45,6 +45,9 @@ context deadline signal shutdown restart health metric histogram counter gauge l
 		if r.IntN(3) == 0 {
 			text += " " + common[r.IntN(len(common))]
 		}
+		if i%10_000 == 0 {
+			text += " quasar pulsar" // a rare phrase: one doc in 10,000
+		}
 		surface := dshq.SurfaceCurrent
 		if r.IntN(10) == 0 {
 			surface = dshq.SurfaceLogOnly
@@ -101,6 +104,9 @@ func BenchmarkCommonPhrase(b *testing.B) {
 			return x.RankSessions(ctx, SessionQuery{Query: "timeout", Limit: MaxLimit})
 		}},
 		{"RankSessionsPhraseFiltered", func() (Ranking, error) { return x.RankSessions(ctx, filtered("retry budget")) }},
+		{"RankSessionsRarePhrase", func() (Ranking, error) {
+			return x.RankSessions(ctx, SessionQuery{Query: "quasar pulsar", Limit: dshq.DefaultSearchLimit + 1})
+		}},
 		{"RankEventsPhrase", func() (Ranking, error) {
 			return x.RankEvents(ctx, EventQuery{SessionID: "bench-00042", Query: "retry budget", Limit: dshq.DefaultSearchLimit + 1})
 		}},

@@ -80,9 +80,11 @@ type Page struct {
 // Key is one ranked doc: its identity and BM25 score, what RankEvents and
 // RankSessions return and Hits loads.
 type Key struct {
-	// SessionID and Seq identify the doc.
+	// SessionID and Seq identify the event; Gen is its doc's creation
+	// generation, part of the doc's identity in the index (see docID).
 	SessionID string
 	Seq       int64
+	Gen       uint64
 	// Score is the BM25 relevance, as in Hit.
 	Score float64
 }

@@ -51,9 +51,9 @@ func referenceOrder(t *testing.T, x *Index, sessionID string) []Key {
 	}
 	refs := make([]ref, len(res.Hits))
 	for i, h := range res.Hits {
-		sid, seq, err := parseDocID(h.ID)
+		gen, sid, seq, err := ParseDocID(h.ID)
 		must(t, err)
-		refs[i] = ref{Key{sid, seq, h.Score}, h.Fields[fieldTime].(float64)}
+		refs[i] = ref{Key{SessionID: sid, Seq: seq, Gen: gen, Score: h.Score}, h.Fields[fieldTime].(float64)}
 	}
 	sort.Slice(refs, func(i, j int) bool {
 		a, b := refs[i], refs[j]
@@ -147,7 +147,7 @@ func TestHitsOfKeys(t *testing.T) {
 	x, _ := openTest(t)
 	ctx := context.Background()
 	apply(t, x, 1, doc("a", 1, 5, strings.Repeat("pad ", 40)+"the needle here"), doc("b", 2, 5, "a needle"))
-	keys := []Key{{"b", 2, 0.5}, {"gone", 9, 0.4}, {"a", 1, 0.25}}
+	keys := []Key{{"b", 2, 1, 0.5}, {"gone", 9, 1, 0.4}, {"a", 1, 1, 0.25}}
 	hits, err := x.Hits(ctx, "  needle ", keys, 20)
 	must(t, err)
 	got := make([]string, len(hits))

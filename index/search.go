@@ -144,11 +144,11 @@ func (x *Index) RankEvents(ctx context.Context, q EventQuery) (Ranking, error) {
 	}
 	r.Keys = make([]Key, len(ms))
 	for i, m := range ms {
-		sid, seq, err := parseDocID(m.ID)
+		gen, sid, seq, err := ParseDocID(m.ID)
 		if err != nil {
 			return Ranking{}, indexError(err, "search events")
 		}
-		r.Keys[i] = Key{SessionID: sid, Seq: seq, Score: m.Score}
+		r.Keys[i] = Key{SessionID: sid, Seq: seq, Gen: gen, Score: m.Score}
 	}
 	return r, nil
 }
@@ -234,7 +234,7 @@ func (x *Index) Hits(ctx context.Context, q string, keys []Key, snippetChars int
 	}
 	ids := make([]string, len(keys))
 	for i, k := range keys {
-		ids[i] = docID(k.SessionID, k.Seq)
+		ids[i] = docID(k.Gen, k.SessionID, k.Seq)
 	}
 	docs, err := x.fetch(ctx, ids)
 	if err != nil {
@@ -242,7 +242,7 @@ func (x *Index) Hits(ctx context.Context, q string, keys []Key, snippetChars int
 	}
 	byID := make(map[string]Doc, len(docs))
 	for _, s := range docs {
-		byID[docID(s.doc.SessionID, s.doc.Seq)] = s.doc
+		byID[docID(s.cgen, s.doc.SessionID, s.doc.Seq)] = s.doc
 	}
 	terms := x.an.phraseTerms(text)
 	chars := x.snippetChars(snippetChars)

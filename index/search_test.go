@@ -528,7 +528,7 @@ func TestFastRankingMatchesTheFullSort(t *testing.T) {
 	var want []hitKey
 	seen := map[string]bool{}
 	for _, h := range res.Hits {
-		sid, seq, err := parseDocID(h.ID)
+		_, sid, seq, err := ParseDocID(h.ID)
 		must(t, err)
 		if !seen[sid] {
 			seen[sid] = true

@@ -18,6 +18,7 @@ import (
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/search"
+	"github.com/dshq/dshq/index"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -61,12 +62,13 @@ const dumpLockTimeout = 5 * time.Second
 //   - the projection epoch (meta "epoch") and the name of the p-* directory
 //     CURRENT points to: both are random per created projection, by design
 //     (a cursor from another projection must be stale);
-//   - a Bleve document's "cgen" (the generation of the batch that first
-//     indexed it): it is the end of a batch, and batches are cut by timing
-//     (how many records were pending) and by crashes. In its place the dump
-//     shows whether it is within the bounds any correct run keeps: at least
-//     the event's own stream sequence and at most the index generation
-//     ("cgen=ok", or the value and the bounds it breaks);
+//   - a Bleve document's "cgen" (its creation generation, also the first
+//     part of its doc id): the projector gives a doc its event's own stream
+//     sequence, but the index allows any generation up to the batch's. In
+//     its place the dump shows whether it is within the bounds any correct
+//     run keeps: at least the event's own stream sequence and at most the
+//     index generation, and equal to the id's ("cgen=ok", or the value and
+//     the bound it breaks);
 //   - bbolt's page layout and free list, and Bleve's segment files: only the
 //     logical content is dumped.
 //
@@ -369,14 +371,10 @@ func (d *dumper) docs(idx bleve.Index, gen uint64) error {
 }
 
 func (d *dumper) doc(h *search.DocumentMatch, gen uint64) error {
-	if len(h.ID) < 16 {
-		return errors.New("short doc id")
-	}
-	seqU, err := strconv.ParseUint(h.ID[:16], 16, 64)
+	idGen, id, seq, err := index.ParseDocID(h.ID)
 	if err != nil {
 		return err
 	}
-	id, seq := h.ID[16:], int64(seqU)
 	names := make([]string, 0, len(h.Fields))
 	for name := range h.Fields {
 		if name != "cgen" {
@@ -393,6 +391,8 @@ func (d *dumper) doc(h *search.DocumentMatch, gen uint64) error {
 	switch {
 	case !ok:
 		b.WriteString("cgen=missing")
+	case uint64(cgen) != idGen:
+		fmt.Fprintf(&b, "cgen=%v but the doc id says %d", cgen, idGen)
 	case !known:
 		fmt.Fprintf(&b, "cgen=%v of an event the store does not hold", cgen)
 	case cgen < float64(low) || cgen > float64(gen):

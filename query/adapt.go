@@ -225,7 +225,7 @@ func (s indexSearcher) rankPages(limit int, rank func(offset, limit int, asOf ui
 		}
 		asOf, out.More = r.Generation, r.More
 		for _, k := range r.Keys {
-			out.Keys = append(out.Keys, HitKey{SessionID: k.SessionID, Seq: k.Seq})
+			out.Keys = append(out.Keys, HitKey{SessionID: k.SessionID, Seq: k.Seq, Gen: k.Gen})
 		}
 		if !r.More || len(r.Keys) == 0 {
 			break
@@ -238,7 +238,7 @@ func (s indexSearcher) rankPages(limit int, rank func(offset, limit int, asOf ui
 func (s indexSearcher) LoadHits(ctx context.Context, phrase string, keys []HitKey, snippetChars int) ([]dshq.EventSearchHit, error) {
 	ks := make([]index.Key, len(keys))
 	for i, k := range keys {
-		ks[i] = index.Key{SessionID: k.SessionID, Seq: k.Seq}
+		ks[i] = index.Key{SessionID: k.SessionID, Seq: k.Seq, Gen: k.Gen}
 	}
 	hits, err := s.x.Hits(ctx, phrase, ks, snippetChars)
 	if err != nil {

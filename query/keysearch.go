@@ -31,7 +31,10 @@ type KeySearcher interface {
 type HitKey struct {
 	SessionID string `json:"s"`
 	Seq       int64  `json:"q"`
-	Live      bool   `json:"l,omitempty"`
+	// Gen is the event's doc's creation generation, part of its identity
+	// in the index (index.Key).
+	Gen  uint64 `json:"g,omitempty"`
+	Live bool   `json:"l,omitempty"`
 }
 
 // Ranked is a ranking of keys.

@@ -311,6 +311,10 @@ func appendHitKey(dst []byte, k HitKey) []byte {
 	dst = appendJSONString(dst, k.SessionID)
 	dst = append(dst, `,"q":`...)
 	dst = strconv.AppendInt(dst, k.Seq, 10)
+	if k.Gen != 0 {
+		dst = append(dst, `,"g":`...)
+		dst = strconv.AppendUint(dst, k.Gen, 10)
+	}
 	if k.Live {
 		dst = append(dst, `,"l":true`...)
 	}

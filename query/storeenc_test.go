@@ -22,7 +22,7 @@ func TestStoredKeysAreEncodedAsEncodingJSONWould(t *testing.T) {
 	}
 	for _, tt := range ids {
 		t.Run(tt.name, func(t *testing.T) {
-			keys := []HitKey{{SessionID: tt.id, Seq: 7, Live: true}, {SessionID: tt.id, Seq: -1}, {SessionID: tt.id, Seq: 1 << 53}}
+			keys := []HitKey{{SessionID: tt.id, Seq: 7, Gen: 12, Live: true}, {SessionID: tt.id, Seq: -1}, {SessionID: tt.id, Seq: 1 << 53, Gen: 1<<64 - 1}}
 			elems, err := encodeElems(keys)
 			if err != nil {
 				t.Fatal(err)
