@@ -31,7 +31,7 @@ type batch struct {
 	tx       *bolt.Tx
 	gen      uint64 // stream sequence of the record being applied
 	sessions map[string]*openSession
-	created  []string                // ids of sessions created, in stream order
+	created  []string             // ids of sessions created, in stream order
 	docs     map[docKey]index.Doc // net upserts
 	deletes  map[string]bool
 	commit   Commit
@@ -537,8 +537,11 @@ func (p *Projector) applyBatch(ctx context.Context, inst *instance, recs []strea
 }
 
 // releaseEvery bounds how often a writer releases the mapped pages of its
-// store and index.
-const releaseEvery = time.Second
+// store and index. A release costs a read of /proc/self/maps and a madvise
+// per segment file; a batch re-touches up to a large folio (1-2 MiB on
+// ext4) of every segment (Bleve reads each segment's id dictionary), so a
+// long interval lets merges' reads pile up on top.
+const releaseEvery = 200 * time.Millisecond
 
 // releaseMapped drops the pages of the store's and the index's file maps
 // from the process's resident set, at most once per releaseEvery: both
