@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/internal/procmaps"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/record"
 )
@@ -161,40 +162,26 @@ func rssParts(pid int) (anon, file float64) {
 	return st["RssAnon"], st["RssFile"]
 }
 
-// residentByMapping sums a process's resident memory (/proc smaps) by what
-// is mapped: the bbolt store, Bleve's segment files, the executable, and
-// anonymous memory; largest first, in MiB.
+// residentByMapping sums a process's resident memory by what is mapped:
+// the bbolt store, Bleve's segment files, the executable, and anonymous
+// memory; largest first, in MiB.
 func residentByMapping(pid int) (string, error) {
-	smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	kinds, err := procmaps.ResidentKiB(pid, func(path string) string {
+		switch {
+		case path == "":
+			return "anonymous"
+		case path == exe:
+			return "executable"
+		case strings.HasSuffix(path, ".db"):
+			return "bbolt store"
+		case strings.HasSuffix(path, ".zap"):
+			return "Bleve segments"
+		}
+		return "other files"
+	})
 	if err != nil {
 		return "", err
-	}
-	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	kinds := map[string]float64{}
-	kind := ""
-	for _, l := range strings.Split(string(smaps), "\n") {
-		f := strings.Fields(l)
-		switch {
-		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
-			switch path := strings.Join(f[5:], " "); {
-			case path == "" || strings.HasPrefix(path, "["):
-				kind = "anonymous"
-			case path == exe:
-				kind = "executable"
-			case strings.HasSuffix(path, ".db"):
-				kind = "bbolt store"
-			case strings.HasSuffix(path, ".zap"):
-				kind = "Bleve segments"
-			default:
-				kind = "other files"
-			}
-		case len(f) == 3 && f[0] == "Rss:":
-			kb, err := strconv.ParseFloat(f[1], 64)
-			if err != nil {
-				return "", err
-			}
-			kinds[kind] += kb / 1024
-		}
 	}
 	names := make([]string, 0, len(kinds))
 	for k := range kinds {
@@ -203,7 +190,7 @@ func residentByMapping(pid int) (string, error) {
 	sort.Slice(names, func(i, j int) bool { return kinds[names[i]] > kinds[names[j]] })
 	parts := make([]string, len(names))
 	for i, k := range names {
-		parts[i] = fmt.Sprintf("%s %.1f MiB", k, kinds[k])
+		parts[i] = fmt.Sprintf("%s %.1f MiB", k, float64(kinds[k])/1024)
 	}
 	return strings.Join(parts, ", "), nil
 }

@@ -183,4 +183,3 @@ func TestDocTextIsSanitized(t *testing.T) {
 		t.Fatalf("stored text = %+v", p.Hits)
 	}
 }
-

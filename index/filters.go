@@ -260,16 +260,26 @@ type filteredQuery struct {
 
 // Searcher implements query.Query.
 func (q filteredQuery) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.IndexMapping, opts search.SearcherOptions) (search.Searcher, error) {
-	s, err := q.inner.Searcher(ctx, r, m, opts)
+	s, dv, err := rankSearcher(ctx, q.inner, r, m, opts)
 	if err != nil {
 		return nil, err
+	}
+	return &filteredSearcher{Searcher: s, dv: dv, f: q.f}, nil
+}
+
+// rankSearcher returns inner's searcher and a reader of the rank key doc
+// value, for a wrapper that reads each match's rank key.
+func rankSearcher(ctx context.Context, inner query.Query, r bindex.IndexReader, m mapping.IndexMapping, opts search.SearcherOptions) (search.Searcher, bindex.DocValueReader, error) {
+	s, err := inner.Searcher(ctx, r, m, opts)
+	if err != nil {
+		return nil, nil, err
 	}
 	dv, err := r.DocValueReader([]string{fieldRank})
 	if err != nil {
 		_ = s.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return &filteredSearcher{Searcher: s, dv: dv, f: q.f}, nil
+	return s, dv, nil
 }
 
 type filteredSearcher struct {
@@ -279,49 +289,36 @@ type filteredSearcher struct {
 	rank []byte
 }
 
-func (s *filteredSearcher) keep(ctx *search.SearchContext, d *search.DocumentMatch) (bool, error) {
-	s.rank = s.rank[:0]
-	if err := s.dv.VisitDocValues(d.IndexInternalID, s.visit); err != nil {
-		return false, err
-	}
-	ok, err := s.f.pass(s.rank)
-	if !ok && err == nil {
-		ctx.DocumentMatchPool.Put(d)
-	}
-	return ok, err
-}
-
 func (s *filteredSearcher) visit(_ string, term []byte) { s.rank = append(s.rank[:0], term...) }
 
 func (s *filteredSearcher) Next(ctx *search.SearchContext) (*search.DocumentMatch, error) {
-	for {
-		d, err := s.Searcher.Next(ctx)
-		if err != nil || d == nil {
-			return nil, err
-		}
-		ok, err := s.keep(ctx, d)
-		switch {
-		case err != nil:
-			return nil, err
-		case ok:
-			return d, nil
-		}
-	}
+	d, err := s.Searcher.Next(ctx)
+	return s.firstPassing(ctx, d, err)
 }
 
 func (s *filteredSearcher) Advance(ctx *search.SearchContext, id bindex.IndexInternalID) (*search.DocumentMatch, error) {
 	d, err := s.Searcher.Advance(ctx, id)
-	if err != nil || d == nil {
-		return nil, err
+	return s.firstPassing(ctx, d, err)
+}
+
+// firstPassing returns d when it passes the filter, else the first match
+// after it that does; a failing match goes back to the pool.
+func (s *filteredSearcher) firstPassing(ctx *search.SearchContext, d *search.DocumentMatch, err error) (*search.DocumentMatch, error) {
+	for ; err == nil && d != nil; d, err = s.Searcher.Next(ctx) {
+		s.rank = s.rank[:0]
+		if err := s.dv.VisitDocValues(d.IndexInternalID, s.visit); err != nil {
+			return nil, err
+		}
+		ok, err := s.f.pass(s.rank)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return d, nil
+		}
+		ctx.DocumentMatchPool.Put(d)
 	}
-	ok, err := s.keep(ctx, d)
-	switch {
-	case err != nil:
-		return nil, err
-	case ok:
-		return d, nil
-	}
-	return s.Next(ctx)
+	return nil, err
 }
 
 // checkBudget enforces the original's predicate and binding budgets.

@@ -91,13 +91,8 @@ func (s *sessionBests) rank(b groupBest) []byte { return s.arena[b.start:b.end] 
 
 // Searcher implements query.Query.
 func (q groupQuery) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.IndexMapping, opts search.SearcherOptions) (search.Searcher, error) {
-	s, err := q.inner.Searcher(ctx, r, m, opts)
+	s, dv, err := rankSearcher(ctx, q.inner, r, m, opts)
 	if err != nil {
-		return nil, err
-	}
-	dv, err := r.DocValueReader([]string{fieldRank})
-	if err != nil {
-		_ = s.Close()
 		return nil, err
 	}
 	return &groupSearcher{Searcher: s, ctx: ctx, dv: dv, filter: q.filter, out: q.out}, nil

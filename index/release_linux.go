@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 
 	"github.com/blevesearch/bleve/v2/index/scorch"
+	"github.com/dshq/dshq/internal/procmaps"
 )
 
 // ReleaseMapped drops the pages of the index's segment files from the
@@ -74,7 +74,7 @@ func (x *Index) ReleaseMapped() error {
 	}
 	sc := bufio.NewScanner(bytes.NewReader(maps))
 	for sc.Scan() {
-		start, end, ino, path, ok := parseMapsLine(sc.Bytes())
+		start, end, ino, path, ok := procmaps.ParseLine(sc.Bytes())
 		if !ok || !held[fileID{ino, filepath.Base(path)}] {
 			continue
 		}
@@ -83,29 +83,4 @@ func (x *Index) ReleaseMapped() error {
 		}
 	}
 	return sc.Err()
-}
-
-// parseMapsLine reads one line of /proc/self/maps: "start-end perms offset
-// dev inode path", the path padded with spaces and possibly ending in
-// " (deleted)".
-func parseMapsLine(l []byte) (start, end uintptr, ino uint64, path string, ok bool) {
-	var f [5][]byte
-	rest := l
-	for i := range f {
-		rest = bytes.TrimLeft(rest, " ")
-		j := bytes.IndexByte(rest, ' ')
-		if j < 0 {
-			return 0, 0, 0, "", false
-		}
-		f[i], rest = rest[:j], rest[j:]
-	}
-	path = string(bytes.TrimSuffix(bytes.TrimLeft(rest, " "), []byte(" (deleted)")))
-	lo, hi, cut := bytes.Cut(f[0], []byte("-"))
-	s, err1 := strconv.ParseUint(string(lo), 16, 64)
-	e, err2 := strconv.ParseUint(string(hi), 16, 64)
-	n, err3 := strconv.ParseUint(string(f[4]), 10, 64)
-	if !cut || err1 != nil || err2 != nil || err3 != nil || e <= s || path == "" {
-		return 0, 0, 0, "", false
-	}
-	return uintptr(s), uintptr(e), n, path, true
 }

@@ -7,34 +7,26 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/dshq/dshq/internal/procmaps"
 )
 
 // residentKiB sums the resident size of this process's maps of files under
-// dir (/proc/self/smaps).
+// dir.
 func residentKiB(t *testing.T, dir string) int {
 	t.Helper()
-	smaps, err := os.ReadFile("/proc/self/smaps")
+	kib, err := procmaps.ResidentKiB(os.Getpid(), func(path string) string {
+		if strings.HasPrefix(path, dir) {
+			return "index"
+		}
+		return ""
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, kib := false, 0
-	for _, l := range strings.Split(string(smaps), "\n") {
-		if _, _, _, path, ok := parseMapsLine([]byte(l)); ok {
-			in = strings.HasPrefix(path, dir)
-			continue
-		}
-		if f := strings.Fields(l); in && len(f) == 3 && f[0] == "Rss:" {
-			n, err := strconv.Atoi(f[1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			kib += n
-		}
-	}
-	return kib
+	return kib["index"]
 }
 
 // TestReleaseMappedDropsSegmentPages: pages of the segment files that
@@ -73,27 +65,5 @@ func TestReleaseMappedDropsSegmentPages(t *testing.T) {
 	must(t, x.Close())
 	if err := x.ReleaseMapped(); err == nil {
 		t.Fatal("release on a closed index: no error")
-	}
-}
-
-func TestParseMapsLine(t *testing.T) {
-	for _, c := range []struct {
-		line       string
-		start, end uintptr
-		ino        uint64
-		path       string
-		ok         bool
-	}{
-		{"7f00a000-7f00c000 r--s 00000000 fd:01 1234    /d/000000000001.zap", 0x7f00a000, 0x7f00c000, 1234, "/d/000000000001.zap", true},
-		{"7f00a000-7f00c000 r--s 00000000 fd:01 99 /a dir/with spaces.zap (deleted)", 0x7f00a000, 0x7f00c000, 99, "/a dir/with spaces.zap", true},
-		{"7f00a000-7f00c000 rw-p 00000000 00:00 0 ", 0, 0, 0, "", false},
-		{"7f00a000-7f00c000 rw-p 00000000 00:00 0", 0, 0, 0, "", false},
-		{"zz-7f00c000 r--s 00000000 fd:01 1 /x", 0, 0, 0, "", false},
-		{"Rss:                 4 kB", 0, 0, 0, "", false},
-	} {
-		start, end, ino, path, ok := parseMapsLine([]byte(c.line))
-		if start != c.start || end != c.end || ino != c.ino || path != c.path || ok != c.ok {
-			t.Errorf("%q: got %x %x %d %q %v", c.line, start, end, ino, path, ok)
-		}
 	}
 }

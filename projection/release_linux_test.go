@@ -7,36 +7,26 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/dshq/dshq/internal/procmaps"
 	bolt "go.etcd.io/bbolt"
 )
 
 // mappedKiB sums the resident size of this process's maps of path.
 func mappedKiB(t *testing.T, path string) int {
 	t.Helper()
-	smaps, err := os.ReadFile("/proc/self/smaps")
+	kib, err := procmaps.ResidentKiB(os.Getpid(), func(p string) string {
+		if p == path {
+			return "store"
+		}
+		return ""
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, kib := false, 0
-	for _, l := range strings.Split(string(smaps), "\n") {
-		f := strings.Fields(l)
-		switch {
-		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
-			in = len(f) >= 6 && f[5] == path
-		case in && len(f) == 3 && f[0] == "Rss:":
-			n, err := strconv.Atoi(f[1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			kib += n
-		}
-	}
-	return kib
+	return kib["store"]
 }
 
 // TestStoreReleaseMappedDropsPages: the pages of the store's map that reads
