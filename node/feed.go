@@ -29,12 +29,14 @@ type feedPublisher struct {
 	// errPublishFailed, which fails that one publication (tests).
 	fault func(gen uint64) error
 	stop  func(error)
+	// queue hands commits from the projector's hook to run.
+	queue chan projection.Commit
 
-	// mu guards the fields below; the hook runs on the projector's
-	// goroutine, catchUp before it starts.
+	// mu guards the fields below; run publishes, catchUp runs before the
+	// projector's loop and run start.
 	mu sync.Mutex
 	// published is the generation through which the feed is complete;
-	// seen is the generation of the last commit handed to the hook.
+	// seen is the generation of the last commit run took.
 	published, seen uint64
 	dead            bool
 }
@@ -102,45 +104,84 @@ func (f *feedPublisher) publish(ctx context.Context, c projection.Commit, s proj
 	return f.pub.Publish(ctx, msgs)
 }
 
-// hook returns the projector's OnCommit hook. proj returns the projector
-// (set before its loop starts). A failed publication is logged and left for
-// the next commit, which then publishes everything since the last complete
-// one; the projection itself is unaffected (the feed is derived data).
-func (f *feedPublisher) hook(ctx context.Context, proj func() *projection.Projector) func(projection.Commit) {
+// hook returns the projector's OnCommit hook: it hands the commit to run,
+// which publishes it while the projector applies the next batch. It blocks
+// while run is still publishing the commit before the previous one (one
+// commit waits at most), and drops the commit once run is told to stop
+// (quit) or has returned (done): the next start re-publishes what the feed
+// lacks (catchUp).
+func (f *feedPublisher) hook(quit, done <-chan struct{}) func(projection.Commit) {
 	return func(c projection.Commit) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		behind := f.published < f.seen
-		f.seen = c.Generation
-		if f.dead {
+		select {
+		case f.queue <- c:
+		case <-quit:
+		case <-done:
+		}
+	}
+}
+
+// run publishes the commits hook hands over, in order, until quit is
+// closed; then it publishes those already handed over, until ctx ends.
+// proj returns the projector (set before its loop starts).
+func (f *feedPublisher) run(ctx context.Context, quit <-chan struct{}, proj func() *projection.Projector) {
+	for {
+		select {
+		case c := <-f.queue:
+			f.publishCommit(ctx, proj(), c)
+		case <-quit:
+			for {
+				select {
+				case c := <-f.queue:
+					f.publishCommit(ctx, proj(), c)
+				default:
+					return
+				}
+			}
+		case <-ctx.Done():
 			return
 		}
-		if f.fault != nil {
-			if err := f.fault(c.Generation); errors.Is(err, errPublishFailed) {
-				f.log.Error("publish commit to the feed", "generation", c.Generation, "published", f.published, "err", err)
-				return
-			} else if err != nil {
-				f.dead = true
-				f.stop(err)
-				return
-			}
-		}
-		p := proj()
-		if p == nil {
-			f.log.Error("feed: commit before the projector was opened", "generation", c.Generation)
-			return
-		}
-		var err error
-		if behind {
-			err = f.rederive(ctx, p, c.Generation)
-		} else {
-			err = p.View(ctx, c.Generation, func(s projection.Snapshot) error { return f.publish(ctx, c, s) })
-			if err == nil {
-				f.published = c.Generation
-			}
-		}
-		if err != nil && ctx.Err() == nil {
+	}
+}
+
+// publishCommit publishes one commit. A failed publication is logged and
+// left for the next commit, which then publishes everything since the last
+// complete one; the projection itself is unaffected (the feed is derived
+// data).
+func (f *feedPublisher) publishCommit(ctx context.Context, p *projection.Projector, c projection.Commit) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	behind := f.published < f.seen
+	f.seen = c.Generation
+	if f.dead || ctx.Err() != nil {
+		return
+	}
+	if f.fault != nil {
+		if err := f.fault(c.Generation); errors.Is(err, errPublishFailed) {
 			f.log.Error("publish commit to the feed", "generation", c.Generation, "published", f.published, "err", err)
+			return
+		} else if err != nil {
+			f.dead = true
+			f.stop(err)
+			return
 		}
+	}
+	if p == nil {
+		f.log.Error("feed: commit before the projector was opened", "generation", c.Generation)
+		return
+	}
+	var err error
+	if behind {
+		err = f.rederive(ctx, p, c.Generation)
+	} else {
+		// The snapshot may be at a later generation than c: the commit's
+		// messages read from it only the workspace and subject token of a
+		// session, which never change.
+		err = p.View(ctx, c.Generation, func(s projection.Snapshot) error { return f.publish(ctx, c, s) })
+		if err == nil {
+			f.published = c.Generation
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		f.log.Error("publish commit to the feed", "generation", c.Generation, "published", f.published, "err", err)
 	}
 }

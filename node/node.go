@@ -242,10 +242,10 @@ func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Con
 	if err != nil {
 		return 0, nil, err
 	}
-	fp := &feedPublisher{pub: feed.NewPublisher(js), log: log, fault: cfg.feedFault, stop: cancel}
-	var p *projection.Projector // set before Run, the only caller of the hook
-	hook := fp.hook(ctx, func() *projection.Projector { return p })
-	opts := append([]projection.Option{projection.WithLogger(log), projection.WithRegisterer(reg), projection.WithOnCommit(hook)}, popts...)
+	fp := &feedPublisher{pub: feed.NewPublisher(js), log: log, fault: cfg.feedFault, stop: cancel, queue: make(chan projection.Commit)}
+	quitFeed, feedDone := make(chan struct{}), make(chan struct{})
+	var p *projection.Projector // set before the publisher and the loop start
+	opts := append([]projection.Option{projection.WithLogger(log), projection.WithRegisterer(reg), projection.WithOnCommit(fp.hook(quitFeed, feedDone))}, popts...)
 	stream := projection.DefaultStream
 	if cfg.Stream.Name != "" {
 		stream = cfg.Stream.Name
@@ -266,6 +266,24 @@ func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Con
 	if err := fp.catchUp(ctx, p); err != nil {
 		return 0, nil, err
 	}
+	// The feed's publisher runs beside the projector's loop: it stops after
+	// the loop (the stack stops in reverse), publishing the commits already
+	// handed to it within feedDrain.
+	feedCtx, stopFeed := context.WithCancel(ctx)
+	stack.push(func() error {
+		close(quitFeed)
+		t := time.AfterFunc(feedDrain, stopFeed)
+		defer t.Stop()
+		<-feedDone
+		stopFeed()
+		return nil
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(feedDone)
+		fp.run(feedCtx, quitFeed, func() *projection.Projector { return p })
+	}()
 	runCtx, stopRun := context.WithCancel(ctx)
 	done := make(chan struct{})
 	stack.push(func() error { stopRun(); <-done; return nil })
@@ -300,6 +318,10 @@ func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Con
 	}
 	return p.Generation(), shard, nil
 }
+
+// feedDrain bounds how long a stopping node publishes the commits already
+// handed to the feed's publisher; what it leaves, the next start publishes.
+const feedDrain = 5 * time.Second
 
 // startRebuild rebuilds p beside the serving projection in a goroutine
 // owned by wg; a failure stops the node.
