@@ -23,7 +23,7 @@ const (
 	DefaultSubjectPrefix = "dsh.log."
 	DefaultLeaseBucket   = "DSH_LEASES"
 	DefaultDurable       = "dsh-projector"
-	DefaultBatchSize     = 4096
+	DefaultBatchSize     = 2048
 	// DefaultFoldCacheBytes holds the decoded states (counted by their
 	// memory, fold.State.MemSize) of some 6,000 short sessions (~660 bytes
 	// each, 18 events) or 40 of 10,000 events: the sessions a busy host
