@@ -106,8 +106,9 @@ func (f *feedPublisher) publish(ctx context.Context, c projection.Commit, s proj
 
 // hook returns the projector's OnCommit hook: it hands the commit to run,
 // which publishes it while the projector applies the next batch. It blocks
-// while run is still publishing the commit before the previous one (one
-// commit waits at most), and drops the commit once run is told to stop
+// while run is still publishing the previous commit (so the feed trails the
+// projection by one commit at most), and drops the commit once run is told
+// to stop
 // (quit) or has returned (done): the next start re-publishes what the feed
 // lacks (catchUp).
 func (f *feedPublisher) hook(quit, done <-chan struct{}) func(projection.Commit) {
