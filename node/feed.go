@@ -108,9 +108,8 @@ func (f *feedPublisher) publish(ctx context.Context, c projection.Commit, s proj
 // which publishes it while the projector applies the next batch. It blocks
 // while run is still publishing the previous commit (so the feed trails the
 // projection by one commit at most), and drops the commit once run is told
-// to stop
-// (quit) or has returned (done): the next start re-publishes what the feed
-// lacks (catchUp).
+// to stop (quit) or has returned (done): the next start re-publishes what
+// the feed lacks (catchUp).
 func (f *feedPublisher) hook(quit, done <-chan struct{}) func(projection.Commit) {
 	return func(c projection.Commit) {
 		select {
@@ -121,23 +120,18 @@ func (f *feedPublisher) hook(quit, done <-chan struct{}) func(projection.Commit)
 	}
 }
 
-// run publishes the commits hook hands over, in order, until quit is
-// closed; then it publishes those already handed over, until ctx ends.
-// proj returns the projector (set before its loop starts).
+// run publishes the commits hook hands over, in order, until quit is closed
+// or ctx ends; a publication in progress then finishes (bounded by ctx).
+// The queue holds nothing: once the projector's loop has stopped, quit
+// leaves no commit behind. proj returns the projector (set before its loop
+// starts).
 func (f *feedPublisher) run(ctx context.Context, quit <-chan struct{}, proj func() *projection.Projector) {
 	for {
 		select {
 		case c := <-f.queue:
 			f.publishCommit(ctx, proj(), c)
 		case <-quit:
-			for {
-				select {
-				case c := <-f.queue:
-					f.publishCommit(ctx, proj(), c)
-				default:
-					return
-				}
-			}
+			return
 		case <-ctx.Done():
 			return
 		}

@@ -267,8 +267,8 @@ func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Con
 		return 0, nil, err
 	}
 	// The feed's publisher runs beside the projector's loop: it stops after
-	// the loop (the stack stops in reverse), publishing the commits already
-	// handed to it within feedDrain.
+	// the loop (the stack stops in reverse), finishing the publication in
+	// progress within feedDrain.
 	feedCtx, stopFeed := context.WithCancel(ctx)
 	stack.push(func() error {
 		close(quitFeed)
@@ -319,8 +319,8 @@ func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Con
 	return p.Generation(), shard, nil
 }
 
-// feedDrain bounds how long a stopping node publishes the commits already
-// handed to the feed's publisher; what it leaves, the next start publishes.
+// feedDrain bounds how long a stopping node lets the feed's publisher finish
+// the publication in progress; what it leaves, the next start publishes.
 const feedDrain = 5 * time.Second
 
 // startRebuild rebuilds p beside the serving projection in a goroutine
