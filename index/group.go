@@ -165,47 +165,38 @@ func parseRankKey(k []byte) (string, int64, error) {
 	return string(sid), seq, nil
 }
 
-// rankKeySeq reads the seq back from a rank key.
-func rankKeySeq(k []byte) (int64, error) {
+// rankKeyHex reads the 16 hex digits at offset off of rank key k; a
+// negative offset counts from the end.
+func rankKeyHex(k []byte, off int) (uint64, error) {
 	if len(k) < minRankKey {
 		return 0, errors.New("short rank key")
 	}
-	at := len(k) - rankTrailer
-	inv, err := parseHex16(k[at : at+16])
-	if err != nil {
-		return 0, err
+	if off < 0 {
+		off += len(k)
 	}
-	return int64(^inv), nil
+	return parseHex16(k[off : off+16])
+}
+
+// rankKeySeq reads the seq back from a rank key.
+func rankKeySeq(k []byte) (int64, error) {
+	inv, err := rankKeyHex(k, -rankTrailer)
+	return int64(^inv), err
 }
 
 // rankKeyTime reads the time back from a rank key.
 func rankKeyTime(k []byte) (int64, error) {
-	if len(k) < minRankKey {
-		return 0, errors.New("short rank key")
-	}
-	inv, err := parseHex16(k[:16])
-	if err != nil {
-		return 0, err
-	}
-	return int64(^inv ^ 1<<63), nil
+	inv, err := rankKeyHex(k, 0)
+	return int64(^inv ^ 1<<63), err
 }
 
 // rankKeyCreated reads the session's createdAt back from a rank key.
 func rankKeyCreated(k []byte) (int64, error) {
-	if len(k) < minRankKey {
-		return 0, errors.New("short rank key")
-	}
-	v, err := parseHex16(k[len(k)-32 : len(k)-16])
+	v, err := rankKeyHex(k, -32)
 	return int64(v ^ 1<<63), err
 }
 
 // rankKeyGen reads the doc's creation generation back from a rank key.
-func rankKeyGen(k []byte) (uint64, error) {
-	if len(k) < minRankKey {
-		return 0, errors.New("short rank key")
-	}
-	return parseHex16(k[len(k)-16:])
-}
+func rankKeyGen(k []byte) (uint64, error) { return rankKeyHex(k, -16) }
 
 // parseHex16 parses 16 lowercase or uppercase hex digits without allocating.
 func parseHex16(h []byte) (uint64, error) {
