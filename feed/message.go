@@ -112,6 +112,10 @@ type Message struct {
 	// publication). It is not part of the JSON; AfterPosition resumes
 	// exactly after it.
 	Position uint64 `json:"-"`
+	// Pending is, for a delivered message, how many messages matching the
+	// subscription's subject the stream held after it when it was delivered
+	// (0 = the subscriber is caught up). It is not part of the JSON.
+	Pending uint64 `json:"-"`
 }
 
 // SessionBody is the body of a session message: the session record (header

@@ -221,6 +221,9 @@ func TestResumeAfterEveryPositionDeliversExactlyTheRest(t *testing.T) {
 			if m.Position != uint64(p+len(got)+1) {
 				t.Fatalf("after position %d: message %d has position %d", p, len(got), m.Position)
 			}
+			if want := uint64(len(all)) - m.Position; m.Pending != want {
+				t.Fatalf("after position %d: message at %d has %d pending, want %d", p, m.Position, m.Pending, want)
+			}
 			got = append(got, m)
 		}
 		sub.Stop()

@@ -294,7 +294,7 @@ func decodeDelivered(raw jetstream.Msg) (Message, error) {
 	if g := raw.Headers().Get(HeaderGeneration); g != strconv.FormatUint(m.Generation, 10) {
 		return bad(malformed("%s header %q is not the message's generation %d", HeaderGeneration, g, m.Generation))
 	}
-	m.Position = md.Sequence.Stream
+	m.Position, m.Pending = md.Sequence.Stream, md.NumPending
 	return *m, nil
 }
 
