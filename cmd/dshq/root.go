@@ -57,7 +57,7 @@ a running dshq over NATS (--nats-url, default ` + defaultNATSURL + `).`,
 	pf.BoolVar(&g.json, "json", false, "print JSON for scripts instead of text")
 
 	root.AddCommand(newServeCmd(g), newImportCmd(g), newExportCmd(g), newSearchCmd(g), newTraceCmd(g),
-		newReadCmd(g), newTailCmd(g), newRebuildCmd(g), newStatsCmd(g), newEnvCmd(g), newMCPCmd(g))
+		newReadCmd(g), newTailCmd(g), newRebuildCmd(g), newStatsCmd(g), newEnvCmd(g), newMCPCmd(g), newUICmd(g))
 	return root
 }
 

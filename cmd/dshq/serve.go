@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/node"
 	"github.com/dshq/dshq/shellenv"
+	"github.com/dshq/dshq/web"
 )
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -22,19 +25,22 @@ func newServeCmd(g *globals) *cobra.Command {
 		relaxedSync bool
 		replicas    int
 		logLevel    string
+		h           httpFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run everything in one process: NATS, projector, query and tools services",
 		Long: `serve runs an embedded NATS server with JetStream (data under --home, default
 $DSH_HOME or ~/.dsh), the projector, the query service (dsh-query) and the
-tools service (dsh-tools). With --nats-url it joins an existing NATS
-deployment instead of starting its own server.
+tools service (dsh-tools), and the web UI on --http (` + web.DefaultAddr + ` by
+default; --http off for none; see 'dshq ui --help'). With --nats-url it joins an
+existing NATS deployment instead of starting its own server.
 
 It logs one line when ready and shuts down cleanly on SIGINT or SIGTERM.`,
 		Example: `  dshq serve
   dshq serve --home /var/lib/dshq --listen 127.0.0.1:4333 --metrics 127.0.0.1:9464
-  dshq serve --nats-url nats://nats-1:4222,nats://nats-2:4222 --creds dshq.creds`,
+  dshq serve --nats-url nats://nats-1:4222,nats://nats-2:4222 --creds dshq.creds
+  dshq serve --http off`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var explicit *string
@@ -66,13 +72,43 @@ It logs one line when ready and shuts down cleanly on SIGINT or SIGTERM.`,
 			if err := os.MkdirAll(resolved, 0o700); err != nil {
 				return fmt.Errorf("create home: %w", err)
 			}
-			return node.Run(cmd.Context(), cfg, func(info node.Info) {
+			ctx, cancel := context.WithCancelCause(cmd.Context())
+			defer cancel(nil)
+			uiDone := make(chan error, 1)
+			uiDone <- nil
+			err = node.Run(ctx, cfg, func(info node.Info) {
+				uiURL := ""
+				if h.addr != "off" {
+					uiConn := g.conn
+					if !external {
+						uiConn = node.ConnectOptions{URL: info.ClientURL}
+					}
+					u, err := startUI(uiConn, h, log)
+					switch {
+					case err == nil:
+						uiURL = u.l.URL
+						<-uiDone
+						go func() { <-ctx.Done(); uiDone <- u.stop() }()
+					case cmd.Flags().Changed("http"):
+						cancel(err)
+						return
+					default:
+						// The default address may be taken (another dshq on this
+						// machine): serve without the UI rather than not at all.
+						log.Warn("web UI not served; pass --http HOST:PORT or --http off", "err", err)
+					}
+				}
 				log.Info("dshq ready", "nats", info.ClientURL, "embedded", info.Embedded, "home", resolved,
-					"metrics", info.MetricsURL, "generation", info.Generation)
+					"metrics", info.MetricsURL, "ui", uiURL, "generation", info.Generation)
 				if g.json {
-					_ = json.NewEncoder(g.stdout).Encode(info)
+					_ = json.NewEncoder(g.stdout).Encode(struct {
+						node.Info
+						UIURL string
+					}{info, uiURL})
 				}
 			})
+			cancel(nil)
+			return errors.Join(err, <-uiDone)
 		},
 	}
 	f := cmd.Flags()
@@ -82,6 +118,7 @@ It logs one line when ready and shuts down cleanly on SIGINT or SIGTERM.`,
 	f.IntVar(&replicas, "replicas", 1, "replicas of the session stream and the lease bucket when serve creates them (a NATS cluster with --nats-url; the embedded server has one)")
 	f.BoolVar(&relaxedSync, "relaxed-sync", false, "let the embedded server fsync periodically instead of on every write (faster; a power loss can lose acknowledged records)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	h.add(cmd, g, true)
 	return cmd
 }
 

@@ -1,0 +1,468 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/dshq/dshq"
+)
+
+// Limits of what one event shows inline; the event's own page shows it
+// whole.
+const (
+	// maxInlineRunes cuts one text block in the transcript.
+	maxInlineRunes = 20000
+	// collapseLines: a tool result longer than this is collapsed.
+	collapseLines = 24
+	// maxRawRunes cuts the raw JSON shown for an unknown event.
+	maxRawRunes = 20000
+)
+
+// eventView is one event as the transcript shows it. Every string in it
+// has been through clean.
+type eventView struct {
+	SessionID  string // the raw id, for URLs
+	Seq        int64
+	Type       string
+	Time       int64
+	Surface    string // current, shadowed, log-only; "" when unknown
+	ReplacedBy *int64
+	// Replaced lists the events a replacement shadowed (from its trace);
+	// ReplaceStart/End is its surfaceOp range.
+	Replaced                 []int64
+	IsReplace                bool
+	ReplaceStart, ReplaceEnd int64
+	Sources                  []int64
+	// Shadows lists the seqs a compaction summary or prune names.
+	Shadows   []int64
+	Inherited                bool
+	Invalid                  bool
+
+	// Class selects the look: user, assistant, tool-call, tool-result,
+	// turn, step, compaction, title, todo, request, marker, other.
+	Class  string
+	Who    string // "User", "Assistant", "Tool result", …
+	Detail string // model, tool name, reason: beside Who
+	Blocks []block
+	Error  string
+	// Line is the one-line text of a structural event; Note a line of a
+	// compaction summary.
+	Line  string
+	Note  string
+	Todos []todo
+	// Raw is the pretty-printed record for the raw view.
+	Raw        string
+	RawOmitted int // runes left out of Raw
+	Full       bool
+}
+
+// block is one content block.
+type block struct {
+	Kind      string // text, output, reasoning, tool-call, tool-result, image, other
+	Text      string
+	Parts     []textPart // of a text block
+	Omitted   int // runes cut from Text
+	Collapsed bool
+	Lines     int
+	Name      string
+	Args      string
+	IsError   bool
+	Children  []block
+}
+
+type todo struct {
+	Status, Content string
+}
+
+// message is the shape of user, assistant and tool-result messages.
+type message struct {
+	Role    string            `json:"role"`
+	Source  map[string]any    `json:"source"`
+	Content []json.RawMessage `json:"content"`
+}
+
+// renderEvent builds the view of e. full shows every block whole (the
+// event's own page); otherwise long text is cut at maxInlineRunes.
+func renderEvent(sessionID string, e dshq.Event, full bool) eventView {
+	v := eventView{SessionID: sessionID, Seq: e.Seq, Type: clean(e.Type), Time: e.Time, Full: full}
+	v.Raw, v.RawOmitted = prettyJSON(e.Raw, full)
+	if len(e.SurfaceOp) > 0 && e.SurfaceOp[0] == '{' {
+		var op struct {
+			Start, End int64
+		}
+		if json.Unmarshal(e.SurfaceOp, &op) == nil {
+			v.IsReplace, v.ReplaceStart, v.ReplaceEnd = true, op.Start, op.End
+		}
+	}
+	if len(e.SourceEventSeqs) > 0 {
+		_ = json.Unmarshal(e.SourceEventSeqs, &v.Sources)
+	}
+	r := renderer{full: full}
+	r.fill(&v, e)
+	return v
+}
+
+type renderer struct{ full bool }
+
+func (r renderer) fill(v *eventView, e dshq.Event) {
+	var d map[string]json.RawMessage
+	_ = json.Unmarshal(e.Data, &d)
+	switch e.Type {
+	case dshq.TypeUserMessage:
+		var m message
+		_ = json.Unmarshal(e.Data, &m)
+		v.Class, v.Who = "user", "User"
+		switch kind, _ := m.Source["kind"].(string); kind {
+		case "plugin":
+			plugin, _ := m.Source["plugin"].(string)
+			v.Class, v.Who, v.Detail = "plugin", "Context", clean(plugin)
+			if plugin == "compact" {
+				v.Class, v.Who, v.Detail = "checkpoint", "Compaction checkpoint", clean(str(m.Source["compactionId"]))
+			}
+		case "tool":
+			v.Who = "Tool output"
+		}
+		v.Blocks = r.blocks(m.Content)
+	case dshq.TypeAssistantMessage:
+		var a struct {
+			Message     message        `json:"message"`
+			Usage       map[string]any `json:"usage"`
+			Interrupted bool           `json:"interrupted"`
+		}
+		_ = json.Unmarshal(e.Data, &a)
+		v.Class, v.Who = "assistant", "Assistant"
+		v.Detail = clean(str(a.Message.Source["model"]))
+		if a.Usage != nil {
+			if in, out := num(a.Usage["inputTokens"]), num(a.Usage["outputTokens"]); in != "" || out != "" {
+				v.Detail = strings.TrimSpace(v.Detail + " · " + in + " in / " + out + " out")
+			}
+		}
+		if a.Interrupted {
+			v.Error = "interrupted"
+		}
+		v.Blocks = r.blocks(a.Message.Content)
+	case "tool/call":
+		var c struct{ CallID, Name, Arguments string }
+		_ = json.Unmarshal(e.Data, &c)
+		v.Class, v.Who, v.Detail = "tool-call", "Tool call", clean(c.Name)
+		v.Blocks = []block{{Kind: "tool-call", Args: r.args(c.Arguments)}}
+	case dshq.TypeToolResult:
+		var t struct {
+			Message message `json:"message"`
+			Error   *struct {
+				Name string `json:"name"`
+				Code any    `json:"code"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(e.Data, &t)
+		v.Class, v.Who = "tool-result", "Tool result"
+		v.Detail = clean(str(t.Message.Source["callId"]))
+		v.Blocks = r.blocks(t.Message.Content)
+		if t.Error != nil {
+			v.Error = clean(strings.TrimSpace(t.Error.Name + " " + str(t.Error.Code)))
+		}
+		for _, b := range v.Blocks {
+			if b.IsError && v.Error == "" {
+				v.Error = "error"
+			}
+		}
+	case "turn/start":
+		v.Class, v.Line = "turn", "Turn "+num(anyOf(d["turn"]))+" started"
+	case "turn/end":
+		r.turnEnd(v, d)
+	case "step/start", "step/end":
+		verb := "started"
+		if e.Type == "step/end" {
+			verb = "ended"
+		}
+		v.Class, v.Line = "step", "Step "+num(anyOf(d["step"]))+" "+verb
+	case "request/header":
+		var h struct {
+			Header struct {
+				Config map[string]any `json:"config"`
+			} `json:"header"`
+			Reason string `json:"reason"`
+		}
+		_ = json.Unmarshal(e.Data, &h)
+		v.Class = "request"
+		v.Line = clean(strings.TrimSpace(fmt.Sprintf("Request %s: %s %s %s", h.Reason, str(h.Header.Config["provider"]),
+			str(h.Header.Config["model"]), str(h.Header.Config["reasoningEffort"]))))
+	case "request/context":
+		v.Class = "request"
+		v.Line = clean(strings.TrimSpace(fmt.Sprintf("Context: %s %s %s", str(anyOf(d["provider"])), str(anyOf(d["model"])), num(anyOf(d["contextWindow"])))))
+	case "session/title":
+		v.Class, v.Line = "title", "Title: "+clean(str(anyOf(d["title"])))
+	case "session/end-seed":
+		v.Class, v.Line = "marker", "End of the inherited prefix"
+	case "todo/write":
+		r.todos(v, d)
+	case "compaction/start", "compaction/end", "compaction/summary", "compaction/prune":
+		r.compaction(v, e.Type, d)
+	default:
+		v.Class, v.Who = "other", clean(e.Type)
+	}
+}
+
+func (r renderer) turnEnd(v *eventView, d map[string]json.RawMessage) {
+	var reason struct {
+		Kind  string `json:"kind"`
+		Error *struct {
+			Message string `json:"message"`
+			Code    any    `json:"code"`
+		} `json:"error"`
+		Reason *struct {
+			Kind   string `json:"kind"`
+			Reason string `json:"reason"`
+		} `json:"reason"`
+	}
+	_ = json.Unmarshal(d["reason"], &reason)
+	v.Class = "turn"
+	v.Line = "Turn " + num(anyOf(d["turn"])) + " ended: " + clean(reason.Kind)
+	switch {
+	case reason.Error != nil:
+		v.Error = clean(strings.TrimSpace(reason.Error.Message + " " + str(reason.Error.Code)))
+	case reason.Reason != nil:
+		v.Line += " (" + clean(strings.TrimSpace(reason.Reason.Kind+" "+reason.Reason.Reason)) + ")"
+	}
+	if reason.Kind != "completed" && reason.Kind != "" {
+		v.Class = "turn turn-bad"
+	}
+}
+
+func (r renderer) todos(v *eventView, d map[string]json.RawMessage) {
+	var todos []struct{ Content, Status string }
+	_ = json.Unmarshal(d["todos"], &todos)
+	v.Class, v.Who = "todo", "Todo list"
+	for _, t := range todos {
+		v.Todos = append(v.Todos, todo{Status: clean(t.Status), Content: clean(t.Content)})
+	}
+}
+
+func (r renderer) compaction(v *eventView, typ string, d map[string]json.RawMessage) {
+	v.Class = "compaction"
+	id := clean(str(anyOf(d["compactionId"])))
+	switch typ {
+	case "compaction/start":
+		v.Line = "Compaction " + id + " started"
+	case "compaction/end":
+		v.Line = "Compaction " + id + " ended"
+		if e := anyOf(d["error"]); e != nil {
+			v.Error = clean(compactJSON(d["error"]))
+		}
+	default:
+		var c struct {
+			Summary      []json.RawMessage `json:"summary"`
+			ShadowedSeqs []int64           `json:"shadowedSeqs"`
+			Range        *struct {
+				Start, End int64
+			} `json:"shadowedRange"`
+			Tokens any `json:"shadowedTokenCount"`
+		}
+		_ = json.Unmarshal(mustJSON(d), &c)
+		what := "Compaction summary"
+		if typ == "compaction/prune" {
+			what = "Tool-result pruning"
+		}
+		v.Who, v.Detail = what, id
+		if c.Range != nil {
+			v.Note = fmt.Sprintf("shadows %d events in #%d–#%d (%s tokens)", len(c.ShadowedSeqs), c.Range.Start, c.Range.End, num(c.Tokens))
+		}
+		v.Shadows = c.ShadowedSeqs
+		v.Blocks = r.blocks(c.Summary)
+	}
+}
+
+// blocks renders content blocks.
+func (r renderer) blocks(content []json.RawMessage) []block {
+	out := make([]block, 0, len(content))
+	for _, raw := range content {
+		var b struct {
+			Type       string            `json:"type"`
+			Text       string            `json:"text"`
+			ID         string            `json:"id"`
+			Name       string            `json:"name"`
+			Arguments  string            `json:"arguments"`
+			ToolCallID string            `json:"toolCallId"`
+			IsError    bool              `json:"isError"`
+			Content    []json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(raw, &b) != nil {
+			continue
+		}
+		switch b.Type {
+		case "text", "reasoning":
+			out = append(out, r.text(b.Type, b.Text))
+		case "tool-call":
+			out = append(out, block{Kind: "tool-call", Name: clean(b.Name), Args: r.args(b.Arguments)})
+		case "tool-result":
+			children := r.blocks(b.Content)
+			lines := 0
+			for i, c := range children {
+				lines += c.Lines
+				if c.Kind == "text" {
+					children[i].Kind, children[i].Parts = "output", nil
+				}
+			}
+			out = append(out, block{Kind: "tool-result", IsError: b.IsError, Children: children, Lines: lines,
+				Collapsed: lines > collapseLines && !r.full})
+		case "image":
+			out = append(out, block{Kind: "image", Text: "image"})
+		default:
+			out = append(out, block{Kind: "other", Text: clean(b.Type)})
+		}
+	}
+	return out
+}
+
+func (r renderer) text(kind, s string) block {
+	b := block{Kind: kind, Lines: strings.Count(s, "\n") + 1}
+	if !r.full {
+		s, b.Omitted = truncate(s, maxInlineRunes)
+	}
+	b.Text = clean(s)
+	if kind == "text" {
+		b.Parts = splitFences(b.Text)
+	}
+	return b
+}
+
+// textPart is prose or a fenced code block of a text block.
+type textPart struct {
+	Code bool
+	Lang string
+	Text string
+}
+
+// splitFences splits Markdown-style ``` fences out of s, so code reads as
+// code; everything else stays text (no other markup is interpreted).
+func splitFences(s string) []textPart {
+	if !strings.Contains(s, "```") {
+		return []textPart{{Text: s}}
+	}
+	var out []textPart
+	var cur strings.Builder
+	code, lang := false, ""
+	emit := func() {
+		t := cur.String()
+		if !code {
+			t = strings.Trim(t, "\n")
+		} else {
+			t = strings.TrimSuffix(t, "\n")
+		}
+		if t != "" || code {
+			out = append(out, textPart{Code: code, Lang: lang, Text: t})
+		}
+		cur.Reset()
+	}
+	for _, line := range strings.SplitAfter(s, "\n") {
+		if l := strings.TrimSpace(line); strings.HasPrefix(l, "```") {
+			emit()
+			if code {
+				code, lang = false, ""
+			} else {
+				code, lang = true, strings.TrimSpace(strings.TrimPrefix(l, "```"))
+			}
+			continue
+		}
+		cur.WriteString(line)
+	}
+	emit()
+	return out
+}
+
+// args pretty-prints tool-call arguments when they are JSON.
+func (r renderer) args(s string) string {
+	var buf bytes.Buffer
+	if json.Valid([]byte(s)) && json.Indent(&buf, []byte(s), "", "  ") == nil {
+		s = buf.String()
+	}
+	if !r.full {
+		if cut, rest := truncate(s, maxInlineRunes); rest > 0 {
+			s = cut + fmt.Sprintf("\n… %d more characters", rest)
+		}
+	}
+	return clean(s)
+}
+
+// prettyJSON indents a record for the raw view.
+func prettyJSON(raw []byte, full bool) (string, int) {
+	var buf bytes.Buffer
+	s := string(raw)
+	if json.Indent(&buf, raw, "", "  ") == nil {
+		s = buf.String()
+	}
+	omitted := 0
+	if !full {
+		s, omitted = truncate(s, maxRawRunes)
+	}
+	return clean(s), omitted
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func anyOf(raw json.RawMessage) any {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return nil
+	}
+	return v
+}
+
+// str renders a decoded JSON scalar as text ("" for none).
+func str(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// num renders a decoded JSON number with thousands separators.
+func num(v any) string {
+	f, ok := v.(float64)
+	if !ok {
+		return str(v)
+	}
+	if f != float64(int64(f)) {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return thousands(int64(f))
+}
+
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}

@@ -1,0 +1,292 @@
+package web
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dshq/dshq/feed"
+	"github.com/dshq/dshq/query"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Defaults of a Server.
+const (
+	// DefaultPageSize is the number of events on one transcript page.
+	DefaultPageSize = 100
+	// DefaultListSize is the number of sessions on one list page.
+	DefaultListSize = 50
+	// DefaultStatusEvery is how often a live stream reports its state.
+	DefaultStatusEvery = 2 * time.Second
+	// queryTimeout bounds the query calls of one page.
+	queryTimeout = 15 * time.Second
+	// fanout bounds the concurrent query calls of one page.
+	fanout = 8
+)
+
+// Server is the web UI's http.Handler. It is safe for concurrent use;
+// Close ends its live streams.
+type Server struct {
+	qc          *query.Client
+	js          jetstream.JetStream
+	nc          *nats.Conn
+	log         *slog.Logger
+	token       string
+	feedStream  string
+	pageSize    int64
+	listSize    int
+	statusEvery time.Duration
+
+	tmpl   *template.Template            // every template, for fragments
+	pages  map[string]*template.Template // the layout with one page's content
+	static map[string]asset // by name
+	mux    *http.ServeMux
+
+	// live streams end when ctx is cancelled (Close); wg counts them.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// mu guards harnesses: the harness values seen in session headers.
+	mu        sync.Mutex
+	harnesses map[string]bool
+}
+
+// asset is one embedded static file.
+type asset struct {
+	body  []byte
+	ctype string
+	hash  string
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithToken requires every request to present token (see the package
+// documentation). "" (the default) requires none; Listen then refuses a
+// non-loopback address.
+func WithToken(token string) Option { return func(s *Server) { s.token = token } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// WithFeedStream sets the live feed's stream name (feed.DefaultStream).
+func WithFeedStream(name string) Option { return func(s *Server) { s.feedStream = name } }
+
+// WithPageSize sets the number of events on a transcript page
+// (DefaultPageSize; at least 1).
+func WithPageSize(n int) Option {
+	return func(s *Server) {
+		if n > 0 {
+			s.pageSize = int64(n)
+		}
+	}
+}
+
+// WithListSize sets the number of sessions on a list page (DefaultListSize;
+// 1..dshq.MaxSearchLimit).
+func WithListSize(n int) Option {
+	return func(s *Server) {
+		if n > 0 && n <= 100 {
+			s.listSize = n
+		}
+	}
+}
+
+// WithStatusEvery sets how often a live stream reports its state
+// (DefaultStatusEvery).
+func WithStatusEvery(d time.Duration) Option {
+	return func(s *Server) {
+		if d > 0 {
+			s.statusEvery = d
+		}
+	}
+}
+
+// New returns the UI of the deployment nc is connected to. nc needs the
+// trusted permissions: requests to dsh.query.v1.> and consumers on the feed
+// stream.
+func New(nc *nats.Conn, opts ...Option) (*Server, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("web: jetstream: %w", err)
+	}
+	s := &Server{
+		qc: query.NewClient(nc), js: js, nc: nc, log: slog.Default(),
+		feedStream: feed.DefaultStream, pageSize: DefaultPageSize, listSize: DefaultListSize,
+		statusEvery: DefaultStatusEvery, harnesses: map[string]bool{},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.static, err = loadStatic(); err != nil {
+		return nil, err
+	}
+	if err := s.parseTemplates(); err != nil {
+		return nil, err
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.routes()
+	return s, nil
+}
+
+// Close ends every live stream and waits for them. Call it before
+// http.Server.Shutdown, which would otherwise wait for them.
+func (s *Server) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /{$}", s.page(s.sessionsPage))
+	m.HandleFunc("GET /search", s.page(s.searchPage))
+	m.HandleFunc("GET /s/{id}", s.page(s.sessionPage))
+	m.HandleFunc("GET /s/{id}/e/{seq}", s.page(s.eventPage))
+	m.HandleFunc("GET /s/{id}/lineage", s.page(s.lineagePage))
+	m.HandleFunc("GET /s/{id}/live", s.sessionLive)
+	m.HandleFunc("GET /live", s.listLive)
+	m.HandleFunc("GET /api/counts", s.counts)
+	m.HandleFunc("GET /static/{name}", s.serveStatic)
+	m.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, s.assetURL("icon.svg"), http.StatusMovedPermanently)
+	})
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, &httpError{status: http.StatusNotFound, title: "Not found", msg: "There is no page at " + r.URL.Path + "."})
+	})
+	s.mux = m
+}
+
+// ServeHTTP serves the UI: security headers on every answer, then the
+// request's authorisation, then the page.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	setSecurityHeaders(w.Header())
+	if !s.authorize(w, r) {
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// loadStatic reads the embedded assets and their content hashes.
+func loadStatic() (map[string]asset, error) {
+	out := map[string]asset{}
+	types := map[string]string{".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml"}
+	err := fs.WalkDir(staticFS, "static", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := staticFS.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		name := path[len("static/"):]
+		ext := name[max(0, len(name)-4):]
+		if i := lastDot(name); i >= 0 {
+			ext = name[i:]
+		}
+		sum := sha256.Sum256(b)
+		out[name] = asset{body: b, ctype: types[ext], hash: hex.EncodeToString(sum[:6])}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("web: static assets: %w", err)
+	}
+	return out, nil
+}
+
+func lastDot(s string) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '.' {
+			return i
+		}
+	}
+	return -1
+}
+
+// assetURL is the cache-busting URL of an embedded asset.
+func (s *Server) assetURL(name string) string {
+	a, ok := s.static[name]
+	if !ok {
+		return "/static/" + name
+	}
+	return "/static/" + name + "?v=" + a.hash
+}
+
+func (s *Server) serveStatic(w http.ResponseWriter, r *http.Request) {
+	a, ok := s.static[r.PathValue("name")]
+	if !ok || a.ctype == "" {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", a.ctype)
+	if r.URL.Query().Get("v") == a.hash {
+		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	} else {
+		w.Header().Set("Cache-Control", "no-cache")
+	}
+	w.Header().Set("ETag", `"`+a.hash+`"`)
+	if r.Header.Get("If-None-Match") == `"`+a.hash+`"` {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	_, _ = w.Write(a.body)
+}
+
+// sawHarness records the harness values of session headers.
+func (s *Server) sawHarness(hs ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range hs {
+		if h != "" {
+			s.harnesses[h] = true
+		}
+	}
+}
+
+// knownHarnesses returns the harness values seen so far, sorted.
+func (s *Server) knownHarnesses() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.harnesses))
+	for h := range s.harnesses {
+		out = append(out, h)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// page adapts a page handler: it renders the page's template with its
+// data, or the error page.
+func (s *Server) page(fn func(*http.Request) (*view, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+		defer cancel()
+		v, err := fn(r.WithContext(ctx))
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if v.redirect != "" {
+			http.Redirect(w, r, v.redirect, http.StatusSeeOther)
+			return
+		}
+		s.render(w, r, http.StatusOK, v)
+	}
+}

@@ -1,0 +1,334 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/dshq/dshq"
+)
+
+// filters are the session filters of the list and search pages, as the URL
+// carries them: cwd (a workspace), avail (live or persisted), from and to
+// (creation dates, YYYY-MM-DD, UTC, inclusive) and harness.
+type filters struct {
+	Cwd, Avail, From, To, Harness string
+}
+
+func parseFilters(q url.Values) filters {
+	return filters{
+		Cwd: q.Get("cwd"), Avail: q.Get("avail"), From: q.Get("from"), To: q.Get("to"),
+		Harness: q.Get("harness"),
+	}
+}
+
+// values returns the filters as URL parameters (empty ones left out).
+func (f filters) values() url.Values {
+	v := url.Values{}
+	for k, s := range map[string]string{"cwd": f.Cwd, "avail": f.Avail, "from": f.From, "to": f.To, "harness": f.Harness} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	return v
+}
+
+// Any reports whether a filter is set.
+func (f filters) Any() bool { return len(f.values()) > 0 }
+
+// session returns the API's session filters (the harness is filtered by
+// the UI: the API has no such filter).
+func (f filters) session() ([]dshq.Filter, error) {
+	var out []dshq.Filter
+	if f.Cwd != "" {
+		cwd := f.Cwd
+		out = append(out, dshq.Filter{Kind: dshq.FilterCwd, Values: []*string{&cwd}})
+	}
+	switch f.Avail {
+	case "":
+	case "live", "persisted":
+		a := f.Avail
+		out = append(out, dshq.Filter{Kind: dshq.FilterAvailability, Values: []*string{&a}})
+	default:
+		return nil, badRequest("Availability is live or persisted, not %q.", f.Avail)
+	}
+	if f.From != "" || f.To != "" {
+		r := dshq.Filter{Kind: dshq.FilterCreatedAt}
+		if f.From != "" {
+			t, err := time.Parse(time.DateOnly, f.From)
+			if err != nil {
+				return nil, badRequest("The from date %q is not YYYY-MM-DD.", f.From)
+			}
+			ms := float64(t.UnixMilli())
+			r.From = &ms
+		}
+		if f.To != "" {
+			t, err := time.Parse(time.DateOnly, f.To)
+			if err != nil {
+				return nil, badRequest("The to date %q is not YYYY-MM-DD.", f.To)
+			}
+			ms := float64(t.Add(24*time.Hour).UnixMilli() - 1)
+			r.To = &ms
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// keeps reports whether a record passes the filters the API does not apply
+// (the harness), and, for records from the feed, the others too.
+func (f filters) keeps(r sessionRecord, all bool) bool {
+	if f.Harness != "" && r.Harness != f.Harness {
+		return false
+	}
+	if !all {
+		return true
+	}
+	if cwd, _ := r.Header.CwdOrEmpty(); f.Cwd != "" && cwd != f.Cwd {
+		return false
+	}
+	if f.Avail == "live" && !r.Live || f.Avail == "persisted" && !r.Persisted {
+		return false
+	}
+	if f.From != "" {
+		if t, err := time.Parse(time.DateOnly, f.From); err == nil && r.Header.CreatedAt < t.UnixMilli() {
+			return false
+		}
+	}
+	if f.To != "" {
+		if t, err := time.Parse(time.DateOnly, f.To); err == nil && r.Header.CreatedAt >= t.Add(24*time.Hour).UnixMilli() {
+			return false
+		}
+	}
+	return true
+}
+
+func badRequest(format string, args ...any) *httpError {
+	return &httpError{status: http.StatusBadRequest, title: "That request is not valid", msg: sprintf(format, args...)}
+}
+
+// sessionRow is one row of the list (and the session page's header).
+type sessionRow struct {
+	ID        string // raw, for URLs and data attributes
+	Label     string // cleaned id
+	Title     string
+	Cwd       string // raw, for URLs
+	CwdLabel  string
+	HasCwd    bool
+	CreatedAt int64
+	Count     int64
+	HasCount  bool
+	Live      bool
+	Persisted bool
+	Kind      string // "", fork, subagent
+	Depth     int64
+	Parent    string // raw parent id
+	Harness   string
+	Invalid   bool
+	Preset    string
+}
+
+func newRow(r sessionRecord, st *stat) sessionRow {
+	h := r.Header
+	row := sessionRow{ID: h.ID, Label: clean(h.ID), CreatedAt: h.CreatedAt, Live: r.Live, Persisted: r.Persisted, Harness: r.Harness}
+	if cwd, ok := h.CwdOrEmpty(); ok {
+		row.Cwd, row.CwdLabel, row.HasCwd = cwd, clean(cwd), true
+	}
+	if h.ParentSession != nil {
+		row.Parent, row.Kind = *h.ParentSession, "fork"
+	}
+	if h.Origin == dshq.OriginSubagent {
+		row.Kind = "subagent"
+	}
+	if h.DelegationDepth != nil {
+		row.Depth = *h.DelegationDepth
+	}
+	if h.AgentPreset != nil {
+		row.Preset = clean(*h.AgentPreset)
+	}
+	if st != nil {
+		row.Count, row.HasCount = st.EventCount, true
+		if st.Title != nil {
+			row.Title = clean(st.Title.Title)
+		}
+		row.Invalid = st.InvalidFromSeq != nil
+		row.Live = st.Session.Live
+	}
+	return row
+}
+
+// ParentLabel is the cleaned parent id.
+func (r sessionRow) ParentLabel() string { return clean(r.Parent) }
+
+// sessionsData is the list page.
+type sessionsData struct {
+	F          filters
+	Rows       []sessionRow
+	Next       string // URL of the next page, "" on the last
+	First      string // URL of the first page, "" on it
+	PageNo     int
+	Generation uint64
+	Harnesses  []string
+	// Scanned is set when the harness filter stopped scanning before it
+	// filled the page.
+	Scanned  int
+	Partial  bool
+	FilterQS string
+}
+
+func (s *Server) sessionsPage(r *http.Request) (*view, error) {
+	q := r.URL.Query()
+	f := parseFilters(q)
+	api, err := f.session()
+	if err != nil {
+		return nil, err
+	}
+	pageNo, _ := strconv.Atoi(q.Get("n"))
+	cur := pageCursor{api: q.Get("cursor"), skip: atoi(q.Get("skip"))}
+	recs, next, gen, scanned, partial, err := s.scanRecords(r.Context(), f, api, cur)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(recs))
+	for i, rec := range recs {
+		ids[i] = rec.Header.ID
+	}
+	stats := s.statAll(r.Context(), ids)
+	d := &sessionsData{F: f, PageNo: max(pageNo, 0) + 1, Generation: gen, Harnesses: s.knownHarnesses(),
+		Scanned: scanned, Partial: partial}
+	for _, rec := range recs {
+		d.Rows = append(d.Rows, newRow(rec, stats[rec.Header.ID]))
+	}
+	base := f.values()
+	d.FilterQS = base.Encode()
+	if next != nil {
+		v := f.values()
+		v.Set("cursor", next.api)
+		if next.skip > 0 {
+			v.Set("skip", strconv.Itoa(next.skip))
+		}
+		v.Set("n", strconv.Itoa(d.PageNo))
+		d.Next = "/?" + v.Encode()
+	}
+	if cur.api != "" || cur.skip > 0 {
+		d.First = "/?" + base.Encode()
+	}
+	v := &view{Page: "sessions", Title: "Sessions", Nav: "sessions", Data: d}
+	if cur.api == "" && cur.skip == 0 {
+		lv := f.values()
+		lv.Set("after", strconv.FormatUint(gen, 10))
+		v.Live = liveInfo{URL: "/live?" + lv.Encode(), Kind: "sessions"}
+	}
+	return v, nil
+}
+
+// pageCursor is where a list page starts: the API cursor of the API page
+// and how many of its items the UI already showed (the harness filter can
+// stop inside an API page).
+type pageCursor struct {
+	api  string
+	skip int
+}
+
+// Scan bounds of the harness filter: API pages of scanPage records, at
+// most scanPages of them per UI page.
+const (
+	scanPage  = 500
+	scanPages = 10
+)
+
+// scanRecords returns one UI page of records. Without the harness filter it
+// is one API page; with it, API pages are read until the page is full or
+// scanPages were read (partial, with the number of records scanned).
+func (s *Server) scanRecords(ctx context.Context, f filters, api []dshq.Filter, cur pageCursor) (recs []sessionRecord, next *pageCursor, gen uint64, scanned int, partial bool, err error) {
+	want := s.listSize
+	if f.Harness == "" {
+		p, err := s.listRecords(ctx, api, want, cur.api)
+		if err != nil {
+			return nil, nil, 0, 0, false, err
+		}
+		if p.NextCursor != "" {
+			next = &pageCursor{api: p.NextCursor}
+		}
+		return p.Items, next, p.Generation, 0, false, nil
+	}
+	for pages := 0; ; pages++ {
+		if pages == scanPages {
+			return recs, &cur, gen, scanned, true, nil
+		}
+		p, err := s.listRecords(ctx, api, scanPage, cur.api)
+		if err != nil {
+			return nil, nil, 0, 0, false, err
+		}
+		if gen == 0 {
+			gen = p.Generation
+		}
+		for i := cur.skip; i < len(p.Items); i++ {
+			scanned++
+			if !f.keeps(p.Items[i], false) {
+				continue
+			}
+			recs = append(recs, p.Items[i])
+			if len(recs) == want {
+				switch {
+				case i+1 < len(p.Items):
+					return recs, &pageCursor{api: cur.api, skip: i + 1}, gen, scanned, false, nil
+				case p.NextCursor != "":
+					return recs, &pageCursor{api: p.NextCursor}, gen, scanned, false, nil
+				}
+				return recs, nil, gen, scanned, false, nil
+			}
+		}
+		if p.NextCursor == "" {
+			return recs, nil, gen, scanned, false, nil
+		}
+		cur = pageCursor{api: p.NextCursor}
+	}
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// counts answers /api/counts?id=…: the event counts and live state of the
+// given sessions (the list refreshes its live rows with it).
+func (s *Server) counts(w http.ResponseWriter, r *http.Request) {
+	ids := r.URL.Query()["id"]
+	if len(ids) > s.listSize {
+		ids = ids[:s.listSize]
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	stats := s.statAll(ctx, ids)
+	type count struct {
+		Count int64  `json:"count"`
+		Live  bool   `json:"live"`
+		Title string `json:"title,omitempty"`
+	}
+	out := map[string]count{}
+	for id, st := range stats {
+		c := count{Count: st.EventCount, Live: st.Session.Live}
+		if st.Title != nil {
+			c.Title = clean(st.Title.Title)
+		}
+		out[id] = c
+	}
+	writeJSON(w, out)
+}
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+// writeJSON answers v as JSON.
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(v)
+}
