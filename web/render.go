@@ -38,8 +38,8 @@ type eventView struct {
 	Sources                  []int64
 	// Shadows lists the seqs a compaction summary or prune names.
 	Shadows   []int64
-	Inherited                bool
-	Invalid                  bool
+	Inherited bool
+	Invalid   bool
 
 	// Class selects the look: user, assistant, tool-call, tool-result,
 	// turn, step, compaction, title, todo, request, marker, other.
@@ -64,7 +64,7 @@ type block struct {
 	Kind      string // text, output, reasoning, tool-call, tool-result, image, other
 	Text      string
 	Parts     []textPart // of a text block
-	Omitted   int // runes cut from Text
+	Omitted   int        // runes cut from Text
 	Collapsed bool
 	Lines     int
 	Name      string

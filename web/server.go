@@ -56,7 +56,7 @@ type Server struct {
 
 	tmpl   *template.Template            // every template, for fragments
 	pages  map[string]*template.Template // the layout with one page's content
-	static map[string]asset // by name
+	static map[string]asset              // by name
 	mux    *http.ServeMux
 
 	// live streams end when ctx is cancelled (Close); wg counts them.
