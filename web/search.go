@@ -58,7 +58,7 @@ func (s *Server) searchPage(r *http.Request) (*view, error) {
 	d := &searchData{Q: strings.TrimSpace(q.Get("q")), F: parseFilters(q), Types: q.Get("type"),
 		Surfaces: q["surface"], Session: q.Get("session"), Harnesses: s.knownHarnesses()}
 	d.SessionLabel = clean(d.Session)
-	v := &view{Page: "search", Title: "Search", Nav: "search", Query: d.Q, Data: d}
+	v := &view{Page: "search", Title: "Search", Nav: "search", Data: d}
 	if d.Q == "" {
 		return v, nil
 	}

@@ -21,8 +21,6 @@ type view struct {
 	Title string
 	// Nav is the active navigation entry (sessions, search).
 	Nav string
-	// Query fills the header's search box.
-	Query string
 	// Live is the page's live stream; zero for a page without one.
 	Live liveInfo
 	// Data is the page's own data.

@@ -1,0 +1,256 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/dshq/dshq"
+)
+
+// chromium returns the browser to drive: $DSH_CHROMIUM, else the first of
+// Debian's and Google's names on PATH. Without one the test fails in CI
+// (CI set) and is skipped elsewhere.
+func chromium(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("DSH_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("Chromium is not installed, and CI needs the browser test: run `make setup` (apt-get install chromium)")
+	}
+	t.Skip("Chromium is not installed (make setup installs it): the browser test is skipped")
+	return ""
+}
+
+// newBrowser starts a headless Chromium with a fresh profile for the test's
+// duration and returns its context. The flags keep it off the network: this
+// machine refuses the browser's own background connections.
+func newBrowser(t testing.TB, width, height int) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(width, height),
+	)
+	actx, stopAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, stopBrowser := chromedp.NewContext(actx)
+	// The browser process is killed and reaped before the profile
+	// directory (an earlier cleanup, so a later one to run) is removed.
+	t.Cleanup(func() { stopBrowser(); stopAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start %s: %v", chromium(t), err)
+	}
+	// Every page records what the browser refused (CSP, Trusted Types) and
+	// any script error; check() fails the test on any.
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `
+		window.__problems = [];
+		document.addEventListener('securitypolicyviolation', (e) => window.__problems.push('CSP ' + e.violatedDirective + ' ' + e.blockedURI));
+		window.addEventListener('error', (e) => window.__problems.push('error ' + e.message));
+	`}); err != nil {
+		t.Fatal(err)
+	}
+	return ctx
+}
+
+// browse drives one page with a deadline per step.
+type browse struct {
+	t    *testing.T
+	ctx  context.Context
+	base string
+	dir  string
+}
+
+func (b *browse) step(d time.Duration, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, d)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.t.Fatalf("browser: %v", err)
+	}
+}
+
+func (b *browse) open(path, waitFor string) {
+	b.t.Helper()
+	b.step(20*time.Second, chromedp.Navigate(b.base+path), chromedp.WaitVisible(chromedp.CSS(waitFor)))
+	b.check(path)
+}
+
+// eval evaluates a JavaScript expression.
+func eval[T any](b *browse, expr string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// check fails on anything the page's recorder saw.
+func (b *browse) check(what string) {
+	b.t.Helper()
+	if p := eval[[]string](b, `window.__problems || []`); len(p) > 0 {
+		b.t.Errorf("%s: the browser reported %q", what, p)
+	}
+}
+
+// waitFor polls a JavaScript condition until d.
+func (b *browse) waitFor(d time.Duration, cond string) {
+	b.t.Helper()
+	b.step(d+5*time.Second, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(d), chromedp.WithPollingInterval(20*time.Millisecond)))
+}
+
+// shot saves a full-page screenshot as dir/name.png.
+func (b *browse) shot(name string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(b.dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot %s", path)
+}
+
+// screenshotDir is where the browser test saves its screenshots:
+// $DSH_UI_SCREENSHOTS, else dshq-ui-screenshots in the temporary directory
+// (replaced on every run).
+func screenshotDir(t testing.TB) string {
+	dir := os.Getenv("DSH_UI_SCREENSHOTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "dshq-ui-screenshots")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestBrowserWalksTheCorpus(t *testing.T) {
+	exe := chromium(t)
+	s := newStack(t)
+	seedCorpus(t, s)
+	h := s.liveSession(t, "live-in-browser", 3)
+	b := &browse{t: t, ctx: newBrowser(t, 1280, 900), base: strings.TrimSuffix(s.srv.URL, "/"), dir: screenshotDir(t)}
+	t.Logf("browser %s", exe)
+
+	// The list: every session, newest first, the live one badged.
+	b.open("/", "#session-rows tr")
+	if n := eval[int](b, `document.querySelectorAll('#session-rows tr').length`); n != 5 {
+		t.Fatalf("the list shows %d sessions, want 5", n)
+	}
+	b.waitFor(5*time.Second, `document.querySelector('tr[data-sid="live-in-browser"] [data-live]:not([hidden])') !== null`)
+	b.waitFor(5*time.Second, `document.getElementById('live-status').dataset.state === 'live'`)
+	b.shot("sessions")
+
+	// Search a phrase from the header's box and open a hit.
+	b.step(20*time.Second, chromedp.SendKeys(chromedp.CSS(`.top-search input`), "retry budget\n"), chromedp.WaitVisible(chromedp.CSS(`.hit`)))
+	b.check("search")
+	marks := eval[[]string](b, `[...document.querySelectorAll('.snippet mark')].map((m) => m.textContent)`)
+	if len(marks) == 0 || !strings.EqualFold(marks[0], "retry budget") {
+		t.Fatalf("search marks %q", marks)
+	}
+	b.shot("search")
+	b.step(20*time.Second, chromedp.Click(chromedp.CSS(`a.hit-event[href="/s/s-7f3c?page=0#e-17"]`)), chromedp.WaitVisible(chromedp.CSS(`#e-17`)))
+	b.waitFor(5*time.Second, `location.hash === '#e-17' && document.querySelector('#e-17:target') !== null`)
+	b.check("hit")
+	b.shot("search-hit")
+
+	// The compaction's shadowed events, and what replaced them.
+	b.open("/s/s-7f3c", "#e-15")
+	for _, seq := range []int{1, 5, 7} {
+		if !eval[bool](b, fmt.Sprintf(`document.getElementById('e-%d').classList.contains('is-shadowed') && document.querySelector('#e-%d .shadowed-by').textContent.includes('#15')`, seq, seq)) {
+			t.Errorf("event %d is not shown shadowed by #15", seq)
+		}
+	}
+	if got := eval[string](b, `document.querySelector('#e-15 .replaces').textContent`); !strings.Contains(got, "#1, #5, #7") {
+		t.Errorf("the compaction says %q", got)
+	}
+	b.step(5*time.Second, chromedp.Click(chromedp.CSS(`#e-5 details.reasoning summary`)))
+	b.shot("transcript")
+	b.open("/s/s-7f3c/e/15", ".trace-grid")
+	b.shot("event-trace")
+
+	// Lineage: walk from the root to its subagent.
+	b.open("/s/s-7f3c/lineage", ".tree")
+	b.shot("lineage")
+	b.step(20*time.Second, chromedp.Click(chromedp.CSS(`.tree a[href="/s/s-sub1"]`)), chromedp.WaitVisible(chromedp.CSS(`#e-1`)))
+	if got := eval[string](b, `document.querySelector('.session-head .facts').textContent`); !strings.Contains(got, "subagent") || !strings.Contains(got, "s-7f3c") {
+		t.Errorf("the child's head says %q", got)
+	}
+	b.check("child")
+
+	// Hostile text stays text.
+	b.open(sessionURL(hostileID), "#e-1")
+	if n := eval[int](b, `document.querySelectorAll('#events script, #events img, #events iframe, #events svg').length`); n != 0 {
+		t.Errorf("hostile markup became %d elements", n)
+	}
+	b.shot("hostile")
+
+	// Live: an event appended now appears within 2 s.
+	b.open("/s/live-in-browser", "#e-2")
+	b.waitFor(5*time.Second, `document.getElementById('live-status').dataset.state === 'live'`)
+	start := time.Now()
+	if _, err := h.Append(testContext(t), []dshq.Event{userEvent(3, "appeared while you watched")}); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(2*time.Second, `document.getElementById('e-3') !== null`)
+	t.Logf("append → shown in the browser: %v", time.Since(start))
+	if got := eval[string](b, `document.querySelector('#e-3 .prose').textContent`); got != "appeared while you watched" {
+		t.Errorf("the live event reads %q", got)
+	}
+	if got := eval[string](b, `document.querySelector('.session-head [data-count]').textContent`); got != "4" {
+		t.Errorf("the live count is %q", got)
+	}
+	b.check("live")
+	b.shot("live")
+
+	// Dark mode.
+	if _, err := chromedp.Call(b.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}}); err != nil {
+		t.Fatal(err)
+	}
+	b.open("/s/s-7f3c", "#e-15")
+	b.shot("transcript-dark")
+	b.open("/", "#session-rows tr")
+	b.shot("sessions-dark")
+
+	// The UI stops serving its live streams: the page says the connection
+	// dropped.
+	b.open("/s/live-in-browser", "#e-3")
+	b.waitFor(5*time.Second, `document.getElementById('live-status').dataset.state === 'live'`)
+	s.ui.Close()
+	b.waitFor(10*time.Second, `document.getElementById('live-status').dataset.state === 'down'`)
+	if got := eval[string](b, `document.getElementById('live-status').textContent`); !strings.Contains(got, "Connection lost") {
+		t.Errorf("the status says %q", got)
+	}
+	b.shot("disconnected")
+}
