@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: run build test vet bench bench-1m fuzz clean
+.PHONY: run build setup test vet bench bench-1m bench-ui fuzz clean
 
 ## run: build everything and serve the all-in-one corpus (data under $DSH_HOME).
 run: build
@@ -10,6 +10,11 @@ run: build
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
+
+## setup: what the tests need beyond Go: Debian's Chromium for the web UI's
+## browser test (installed with apt-get when missing; needs root or sudo).
+setup:
+	@bash .ci/setup
 
 ## test: what CI runs (.ci/run): vet, then every test with the race detector.
 test: vet
@@ -32,6 +37,12 @@ bench:
 ## 100 samples per latency figure after one warm-up call (p99 is the 99th).
 bench-1m:
 	$(GO) run ./cmd/dshq-bench -sessions 16300 -samples 100 $(BENCH_FLAGS)
+
+## bench-ui: the web UI's server time per page (p50/p99) beside the query calls
+## alone, on the make bench corpus plus a 10 000-event session, and the
+## browser's first contentful paint of that session (needs Chromium).
+bench-ui:
+	$(GO) test -run '^$$' -bench UI -benchtime 1x -timeout 30m ./web
 
 clean:
 	rm -rf $(BIN)

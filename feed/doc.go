@@ -65,7 +65,9 @@
 // ordered consumer that starts at the first such message (found by binary
 // search with throwaway filtered consumers), so nothing is dropped or
 // repeated at the hand-off. AfterPosition(p) resumes exactly after the
-// delivered message whose Position is p. Live() starts at the next
+// delivered message whose Position is p (and Pending says how many
+// matching messages were still to come when it was delivered: a subscriber
+// with Pending > 0 is behind). Live() starts at the next
 // message, Oldest() at the oldest retained one. A start point whose
 // messages may have aged out fails with *NotRetainedError (ErrNotRetained)
 // naming the oldest resumable generation and position, unless OrOldest is

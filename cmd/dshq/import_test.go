@@ -354,7 +354,7 @@ func TestServe(t *testing.T) {
 		var stderr bytes.Buffer
 		done := make(chan int, 1)
 		go func() {
-			done <- runContext(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--relaxed-sync", "--json", "--log-level", "warn"},
+			done <- runContext(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--relaxed-sync", "--json", "--log-level", "warn"},
 				func(k string) string { return map[string]string{"DSH_HOME": home}[k] }, nil, out, &stderr)
 		}()
 		select {
@@ -364,10 +364,14 @@ func TestServe(t *testing.T) {
 		case <-time.After(60 * time.Second):
 			t.Fatal("serve did not become ready")
 		}
-		var info node.Info
+		var info struct {
+			node.Info
+			UIURL string
+		}
 		if err := json.Unmarshal([]byte(out.String()), &info); err != nil || !info.Embedded || !strings.HasPrefix(info.ClientURL, "nats://127.0.0.1:") {
 			t.Fatalf("ready line %q (%v)", out.String(), err)
 		}
+		checkUI(t, info.UIURL)
 		r := runCLI(t, map[string]string{"DSH_NATS_URL": info.ClientURL}, "", "stats", "--json").ok(t)
 		if !strings.Contains(r.stdout, `"sessions": 0`) {
 			t.Errorf("stats of a new node: %s", r.stdout)
