@@ -46,16 +46,25 @@ func BenchmarkUI(b *testing.B) {
 		ref        func() error
 	}{
 		{"sessions list, first page", "/", "sessions.list limit 50",
-			func() error { _, err := s.ui.qc.ListSessions(ctx, dshq.SessionListRequest{Limit: DefaultListSize}); return err }},
+			func() error {
+				_, err := s.ui.qc.ListSessions(ctx, dshq.SessionListRequest{Limit: DefaultListSize})
+				return err
+			}},
 		{"sessions list, one workspace", "/?" + url.Values{"cwd": {cwd}}.Encode(), "sessions.filter cwd limit 50",
 			func() error {
 				_, err := s.ui.qc.FilterSessions(ctx, dshq.SessionFilterRequest{Filters: []dshq.Filter{{Kind: dshq.FilterCwd, Values: []*string{&cwd}}}, Limit: DefaultListSize})
 				return err
 			}},
 		{"search, rare phrase", "/search?" + url.Values{"q": {rare}}.Encode(), "sessions.search limit 20",
-			func() error { _, err := s.ui.qc.SearchSessions(ctx, dshq.SessionSearchRequest{Query: rare, Limit: searchLimit}); return err }},
+			func() error {
+				_, err := s.ui.qc.SearchSessions(ctx, dshq.SessionSearchRequest{Query: rare, Limit: searchLimit})
+				return err
+			}},
 		{"search, common phrase", "/search?" + url.Values{"q": {common}}.Encode(), "sessions.search limit 20",
-			func() error { _, err := s.ui.qc.SearchSessions(ctx, dshq.SessionSearchRequest{Query: common, Limit: searchLimit}); return err }},
+			func() error {
+				_, err := s.ui.qc.SearchSessions(ctx, dshq.SessionSearchRequest{Query: common, Limit: searchLimit})
+				return err
+			}},
 		{"session page, " + strconv.Itoa(mid.Events()) + " events", sessionURL(mid.Header.ID), "events.read 100-event window",
 			func() error { return readWindow(ctx, s, mid.Header.ID, 50) }},
 		{"10 000-event session, first page", sessionURL(big), "events.read 100-event window",

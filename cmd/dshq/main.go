@@ -1,6 +1,7 @@
 // Command dshq is the dshq CLI: serve (all-in-one), import, export, search,
-// trace, read, tail, rebuild, stats, env, mcp, ui (the web UI). Every command has --help with an
-// example; errors are one clear line on stderr and a non-zero exit.
+// trace, read, tail, rebuild, stats, env, mcp, ui (the web UI). Every command
+// has --help with an example; errors are one clear line on stderr and a
+// non-zero exit.
 package main
 
 import (
