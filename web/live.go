@@ -97,11 +97,13 @@ type follower struct {
 	state chan string // the bus state changes: "connected", "reconnecting"
 }
 
-// follow reads sub until ctx ends, sending to ch; on a failure it says so
-// on state and resubscribes after the last position with backoff.
-func (f *follower) follow(ctx context.Context, i int, filter feed.Filter, sub *feed.Subscription) {
+// follow reads sub (started at start) until ctx ends, sending to ch; on a
+// failure it says so on state and resubscribes with backoff: after the last
+// delivered position, or at start when nothing was delivered yet.
+func (f *follower) follow(ctx context.Context, i int, filter feed.Filter, start feed.Start, sub *feed.Subscription) {
 	defer func() { sub.Stop() }()
 	var last uint64
+	delivered := false
 	for {
 		m, err := sub.Next(ctx)
 		if ctx.Err() != nil {
@@ -110,7 +112,7 @@ func (f *follower) follow(ctx context.Context, i int, filter feed.Filter, sub *f
 		var mal *feed.MalformedError
 		switch {
 		case err == nil:
-			last = m.Position
+			last, delivered = m.Position, true
 			select {
 			case f.ch <- delivery{sub: i, m: m}:
 			case <-ctx.Done():
@@ -118,7 +120,7 @@ func (f *follower) follow(ctx context.Context, i int, filter feed.Filter, sub *f
 			}
 			continue
 		case errors.As(err, &mal):
-			last = mal.Position
+			last, delivered = mal.Position, true
 			f.s.log.Warn("web: skipping a malformed feed message", "err", err)
 			continue
 		}
@@ -129,7 +131,10 @@ func (f *follower) follow(ctx context.Context, i int, filter feed.Filter, sub *f
 			return
 		}
 		sub.Stop()
-		sub = f.resubscribe(ctx, i, filter, last)
+		if delivered {
+			start = feed.AfterPosition(last)
+		}
+		sub = f.resubscribe(ctx, i, filter, start)
 		if sub == nil {
 			return
 		}
@@ -142,16 +147,12 @@ func (f *follower) follow(ctx context.Context, i int, filter feed.Filter, sub *f
 	}
 }
 
-// resubscribe retries a subscription after position last until it succeeds
-// (nil when ctx ends); a start point no longer retained is delivered as an
+// resubscribe retries a subscription from start until it succeeds (nil
+// when ctx ends); a start point no longer retained is delivered as an
 // error, which makes the page resync.
-func (f *follower) resubscribe(ctx context.Context, i int, filter feed.Filter, last uint64) *feed.Subscription {
+func (f *follower) resubscribe(ctx context.Context, i int, filter feed.Filter, start feed.Start) *feed.Subscription {
 	wait := 250 * time.Millisecond
 	for {
-		start := feed.AfterPosition(last)
-		if last == 0 {
-			start = feed.Oldest()
-		}
 		sub, err := feed.Tail(ctx, f.s.js, filter, start, feed.WithSubscribeStream(f.s.feedStream))
 		if err == nil {
 			return sub
@@ -247,13 +248,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filters []feed.F
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		waitAll(ctx, fl, filters, subs)
+		waitAll(ctx, fl, filters, starts, subs)
 	}()
 	defer func() { cancel(); <-done }()
 
 	ids := make([]uint64, len(filters))
-	for i, st := range starts {
-		ids[i] = startPosition(st, subs[i])
+	for i, sub := range subs {
+		ids[i] = startPosition(sub)
 	}
 	pending := make([]uint64, len(filters))
 	bus, epoch, gen := "connected", "", uint64(0)
@@ -314,7 +315,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filters []feed.F
 
 // startPosition is the position a subscription resumes after before its
 // first delivery: the one asked for, or the one before its first message.
-func startPosition(st feed.Start, sub *feed.Subscription) uint64 {
+func startPosition(sub *feed.Subscription) uint64 {
 	if p := sub.StartPosition(); p > 0 {
 		return p - 1
 	}
@@ -322,12 +323,12 @@ func startPosition(st feed.Start, sub *feed.Subscription) uint64 {
 }
 
 // waitAll follows every subscription and returns when all have stopped.
-func waitAll(ctx context.Context, fl *follower, filters []feed.Filter, subs []*feed.Subscription) {
+func waitAll(ctx context.Context, fl *follower, filters []feed.Filter, starts []feed.Start, subs []*feed.Subscription) {
 	done := make(chan struct{}, len(subs))
 	for i := range subs {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			fl.follow(ctx, i, filters[i], subs[i])
+			fl.follow(ctx, i, filters[i], starts[i], subs[i])
 		}()
 	}
 	for range subs {

@@ -6,11 +6,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
@@ -335,4 +341,119 @@ func TestAStreamFarBehindSaysSoWhileItCatchesUp(t *testing.T) {
 		t.Fatalf("caught up, the status says %v pending", ev.Data["pending"])
 	}
 	t.Logf("behind by %v while catching up", behind)
+}
+
+// flakyProxy forwards TCP connections to target until cut, and refuses
+// them while it is down.
+type flakyProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex // guards conns, down
+	conns  []net.Conn
+	down   bool
+	wg     sync.WaitGroup
+}
+
+func newFlakyProxy(t *testing.T, target string) *flakyProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &flakyProxy{ln: ln, target: target}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() { ln.Close(); p.setDown(true); p.wg.Wait() })
+	return p
+}
+
+func (p *flakyProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		down := p.down
+		p.mu.Unlock()
+		if down {
+			c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, up)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go func() { defer p.wg.Done(); _, _ = io.Copy(up, c); up.Close() }()
+		go func() { defer p.wg.Done(); _, _ = io.Copy(c, up); c.Close() }()
+	}
+}
+
+// setDown cuts every connection and refuses new ones (down), or lets them
+// through again.
+func (p *flakyProxy) setDown(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+	if down {
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.conns = nil
+	}
+}
+
+func TestALiveStreamRidesOutTheUIsBusConnectionDropping(t *testing.T) {
+	s := newStack(t)
+	h := s.liveSession(t, "rides", 2)
+	proxy := newFlakyProxy(t, strings.TrimPrefix(s.natsURL, "nats://"))
+	nc, err := nats.Connect("nats://"+proxy.ln.Addr().String(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ui, err := New(nc, WithLogger(discardLogger()), WithStatusEvery(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ui)
+	defer srv.Close()
+	defer ui.Close()
+	flaky := &stack{srv: srv, ui: ui}
+	st := flaky.openStream(t, liveURL(t, flaky.page(t, "/s/rides")), "")
+	st.next(t, 5*time.Second, "status")
+
+	proxy.setDown(true)
+	for {
+		ev := st.next(t, 10*time.Second, "status")
+		if ev.Data["bus"] == "reconnecting" {
+			break
+		}
+	}
+	ctx := testContext(t)
+	if _, err := h.Append(ctx, []dshq.Event{userEvent(2, "while the UI was cut off")}); err != nil {
+		t.Fatal(err)
+	}
+	proxy.setDown(false)
+	ev := st.next(t, 30*time.Second, "event")
+	if ev.Data["seq"] != 2.0 {
+		t.Fatalf("after the reconnect: %+v", ev.Data)
+	}
+	if _, err := h.Append(ctx, []dshq.Event{userEvent(3, "after")}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := st.next(t, 10*time.Second, "event"); ev.Data["seq"] != 3.0 {
+		t.Fatalf("then: %+v (a repeat or a gap)", ev.Data)
+	}
+	for {
+		if ev := st.next(t, 10*time.Second, "status"); ev.Data["bus"] == "connected" {
+			break
+		}
+	}
 }
