@@ -63,7 +63,7 @@ func matchAt(t, q []token) bool {
 }
 
 // tokens splits s into folded tokens, as the index's analysis does (see
-// docs/protocol.md §3, Search): a token is a run of letters, numbers and
+// docs/search.md, Words and folding): a token is a run of letters, numbers and
 // marks, split where it changes between CJK and other scripts; a non-CJK
 // token is lower-cased and stripped of its diacritics (NFKD, no nonspacing
 // marks); CJK text is matched character by character (NFKC).
