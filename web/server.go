@@ -10,7 +10,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"path"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -188,36 +190,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func loadStatic() (map[string]asset, error) {
 	out := map[string]asset{}
 	types := map[string]string{".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml"}
-	err := fs.WalkDir(staticFS, "static", func(path string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(staticFS, "static", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		b, err := staticFS.ReadFile(path)
+		b, err := staticFS.ReadFile(p)
 		if err != nil {
 			return err
 		}
-		name := path[len("static/"):]
-		ext := name[max(0, len(name)-4):]
-		if i := lastDot(name); i >= 0 {
-			ext = name[i:]
-		}
+		name := strings.TrimPrefix(p, "static/")
 		sum := sha256.Sum256(b)
-		out[name] = asset{body: b, ctype: types[ext], hash: hex.EncodeToString(sum[:6])}
+		out[name] = asset{body: b, ctype: types[path.Ext(name)], hash: hex.EncodeToString(sum[:6])}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("web: static assets: %w", err)
 	}
 	return out, nil
-}
-
-func lastDot(s string) int {
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == '.' {
-			return i
-		}
-	}
-	return -1
 }
 
 // assetURL is the cache-busting URL of an embedded asset.

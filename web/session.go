@@ -17,7 +17,6 @@ type sessionData struct {
 	Inherited     int64
 	InvalidFrom   *int64
 	InvalidReason string
-	LastStep      *int64
 	Events        []eventView
 	Page, Pages   int64
 	From, To      int64
@@ -65,7 +64,7 @@ func (s *Server) sessionPage(r *http.Request) (*view, error) {
 		page = min(n, pages-1)
 	}
 	d := &sessionData{Row: newRow(sessionRecord{SessionRecord: st.Session, Harness: st.Harness}, st), Inherited: st.InheritedEventCount,
-		InvalidFrom: st.InvalidFromSeq, InvalidReason: clean(st.InvalidReason), LastStep: st.LastStepStartSeq,
+		InvalidFrom: st.InvalidFromSeq, InvalidReason: clean(st.InvalidReason),
 		Page: page, Pages: pages, LastPage: page == pages-1, Generation: st.Generation, NoSurfaces: st.InvalidFromSeq != nil}
 	d.From, d.To = page*s.pageSize, (page+1)*s.pageSize-1
 	if err := s.fillTranscript(ctx, id, st.EventCount, d); err != nil {

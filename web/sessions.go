@@ -175,9 +175,8 @@ type sessionsData struct {
 	Harnesses  []string
 	// Scanned is set when the harness filter stopped scanning before it
 	// filled the page.
-	Scanned  int
-	Partial  bool
-	FilterQS string
+	Scanned int
+	Partial bool
 }
 
 func (s *Server) sessionsPage(r *http.Request) (*view, error) {
@@ -204,7 +203,6 @@ func (s *Server) sessionsPage(r *http.Request) (*view, error) {
 		d.Rows = append(d.Rows, newRow(rec, stats[rec.Header.ID]))
 	}
 	base := f.values()
-	d.FilterQS = base.Encode()
 	if next != nil {
 		v := f.values()
 		v.Set("cursor", next.api)

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -80,12 +79,8 @@ func (s *Server) funcs() template.FuncMap {
 		"iso":         isoTime,
 		"when":        whenTime,
 		"thousands":   thousands,
-		"clean":       clean,
 		"harness":     harnessLabel,
 		"add":         func(a, b int64) int64 { return a + b },
-		"pageOf":      func(seq int64) int64 { return seq / s.pageSize },
-		"seqRange":    seqRange,
-		"hl":          highlight,
 		"deref":       func(p *int64) int64 { return *p },
 		"int64":       func(n int) int64 { return int64(n) },
 		"inList": func(s string, list []string) bool {
@@ -161,27 +156,6 @@ func isoTime(ms int64) string {
 // in the reader's zone).
 func whenTime(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05 UTC")
-}
-
-// seqRange formats seqs compactly: 1–7, 9, 12–13.
-func seqRange(seqs []int64) string {
-	var b strings.Builder
-	for i := 0; i < len(seqs); {
-		j := i
-		for j+1 < len(seqs) && seqs[j+1] == seqs[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteString(", ")
-		}
-		if j > i {
-			fmt.Fprintf(&b, "#%d–#%d", seqs[i], seqs[j])
-		} else {
-			fmt.Fprintf(&b, "#%d", seqs[i])
-		}
-		i = j + 1
-	}
-	return b.String()
 }
 
 // Harness names the UI knows how to label.
