@@ -372,7 +372,10 @@ func (s *Server) sessionLive(w http.ResponseWriter, r *http.Request) {
 		case feed.KindEvent:
 			html, err := s.liveEvent(r.Context(), id, m.Event, st.InheritedEventCount)
 			if err != nil {
-				return out.send("status", "", map[string]any{"error": err.Error()})
+				// Better a reload than a page with a hole in it.
+				s.log.Warn("web: cannot render a live event", "session", id, "seq", m.Event.Seq, "err", err)
+				_ = out.send("resync", "", map[string]string{"reason": "event " + strconv.FormatInt(m.Event.Seq, 10) + " could not be read"})
+				return err
 			}
 			return out.send("event", sid, map[string]any{"seq": m.Event.Seq, "html": html, "count": m.Event.Seq + 1})
 		case feed.KindSurface:
