@@ -91,10 +91,25 @@ func (s *Server) sessionPage(r *http.Request) (*view, error) {
 // (events.trace), and renders them.
 func (s *Server) fillTranscript(ctx context.Context, id string, count int64, d *sessionData) error {
 	var events []dshq.Event
+	var tr *tracer
+	if !d.NoSurfaces {
+		tr = &tracer{s: s, id: id, traces: map[int64]*dshq.EventTrace{}}
+	}
 	surfaces := map[int64]dshq.Surface{}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
 		events, err = s.readRange(gctx, id, d.From, d.To, count)
+		if err == nil && tr != nil {
+			// The replacements' traces need only the raw events: they run
+			// beside the surfaces' read.
+			var reps []int64
+			for _, e := range events {
+				if isReplace(e) {
+					reps = append(reps, e.Seq)
+				}
+			}
+			tr.all(gctx, reps)
+		}
 		return err
 	})
 	if !d.NoSurfaces {
@@ -103,9 +118,7 @@ func (s *Server) fillTranscript(ctx context.Context, id string, count int64, d *
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	var tr *tracer
-	if !d.NoSurfaces {
-		tr = &tracer{s: s, id: id, traces: map[int64]*dshq.EventTrace{}}
+	if tr != nil {
 		tr.complete(ctx, events, surfaces)
 	}
 	for _, e := range events {
@@ -224,7 +237,23 @@ func (t *tracer) complete(ctx context.Context, events []dshq.Event, surfaces map
 			surfaces[seq] = tr.Target.Surface
 		}
 	}
+	// What the page's own traces say first: each replacement's trace names
+	// what it shadowed, and every trace names its event's replacer. Only the
+	// shadowed events they leave are traced (an early event's trace walks
+	// its whole replacement chain, which grows with every compaction after).
 	t.replacedBy = map[int64]int64{}
+	for _, seq := range first {
+		tr := t.trace(ctx, seq)
+		if tr == nil {
+			continue
+		}
+		for _, x := range tr.ReplacedEventSeqs {
+			t.replacedBy[x] = seq
+		}
+		if tr.ReplacedBy != nil {
+			t.replacedBy[seq] = *tr.ReplacedBy
+		}
+	}
 	for _, e := range events {
 		if surfaces[e.Seq] != dshq.SurfaceShadowed {
 			continue
