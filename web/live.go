@@ -212,7 +212,10 @@ func resumePoints(r *http.Request, n int) ([]feed.Start, error) {
 // fails; it sends status events on its own.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, filters []feed.Filter, starts []feed.Start,
 	handle func(out *sse, d delivery, ids []uint64) error) {
-	s.wg.Add(1)
+	if !s.startStream() {
+		s.fail(w, r, &httpError{status: http.StatusServiceUnavailable, title: "Shutting down", msg: "This dshq UI is shutting down."})
+		return
+	}
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()

@@ -61,10 +61,14 @@ type Server struct {
 	static map[string]asset              // by name
 	mux    *http.ServeMux
 
-	// live streams end when ctx is cancelled (Close); wg counts them.
+	// live streams end when ctx is cancelled (Close); wg counts them, and
+	// lifeMu orders a stream's wg.Add before Close's Wait (closed refuses
+	// streams after it).
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	lifeMu sync.Mutex
+	closed bool
 
 	// mu guards harnesses: the harness values seen in session headers.
 	mu        sync.Mutex
@@ -152,8 +156,22 @@ func New(nc *nats.Conn, opts ...Option) (*Server, error) {
 // Close ends every live stream and waits for them. Call it before
 // http.Server.Shutdown, which would otherwise wait for them.
 func (s *Server) Close() {
+	s.lifeMu.Lock()
+	s.closed = true
+	s.lifeMu.Unlock()
 	s.cancel()
 	s.wg.Wait()
+}
+
+// startStream counts a live stream, or reports false once Close was called.
+func (s *Server) startStream() bool {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
 }
 
 func (s *Server) routes() {
