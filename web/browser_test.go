@@ -125,11 +125,16 @@ func (b *browse) waitFor(d time.Duration, cond string) {
 }
 
 // shot saves a full-page screenshot as dir/name.png.
-func (b *browse) shot(name string) {
+func (b *browse) shot(name string) { b.save(name, chromedp.FullScreenshot(100)) }
+
+// view saves what the window shows as dir/name.png.
+func (b *browse) view(name string) { b.save(name, chromedp.CaptureScreenshot()) }
+
+func (b *browse) save(name string, capture chromedp.Action[[]byte]) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	png, err := chromedp.Run(ctx, capture)
 	if err != nil {
 		b.t.Fatalf("screenshot %s: %v", name, err)
 	}
@@ -182,7 +187,7 @@ func TestBrowserWalksTheCorpus(t *testing.T) {
 	b.step(20*time.Second, chromedp.Click(chromedp.CSS(`a.hit-event[href="/s/s-7f3c?page=0#e-17"]`)), chromedp.WaitVisible(chromedp.CSS(`#e-17`)))
 	b.waitFor(5*time.Second, `location.hash === '#e-17' && document.querySelector('#e-17:target') !== null`)
 	b.check("hit")
-	b.shot("search-hit")
+	b.view("search-hit")
 
 	// The compaction's shadowed events, and what replaced them.
 	b.open("/s/s-7f3c", "#e-15")
