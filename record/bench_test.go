@@ -2,7 +2,6 @@ package record
 
 import (
 	"bytes"
-	"github.com/dshq/dshq/internal/corpus"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/corpus"
 )
 
 // benchCorpus returns the valid corpus files, realized.

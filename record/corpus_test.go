@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/dshq/dshq/internal/corpus"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,38 +12,51 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/fold"
+	"github.com/dshq/dshq/internal/corpus"
 	"github.com/dshq/dshq/record"
 )
 
-// corpusDir holds the real upstream logs (see its README).
-var corpusDir, corpusErr = corpus.Dir()
+// corpusFacts is what the files of a corpus must read as: a change in any
+// of them is a regression (or a changed corpus, which must be looked at).
+type corpusFacts struct {
+	files, valid int
+	events       int // logical events of the valid files, rows expanded
+	templatedCwd int // valid files with a {{cwd}} header cwd
+	noDepth      int // valid files without delegationDepth
+	seeded       int // valid files with a G0 seedLength (a forked prefix)
+	refusals     map[string]refusal
+}
 
-// Corpus facts the tests pin: a change in any of them is a regression (or a
-// changed corpus, which must be looked at).
-const (
-	corpusFiles      = 154
-	corpusValid      = 141
-	corpusValidEvent = 15_011 // logical events of the valid files, rows expanded
-	// corpusTemplatedCwd valid files have a {{cwd}} header cwd (UPSTREAM
-	// §11.8 counts 140 over all 154 files).
-	corpusTemplatedCwd = 137
-	// corpusNoDepth valid files lack delegationDepth (README: 24; UPSTREAM
-	// §11.9 counts 26 over all files, cordis-tool-round and rec-pin.1 being
-	// refused).
-	corpusNoDepth = 24
-)
-
-// corpusRefusals is every file the codec refuses, with the rule, the line
-// and what the message must say. The README's 12 version-less headers are
-// 5 under record-suite and 7 under suite (UPSTREAM §11.9); two of the latter
-// (authored-error, blocked-log) also have seq problems that the version
-// check reports first.
-var corpusRefusals = map[string]struct {
+// refusal is how the codec refuses a file: the rule, the line and what the
+// message must say.
+type refusal struct {
 	rule record.Rule
 	line int
 	msg  string
-}{
-	"apps__web__tests__snapshots__cordis-tool-round__session.jsonl": {record.RuleSeqGap, 8, "seq gap (expected 6, got 87)"},
+}
+
+// fixtureFacts are those of the fixture logs (testdata/logs/README.md).
+var fixtureFacts = corpusFacts{
+	files: 15, valid: 11, events: 350, templatedCwd: 9, noDepth: 1, seeded: 1,
+	refusals: map[string]refusal{
+		"seq-gap.jsonl":          {record.RuleSeqGap, 8, "seq gap (expected 6, got 40)"},
+		"torn-tail.jsonl":        {record.RuleTornTail, 5, "the final line has no newline (42 bytes)"},
+		"versionless-pin.jsonl":  {record.RuleHeader, 1, "first line is not a session header: version is missing"},
+		"versionless-turn.jsonl": {record.RuleHeader, 1, "first line is not a session header: version is missing"},
+	},
+}
+
+// sharedFacts are those of the deepseek-harness logs. 137 valid files have
+// a templated cwd (140 of all 154 do); 24 valid files lack delegationDepth
+// (26 of all files do, cordis-tool-round and rec-pin.1 being refused). The
+// 12 version-less headers are 5 under record-suite and 7 under suite; two
+// of the latter (authored-error, blocked-log) also have seq problems that
+// the version check reports first.
+var sharedFacts = corpusFacts{
+	files: 154, valid: 141, events: 15_011, templatedCwd: 137, noDepth: 24, seeded: 2,
+	refusals: map[string]refusal{
+		"apps__web__tests__snapshots__cordis-tool-round__session.jsonl": {record.RuleSeqGap, 8, "seq gap (expected 6, got 87)"},
+	},
 }
 
 func init() {
@@ -56,12 +68,20 @@ func init() {
 		"suite__pin-turn__session", "suite__plain-turn__session.1",
 		"suite__plain-turn__session", "suite__shared-pin__session",
 	} {
-		corpusRefusals["packages__test-support__acp-snapshot__tests__fixtures__"+name+".jsonl"] = struct {
-			rule record.Rule
-			line int
-			msg  string
-		}{record.RuleHeader, 1, "first line is not a session header: version is missing"}
+		sharedFacts.refusals["packages__test-support__acp-snapshot__tests__fixtures__"+name+".jsonl"] = refusal{record.RuleHeader, 1, "first line is not a session header: version is missing"}
 	}
+}
+
+// eachCorpus runs fn on the fixture logs and on the shared corpus (a
+// subtest skipped when it is absent), with the facts of each.
+func eachCorpus(t *testing.T, fn func(t *testing.T, files []corpusFile, facts corpusFacts)) {
+	corpus.Each(t, func(t *testing.T, dir string, shared bool) {
+		facts := fixtureFacts
+		if shared {
+			facts = sharedFacts
+		}
+		fn(t, loadCorpus(t, dir), facts)
+	})
 }
 
 type corpusFile struct {
@@ -71,8 +91,9 @@ type corpusFile struct {
 	id   string
 }
 
-// realized is the file with its placeholders substituted as UPSTREAM §11.8
-// describes the web seeder doing it, computed independently of the codec.
+// realized is the file with its placeholders substituted as the original's
+// web seeder does ({{cwd}}/workspace in the header collapses to the
+// workspace itself), computed independently of the codec.
 func (f corpusFile) realized() []byte {
 	out := f.raw
 	header := out[:bytes.IndexByte(out, '\n')]
@@ -87,14 +108,11 @@ func (f corpusFile) opts() []record.Option {
 	return []record.Option{record.WithName(f.name), record.WithFixturePlaceholders(f.cwd, f.id)}
 }
 
-func loadCorpus(t testing.TB) []corpusFile {
+func loadCorpus(t testing.TB, dir string) []corpusFile {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(corpusDir, "*.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(paths) == 0 {
-		t.Fatalf("no corpus at %s: %v", corpusDir, corpusErr)
+	paths, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no logs in %s (%v)", dir, err)
 	}
 	sort.Strings(paths)
 	cwd := t.TempDir() // an absolute path; nothing is written there
@@ -110,14 +128,20 @@ func loadCorpus(t testing.TB) []corpusFile {
 }
 
 func TestCorpusReadsTheValidFilesAndRefusesTheBrokenOnes(t *testing.T) {
-	files := loadCorpus(t)
-	if len(files) != corpusFiles {
-		t.Fatalf("corpus has %d files, want %d", len(files), corpusFiles)
+	eachCorpus(t, testReadsTheValidFiles)
+}
+
+// testReadsTheValidFiles: every file reads (rows expanded, placeholders
+// realized, a missing delegationDepth left unset) or is refused with its
+// rule, line and reason; every file read folds under fold.Lenient.
+func testReadsTheValidFiles(t *testing.T, files []corpusFile, facts corpusFacts) {
+	if len(files) != facts.files {
+		t.Fatalf("corpus has %d files, want %d", len(files), facts.files)
 	}
-	valid, events, noDepth := 0, 0, 0
+	valid, events, noDepth, seeded := 0, 0, 0, 0
 	for _, f := range files {
 		h, evs, err := record.ReadAll(bytes.NewReader(f.raw), f.opts()...)
-		want, refused := corpusRefusals[f.name]
+		want, refused := facts.refusals[f.name]
 		if refused {
 			var re *record.RecordError
 			if !errors.As(err, &re) {
@@ -138,6 +162,12 @@ func TestCorpusReadsTheValidFilesAndRefusesTheBrokenOnes(t *testing.T) {
 		if h.Header.DelegationDepth == nil {
 			noDepth++
 		}
+		if h.InheritedEventCount > 0 {
+			seeded++
+			if !h.Header.IsSeeded || h.Header.ParentSession == nil {
+				t.Errorf("%s: seeded header %+v without isSeeded or a parent", f.name, h.Header)
+			}
+		}
 		templated := bytes.Contains(f.raw[:bytes.IndexByte(f.raw, '\n')], []byte(`"id":"{{sessionId}}"`))
 		if (templated && h.Header.ID != f.id) || (h.Header.Cwd != nil && !strings.HasPrefix(*h.Header.Cwd, "/")) {
 			t.Errorf("%s: header %+v not realized", f.name, h.Header)
@@ -146,19 +176,25 @@ func TestCorpusReadsTheValidFilesAndRefusesTheBrokenOnes(t *testing.T) {
 			t.Errorf("%s: fold.Lenient: %v", f.name, err)
 		}
 	}
-	if valid != corpusValid || events != corpusValidEvent || noDepth != corpusNoDepth {
-		t.Errorf("read %d valid files with %d events, %d without delegationDepth; want %d, %d, %d",
-			valid, events, noDepth, corpusValid, corpusValidEvent, corpusNoDepth)
+	if valid != facts.valid || events != facts.events || noDepth != facts.noDepth || seeded != facts.seeded {
+		t.Errorf("read %d valid files with %d events, %d without delegationDepth, %d seeded; want %d, %d, %d, %d",
+			valid, events, noDepth, seeded, facts.valid, facts.events, facts.noDepth, facts.seeded)
 	}
 }
 
 // TestCorpusRoundTripsByteForByte: read → write (packing on, one batch)
-// gives the realized file byte for byte, so every stored run was maximal
-// and every line compact (UPSTREAM §11.9); unpacked and zstd writes read
-// back to the same records.
+// gives the realized file byte for byte (every stored run of three or more
+// deltas is one row, shorter runs and other chunks verbatim, every line
+// compact); unpacked and zstd writes read back to the same records. The
+// fixture logs were packed by an implementation of the format's writer
+// rules other than this package's.
 func TestCorpusRoundTripsByteForByte(t *testing.T) {
-	for _, f := range loadCorpus(t) {
-		if _, refused := corpusRefusals[f.name]; refused {
+	eachCorpus(t, testRoundTrips)
+}
+
+func testRoundTrips(t *testing.T, files []corpusFile, facts corpusFacts) {
+	for _, f := range files {
+		if _, refused := facts.refusals[f.name]; refused {
 			continue
 		}
 		h, evs, err := record.ReadAll(bytes.NewReader(f.raw), f.opts()...)
@@ -224,9 +260,13 @@ func firstDiff(a, b []byte) int {
 // otherwise valid file whose header cwd is templated is refused with
 // RulePlaceholder at line 1, never read with a relative cwd.
 func TestCorpusRefusesUnsubstitutedCwd(t *testing.T) {
+	eachCorpus(t, testRefusesUnsubstitutedCwd)
+}
+
+func testRefusesUnsubstitutedCwd(t *testing.T, files []corpusFile, facts corpusFacts) {
 	templated := 0
-	for _, f := range loadCorpus(t) {
-		if _, refused := corpusRefusals[f.name]; refused {
+	for _, f := range files {
+		if _, refused := facts.refusals[f.name]; refused {
 			continue
 		}
 		header := f.raw[:bytes.IndexByte(f.raw, '\n')]
@@ -243,7 +283,7 @@ func TestCorpusRefusesUnsubstitutedCwd(t *testing.T) {
 			t.Errorf("%s: err = %v, want %s at line 1", f.name, err, record.RulePlaceholder)
 		}
 	}
-	if templated != corpusTemplatedCwd {
-		t.Errorf("%d valid files have a templated cwd, want %d", templated, corpusTemplatedCwd)
+	if templated != facts.templatedCwd {
+		t.Errorf("%d valid files have a templated cwd, want %d", templated, facts.templatedCwd)
 	}
 }

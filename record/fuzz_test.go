@@ -3,7 +3,6 @@ package record
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/dshq/dshq/internal/corpus"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,12 +10,18 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/corpus"
 )
 
-// seedFiles returns up to n of the smallest corpus files, realized with
-// fixed placeholders so that they read.
+// seedFiles returns up to n of the smallest fixture logs and shared corpus
+// files (when it is there), realized with fixed placeholders so that they
+// read.
 func seedFiles(f *testing.F, n int) [][]byte {
-	paths, _ := filepath.Glob(filepath.Join(corpus.Require(f), "*.jsonl"))
+	paths, _ := filepath.Glob(filepath.Join(corpus.Fixtures(f), "*.jsonl"))
+	if dir, ok := corpus.Optional(f); ok {
+		shared, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+		paths = append(paths, shared...)
+	}
 	var files [][]byte
 	for _, p := range paths {
 		raw, err := os.ReadFile(p)
