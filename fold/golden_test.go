@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/corpus"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -85,20 +86,36 @@ func asValidation(t *testing.T, err error) *ValidationError {
 	return v
 }
 
-// TestFoldGolden folds every log under testdata/golden and compares with its
-// .json golden; each log is also folded incrementally with a state round
-// trip before every event, and its closers applied under Strict.
+// fixtureGoldens are the fixture logs (internal/corpus.Fixtures) whose fold
+// TestFoldGolden pins too, in testdata/golden/logs/<name>.json: a G0
+// compaction inside a turn with the retried step continuing it, a cancel
+// with an interrupted assistant message, instructions replaced mid-turn,
+// and a tool-result pruning (the rewrite rule).
+var fixtureGoldens = []string{"compaction-recovery", "cancel-mid-stream", "instructions-replaced", "tool-prune"}
+
+// TestFoldGolden folds every log under testdata/golden and the fixture logs
+// of fixtureGoldens, and compares with its .json golden; each log is also
+// folded incrementally with a state round trip before every event, and its
+// closers applied under Strict.
 func TestFoldGolden(t *testing.T) {
 	paths, err := filepath.Glob("testdata/golden/*.jsonl")
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no golden logs: %v", err)
 	}
+	type log struct{ name, path, golden string }
+	var logs []log
 	for _, path := range paths {
-		name := strings.TrimSuffix(filepath.Base(path), ".jsonl")
-		t.Run(strings.ReplaceAll(name, "-", " "), func(t *testing.T) {
+		logs = append(logs, log{strings.TrimSuffix(filepath.Base(path), ".jsonl"), path, strings.TrimSuffix(path, ".jsonl") + ".json"})
+	}
+	fixtures := corpus.Fixtures(t)
+	for _, name := range fixtureGoldens {
+		logs = append(logs, log{"fixture log " + name, filepath.Join(fixtures, name+".jsonl"), filepath.Join("testdata", "golden", "logs", name+".json")})
+	}
+	for _, l := range logs {
+		path, want := l.path, l.golden
+		t.Run(strings.ReplaceAll(l.name, "-", " "), func(t *testing.T) {
 			h, events := readLog(t, path)
 			got := []byte(toJSON(t, goldenOf(t, h, events)) + "\n")
-			want := strings.TrimSuffix(path, ".jsonl") + ".json"
 			if *update {
 				if err := os.WriteFile(want, got, 0o644); err != nil {
 					t.Fatal(err)
