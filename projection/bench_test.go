@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dshq/dshq/internal/corpus"
 )
 
 // BenchmarkPipeline measures, in one run on the same machine and stream:
@@ -16,7 +18,7 @@ import (
 // publish→searchable latency of single appends to a caught-up projector.
 // Run it with: go test -run '^$' -bench Pipeline -benchtime 1x ./projection
 func BenchmarkPipeline(b *testing.B) {
-	logs := readCorpus(b)
+	logs := readCorpus(b, corpus.Require(b))
 	const copies = 3
 	var recs [][2]string
 	for c := range copies {
@@ -108,7 +110,7 @@ func appendLatencies(b *testing.B, e *env, p *Projector, n int) []time.Duration 
 // Run it with: go test -run '^$' -bench Rebuild -benchtime 1x ./projection
 func BenchmarkRebuild(b *testing.B) {
 	var recs [][2]string
-	for _, l := range readCorpus(b) {
+	for _, l := range readCorpus(b, corpus.Require(b)) {
 		tok := token(b, l.header.Header.ID)
 		for _, ln := range l.lines {
 			recs = append(recs, [2]string{tok, string(ln)})

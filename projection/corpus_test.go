@@ -1,22 +1,22 @@
 package projection
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
-	"github.com/dshq/dshq/internal/corpus"
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/fold"
+	"github.com/dshq/dshq/internal/corpus"
 	"github.com/dshq/dshq/record"
 )
-
-var corpusDir, corpusErr = corpus.Dir()
 
 // corpusLog is one importable real session log.
 type corpusLog struct {
@@ -26,22 +26,23 @@ type corpusLog struct {
 	events []dshq.Event
 }
 
-// readCorpus reads every real log that the record reader accepts, giving
+// readCorpus reads every log of dir that the record reader accepts, giving
 // each its own session id (ids repeat across files).
-func readCorpus(t testing.TB) []corpusLog {
+func readCorpus(t testing.TB, dir string) []corpusLog {
 	t.Helper()
-	entries, err := os.ReadDir(corpusDir)
-	if err != nil {
-		t.Fatalf("corpus not available: %v (%v)", err, corpusErr)
+	paths, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no logs in %s (%v)", dir, err)
 	}
 	var out []corpusLog
-	for i, en := range entries {
-		f, err := os.Open(filepath.Join(corpusDir, en.Name()))
+	for i, path := range paths {
+		name := filepath.Base(path)
+		f, err := os.Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		id := fmt.Sprintf("corpus-%03d", i)
-		r := record.NewReader(f, record.WithName(en.Name()), record.WithFixturePlaceholders("/corpus/"+id, id))
+		r := record.NewReader(f, record.WithName(name), record.WithFixturePlaceholders("/corpus/"+id, id))
 		h, err := r.Header()
 		var evs []dshq.Event
 		for err == nil {
@@ -59,22 +60,30 @@ func readCorpus(t testing.TB) []corpusLog {
 		lines := withID(t, [][]byte{h.Raw}, id)
 		h, err = record.ParseHeader(lines[0])
 		if err != nil {
-			t.Fatalf("%s: re-identified header: %v", en.Name(), err)
+			t.Fatalf("%s: re-identified header: %v", name, err)
 		}
 		for _, ev := range evs {
 			lines = append(lines, ev.Raw)
 		}
-		out = append(out, corpusLog{name: en.Name(), lines: lines, header: h, events: evs})
+		out = append(out, corpusLog{name: name, lines: lines, header: h, events: evs})
 	}
 	return out
 }
 
-func TestProjector_ProjectsTheRealCorpusLikeTheOneShotFold(t *testing.T) {
-	logs := readCorpus(t)
-	if len(logs) != 141 {
-		t.Errorf("%d importable corpus logs, want 141 (corpus README)", len(logs))
+// TestProjector_ProjectsTheCorpusLikeTheOneShotFold publishes every
+// importable log of the fixture logs and of the deepseek-harness corpus
+// and requires the projection of each to be its one-shot fold: surface,
+// records, texts and derived edges, with nothing quarantined.
+func TestProjector_ProjectsTheCorpusLikeTheOneShotFold(t *testing.T) {
+	corpus.Each(t, testProjectsTheCorpus)
+}
+
+func testProjectsTheCorpus(t *testing.T, dir string, shared bool) {
+	logs := readCorpus(t, dir)
+	if want := map[bool]int{false: 11, true: 141}[shared]; len(logs) != want {
+		t.Errorf("%d importable logs, want %d", len(logs), want)
 	}
-	if raceEnabled {
+	if raceEnabled && shared {
 		// Under the race detector, the logs of at most 60 events keep the
 		// run short; the full corpus runs without it.
 		var some []corpusLog
@@ -115,6 +124,14 @@ func TestProjector_ProjectsTheRealCorpusLikeTheOneShotFold(t *testing.T) {
 			if !ok || !info.Valid() || info.EventCount != int64(len(l.events)) {
 				t.Errorf("%s: session %+v", l.name, info)
 				continue
+			}
+			got := info.Header
+			if !reflect.DeepEqual(got.Header, l.header.Header) || got.FormatVersion != l.header.FormatVersion ||
+				got.InheritedEventCount != l.header.InheritedEventCount || !bytes.Equal(got.Raw, l.header.Raw) {
+				t.Errorf("%s: stored header %+v, want %+v", l.name, got, l.header)
+			}
+			if !reflect.DeepEqual(info.Title, want.Title) {
+				t.Errorf("%s: title %+v, want %+v", l.name, info.Title, want.Title)
 			}
 			if got := s.SurfaceSeqs(id); !slices.Equal(got, want.Surface) {
 				t.Errorf("%s: surface %v, want %v", l.name, got, want.Surface)
