@@ -3,6 +3,8 @@ package main
 import (
 	"testing"
 	"time"
+
+	"github.com/dshq/dshq/internal/corpus"
 )
 
 // BenchmarkImportCorpus imports the whole corpus (141 valid files, about
@@ -12,7 +14,7 @@ import (
 //
 //	go test -run '^$' -bench ImportCorpus -benchtime 3x ./cmd/dshq
 func BenchmarkImportCorpus(b *testing.B) {
-	corpusFiles(b)
+	dir := corpus.Require(b)
 	for _, c := range []struct {
 		name    string
 		relaxed bool
@@ -26,7 +28,7 @@ func BenchmarkImportCorpus(b *testing.B) {
 				b.StartTimer()
 				start := time.Now()
 				var sum importSummary
-				p.dshq("import", "--fixture-cwd", fixtureCwd, "--rename-on-conflict", "--json", corpusDir).decode(b, &sum)
+				p.dshq("import", "--fixture-cwd", fixtureCwd, "--rename-on-conflict", "--json", dir).decode(b, &sum)
 				elapsed += time.Since(start)
 				for _, r := range sum.Imported {
 					records += r.Events + 1

@@ -14,169 +14,58 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/admin"
 	"github.com/dshq/dshq/feed"
+	"github.com/dshq/dshq/internal/corpus"
 	"github.com/dshq/dshq/record"
 )
 
 // fixtureCwd is the workspace the corpus is imported into.
 const fixtureCwd = "/work/ws"
 
-// TestCorpus drives the CLI through the real corpus on one pipeline: import
-// (twice), stats, export, search, trace, read, tail and rebuild, in order.
+// relayParent is the id of testdata/logs/relay-parent.jsonl, the parent of
+// relay-spawned and relay-forked (its dot is escaped in subject tokens).
+const relayParent = "relay.parent"
+
+// importFacts is what an import of a corpus directory must report: how
+// many files, how many refused, and for each refused file (matched by a
+// part of its name) what its reason must say.
+type importFacts struct {
+	files, refused int
+	reasons        map[string][]string
+}
+
+var (
+	fixtureImport = importFacts{files: 15, refused: 4, reasons: map[string][]string{
+		"seq-gap":      {"line 8", "expected 6, got 40"},
+		"versionless-": {"version is missing"},
+		"torn-tail":    {"line 5", "no newline"},
+	}}
+	sharedImport = importFacts{files: 154, refused: 13, reasons: map[string][]string{
+		"cordis-tool-round": {"line 8", "expected 6, got 87"},
+		"acp-snapshot":      {"version is missing"},
+	}}
+)
+
+// TestCorpus drives the CLI through the fixture logs on one pipeline:
+// import (twice), stats, export, search, trace, read, tail and rebuild, in
+// order.
 func TestCorpus(t *testing.T) {
-	files := corpusFiles(t)
+	dir := corpus.Fixtures(t)
 	p := startPipeline(t)
-
-	var first importSummary
-	t.Run("every valid corpus file imports and the invalid ones are refused with their reason", func(t *testing.T) {
-		r := p.dshq("import", "--fixture-cwd", fixtureCwd, "--rename-on-conflict", "--json", corpusDir)
-		if r.code != 1 || r.stderr != "dshq: 13 of 154 files refused\n" {
-			t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
-		}
-		r.decode(t, &first)
-		if n := len(first.Imported) + len(first.Present); n != 141 {
-			t.Errorf("%d files imported or present, want 141", n)
-		}
-		if len(first.Refused) != 13 || len(files) != 154 {
-			t.Fatalf("%d refused of %d, want 13 of 154", len(first.Refused), len(files))
-		}
-		for _, r := range first.Refused {
-			switch {
-			case strings.Contains(r.File, "cordis-tool-round"):
-				if !strings.Contains(r.Reason, "line 8") || !strings.Contains(r.Reason, "expected 6, got 87") {
-					t.Errorf("seq gap reason %q does not name the line and the seqs", r.Reason)
-				}
-			case strings.Contains(r.File, "acp-snapshot"):
-				if !strings.Contains(r.Reason, "version is missing") {
-					t.Errorf("%s: reason %q does not say the version is missing", r.File, r.Reason)
-				}
-			default:
-				t.Errorf("%s refused: %s", r.File, r.Reason)
-			}
-		}
-		if first.Generation == 0 {
-			t.Error("no generation reported")
-		}
-	})
-	before := waitStats(t, p, first.Generation)
-
-	t.Run("importing the corpus again stores nothing twice", func(t *testing.T) {
-		var again importSummary
-		r := p.dshq("import", "--fixture-cwd", fixtureCwd, "--rename-on-conflict", "--json", corpusDir)
-		r.decode(t, &again)
-		if len(again.Imported) != 0 || len(again.Present) != 141 || len(again.Refused) != 13 || again.Generation != 0 {
-			t.Errorf("second import: %d imported, %d present, %d refused, generation %d; want 0, 141, 13, 0",
-				len(again.Imported), len(again.Present), len(again.Refused), again.Generation)
-		}
-		after := stats(t, p)
-		if after.StreamRecords != before.StreamRecords || after.StreamLastSeq != before.StreamLastSeq {
-			t.Errorf("stream grew from %d to %d records", before.StreamRecords, after.StreamRecords)
-		}
-	})
-
-	t.Run("stats count the imported sessions and events", func(t *testing.T) {
-		ids := map[string]bool{}
-		events := int64(0)
-		for _, r := range first.Imported {
-			ids[r.SessionID] = true
-			events += int64(r.Events)
-		}
-		for _, r := range first.Present {
-			if !ids[r.SessionID] {
-				t.Errorf("%s reported present under %s, which this import did not store", r.File, r.SessionID)
-			}
-		}
-		st := before
-		if st.Sessions != int64(len(ids)) || st.Events != events || st.Quarantined != 0 || st.InvalidSessions != 0 || st.Lag != 0 {
-			t.Errorf("stats %+v; want %d sessions, %d events, nothing quarantined or invalid, no lag", st, len(ids), events)
-		}
-		if st.StreamRecords != uint64(st.Sessions+st.Events) || st.Generation != st.StreamLastSeq {
-			t.Errorf("stream holds %d records (last %d), projection at %d; want %d", st.StreamRecords, st.StreamLastSeq, st.Generation, st.Sessions+st.Events)
-		}
-		text := p.dshq("stats").ok(t).stdout
-		if !strings.Contains(text, fmt.Sprintf("sessions     %d", st.Sessions)) || !strings.Contains(text, "quarantined  0") {
-			t.Errorf("stats text:\n%s", text)
-		}
-	})
-
-	t.Run("every imported session exports as the original writer wrote it", func(t *testing.T) {
-		exact := 0
-		dir := t.TempDir()
-		for i, r := range first.Imported {
-			out := filepath.Join(dir, fmt.Sprintf("%d.jsonl", i))
-			p.dshq("export", r.SessionID, "-o", out).ok(t)
-			got, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			src, err := os.ReadFile(r.File)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Contains(src, []byte("{{")) && r.RenamedFrom == "" {
-				exact++
-				if !bytes.Equal(got, src) {
-					t.Errorf("%s: export differs from the file", r.File)
-				}
-				continue
-			}
-			want := rewrite(t, src, r)
-			if !bytes.Equal(got, want) {
-				t.Errorf("%s: export differs from the substituted file", r.File)
-			}
-		}
-		if exact == 0 {
-			t.Error("no file was compared byte for byte with its original")
-		}
-	})
-
-	t.Run("a zstd export reads back as the same records and imports as already present", func(t *testing.T) {
-		id := first.Imported[0].SessionID
-		out := filepath.Join(t.TempDir(), "s.jsonl.zstd")
-		var rep exportReport
-		p.dshq("export", id, "-o", out, "--json").ok(t).decode(t, &rep)
-		if !rep.Zstd || rep.SessionID != id {
-			t.Errorf("report %+v", rep)
-		}
-		plain := p.dshq("export", id).ok(t).stdout
-		f, err := os.Open(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		h, events, err := record.ReadAll(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b bytes.Buffer
-		w := record.NewWriter(&b, record.WithPacking(h.FormatVersion == 0))
-		_ = w.WriteHeader(h)
-		for _, e := range events {
-			_ = w.WriteEvent(e)
-		}
-		if err := w.Close(); err != nil || b.String() != plain {
-			t.Errorf("zstd export does not hold the plain export's records (%v)", err)
-		}
-		var sum importSummary
-		p.dshq("import", "--json", out).ok(t).decode(t, &sum)
-		if len(sum.Present) != 1 || sum.Present[0].SessionID != id {
-			t.Errorf("re-import: %+v", sum)
-		}
-	})
-
+	first := checkImport(t, p, dir, fixtureImport)
 	gen := fmt.Sprint(first.Generation)
 	var page dshq.SessionSearchPage
 	t.Run("search prints aligned hits with their snippet, and --json the raw reply", func(t *testing.T) {
-		golden(t, "search.txt", p.dshq("search", "HELLO", "--limit", "3", "--min-generation", gen).ok(t).stdout)
-		p.dshq("search", "HELLO", "--limit", "3", "--json").ok(t).decode(t, &page)
+		golden(t, "search.txt", p.dshq("search", "harbour", "--limit", "3", "--min-generation", gen).ok(t).stdout)
+		p.dshq("search", "harbour", "--limit", "3", "--json").ok(t).decode(t, &page)
 		if len(page.Items) != 3 || page.NextCursor == "" || page.Generation < first.Generation {
 			t.Fatalf("page: %d items, cursor %q, generation %d", len(page.Items), page.NextCursor, page.Generation)
 		}
-		all := p.dshq("search", "HELLO", "--all", "--limit", "2").ok(t).stdout
+		all := p.dshq("search", "harbour", "--all", "--limit", "2").ok(t).stdout
 		var n int
 		if _, err := fmt.Sscanf(lastLine(all), "%d sessions", &n); err != nil || n <= 3 {
 			t.Errorf("--all found %d sessions (%v):\n%s", n, err, all)
 		}
-		golden(t, "search-session.txt", p.dshq("search", "HELLO", "--session", page.Items[0].Header.ID, "--type", "tool/result").ok(t).stdout)
+		golden(t, "search-session.txt", p.dshq("search", "harbour", "--session", page.Items[0].Header.ID, "--type", "tool/call").ok(t).stdout)
 		golden(t, "search-none.txt", p.dshq("search", "no such phrase anywhere", "--cwd", fixtureCwd).ok(t).stdout)
 	})
 
@@ -184,7 +73,7 @@ func TestCorpus(t *testing.T) {
 		hit := page.Items[0]
 		id, seq := hit.Header.ID, fmt.Sprint(hit.BestMatch.Seq)
 		golden(t, "trace.txt", p.dshq("trace", id).ok(t).stdout)
-		golden(t, "trace-lineage.txt", p.dshq("trace", "{{parent}}").ok(t).stdout)
+		golden(t, "trace-lineage.txt", p.dshq("trace", relayParent).ok(t).stdout)
 		golden(t, "trace-seq.txt", p.dshq("trace", id, "--seq", seq).ok(t).stdout)
 		golden(t, "read-seq.txt", p.dshq("read", id, "--seq", seq, "--before", "2", "--after", "2").ok(t).stdout)
 		var win dshq.EventWindow
@@ -217,7 +106,7 @@ func TestCorpus(t *testing.T) {
 			}
 		}
 		text := p.dshq("tail", "--session", "tail-1", "--from", "0", "-n", "2", "--kinds", "event").ok(t).stdout
-		if lines := strings.Split(strings.TrimSpace(text), "\n"); len(lines) != 2 || !strings.Contains(lines[0], "tail-1  0 user/message current Reply exactly MINIMAL_PRESET_REQUEST_OK") {
+		if lines := strings.Split(strings.TrimSpace(text), "\n"); len(lines) != 2 || !strings.Contains(lines[0], "tail-1  0 user/message current Open /work/tail/notes/ferry.md and reply FERRY_NOTES_OK.") {
 			t.Errorf("text tail:\n%s", text)
 		}
 	})
@@ -253,7 +142,7 @@ func TestCorpus(t *testing.T) {
 			t.Errorf("rebuild text: %q", txt)
 		}
 		// Search still answers on the swapped-in index.
-		if out := p.dshq("search", "MINIMAL_PRESET_REQUEST_OK", "--cwd", "/work/tail").ok(t).stdout; !strings.Contains(out, "2 sessions") {
+		if out := p.dshq("search", "FERRY_NOTES_OK", "--cwd", "/work/tail").ok(t).stdout; !strings.Contains(out, "2 sessions") {
 			t.Errorf("search after rebuild:\n%s", out)
 		}
 	})
@@ -303,12 +192,12 @@ func stats(t *testing.T, p *pipeline) admin.Stats {
 	return st
 }
 
-// importFixture imports testdata/minimal-preset.jsonl as session id in
-// workspace cwd and returns the generation it reached.
+// importFixture imports the fixture log web-preset.jsonl (six events) as
+// session id in workspace cwd and returns the generation it reached.
 func importFixture(t *testing.T, p *pipeline, id, cwd string) uint64 {
 	t.Helper()
 	var sum importSummary
-	p.dshq("import", "--fixture-cwd", cwd, "--fixture-session-id", id, "--json", "testdata/minimal-preset.jsonl").ok(t).decode(t, &sum)
+	p.dshq("import", "--fixture-cwd", cwd, "--fixture-session-id", id, "--json", webPreset(t)).ok(t).decode(t, &sum)
 	if len(sum.Imported) != 1 || sum.Imported[0].SessionID != id {
 		t.Fatalf("import of %s: %+v", id, sum)
 	}
@@ -381,4 +270,168 @@ func rewrite(t *testing.T, src []byte, r importResult) []byte {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return lines[len(lines)-1]
+}
+
+// TestSharedCorpus imports the deepseek-harness corpus: every valid file
+// imports and the invalid ones are refused with their reason, a second
+// import stores nothing, the stats count it, and every session exports as
+// the original writer wrote it.
+func TestSharedCorpus(t *testing.T) {
+	dir := corpus.Require(t)
+	checkImport(t, startPipeline(t), dir, sharedImport)
+}
+
+// checkImport imports dir twice into p and checks the reports, the stats
+// and every imported session's export; it returns the first report.
+func checkImport(t *testing.T, p *pipeline, dir string, facts importFacts) importSummary {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil || len(files) != facts.files {
+		t.Fatalf("%d logs in %s (%v), want %d", len(files), dir, err, facts.files)
+	}
+	valid := facts.files - facts.refused
+	var first importSummary
+	t.Run("every valid file imports and the invalid ones are refused with their reason", func(t *testing.T) {
+		r := p.dshq("import", "--fixture-cwd", fixtureCwd, "--rename-on-conflict", "--json", dir)
+		if want := fmt.Sprintf("dshq: %d of %d files refused\n", facts.refused, facts.files); r.code != 1 || r.stderr != want {
+			t.Fatalf("exit %d, stderr %q; want 1, %q", r.code, r.stderr, want)
+		}
+		r.decode(t, &first)
+		if n := len(first.Imported) + len(first.Present); n != valid {
+			t.Errorf("%d files imported or present, want %d", n, valid)
+		}
+		if len(first.Refused) != facts.refused {
+			t.Fatalf("%d refused, want %d", len(first.Refused), facts.refused)
+		}
+	refused:
+		for _, r := range first.Refused {
+			for part, wants := range facts.reasons {
+				if !strings.Contains(r.File, part) {
+					continue
+				}
+				for _, w := range wants {
+					if !strings.Contains(r.Reason, w) {
+						t.Errorf("%s: reason %q does not say %q", r.File, r.Reason, w)
+					}
+				}
+				continue refused
+			}
+			t.Errorf("%s refused: %s", r.File, r.Reason)
+		}
+		if first.Generation == 0 {
+			t.Error("no generation reported")
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	before := waitStats(t, p, first.Generation)
+
+	t.Run("importing the corpus again stores nothing twice", func(t *testing.T) {
+		var again importSummary
+		r := p.dshq("import", "--fixture-cwd", fixtureCwd, "--rename-on-conflict", "--json", dir)
+		r.decode(t, &again)
+		if len(again.Imported) != 0 || len(again.Present) != valid || len(again.Refused) != facts.refused || again.Generation != 0 {
+			t.Errorf("second import: %d imported, %d present, %d refused, generation %d; want 0, %d, %d, 0",
+				len(again.Imported), len(again.Present), len(again.Refused), again.Generation, valid, facts.refused)
+		}
+		after := stats(t, p)
+		if after.StreamRecords != before.StreamRecords || after.StreamLastSeq != before.StreamLastSeq {
+			t.Errorf("stream grew from %d to %d records", before.StreamRecords, after.StreamRecords)
+		}
+	})
+
+	t.Run("stats count the imported sessions and events", func(t *testing.T) {
+		ids := map[string]bool{}
+		events := int64(0)
+		for _, r := range first.Imported {
+			ids[r.SessionID] = true
+			events += int64(r.Events)
+		}
+		for _, r := range first.Present {
+			if !ids[r.SessionID] {
+				t.Errorf("%s reported present under %s, which this import did not store", r.File, r.SessionID)
+			}
+		}
+		st := before
+		if st.Sessions != int64(len(ids)) || st.Events != events || st.Quarantined != 0 || st.InvalidSessions != 0 || st.Lag != 0 {
+			t.Errorf("stats %+v; want %d sessions, %d events, nothing quarantined or invalid, no lag", st, len(ids), events)
+		}
+		if st.StreamRecords != uint64(st.Sessions+st.Events) || st.Generation != st.StreamLastSeq {
+			t.Errorf("stream holds %d records (last %d), projection at %d; want %d", st.StreamRecords, st.StreamLastSeq, st.Generation, st.Sessions+st.Events)
+		}
+		text := p.dshq("stats").ok(t).stdout
+		if !strings.Contains(text, fmt.Sprintf("sessions     %d", st.Sessions)) || !strings.Contains(text, "quarantined  0") {
+			t.Errorf("stats text:\n%s", text)
+		}
+	})
+
+	t.Run("every imported session exports as the original writer wrote it", func(t *testing.T) {
+		exact, renamed := 0, 0
+		dir := t.TempDir()
+		for i, r := range first.Imported {
+			out := filepath.Join(dir, fmt.Sprintf("%d.jsonl", i))
+			p.dshq("export", r.SessionID, "-o", out).ok(t)
+			got, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, err := os.ReadFile(r.File)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.RenamedFrom != "" {
+				renamed++
+			}
+			if !bytes.Contains(src, []byte("{{")) && r.RenamedFrom == "" {
+				exact++
+				if !bytes.Equal(got, src) {
+					t.Errorf("%s: export differs from the file", r.File)
+				}
+				continue
+			}
+			want := rewrite(t, src, r)
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s: export differs from the substituted file", r.File)
+			}
+		}
+		if exact == 0 || renamed == 0 {
+			t.Errorf("%d files compared byte for byte with their original, %d renamed on conflict; want some of each", exact, renamed)
+		}
+	})
+
+	t.Run("a zstd export reads back as the same records and imports as already present", func(t *testing.T) {
+		id := first.Imported[0].SessionID
+		out := filepath.Join(t.TempDir(), "s.jsonl.zstd")
+		var rep exportReport
+		p.dshq("export", id, "-o", out, "--json").ok(t).decode(t, &rep)
+		if !rep.Zstd || rep.SessionID != id {
+			t.Errorf("report %+v", rep)
+		}
+		plain := p.dshq("export", id).ok(t).stdout
+		f, err := os.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		h, events, err := record.ReadAll(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		w := record.NewWriter(&b, record.WithPacking(h.FormatVersion == 0))
+		_ = w.WriteHeader(h)
+		for _, e := range events {
+			_ = w.WriteEvent(e)
+		}
+		if err := w.Close(); err != nil || b.String() != plain {
+			t.Errorf("zstd export does not hold the plain export's records (%v)", err)
+		}
+		var sum importSummary
+		p.dshq("import", "--json", out).ok(t).decode(t, &sum)
+		if len(sum.Present) != 1 || sum.Present[0].SessionID != id {
+			t.Errorf("re-import: %+v", sum)
+		}
+	})
+	return first
 }

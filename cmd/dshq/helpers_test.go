@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"github.com/dshq/dshq/internal/corpus"
 	"io"
 	"log/slog"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/dshq/dshq/internal/corpus"
 	"github.com/dshq/dshq/node"
 )
 
@@ -26,9 +26,6 @@ func TestMain(m *testing.M) {
 	// package init; they live for the process.
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
 }
-
-// corpusDir holds the real upstream session logs.
-var corpusDir, corpusErr = corpus.Dir()
 
 // pipeline is a running all-in-one node (embedded NATS with JetStream on a
 // random loopback port, projector, query, tools, admin, feed) under a
@@ -137,15 +134,9 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
-// corpusFiles lists the corpus logs.
-func corpusFiles(t testing.TB) []string {
+// webPreset is the fixture log web-preset.jsonl: six events of an older
+// web fixture shape under a {{cwd}}/workspace header.
+func webPreset(t testing.TB) string {
 	t.Helper()
-	if corpusErr != nil {
-		t.Fatalf("%v", corpusErr)
-	}
-	files, err := filepath.Glob(filepath.Join(corpusDir, "*.jsonl"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no corpus logs under %s: %v", corpusDir, err)
-	}
-	return files
+	return filepath.Join(corpus.Fixtures(t), "web-preset.jsonl")
 }

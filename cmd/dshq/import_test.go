@@ -15,15 +15,16 @@ import (
 	"time"
 
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/internal/corpus"
 	"github.com/dshq/dshq/node"
 	"github.com/dshq/dshq/record"
 )
 
-// TestImport covers what the corpus does not: placeholders, partial
+// TestImport covers what the corpus tests do not: placeholders, partial
 // imports, conflicts and session roots.
 func TestImport(t *testing.T) {
 	p := startPipeline(t)
-	fixture := "testdata/minimal-preset.jsonl"
+	fixture := webPreset(t)
 
 	t.Run("an unsubstituted placeholder cwd is refused and nothing is stored", func(t *testing.T) {
 		var sum importSummary
@@ -77,7 +78,7 @@ func TestImport(t *testing.T) {
 
 	t.Run("a different session under a stored id is refused unless renamed, and the rename is stable", func(t *testing.T) {
 		p.dshq("import", "--fixture-cwd", "/work/c", "--fixture-session-id", "conf-1", fixture).ok(t)
-		other := filepath.Join(corpusDir, "apps__web__tests__snapshots__web-search-round__session.jsonl")
+		other := filepath.Join(corpus.Fixtures(t), "tool-round.jsonl")
 		var sum importSummary
 		r := p.dshq("import", "--fixture-cwd", "/work/c", "--fixture-session-id", "conf-1", "--json", other)
 		r.decode(t, &sum)
@@ -114,7 +115,7 @@ func TestImport(t *testing.T) {
 			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
 			`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 			`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
-			`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"session_search","arguments":{"query":"SEARCH_DONE"}}}`,
+			`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"session_search","arguments":{"query":"lighthouse sweeps"}}}`,
 		} {
 			if _, err := io.WriteString(inW, line+"\n"); err != nil {
 				t.Fatal(err)
@@ -168,7 +169,9 @@ func TestImport(t *testing.T) {
 		}
 		root := t.TempDir()
 		write := func(rel, id string) {
-			data := bytes.ReplaceAll(bytes.ReplaceAll(src, []byte("{{sessionId}}"), []byte(id)), []byte("{{cwd}}"), []byte("/work/root"))
+			data := bytes.ReplaceAll(src, []byte("{{sessionId}}"), []byte(id))
+			data = bytes.ReplaceAll(data, []byte("{{cwd}}/workspace"), []byte("/work/root")) // the header's workspace is the root
+			data = bytes.ReplaceAll(data, []byte("{{cwd}}"), []byte("/work/root"))
 			path := filepath.Join(root, rel)
 			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 				t.Fatal(err)
@@ -271,7 +274,7 @@ func TestWithoutServer(t *testing.T) {
 	env := map[string]string{"DSH_NATS_URL": closed, "DSH_HOME": "/srv/dsh"}
 
 	t.Run("an unreachable server is one clear line and exit 1", func(t *testing.T) {
-		for _, args := range [][]string{{"stats"}, {"search", "x"}, {"import", "testdata/minimal-preset.jsonl"}, {"export", "a"}, {"tail"}, {"rebuild"}} {
+		for _, args := range [][]string{{"stats"}, {"search", "x"}, {"import", webPreset(t)}, {"export", "a"}, {"tail"}, {"rebuild"}} {
 			start := time.Now()
 			r := runCLI(t, env, "", args...)
 			if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "no servers available") || !strings.Contains(r.stderr, "is dshq serve running?") {
