@@ -20,14 +20,21 @@ const (
 // Live is true while a harness holds the session's write lease; Persisted is
 // true once its header record is in the stream.
 type SessionRecord struct {
-	Header    Header `json:"header"`
+	Header Header `json:"header"`
+	// Tenant is the tenant whose log subject holds the session
+	// (dsh.log.<tenant>.<token>), "" (and absent on the wire) for a session
+	// of no tenant. An addition to the contract (docs/protocol.md §3).
+	Tenant    string `json:"tenant,omitempty"`
 	Live      bool   `json:"live"`
 	Persisted bool   `json:"persisted"`
 }
 
-// Filter kinds (UPSTREAM §5.4).
+// Filter kinds (UPSTREAM §5.4), and FilterTenant (an addition to the
+// contract, docs/protocol.md §3): a session's tenant; a null value matches
+// the sessions of no tenant.
 const (
 	FilterID           = "id"
+	FilterTenant       = "tenant"
 	FilterCwd          = "cwd"
 	FilterCreatedAt    = "created-at"
 	FilterParent       = "parent"

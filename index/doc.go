@@ -49,11 +49,13 @@ package index
 
 import "github.com/dshq/dshq"
 
-// Doc is one event with semantic text: the unit of the index. The header
-// fields (Cwd, Parent, CreatedAt) are immutable per session and repeated in
-// each of its docs so filters need no join.
+// Doc is one event with semantic text: the unit of the index. The session
+// fields (Tenant, Cwd, Parent, CreatedAt) are immutable per session and
+// repeated in each of its docs so filters need no join.
 type Doc struct {
 	SessionID string
+	// Tenant is the session's tenant, "" for a session of no tenant.
+	Tenant string
 	// Cwd is the session header's cwd; nil when the header has none.
 	Cwd *string
 	// Parent is the session header's parentSession; nil when it has none.

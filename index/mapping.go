@@ -14,6 +14,7 @@ import (
 const (
 	fieldSession = "sid"
 	fieldCwd     = "cwd"
+	fieldTenant  = "tn"
 	fieldParent  = "parent"
 	fieldCreated = "created"
 	fieldSeq     = "seq"
@@ -76,6 +77,7 @@ func newMapping() (*mapping.IndexMappingImpl, error) {
 	dm.AddFieldMappingsAt(fieldSession, keywordField(false))
 	dm.AddFieldMappingsAt(fieldRank, keywordField(true))
 	dm.AddFieldMappingsAt(fieldCwd, keywordField(false))
+	dm.AddFieldMappingsAt(fieldTenant, keywordField(false))
 	dm.AddFieldMappingsAt(fieldParent, keywordField(false))
 	dm.AddFieldMappingsAt(fieldType, keywordField(false))
 	dm.AddFieldMappingsAt(fieldSurface, keywordField(false))
@@ -168,6 +170,15 @@ func nullableTerm(s *string) string {
 		return "n"
 	}
 	return "v" + *s
+}
+
+// tenantOrNil maps the untenanted namespace ("") to the null term, so that
+// a tenant filter's null value finds it (as the query API's does).
+func tenantOrNil(tenant string) *string {
+	if tenant == "" {
+		return nil
+	}
+	return &tenant
 }
 
 func parseNullableTerm(t string) *string {

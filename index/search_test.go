@@ -244,10 +244,11 @@ func TestSessionFilters(t *testing.T) {
 		d.Cwd, d.Parent, d.CreatedAt = cwd, parent, created
 		return d
 	}
+	inTenant := func(d Doc, tenant string) Doc { d.Tenant = tenant; return d }
 	apply(t, x, 1,
 		mk("a", dshq.Str("/w"), nil, 100),
-		mk("b", dshq.Str("/w"), dshq.Str("a"), 200),
-		mk("c", nil, dshq.Str("a"), 300),
+		inTenant(mk("b", dshq.Str("/w"), dshq.Str("a"), 200), "teamA"),
+		inTenant(mk("c", nil, dshq.Str("a"), 300), "teamB"),
 		mk("d", dshq.Str(""), dshq.Str("b"), 400),
 	)
 	null := []*string{nil}
@@ -263,6 +264,10 @@ func TestSessionFilters(t *testing.T) {
 		{"a cwd filter is exact", []dshq.Filter{{Kind: dshq.FilterCwd, Values: strs("/w")}}, nil, "ab"},
 		{"a null cwd matches sessions without one", []dshq.Filter{{Kind: dshq.FilterCwd, Values: null}}, nil, "c"},
 		{"an empty cwd is not a missing cwd", []dshq.Filter{{Kind: dshq.FilterCwd, Values: strs("")}}, nil, "d"},
+		{"a tenant filter is exact", []dshq.Filter{{Kind: dshq.FilterTenant, Values: strs("teamA")}}, nil, "b"},
+		{"a null tenant matches the sessions of no tenant", []dshq.Filter{{Kind: dshq.FilterTenant, Values: null}}, nil, "ad"},
+		{"a tenant filter mixes values and null", []dshq.Filter{{Kind: dshq.FilterTenant, Values: append(strs("teamB"), nil)}}, nil, "acd"},
+		{"a tenant and a cwd are ANDed", []dshq.Filter{{Kind: dshq.FilterTenant, Values: null}, {Kind: dshq.FilterCwd, Values: strs("/w")}}, nil, "a"},
 		{"a parent filter mixes values and null", []dshq.Filter{{Kind: dshq.FilterParent, Values: append(strs("b"), nil)}}, nil, "ad"},
 		{"a created-at range is inclusive", []dshq.Filter{{Kind: dshq.FilterCreatedAt, From: f64(200), To: f64(300)}}, nil, "bc"},
 		{"a fractional bound compares as a number", []dshq.Filter{{Kind: dshq.FilterCreatedAt, From: f64(199.5)}}, nil, "bcd"},
@@ -288,8 +293,8 @@ func TestSessionFilters(t *testing.T) {
 	// The hit carries the denormalized header fields back.
 	p := searchSessions(t, x, SessionQuery{Query: "needle", SessionFilters: []dshq.Filter{{Kind: dshq.FilterID, Values: strs("b")}}})
 	h := p.Hits[0]
-	if h.Cwd == nil || *h.Cwd != "/w" || h.Parent == nil || *h.Parent != "a" || h.CreatedAt != 200 {
-		t.Fatalf("hit header fields = %v %v %d", h.Cwd, h.Parent, h.CreatedAt)
+	if h.Cwd == nil || *h.Cwd != "/w" || h.Parent == nil || *h.Parent != "a" || h.CreatedAt != 200 || h.Tenant != "teamA" {
+		t.Fatalf("hit header fields = %v %v %d %q", h.Cwd, h.Parent, h.CreatedAt, h.Tenant)
 	}
 }
 

@@ -43,6 +43,7 @@ package projection
 import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/index"
+	"github.com/dshq/dshq/record"
 )
 
 // Snapshot is a consistent, read-only view of one projection at one
@@ -110,8 +111,13 @@ type SessionInfo struct {
 	// Header is the header record (header in version 2 shape, format
 	// version, inherited count; Raw is the record as written).
 	Header dshq.HeaderRecord
-	// Token is the session's subject token (the lease key).
+	// Token is the session's subject token.
 	Token string
+	// Tenant is the tenant whose log subject (dsh.log.<tenant>.<token>)
+	// holds the session; "" for a session of the untenanted namespace
+	// (dsh.log.<token>). The server's permissions guarantee it: a tenant
+	// publishes only on its own subjects (docs/protocol.md §2).
+	Tenant string
 	// HeaderSeq is the stream sequence of the header record.
 	HeaderSeq uint64
 	// EventCount is the number of event records stored for the session,
@@ -139,6 +145,11 @@ type SessionInfo struct {
 	// resuming SessionsByCreated.
 	OrderKey []byte
 }
+
+// LogKey returns the session's log key: the part of its log subject after
+// dsh.log. (its token, or <tenant>.<token>), which is also how its write lease
+// is keyed.
+func (s SessionInfo) LogKey() string { return record.LogKey(s.Tenant, s.Token) }
 
 // Valid reports whether the session's surface is valid (no invalid record).
 func (s SessionInfo) Valid() bool { return s.InvalidFrom < 0 }
@@ -247,8 +258,9 @@ type TitleChange struct {
 
 // LeaseChange is a change of a session's live availability.
 type LeaseChange struct {
-	// Token is the lease key (subject token).
-	Token string
+	// Key is the log key the lease is for (the subject token, or
+	// <tenant>.<token>).
+	Key string
 	// SessionID is the session, "" when its header is not projected yet.
 	SessionID string
 	Live      bool

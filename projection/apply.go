@@ -64,39 +64,56 @@ func (p *Projector) newBatch(inst *instance, tx *bolt.Tx) *batch {
 // errors: an error means the store itself failed.
 func (b *batch) apply(r streamRecord) error {
 	b.gen = r.seq
-	tok, ok := strings.CutPrefix(r.subject, DefaultSubjectPrefix)
-	if !ok || tok == "" || strings.Contains(tok, ".") {
-		return b.quarantine(r, "", fmt.Sprintf("subject %q is not %s<token>", r.subject, DefaultSubjectPrefix))
+	key, ok := strings.CutPrefix(r.subject, DefaultSubjectPrefix)
+	var tenant, tok string
+	var err error
+	if ok {
+		tenant, tok, err = record.SplitLogKey(key)
 	}
-	if at := b.tx.Bucket(bucketBadSubjects).Get([]byte(tok)); at != nil {
+	if !ok || err != nil {
+		return b.quarantine(r, "", fmt.Sprintf("subject %q is not %s<token> or %s<tenant>.<token>", r.subject, DefaultSubjectPrefix, DefaultSubjectPrefix))
+	}
+	if at := b.tx.Bucket(bucketBadSubjects).Get([]byte(key)); at != nil {
 		seq, _ := readU64(at)
 		return b.quarantine(r, "", fmt.Sprintf("subject's header record was refused at stream sequence %d", seq))
 	}
-	if id := b.tx.Bucket(bucketTokens).Get([]byte(tok)); id != nil {
+	if id := b.tx.Bucket(bucketTokens).Get([]byte(key)); id != nil {
 		return b.applyEvent(r, string(id))
 	}
-	return b.applyHeader(r, tok)
+	return b.applyHeader(r, tenant, tok)
 }
 
-func (b *batch) applyHeader(r streamRecord, tok string) error {
+// applyHeader applies the first record of a log subject: the header record
+// of a new session of tenant ("" for none) with subject token tok. Session
+// ids are unique across tenants: a header whose id is already a session's,
+// on another log subject (another tenant's, or the untenanted namespace),
+// is refused with its subject, and the first header stays the session's.
+func (b *batch) applyHeader(r streamRecord, tenant, tok string) error {
+	key := record.LogKey(tenant, tok)
 	h, err := record.ParseHeader(r.data)
 	if err != nil {
-		return b.refuseSubject(r, tok, "invalid header record: "+err.Error())
+		return b.refuseSubject(r, key, "invalid header record: "+err.Error())
 	}
 	want, err := record.SubjectToken(h.Header.ID)
 	if err != nil {
-		return b.refuseSubject(r, tok, "invalid header record: "+err.Error())
+		return b.refuseSubject(r, key, "invalid header record: "+err.Error())
 	}
 	if want != tok {
-		return b.refuseSubject(r, tok, fmt.Sprintf("header record of session %q is on subject token %q, want %q", h.Header.ID, tok, want))
+		return b.refuseSubject(r, key, fmt.Sprintf("header record of session %q is on subject token %q, want %q", h.Header.ID, tok, want))
 	}
 	id := h.Header.ID
+	if owner, err := b.owner(id); err != nil {
+		return err
+	} else if owner != nil {
+		return b.refuseSubject(r, key, fmt.Sprintf("session id %q already belongs to %s (its header is at stream sequence %d); session ids are unique across tenants, the first header wins",
+			id, namespace(owner.Tenant), owner.HeaderSeq))
+	}
 	v := &sessionValue{
 		HeaderRaw: append(json.RawMessage(nil), r.data...), Header: h.Header,
 		FormatVersion: h.FormatVersion, Inherited: h.InheritedEventCount,
-		Token: tok, HeaderSeq: r.seq, LastStepStart: -1, InvalidFrom: -1, UpdatedAt: r.seq,
+		Token: tok, Tenant: tenant, HeaderSeq: r.seq, LastStepStart: -1, InvalidFrom: -1, UpdatedAt: r.seq,
 	}
-	if err := b.tx.Bucket(bucketTokens).Put([]byte(tok), []byte(id)); err != nil {
+	if err := b.tx.Bucket(bucketTokens).Put([]byte(key), []byte(id)); err != nil {
 		return err
 	}
 	if err := b.tx.Bucket(bucketByCreated).Put(createdKey(h.Header.CreatedAt, id), nil); err != nil {
@@ -113,10 +130,32 @@ func (b *batch) applyHeader(r streamRecord, tok string) error {
 	return nil
 }
 
-// refuseSubject quarantines a subject whose header record is invalid: it
-// holds no session, and every later record on it is quarantined too.
-func (b *batch) refuseSubject(r streamRecord, tok, reason string) error {
-	if err := b.tx.Bucket(bucketBadSubjects).Put([]byte(tok), u64(r.seq)); err != nil {
+// owner returns the session that already holds id (applied in this batch or
+// stored), nil when there is none.
+func (b *batch) owner(id string) (*sessionValue, error) {
+	if s, ok := b.sessions[id]; ok {
+		return s.v, nil
+	}
+	v, err := getSession(b.tx, id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorruptStore, err)
+	}
+	return v, nil
+}
+
+// namespace names a tenant in a quarantine reason.
+func namespace(tenant string) string {
+	if tenant == "" {
+		return "the untenanted namespace (dsh.log.<token>)"
+	}
+	return fmt.Sprintf("tenant %q", tenant)
+}
+
+// refuseSubject quarantines a subject whose header record is refused: it
+// holds no session, and every later record on it is quarantined too. key is
+// the subject's log key.
+func (b *batch) refuseSubject(r streamRecord, key, reason string) error {
+	if err := b.tx.Bucket(bucketBadSubjects).Put([]byte(key), u64(r.seq)); err != nil {
 		return err
 	}
 	return b.quarantine(r, "", reason)
@@ -254,7 +293,7 @@ func (b *batch) storeEvent(s *openSession, r streamRecord, eff fold.Effects) err
 	doc := dshq.SearchDocument{EventRecord: eff.Record, Text: eff.Text}
 	doc.SessionID = s.v.Header.ID
 	if eff.Text != "" {
-		d := indexDoc(s.v.Header, doc)
+		d := indexDoc(s.v, doc)
 		d.Generation = r.seq
 		b.docs[docKey{s.v.Header.ID, seq}] = d
 	}
@@ -299,7 +338,7 @@ func (b *batch) shadow(s *openSession, seq int64, shadowed []int64) error {
 			d, ok := b.docs[k]
 			if !ok {
 				rec := dshq.EventRecord{SessionID: id, Seq: x, Type: old.Type, Time: old.Time}
-				d = indexDoc(s.v.Header, dshq.SearchDocument{EventRecord: rec, Text: old.Text})
+				d = indexDoc(s.v, dshq.SearchDocument{EventRecord: rec, Text: old.Text})
 				d.Generation = old.StreamSeq // when it was first searchable
 			}
 			d.Surface = dshq.SurfaceShadowed
@@ -455,9 +494,10 @@ func sortedDocKeys[V any](m map[docKey]V) []docKey {
 }
 
 // indexDoc is the index document of an event with semantic text.
-func indexDoc(h dshq.Header, d dshq.SearchDocument) index.Doc {
+func indexDoc(v *sessionValue, d dshq.SearchDocument) index.Doc {
+	h := v.Header
 	return index.Doc{
-		SessionID: d.SessionID, Cwd: h.Cwd, Parent: h.ParentSession, CreatedAt: h.CreatedAt,
+		SessionID: d.SessionID, Tenant: v.Tenant, Cwd: h.Cwd, Parent: h.ParentSession, CreatedAt: h.CreatedAt,
 		Seq: d.Seq, Type: d.Type, Time: d.Time, Surface: d.Surface, Text: d.Text,
 	}
 }

@@ -13,8 +13,8 @@ import (
 var (
 	bucketMeta        = []byte("meta")        // checkpoint, schema, epoch
 	bucketSessions    = []byte("sessions")    // id → sessionValue (JSON)
-	bucketTokens      = []byte("tokens")      // subject token → session id
-	bucketBadSubjects = []byte("badsubjects") // token → stream seq of its refused header
+	bucketTokens      = []byte("tokens")      // log key (subject token, or tenant.token) → session id
+	bucketBadSubjects = []byte("badsubjects") // log key → stream seq of its refused header
 	bucketStates      = []byte("states")      // id → fold state bytes
 	bucketEvents      = []byte("events")      // sk(id)+seq → eventValue
 	bucketReplacedBy  = []byte("replacedby")  // sk(id)+seq → replacing seq
@@ -40,8 +40,10 @@ var (
 )
 
 // SchemaVersion is the store layout version. A store written with another
-// version is rebuilt from the stream on start.
-const SchemaVersion = 1
+// version is rebuilt from the stream on start. Version 2 keys sessions by
+// their log key (tenants, docs/protocol.md §2): a version 1 store had
+// quarantined every two-token log subject.
+const SchemaVersion = 2
 
 // sessionKey is the prefix of every per-session key: a 2-byte big-endian
 // length and the id's bytes, so that no id's keys are a prefix of another's.

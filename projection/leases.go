@@ -15,7 +15,7 @@ import (
 const leaseRetry = time.Second
 
 // watchLeases follows the lease bucket until ctx ends: a key present means
-// the session with that subject token is live. A key's lease lapses when it
+// the session with that log key is live. A key's lease lapses when it
 // is deleted or purged (including the server's MaxAge markers) or, for a
 // bucket with a TTL, when no put renewed it within the TTL.
 func (p *Projector) watchLeases(ctx context.Context) error {
@@ -52,7 +52,7 @@ func (p *Projector) followLeases(ctx context.Context, kv jetstream.KeyValue) err
 	}
 	defer w.Stop()
 	expires := map[string]time.Time{} // lease key → lapse time, when the bucket has a TTL
-	initial := map[string]bool{}      // tokens seen while the watch replays current values; nil after
+	initial := map[string]bool{}      // log keys seen while the watch replays current values; nil after
 	sweep := time.NewTicker(sweepInterval(ttl))
 	defer sweep.Stop()
 	for {
@@ -71,7 +71,7 @@ func (p *Projector) followLeases(ctx context.Context, kv jetstream.KeyValue) err
 				continue
 			}
 			if initial != nil && e.Operation() == jetstream.KeyValuePut {
-				initial[tokenOfLeaseKey(e.Key())] = true
+				initial[logKeyOfLeaseKey(e.Key())] = true
 			}
 			live := e.Operation() == jetstream.KeyValuePut
 			if live && ttl > 0 {
@@ -83,26 +83,34 @@ func (p *Projector) followLeases(ctx context.Context, kv jetstream.KeyValue) err
 			if !live {
 				delete(expires, e.Key())
 			}
-			p.setLive(tokenOfLeaseKey(e.Key()), live)
+			p.setLive(logKeyOfLeaseKey(e.Key()), live)
 		case now := <-sweep.C:
-			for tok, at := range expires {
+			for key, at := range expires {
 				if now.After(at) {
-					delete(expires, tok)
-					p.setLive(tokenOfLeaseKey(tok), false)
+					delete(expires, key)
+					p.setLive(logKeyOfLeaseKey(key), false)
 				}
 			}
 		}
 	}
 }
 
-// tokenOfLeaseKey inverts the lease key mapping of package bus (LeaseKey):
-// key-value keys may not hold "~", so an encoded token's leading "~" is
-// written as "=".
-func tokenOfLeaseKey(key string) string {
-	if strings.HasPrefix(key, "=") {
-		return "~" + key[1:]
+// logKeyOfLeaseKey inverts the lease key mapping of package bus (LeaseKey):
+// a lease key is the session's log key (its subject token, or
+// <tenant>.<token>), except that key-value keys may not hold "~", so an
+// encoded token's leading "~" is written as "=".
+func logKeyOfLeaseKey(key string) string {
+	tenant, tok, tenanted := strings.Cut(key, ".")
+	if !tenanted {
+		tenant, tok = "", key
 	}
-	return key
+	if strings.HasPrefix(tok, "=") {
+		tok = "~" + tok[1:]
+	}
+	if !tenanted {
+		return tok
+	}
+	return tenant + "." + tok
 }
 
 func sweepInterval(ttl time.Duration) time.Duration {
@@ -112,33 +120,33 @@ func sweepInterval(ttl time.Duration) time.Duration {
 	return ttl / 4
 }
 
-// dropLeasesExcept marks every live token not in keep as lapsed.
+// dropLeasesExcept marks every live log key not in keep as lapsed.
 func (p *Projector) dropLeasesExcept(keep map[string]bool) {
 	p.liveMu.RLock()
 	var gone []string
-	for tok := range p.live {
-		if !keep[tok] {
-			gone = append(gone, tok)
+	for key := range p.live {
+		if !keep[key] {
+			gone = append(gone, key)
 		}
 	}
 	p.liveMu.RUnlock()
-	for _, tok := range gone {
-		p.setLive(tok, false)
+	for _, key := range gone {
+		p.setLive(key, false)
 	}
 }
 
-// setLive records a token's lease state; a change bumps the live version
-// and is delivered to the OnCommit hook.
-func (p *Projector) setLive(tok string, live bool) {
+// setLive records the lease state of a log key; a change bumps the live
+// version and is delivered to the OnCommit hook.
+func (p *Projector) setLive(key string, live bool) {
 	p.liveMu.Lock()
-	if p.live[tok] == live {
+	if p.live[key] == live {
 		p.liveMu.Unlock()
 		return
 	}
 	if live {
-		p.live[tok] = true
+		p.live[key] = true
 	} else {
-		delete(p.live, tok)
+		delete(p.live, key)
 	}
 	p.liveVersion++
 	p.liveMu.Unlock()
@@ -152,9 +160,9 @@ func (p *Projector) setLive(tok string, live bool) {
 	if inst == nil {
 		return
 	}
-	c := Commit{Generation: p.Generation(), Epoch: inst.store.epoch, Leases: []LeaseChange{{Token: tok, Live: live}}}
+	c := Commit{Generation: p.Generation(), Epoch: inst.store.epoch, Leases: []LeaseChange{{Key: key, Live: live}}}
 	_ = inst.store.db.View(func(tx *bolt.Tx) error {
-		if id := tx.Bucket(bucketTokens).Get([]byte(tok)); id != nil {
+		if id := tx.Bucket(bucketTokens).Get([]byte(key)); id != nil {
 			c.Leases[0].SessionID = string(id)
 		}
 		return nil

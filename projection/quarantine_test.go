@@ -103,7 +103,7 @@ func TestProjector_QuarantinesBadRecordsWhileOtherSessionsFlow(t *testing.T) {
 			e.publish(tok, l)
 		}
 	}
-	e.publish("a.b", line(goodHeader, "q-nested")) // not dsh.log.<token>
+	e.publish("a.b.c", line(goodHeader, "q-nested")) // neither dsh.log.<token> nor dsh.log.<tenant>.<token>
 	goodID, last := e.publishLog(readLines(t, "upstream-2.5.jsonl"))
 	waitGen(t, r.p, last)
 
@@ -116,7 +116,7 @@ func TestProjector_QuarantinesBadRecordsWhileOtherSessionsFlow(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if got := byKey["dsh.log.a.b"]; len(got) != 1 || !strings.Contains(got[0].Reason, "is not dsh.log.<token>") {
+		if got := byKey["dsh.log.a.b.c"]; len(got) != 1 || !strings.Contains(got[0].Reason, "is not dsh.log.<token> or dsh.log.<tenant>.<token>") {
 			t.Errorf("nested subject: quarantine = %+v", got)
 		}
 		for _, c := range cases {

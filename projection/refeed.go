@@ -74,7 +74,7 @@ func appendDocs(tx *bolt.Tx, v *sessionValue, ib *index.Batch) error {
 	s := &snapshot{tx: tx}
 	return s.Events(v.Header.ID, 0, func(e StoredEvent) bool {
 		if e.Text != "" && !e.Invalid {
-			d := indexDoc(v.Header, dshq.SearchDocument{EventRecord: e.Record, Text: e.Text})
+			d := indexDoc(v, dshq.SearchDocument{EventRecord: e.Record, Text: e.Text})
 			d.Generation = e.StreamSeq // when it was first searchable, not now
 			ib.Upsert(d)
 		}

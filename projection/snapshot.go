@@ -142,7 +142,7 @@ func (s *snapshot) SurfaceSeqs(id string) []int64 {
 
 func (s *snapshot) Closers(id string) ([]dshq.Event, error) {
 	v, err := getSession(s.tx, id)
-	if err != nil || v == nil || v.InvalidFrom >= 0 || s.live[v.Token] {
+	if err != nil || v == nil || v.InvalidFrom >= 0 || s.live[v.key()] {
 		return nil, err
 	}
 	b := s.tx.Bucket(bucketStates).Get([]byte(id))
@@ -158,17 +158,17 @@ func (s *snapshot) Closers(id string) ([]dshq.Event, error) {
 
 func (s *snapshot) IsLive(id string) bool {
 	v, err := getSession(s.tx, id)
-	return err == nil && v != nil && s.live[v.Token]
+	return err == nil && v != nil && s.live[v.key()]
 }
 
 func (s *snapshot) LiveSet() []string {
 	tokens := s.tx.Bucket(bucketTokens)
 	var out []string
-	for tok, held := range s.live {
+	for key, held := range s.live {
 		if !held {
 			continue
 		}
-		if id := tokens.Get([]byte(tok)); id != nil {
+		if id := tokens.Get([]byte(key)); id != nil {
 			out = append(out, string(id))
 		}
 	}
@@ -177,7 +177,7 @@ func (s *snapshot) LiveSet() []string {
 }
 
 func (s *snapshot) Record(info SessionInfo) dshq.SessionRecord {
-	return dshq.SessionRecord{Header: info.Header.Header, Live: s.live[info.Token], Persisted: true}
+	return dshq.SessionRecord{Header: info.Header.Header, Live: s.live[info.LogKey()], Persisted: true}
 }
 
 func (s *snapshot) Quarantined(afterSeq uint64, fn func(QuarantineRecord) bool) error {

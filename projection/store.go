@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/record"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -32,6 +33,7 @@ type sessionValue struct {
 	FormatVersion  int             `json:"fv"`
 	Inherited      int64           `json:"ic"`
 	Token          string          `json:"tok"`
+	Tenant         string          `json:"tn,omitempty"`
 	HeaderSeq      uint64          `json:"hs"`
 	EventCount     int64           `json:"n"`
 	Title          *dshq.Title     `json:"title,omitempty"`
@@ -42,6 +44,9 @@ type sessionValue struct {
 	UpdatedAt      uint64          `json:"up"`
 }
 
+// key is the session's log key: its subject token, or <tenant>.<token>.
+func (v *sessionValue) key() string { return record.LogKey(v.Tenant, v.Token) }
+
 func (v *sessionValue) info() SessionInfo {
 	return SessionInfo{
 		Header: dshq.HeaderRecord{
@@ -51,6 +56,7 @@ func (v *sessionValue) info() SessionInfo {
 			Raw:                 v.HeaderRaw,
 		},
 		Token:          v.Token,
+		Tenant:         v.Tenant,
 		HeaderSeq:      v.HeaderSeq,
 		EventCount:     v.EventCount,
 		Title:          v.Title,

@@ -91,6 +91,7 @@ func (a snapshotAdapter) Closers(id string) ([]StoredEvent, error) {
 func sessionInfo(i projection.SessionInfo) SessionInfo {
 	return SessionInfo{
 		Header:              i.Header.Header,
+		Tenant:              i.Tenant,
 		FormatVersion:       i.Header.FormatVersion,
 		InheritedEventCount: i.Header.InheritedEventCount,
 		EventCount:          i.EventCount,

@@ -193,8 +193,8 @@ func lookup(snap Snapshot, id string) (SessionInfo, error) {
 
 // sessionRecord returns the session's record: every projected session's header is
 // in the stream (persisted); live while its lease is held.
-func sessionRecord(snap Snapshot, h dshq.Header) dshq.SessionRecord {
-	return dshq.SessionRecord{Header: h, Live: snap.IsLive(h.ID), Persisted: true}
+func sessionRecord(snap Snapshot, info SessionInfo) dshq.SessionRecord {
+	return dshq.SessionRecord{Header: info.Header, Tenant: info.Tenant, Live: snap.IsLive(info.Header.ID), Persisted: true}
 }
 
 // continueCursor decodes req's cursor and checks that it still describes

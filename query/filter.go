@@ -22,7 +22,7 @@ const (
 )
 
 var (
-	sessionKinds = []string{dshq.FilterID, dshq.FilterCwd, dshq.FilterCreatedAt, dshq.FilterParent, dshq.FilterAvailability}
+	sessionKinds = []string{dshq.FilterID, dshq.FilterCwd, dshq.FilterCreatedAt, dshq.FilterParent, dshq.FilterAvailability, dshq.FilterTenant}
 	eventKinds   = []string{dshq.FilterSeq, dshq.FilterTime, dshq.FilterType, dshq.FilterSurface}
 	textKinds    = append(slices.Clone(eventKinds), dshq.FilterText)
 )
@@ -145,7 +145,7 @@ func decodeText(obj map[string]json.RawMessage, at string, f *dshq.Filter) error
 }
 
 func decodeValues(obj map[string]json.RawMessage, at string, f *dshq.Filter) error {
-	nullable := f.Kind == dshq.FilterCwd || f.Kind == dshq.FilterParent
+	nullable := f.Kind == dshq.FilterCwd || f.Kind == dshq.FilterParent || f.Kind == dshq.FilterTenant
 	want := "an array of strings"
 	if nullable {
 		want = "an array of strings or nulls"
@@ -311,6 +311,12 @@ func matchSessionClause(f dshq.Filter, r dshq.SessionRecord) bool {
 	switch f.Kind {
 	case dshq.FilterID:
 		return inValues(f.Values, &r.Header.ID)
+	case dshq.FilterTenant:
+		var tenant *string
+		if r.Tenant != "" {
+			tenant = &r.Tenant
+		}
+		return inValues(f.Values, tenant)
 	case dshq.FilterCwd:
 		return inValues(f.Values, r.Header.Cwd)
 	case dshq.FilterParent:

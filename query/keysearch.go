@@ -249,7 +249,7 @@ func (e *Engine) sessionHits(ks KeySearcher, phrase string) buildFunc[dshq.Sessi
 				return nil, fmt.Errorf("read session %q: %w", k.SessionID, err)
 			}
 			if ok {
-				rec := dshq.SessionRecord{Header: info.Header, Live: k.Live, Persisted: true}
+				rec := dshq.SessionRecord{Header: info.Header, Tenant: info.Tenant, Live: k.Live, Persisted: true}
 				out[i] = &dshq.SessionSearchHit{SessionRecord: rec, BestMatch: *best[i]}
 			}
 		}

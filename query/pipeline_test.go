@@ -40,9 +40,24 @@ type pipe struct {
 	// stopShard stops the shard service on NATS (the engine stays).
 	stopShard func() error
 
-	mu   sync.Mutex // guards next
+	mu   sync.Mutex // guards next, last and tenants
 	next map[string]int64
 	last uint64
+	// tenants names the tenant of a session published on
+	// dsh.log.<tenant>.<token> (inTenant); others are on dsh.log.<token>.
+	tenants map[string]string
+}
+
+// inTenant makes the session id's records go to its tenant's log subject.
+func (p *pipe) inTenant(tenant string, ids ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tenants == nil {
+		p.tenants = map[string]string{}
+	}
+	for _, id := range ids {
+		p.tenants[id] = tenant
+	}
 }
 
 type pipeConfig struct {
@@ -133,9 +148,12 @@ func (p *pipe) publish(id string, lines ...string) uint64 {
 	if err != nil {
 		p.t.Fatal(err)
 	}
+	p.mu.Lock()
+	subject := projection.DefaultSubjectPrefix + record.LogKey(p.tenants[id], tok)
+	p.mu.Unlock()
 	var seq uint64
 	for _, l := range lines {
-		ack, err := p.js.Publish(context.Background(), projection.DefaultSubjectPrefix+tok, []byte(l))
+		ack, err := p.js.Publish(context.Background(), subject, []byte(l))
 		if err != nil {
 			p.t.Fatalf("publish %s: %v", id, err)
 		}
@@ -236,7 +254,9 @@ func (p *pipe) sync() uint64 {
 func (p *pipe) setLive(id string, live bool) {
 	p.t.Helper()
 	tok, _ := record.SubjectToken(id)
-	key := bus.LeaseKey(tok)
+	p.mu.Lock()
+	key := record.LogKey(p.tenants[id], bus.LeaseKey(tok))
+	p.mu.Unlock()
 	ctx := context.Background()
 	if live {
 		v, _ := json.Marshal(bus.LeaseValue{SessionID: id, Owner: "test", AcquiredAt: 1})

@@ -78,7 +78,7 @@ func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *Request
 				return nil, err
 			}
 			if ok {
-				hits = append(hits, dshq.SessionSearchHit{SessionRecord: sessionRecord(snap, info.Header), BestMatch: best})
+				hits = append(hits, dshq.SessionSearchHit{SessionRecord: sessionRecord(snap, info), BestMatch: best})
 				sessions = append(sessions, h.SessionID)
 			}
 		}

@@ -30,7 +30,7 @@ func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *Request) (a
 		if info.HeaderGeneration > c.Generation {
 			return true
 		}
-		rec := sessionRecord(snap, info.Header)
+		rec := sessionRecord(snap, info)
 		if !match.match(rec) {
 			return true
 		}
@@ -97,7 +97,7 @@ func (e *Engine) traceSession(_ context.Context, snap Snapshot, req *Request) (a
 	if err != nil {
 		return nil, err
 	}
-	tr := dshq.LineageTrace{Target: sessionRecord(snap, target.Header), Ancestors: []dshq.SessionRecord{}, Generation: snap.Generation()}
+	tr := dshq.LineageTrace{Target: sessionRecord(snap, target), Ancestors: []dshq.SessionRecord{}, Generation: snap.Generation()}
 	seen := map[string]bool{target.Header.ID: true}
 	for p := target.Header.ParentSession; ; {
 		if p == nil {
@@ -120,7 +120,7 @@ func (e *Engine) traceSession(_ context.Context, snap Snapshot, req *Request) (a
 			tr.UnresolvedParentID = dshq.Str(*p)
 			break
 		}
-		tr.Ancestors = append(tr.Ancestors, sessionRecord(snap, parent.Header))
+		tr.Ancestors = append(tr.Ancestors, sessionRecord(snap, parent))
 		p = parent.Header.ParentSession
 	}
 	tr.Descendants, err = e.descendants(snap, target.Header.ID, e.maxReply)
@@ -168,7 +168,7 @@ func (e *Engine) descendants(snap Snapshot, root string, budget int) ([]dshq.Lin
 		list := make([]dshq.LineageNode, 0, len(kids))
 		for _, k := range kids {
 			n := nodes[k.Header.ID]
-			n.Session = sessionRecord(snap, k.Header)
+			n.Session = sessionRecord(snap, k)
 			list = append(list, n)
 			delete(nodes, k.Header.ID)
 		}
@@ -193,7 +193,7 @@ func (e *Engine) statSession(_ context.Context, snap Snapshot, req *Request) (an
 		return nil, err
 	}
 	st := dshq.SessionStat{
-		Session:             sessionRecord(snap, info.Header),
+		Session:             sessionRecord(snap, info),
 		InheritedEventCount: info.InheritedEventCount,
 		EventCount:          info.EventCount,
 		Title:               info.Title,

@@ -54,6 +54,8 @@ type Snapshot interface {
 type SessionInfo struct {
 	// Header is the header in version 2 shape.
 	Header dshq.Header
+	// Tenant is the session's tenant, "" for none (its log subject's).
+	Tenant string
 	// FormatVersion is the version the log was written in (0 or 2).
 	FormatVersion int
 	// InheritedEventCount is the length of the fork-inherited prefix.
@@ -114,8 +116,8 @@ type SearchQuery struct {
 	Phrase string
 	// SessionID restricts an event search to one session.
 	SessionID string
-	// SessionFilters hold id, cwd, created-at, parent and availability
-	// clauses.
+	// SessionFilters hold id, tenant, cwd, created-at, parent and
+	// availability clauses.
 	SessionFilters []dshq.Filter
 	// LiveSessionIDs resolves availability: a session is live when its id
 	// is listed; every projected session is persisted.

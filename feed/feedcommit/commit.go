@@ -336,15 +336,17 @@ func capText(s string, max int) string {
 const logSubjectPrefix = "dsh.log."
 
 // quarantineToken returns the feed token for a refused record of no known
-// session: the log subject's last part when it is a valid subject token
-// (so dsh.feed.*.<token>.> still covers it), else feed.UnknownToken.
+// session: the log subject's token (dsh.log.<token> or
+// dsh.log.<tenant>.<token>) when the subject is a valid log subject (so
+// dsh.feed.*.<token>.> still covers it), else feed.UnknownToken.
 func quarantineToken(logSubject string) string {
 	rest, ok := strings.CutPrefix(logSubject, logSubjectPrefix)
 	if !ok {
 		return feed.UnknownToken
 	}
-	if _, err := record.ParseSubjectToken(rest); err != nil {
+	_, tok, err := record.SplitLogKey(rest)
+	if err != nil {
 		return feed.UnknownToken
 	}
-	return rest
+	return tok
 }

@@ -92,10 +92,10 @@ func sampleCommit(t *testing.T) (projection.Commit, lookup) {
 		},
 		Titles: []projection.TitleChange{{SessionID: "s1", Title: dshq.Title{Title: "hi", MessageSeqs: []int64{0}, Source: []byte(`{"kind":"fallback"}`), EventSeq: 2, UpdatedAt: 5}}},
 		Leases: []projection.LeaseChange{
-			{Token: "pending", SessionID: "", Live: true},
-			{Token: "s1", SessionID: "s1", Live: true},
-			{Token: "nobody", SessionID: "nobody", Live: true},
-			{Token: "old", SessionID: "old", Live: false},
+			{Key: "pending", SessionID: "", Live: true},
+			{Key: "s1", SessionID: "s1", Live: true},
+			{Key: "nobody", SessionID: "nobody", Live: true},
+			{Key: "old", SessionID: "old", Live: false},
 		},
 	}
 	look := lookup{sessions: map[string]projection.SessionInfo{"old": old}, live: map[string]bool{"s1": true}}
