@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dshq/dshq/record"
 )
 
 // directBatchSize is how many records one direct get request asks for.
@@ -32,7 +34,8 @@ type Record struct {
 	Data []byte
 	// Seq is the record's stream sequence.
 	Seq uint64
-	// MsgID is the record's Nats-Msg-Id: <token>:h or <token>:<seq>.
+	// MsgID is the record's Nats-Msg-Id: <key>:h or <key>:<seq>, key being
+	// the session's log key (<token>, or <tenant>.<token>).
 	MsgID string
 }
 
@@ -87,15 +90,16 @@ func (s *Store) directBatch(ctx context.Context, subject string, start, upTo uin
 }
 
 // fetch delivers subject's records from stream sequence start through last
-// to fn, in order, until fn returns false. It uses batched direct gets (the
-// stream allows direct access): no consumer is created, and any replica may
-// answer. A transient failure resumes after the last record delivered,
-// within the Store's retry bound.
+// to fn, in order, until fn returns false. The untenanted Store uses
+// batched direct gets (the stream allows direct access): no consumer is
+// created, and any replica may answer; a tenant's Store reads through a
+// push consumer on its own subject (tenantReader). A transient failure
+// resumes after the last record delivered, within the Store's retry bound.
 func (s *Store) fetch(ctx context.Context, subject string, start, last uint64, fn func(r Record) (bool, error)) error {
 	next := start
 	deadline := time.Now().Add(s.opts.maxElapsed)
 	for next <= last {
-		n, more, err := s.directBatch(ctx, subject, next, last, func(r Record) (bool, error) {
+		n, more, err := s.reader.batch(ctx, subject, next, last, func(r Record) (bool, error) {
 			next = r.Seq + 1
 			return fn(r)
 		})
@@ -118,7 +122,7 @@ func (s *Store) fetch(ctx context.Context, subject string, start, last uint64, f
 func (s *Store) lastSeq(ctx context.Context, subject string) (uint64, error) {
 	var last uint64
 	err := s.pub.retry(ctx, func(ctx context.Context) error {
-		m, err := s.stream.GetLastMsgForSubject(ctx, subject)
+		m, err := s.reader.last(ctx, subject)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			last = 0
 			return nil
@@ -154,10 +158,11 @@ func (s *Store) records(ctx context.Context, subject string) ([]Record, error) {
 // Errors: ErrInvalidArgument (bad id), ErrNotFound (nothing stored), bus
 // failures.
 func (s *Store) Records(ctx context.Context, id string) ([]Record, error) {
-	subject, err := Subject(id)
+	tok, err := record.SubjectToken(id)
 	if err != nil {
 		return nil, wrapf(ErrInvalidArgument, id, err, "read session: %v", err)
 	}
+	subject := s.subjectOf(tok)
 	recs, err := s.records(ctx, subject)
 	if err != nil {
 		return nil, fmt.Errorf("read session %q: %w", id, err)

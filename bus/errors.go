@@ -40,6 +40,14 @@ var (
 	// ErrLogConflict: Store.Import found the session stored with content
 	// that is not a prefix of the imported log; nothing was stored.
 	ErrLogConflict = errors.New("session stored with different content")
+	// ErrMsgIDInUse: the stream answered a record's publish as a duplicate
+	// of a stored msg id, and no record of this session holds it: another
+	// writer took the id (on its own subject; msg ids are deduplicated
+	// stream-wide, within the duplicate window). Nothing of that append
+	// was stored and the handle stays usable; the id is free again after
+	// the stream's duplicate window. Unguessable session ids keep it from
+	// happening (docs/protocol.md §2).
+	ErrMsgIDInUse = errors.New("record msg id already in use")
 )
 
 // Error is the typed error of the seam: Kind is one of the sentinels above,

@@ -20,9 +20,12 @@ import (
 // its heartbeat goroutine is stopped by Close. A Handle is safe for
 // concurrent use; its operations are serialised.
 type Handle struct {
-	store   *Store
-	id      string
-	token   string
+	store *Store
+	id    string
+	token string
+	// key is the session's log key (token, or <tenant>.<token>): its msg
+	// ids' prefix.
+	key     string
 	subject string
 	hrec    dshq.HeaderRecord
 	access  Access
@@ -48,7 +51,7 @@ type Handle struct {
 }
 
 func newHandle(s *Store, hrec dshq.HeaderRecord, tok string, access Access) *Handle {
-	return &Handle{store: s, id: hrec.Header.ID, token: tok, subject: SubjectPrefix + tok, hrec: hrec,
+	return &Handle{store: s, id: hrec.Header.ID, token: tok, key: s.logKey(tok), subject: s.subjectOf(tok), hrec: hrec,
 		access: access, state: fold.New(hrec, fold.Strict)}
 }
 
@@ -133,14 +136,14 @@ func (h *Handle) Append(ctx context.Context, events []dshq.Event) (uint64, error
 	valid := make([]dshq.Event, 0, len(events))
 	recs := make([]outRecord, 0, len(events)+1)
 	if !h.materialised {
-		recs = append(recs, outRecord{msgID: headerMsgID(h.token), data: h.headerRaw})
+		recs = append(recs, outRecord{msgID: headerMsgID(h.key), data: h.headerRaw})
 	}
 	for i, e := range events {
 		ev, err := h.store.checkEvent(st, h.id, "append to", i, e, next+int64(i))
 		if err != nil {
 			return 0, err
 		}
-		recs = append(recs, outRecord{msgID: eventMsgID(h.token, ev.Seq), data: ev.Raw})
+		recs = append(recs, outRecord{msgID: eventMsgID(h.key, ev.Seq), data: ev.Raw})
 		valid = append(valid, ev)
 	}
 	if err := h.publish(ctx, recs, valid); err != nil {
@@ -209,6 +212,10 @@ func (h *Handle) publish(ctx context.Context, recs []outRecord, events []dshq.Ev
 	if err == nil {
 		return nil
 	}
+	if errors.Is(err, ErrMsgIDInUse) {
+		// Refused, not ambiguous: the handle stays after what was stored.
+		return wrapf(ErrMsgIDInUse, h.id, err, "append to session %q: %v", h.id, err)
+	}
 	if isConflict(err) {
 		h.lease.markLost()
 		return wrapf(ErrOwnershipLost, h.id, err,
@@ -248,7 +255,7 @@ func (h *Handle) resync(ctx context.Context) error {
 	pa := h.unsure
 	var last *jetstream.RawStreamMsg
 	err := h.store.pub.retry(ctx, func(ctx context.Context) error {
-		m, err := h.store.stream.GetLastMsgForSubject(ctx, h.subject)
+		m, err := h.store.reader.last(ctx, h.subject)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			last = nil
 			return nil
@@ -293,7 +300,7 @@ func (h *Handle) Flush(ctx context.Context) error {
 	if h.materialised {
 		return nil
 	}
-	return h.publish(ctx, []outRecord{{msgID: headerMsgID(h.token), data: h.headerRaw}}, nil)
+	return h.publish(ctx, []outRecord{{msgID: headerMsgID(h.key), data: h.headerRaw}}, nil)
 }
 
 // Close releases the handle: a write handle stops its heartbeat and releases
@@ -442,7 +449,7 @@ func (h *Handle) accept(raw []byte, want int64, seq uint64) (dshq.Event, error) 
 func (h *Handle) loadForWrite(ctx context.Context) error {
 	var last uint64
 	err := h.store.pub.retry(ctx, func(ctx context.Context) error {
-		m, err := h.store.stream.GetLastMsgForSubject(ctx, h.subject)
+		m, err := h.store.reader.last(ctx, h.subject)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package bus
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/dshq/dshq"
@@ -61,7 +62,7 @@ func (s *Store) Import(ctx context.Context, hdr dshq.HeaderRecord, events []dshq
 		return ImportResult{}, err
 	}
 	tok, _ := record.SubjectToken(id) // validated by importRecords
-	subject := SubjectPrefix + tok
+	subject := s.subjectOf(tok)
 	l, err := s.acquire(ctx, id, tok)
 	if err != nil {
 		return ImportResult{}, err
@@ -96,6 +97,8 @@ func (s *Store) Import(ctx context.Context, hdr dshq.HeaderRecord, events []dshq
 	})
 	res.Continued = n > 0 && res.Stored > 0
 	switch {
+	case err != nil && errors.Is(err, ErrMsgIDInUse):
+		return res, wrapf(ErrMsgIDInUse, id, err, "import session %q: %v", id, err)
 	case err != nil && isConflict(err):
 		l.markLost()
 		return res, wrapf(ErrOwnershipLost, id, err,
@@ -137,13 +140,13 @@ func (s *Store) importRecords(hdr dshq.HeaderRecord, events []dshq.Event) (strin
 	back.Raw = raw
 	st := fold.New(back, fold.Lenient)
 	recs := make([]outRecord, 0, len(events)+1)
-	recs = append(recs, outRecord{msgID: headerMsgID(tok), data: raw})
+	recs = append(recs, outRecord{msgID: headerMsgID(s.logKey(tok)), data: raw})
 	for i, e := range events {
 		ev, err := s.checkEvent(st, id, "import", i, e, int64(i))
 		if err != nil {
 			return "", nil, err
 		}
-		recs = append(recs, outRecord{msgID: eventMsgID(tok, ev.Seq), data: ev.Raw})
+		recs = append(recs, outRecord{msgID: eventMsgID(s.logKey(tok), ev.Seq), data: ev.Raw})
 	}
 	return id, recs, nil
 }

@@ -27,8 +27,10 @@ func LeaseKey(token string) string {
 	return token
 }
 
-// ParseLeaseKey returns the session id of a lease key (the inverse of
-// LeaseKey of its subject token), for watchers of the lease bucket.
+// ParseLeaseKey returns the session id of a lease key of the untenanted
+// namespace (the inverse of LeaseKey of its subject token), for watchers of
+// the lease bucket. A tenant's key (<tenant>.<key>) is refused: see
+// ParseTenantLeaseKey.
 func ParseLeaseKey(key string) (string, error) {
 	if strings.HasPrefix(key, "=") {
 		key = "~" + key[1:]
@@ -49,7 +51,7 @@ type LeaseValue struct {
 // lease is one held write lease. Its heartbeat goroutine is started by
 // acquireLease and stopped by release.
 type lease struct {
-	kv    jetstream.KeyValue
+	kv    leaseKV
 	key   string
 	value []byte
 	ttl   time.Duration
@@ -76,7 +78,7 @@ func newLeaseValue(id string) []byte {
 // acquireLease creates the lease key with value v, or adopts it when it
 // already holds v (a retried create whose first attempt was stored). A key
 // held by anyone else is ErrKeyExists. The heartbeat starts on success.
-func acquireLease(ctx context.Context, kv jetstream.KeyValue, key string, v []byte, ttl time.Duration) (*lease, error) {
+func acquireLease(ctx context.Context, kv leaseKV, key string, v []byte, ttl time.Duration) (*lease, error) {
 	rev, err := claim(ctx, kv, key, v)
 	if err != nil {
 		return nil, err
@@ -90,8 +92,8 @@ func acquireLease(ctx context.Context, kv jetstream.KeyValue, key string, v []by
 // claim creates key with value v and returns its revision; a key that
 // already holds v is ours (adopted); one holding anything else is
 // ErrKeyExists.
-func claim(ctx context.Context, kv jetstream.KeyValue, key string, v []byte) (uint64, error) {
-	rev, err := kv.Create(ctx, key, v)
+func claim(ctx context.Context, kv leaseKV, key string, v []byte) (uint64, error) {
+	rev, err := kv.create(ctx, key, v)
 	if err == nil || !(errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err)) {
 		return rev, err
 	}
@@ -102,8 +104,8 @@ func claim(ctx context.Context, kv jetstream.KeyValue, key string, v []byte) (ui
 }
 
 // ours reports whether key currently holds v, and its revision.
-func ours(ctx context.Context, kv jetstream.KeyValue, key string, v []byte) (uint64, bool) {
-	e, err := kv.Get(ctx, key)
+func ours(ctx context.Context, kv leaseKV, key string, v []byte) (uint64, bool) {
+	e, err := kv.get(ctx, key)
 	if err != nil || e.Operation() != jetstream.KeyValuePut || !bytes.Equal(e.Value(), v) {
 		return 0, false
 	}
@@ -141,7 +143,7 @@ func (l *lease) beat() bool {
 	l.mu.Lock()
 	rev := l.rev
 	l.mu.Unlock()
-	nrev, err := l.kv.Update(ctx, l.key, l.value, rev)
+	nrev, err := l.kv.update(ctx, l.key, l.value, rev)
 	if err != nil && isWrongLastSequence(err) {
 		nrev, err = claim(ctx, l.kv, l.key, l.value)
 		if errors.Is(err, jetstream.ErrKeyExists) {
@@ -175,7 +177,7 @@ func (l *lease) release(ctx context.Context) error {
 	if lost {
 		return nil
 	}
-	err := l.kv.Delete(ctx, l.key, jetstream.LastRevision(rev))
+	err := l.kv.deleteAt(ctx, l.key, rev)
 	if err != nil && !isWrongLastSequence(err) {
 		return fmt.Errorf("release lease %s: %w", l.key, err)
 	}

@@ -141,7 +141,7 @@ func TestLease_LapseWithoutTakeoverIsRecovered(t *testing.T) {
 	}
 	w.lease.halt()
 	waitFor(t, 20*testLeaseTTL, "the lease key to lapse", func() bool {
-		_, err := s.kv.Get(ctx, LeaseKey("lapse"))
+		_, err := s.kv.get(ctx, LeaseKey("lapse"))
 		return err != nil
 	})
 	if _, err := w.Append(ctx, cmds(t, 1, 1)); err != nil {

@@ -45,18 +45,20 @@ type outRecord struct {
 	data  []byte
 }
 
-// headerMsgID is the Nats-Msg-Id of a session's header record (CONTRACT §2).
-func headerMsgID(token string) string { return token + ":h" }
+// headerMsgID is the Nats-Msg-Id of a session's header record (CONTRACT §2):
+// <key>:h, key being the session's log key (its token, or <tenant>.<token>).
+func headerMsgID(key string) string { return key + ":h" }
 
-// eventMsgID is the Nats-Msg-Id of a session's event seq (CONTRACT §2).
-func eventMsgID(token string, seq int64) string { return token + ":" + strconv.FormatInt(seq, 10) }
+// eventMsgID is the Nats-Msg-Id of a session's event seq (CONTRACT §2):
+// <key>:<seq>.
+func eventMsgID(key string, seq int64) string { return key + ":" + strconv.FormatInt(seq, 10) }
 
 // publisher publishes a session's records with deduplication and the
 // expected-last-subject-sequence guard, retrying transient failures.
 type publisher struct {
 	nc         *nats.Conn
 	js         jetstream.JetStream
-	stream     jetstream.Stream
+	reader     logReader
 	maxElapsed time.Duration
 	attempt    time.Duration // per-attempt request timeout
 	retries    atomic.Int64  // attempts retried after a transient failure
@@ -136,6 +138,14 @@ func (p *publisher) publishChunk(ctx context.Context, subject string, prev uint6
 				last = seq
 				return nil
 			}
+			if isDuplicate(err) {
+				// The stream holds one of these msg ids, but not as
+				// this subject's records: another writer took it
+				// (on another subject, within the duplicate window).
+				// Nothing of the chunk was stored.
+				return backoff.Permanent(&Error{Kind: ErrMsgIDInUse, Err: err, Message: fmt.Sprintf(
+					"the stream already holds a record with msg id %s (or another of this append's) that is not this session's: nothing was stored; the id is free again after the stream's duplicate window", recs[0].msgID)})
+			}
 			return backoff.Permanent(err)
 		}
 		if isTransient(err) {
@@ -210,7 +220,7 @@ var errDuplicateAck = errors.New("publish acknowledged as duplicate")
 // subject's last record has the chunk's last msg id and bytes, and the
 // chunk's first record follows prev. It returns the last record's sequence.
 func (p *publisher) confirm(ctx context.Context, subject string, prev uint64, recs []outRecord) (uint64, bool, error) {
-	last, err := p.stream.GetLastMsgForSubject(ctx, subject)
+	last, err := p.reader.last(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, false, nil
 	}
@@ -222,7 +232,10 @@ func (p *publisher) confirm(ctx context.Context, subject string, prev uint64, re
 		return 0, false, nil
 	}
 	if len(recs) > 1 || prev > 0 {
-		first, err := p.stream.GetMsg(ctx, prev+1, jetstream.WithGetMsgSubject(subject))
+		first, err := p.reader.first(ctx, subject, prev+1)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, false, nil
+		}
 		if err != nil {
 			return 0, false, err
 		}
@@ -248,6 +261,16 @@ func isConflict(err error) bool {
 		}
 	}
 	return false
+}
+
+// isDuplicate reports a refusal for a msg id the stream holds already: a
+// duplicate acknowledgement, or an atomic batch holding a stored msg id.
+func isDuplicate(err error) bool {
+	if errors.Is(err, errDuplicateAck) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeBatchDuplicate
 }
 
 // isTransient reports a failure worth retrying: the server or the route to

@@ -494,7 +494,7 @@ func TestResume_AppendsCrashClosers(t *testing.T) {
 	w.closed = true
 	w.mu.Unlock()
 	s.forget(w)
-	_ = s.kv.Delete(ctx, LeaseKey("crash")) // its lease lapses
+	_ = s.kv.(jsLeases).kv.Delete(ctx, LeaseKey("crash")) // its lease lapses
 
 	r, err := s.Open(ctx, "crash", Write)
 	if err != nil {

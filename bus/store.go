@@ -45,6 +45,7 @@ type storeOptions struct {
 	attempt    time.Duration
 	knownType  func(string) bool
 	atomicMin  int
+	tenant     string // "" = the untenanted namespace
 }
 
 // WithStreamConfig sets the stream and lease bucket (default: the zero
@@ -76,10 +77,12 @@ func WithAtomicMin(n int) Option { return func(o *storeOptions) { o.atomicMin = 
 // opens, stats and lists sessions, and flushes its write handles. It is safe
 // for concurrent use; many Stores in many processes share one stream.
 type Store struct {
-	nc     *nats.Conn
-	js     jetstream.JetStream
+	nc *nats.Conn
+	js jetstream.JetStream
+	// stream is nil for a tenant's Store, which reads through reader only.
 	stream jetstream.Stream
-	kv     jetstream.KeyValue
+	reader logReader
+	kv     leaseKV
 	opts   storeOptions
 	pub    *publisher
 
@@ -89,7 +92,8 @@ type Store struct {
 }
 
 // NewStore provisions (or verifies) the stream and the lease bucket on nc and
-// returns a Store. The Store does not own nc.
+// returns a Store. The Store does not own nc. A tenant's Store (WithTenant)
+// provisions nothing: it checks that the stream and the bucket answer it.
 func NewStore(ctx context.Context, nc *nats.Conn, opts ...Option) (*Store, error) {
 	o := storeOptions{maxElapsed: DefaultRetryMaxElapsed, attempt: DefaultAttemptTimeout, knownType: fold.KnownType,
 		atomicMin: DefaultAtomicMin}
@@ -103,6 +107,13 @@ func NewStore(ctx context.Context, nc *nats.Conn, opts ...Option) (*Store, error
 	}
 	s := &Store{nc: nc, js: js, opts: o, pending: map[string]*Handle{}, writers: map[*Handle]struct{}{}}
 	s.pub = &publisher{nc: nc, js: js, maxElapsed: o.maxElapsed, attempt: o.attempt}
+	if o.tenant != "" {
+		if err := s.initTenant(ctx); err != nil {
+			return nil, fmt.Errorf("new store: %w", err)
+		}
+		s.pub.reader = s.reader
+		return s, nil
+	}
 	err = s.pub.retry(ctx, func(ctx context.Context) error {
 		st, err := EnsureStream(ctx, js, o.stream)
 		if err != nil {
@@ -112,13 +123,14 @@ func NewStore(ctx context.Context, nc *nats.Conn, opts ...Option) (*Store, error
 		if err != nil {
 			return err
 		}
-		s.stream, s.kv = st, kv
+		s.stream, s.kv = st, jsLeases{kv}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("new store: %w", err)
 	}
-	s.pub.stream = s.stream
+	s.reader = streamReader{s}
+	s.pub.reader = s.reader
 	return s, nil
 }
 
@@ -253,7 +265,7 @@ func (s *Store) acquire(ctx context.Context, id, tok string) (*lease, error) {
 	v := newLeaseValue(id) // the same value on every attempt
 	err := s.pub.retry(ctx, func(ctx context.Context) error {
 		var err error
-		l, err = acquireLease(ctx, s.kv, LeaseKey(tok), v, s.opts.stream.LeaseTTL)
+		l, err = acquireLease(ctx, s.kv, s.leaseKey(tok), v, s.opts.stream.LeaseTTL)
 		if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err) {
 			return errorf(ErrAlreadyOwned, id, "session %q is already owned by another writer", id)
 		}
@@ -266,7 +278,7 @@ func (s *Store) acquire(ctx context.Context, id, tok string) (*lease, error) {
 func (s *Store) headerExists(ctx context.Context, subject string) (bool, error) {
 	var exists bool
 	err := s.pub.retry(ctx, func(ctx context.Context) error {
-		_, err := s.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
+		_, err := s.reader.first(ctx, subject, 1)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			exists = false
 			return nil
@@ -325,11 +337,11 @@ func (s *Store) Open(ctx context.Context, id string, access Access) (*Handle, er
 
 // loadHeader reads and validates a session's header record.
 func (s *Store) loadHeader(ctx context.Context, id, tok string) (dshq.HeaderRecord, uint64, error) {
-	subject := SubjectPrefix + tok
+	subject := s.subjectOf(tok)
 	var msg *jetstream.RawStreamMsg
 	err := s.pub.retry(ctx, func(ctx context.Context) error {
 		var err error
-		msg, err = s.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
+		msg, err = s.reader.first(ctx, subject, 1)
 		return err
 	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -389,7 +401,7 @@ func (s *Store) Stat(ctx context.Context, id string) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.snapshotOf(ctx, hrec, SubjectPrefix+tok, nil)
+	return s.snapshotOf(ctx, hrec, tok, nil)
 }
 
 func (s *Store) pendingHandle(id string) *Handle {
@@ -398,9 +410,10 @@ func (s *Store) pendingHandle(id string) *Handle {
 	return s.pending[id]
 }
 
-// snapshotOf builds a snapshot; known is the subject's message count when
-// the caller has it already.
-func (s *Store) snapshotOf(ctx context.Context, hrec dshq.HeaderRecord, subject string, known *uint64) (*Snapshot, error) {
+// snapshotOf builds a snapshot of the session with token tok; known is its
+// subject's message count when the caller has it already.
+func (s *Store) snapshotOf(ctx context.Context, hrec dshq.HeaderRecord, tok string, known *uint64) (*Snapshot, error) {
+	subject := s.subjectOf(tok)
 	var last uint64
 	var count uint64
 	err := s.pub.retry(ctx, func(ctx context.Context) error {
@@ -409,13 +422,13 @@ func (s *Store) snapshotOf(ctx context.Context, hrec dshq.HeaderRecord, subject 
 		if known != nil {
 			count = *known
 		} else {
-			info, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(subject))
+			n, err := s.reader.count(ctx, subject)
 			if err != nil {
 				return err
 			}
-			count = info.State.Subjects[subject]
+			count = n
 		}
-		m, err := s.stream.GetLastMsgForSubject(ctx, subject)
+		m, err := s.reader.last(ctx, subject)
 		if err != nil {
 			return err
 		}
@@ -429,7 +442,7 @@ func (s *Store) snapshotOf(ctx context.Context, hrec dshq.HeaderRecord, subject 
 	if n < 0 {
 		n = 0
 	}
-	live, err := s.live(ctx, subject[len(SubjectPrefix):])
+	live, err := s.live(ctx, tok)
 	if err != nil {
 		return nil, fmt.Errorf("stat session %q: %w", hrec.Header.ID, err)
 	}
@@ -440,7 +453,7 @@ func (s *Store) snapshotOf(ctx context.Context, hrec dshq.HeaderRecord, subject 
 func (s *Store) live(ctx context.Context, tok string) (bool, error) {
 	var live bool
 	err := s.pub.retry(ctx, func(ctx context.Context) error {
-		e, err := s.kv.Get(ctx, LeaseKey(tok))
+		e, err := s.kv.get(ctx, s.leaseKey(tok))
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			live = false
 			return nil
@@ -454,19 +467,16 @@ func (s *Store) live(ctx context.Context, tok string) (bool, error) {
 	return live, err
 }
 
-// List returns a snapshot of every stored session and of the sessions
-// created in this Store and not yet materialised, in no promised order.
-// A subject whose token or header is invalid holds no session (CONTRACT §3)
-// and is skipped.
+// List returns a snapshot of every stored session of the Store's namespace
+// (its tenant's, or the untenanted one) and of the sessions created in this
+// Store and not yet materialised, in no promised order. A subject whose
+// token or header is invalid holds no session (CONTRACT §3) and is skipped.
 func (s *Store) List(ctx context.Context) ([]Snapshot, error) {
 	var subjects map[string]uint64
 	err := s.pub.retry(ctx, func(ctx context.Context) error {
-		info, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(StreamSubjects))
-		if err != nil {
-			return err
-		}
-		subjects = info.State.Subjects
-		return nil
+		var err error
+		subjects, err = s.reader.subjects(ctx)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
@@ -474,11 +484,12 @@ func (s *Store) List(ctx context.Context) ([]Snapshot, error) {
 	var out []Snapshot
 	seen := map[string]bool{}
 	for subject := range subjects {
-		id, err := record.ParseSubjectToken(subject[len(SubjectPrefix):])
-		if err != nil {
+		tenant, tok, err := record.SplitLogKey(subject[len(SubjectPrefix):])
+		if err != nil || tenant != s.opts.tenant {
 			continue
 		}
-		hrec, _, err := s.loadHeader(ctx, id, subject[len(SubjectPrefix):])
+		id, _ := record.ParseSubjectToken(tok) // valid: SplitLogKey parsed it
+		hrec, _, err := s.loadHeader(ctx, id, tok)
 		if errors.Is(err, ErrCorruption) || errors.Is(err, ErrFormatUnsupported) || errors.Is(err, ErrNotFound) {
 			continue
 		}
@@ -486,7 +497,7 @@ func (s *Store) List(ctx context.Context) ([]Snapshot, error) {
 			return nil, fmt.Errorf("list sessions: %w", err)
 		}
 		count := subjects[subject]
-		snap, err := s.snapshotOf(ctx, hrec, subject, &count)
+		snap, err := s.snapshotOf(ctx, hrec, tok, &count)
 		if err != nil {
 			return nil, fmt.Errorf("list sessions: %w", err)
 		}

@@ -1,0 +1,65 @@
+package bus
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// logReader is how a Store reads the session log. A Store without a tenant
+// reads it as it always has (streamReader: stream info and batched direct
+// gets, which name any subject); a tenant's Store reads only its own log
+// subjects, in the forms its permissions allow (tenantReader:
+// docs/protocol.md §2).
+type logReader interface {
+	// first returns the first record of subject at or after stream
+	// sequence seq; jetstream.ErrMsgNotFound when there is none.
+	first(ctx context.Context, subject string, seq uint64) (*jetstream.RawStreamMsg, error)
+	// last returns the last record of subject; jetstream.ErrMsgNotFound
+	// when there is none.
+	last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error)
+	// count returns how many records subject holds.
+	count(ctx context.Context, subject string) (uint64, error)
+	// subjects returns the log subjects of the Store's namespace (its
+	// tenant's, or the untenanted dsh.log.<token>) with their record
+	// counts.
+	subjects(ctx context.Context) (map[string]uint64, error)
+	// batch delivers subject's records from stream sequence start through
+	// upTo to fn, in order, until fn declines; it returns how many it
+	// delivered and whether the caller should ask for more (see
+	// Store.fetch).
+	batch(ctx context.Context, subject string, start, upTo uint64, fn func(r Record) (bool, error)) (int, bool, error)
+}
+
+// streamReader is the untenanted Store's reader: the stream's own API.
+type streamReader struct{ s *Store }
+
+func (r streamReader) first(ctx context.Context, subject string, seq uint64) (*jetstream.RawStreamMsg, error) {
+	return r.s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+}
+
+func (r streamReader) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	return r.s.stream.GetLastMsgForSubject(ctx, subject)
+}
+
+func (r streamReader) count(ctx context.Context, subject string) (uint64, error) {
+	info, err := r.s.stream.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return 0, err
+	}
+	return info.State.Subjects[subject], nil
+}
+
+// subjects lists dsh.log.* only: the subjects of one token, the untenanted
+// namespace (tenants' subjects have two).
+func (r streamReader) subjects(ctx context.Context) (map[string]uint64, error) {
+	info, err := r.s.stream.Info(ctx, jetstream.WithSubjectFilter(SubjectPrefix+"*"))
+	if err != nil {
+		return nil, err
+	}
+	return info.State.Subjects, nil
+}
+
+func (r streamReader) batch(ctx context.Context, subject string, start, upTo uint64, fn func(r Record) (bool, error)) (int, bool, error) {
+	return r.s.directBatch(ctx, subject, start, upTo, fn)
+}
