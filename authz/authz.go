@@ -1,11 +1,18 @@
 // Package authz holds the workspace rules of the model-facing tools (UPSTREAM
-// §6.4): who the caller is, which session headers it may see, how a parent
-// filter is pre-authorized so that hidden and missing sessions are
-// indistinguishable, and how a lineage is pruned at the workspace boundary.
+// §6.4): who the caller is, which sessions it may see, how a parent filter is
+// pre-authorized so that hidden and missing sessions are indistinguishable,
+// and how a lineage is pruned at the workspace boundary.
 //
-// It is pure: it takes values (headers and records observed from the
-// projection, never from model arguments) and returns values. Every rule fails
-// closed: anything not positively authorized is hidden.
+// A workspace is a tenant and a cwd (docs/protocol.md §4): a caller sees
+// only sessions of its own tenant (the tenant whose log subject holds them;
+// none for the untenanted namespace), and of those only its own session and
+// the sessions with exactly its cwd. A call that arrived on a tenant's tool
+// subjects (NewTenantCaller) is further bound to that tenant: a caller of
+// another tenant is no caller at all.
+//
+// It is pure: it takes values (records observed from the projection, never
+// from model arguments) and returns values. Every rule fails closed:
+// anything not positively authorized is hidden.
 package authz
 
 import (
@@ -40,22 +47,36 @@ func ErrNoWorkspace() *dshq.Error {
 	return &dshq.Error{Code: dshq.CodeToolUnauthorized, Message: MsgNoWorkspace}
 }
 
-// Caller is the calling agent: its session header as the projection holds it.
-// The zero Caller is no caller.
+// Caller is the calling agent: its session header and tenant as the
+// projection holds them. The zero Caller is no caller.
 type Caller struct {
 	header dshq.Header
+	tenant string
 	ok     bool
 }
 
-// NewCaller returns the caller whose session header was observed in the
+// NewCaller returns the caller whose session record was observed in the
 // projection under the id the trusted harness named. It fails with
-// SESSION_QUERY_TOOL_MISSING_AGENT when id is empty or the observed header is
+// SESSION_QUERY_TOOL_MISSING_AGENT when id is empty or the observed record is
 // not that session's.
-func NewCaller(id string, observed dshq.Header) (Caller, error) {
-	if id == "" || observed.ID != id {
+func NewCaller(id string, observed dshq.SessionRecord) (Caller, error) {
+	if id == "" || observed.Header.ID != id {
 		return Caller{}, ErrMissingAgent()
 	}
-	return Caller{header: observed, ok: true}, nil
+	return Caller{header: observed.Header, tenant: observed.Tenant, ok: true}, nil
+}
+
+// NewTenantCaller is NewCaller for a call that arrived on the tool subjects
+// of tenant, where the server lets only that tenant's credential publish: the
+// caller is bound to the credential, not to the header alone. A caller whose
+// session is not tenant's — another tenant's, or one of no tenant — fails
+// with SESSION_QUERY_TOOL_MISSING_AGENT, exactly as a missing caller does,
+// and so does an empty tenant.
+func NewTenantCaller(tenant, id string, observed dshq.SessionRecord) (Caller, error) {
+	if tenant == "" || observed.Tenant != tenant {
+		return Caller{}, ErrMissingAgent()
+	}
+	return NewCaller(id, observed)
 }
 
 // ID returns the caller's session id.
@@ -63,6 +84,9 @@ func (c Caller) ID() string { return c.header.ID }
 
 // Header returns the caller's session header.
 func (c Caller) Header() dshq.Header { return c.header }
+
+// Tenant returns the caller's tenant, "" for none.
+func (c Caller) Tenant() string { return c.tenant }
 
 // Workspace returns the caller's cwd and whether it has one.
 func (c Caller) Workspace() (string, bool) {
@@ -72,11 +96,18 @@ func (c Caller) Workspace() (string, bool) {
 	return c.header.CwdOrEmpty()
 }
 
-// Authorized reports whether the caller may see a session with header h: its
-// own session (with an equal cwd, both possibly absent), or any session whose
-// cwd is exactly the caller's (string equality; symlink-equivalent paths do
-// not match). A caller without a cwd sees only itself.
-func (c Caller) Authorized(h dshq.Header) bool {
+// Authorized reports whether the caller may see session r: a session of the
+// caller's tenant (both possibly none) that is its own session (with an
+// equal cwd, both possibly absent), or any session whose cwd is exactly the
+// caller's (string equality; symlink-equivalent paths do not match). A
+// caller without a cwd sees only itself; another tenant's session is hidden
+// whatever its cwd.
+func (c Caller) Authorized(r dshq.SessionRecord) bool {
+	return c.ok && r.Tenant == c.tenant && c.headerAuthorized(r.Header)
+}
+
+// headerAuthorized is the workspace rule of Authorized without the tenant.
+func (c Caller) headerAuthorized(h dshq.Header) bool {
 	if !c.ok {
 		return false
 	}
@@ -92,16 +123,33 @@ func (c Caller) Authorized(h dshq.Header) bool {
 // payload, against the target the caller asked for. It fails with
 // SESSION_QUERY_TOOL_UNAUTHORIZED when the header is another session's or is
 // no longer authorized (a target replaced between preflight and use).
+//
+// A header carries no tenant: Recheck is for payloads of a target that a
+// preflight already authorized as a record (AuthorizeTarget, a search hit, a
+// lineage) or that is the caller itself. Session ids are unique across
+// tenants (the projection keeps the first header of an id and refuses any
+// other), so the header observed for that id is the same session's.
 func (c Caller) Recheck(targetID string, observed dshq.Header) error {
-	if observed.ID != targetID || !c.Authorized(observed) {
+	if observed.ID != targetID || !c.headerAuthorized(observed) {
 		return ErrUnauthorized()
 	}
 	return nil
 }
 
+// tenantFilter is the session filter of the caller's tenant (a null value
+// for none).
+func (c Caller) tenantFilter() dshq.Filter {
+	var v *string
+	if c.tenant != "" {
+		v = dshq.Str(c.tenant)
+	}
+	return dshq.Filter{Kind: dshq.FilterTenant, Values: []*string{v}}
+}
+
 // TargetFilters returns the filters of the preflight of a direct target that
-// is not the caller: the target id within the caller's workspace. It fails
-// with SESSION_QUERY_TOOL_UNAUTHORIZED when the caller has no cwd.
+// is not the caller: the target id within the caller's workspace (its tenant
+// and cwd). It fails with SESSION_QUERY_TOOL_UNAUTHORIZED when the caller
+// has no cwd.
 func (c Caller) TargetFilters(targetID string) ([]dshq.Filter, error) {
 	cwd, ok := c.Workspace()
 	if !ok {
@@ -110,6 +158,7 @@ func (c Caller) TargetFilters(targetID string) ([]dshq.Filter, error) {
 	return []dshq.Filter{
 		{Kind: dshq.FilterID, Values: []*string{dshq.Str(targetID)}},
 		{Kind: dshq.FilterCwd, Values: []*string{dshq.Str(cwd)}},
+		c.tenantFilter(),
 	}, nil
 }
 
@@ -117,25 +166,25 @@ func (c Caller) TargetFilters(targetID string) ([]dshq.Filter, error) {
 // (TargetFilters) returned: exactly one authorized record of that id, else
 // SESSION_QUERY_TOOL_UNAUTHORIZED. It returns the authorized record.
 func (c Caller) AuthorizeTarget(targetID string, found []dshq.SessionRecord) (dshq.SessionRecord, error) {
-	if len(found) != 1 || c.Recheck(targetID, found[0].Header) != nil {
+	if len(found) != 1 || found[0].Header.ID != targetID || !c.Authorized(found[0]) {
 		return dshq.SessionRecord{}, ErrUnauthorized()
 	}
 	return found[0], nil
 }
 
-// SearchScope returns the session filter every cross-session search carries:
-// the caller's cwd. It fails with SESSION_QUERY_TOOL_UNAUTHORIZED (no
-// workspace) when the caller has no cwd.
-func (c Caller) SearchScope() (dshq.Filter, error) {
+// SearchScope returns the session filters every cross-session search
+// carries: the caller's cwd and tenant. It fails with
+// SESSION_QUERY_TOOL_UNAUTHORIZED (no workspace) when the caller has no cwd.
+func (c Caller) SearchScope() ([]dshq.Filter, error) {
 	cwd, ok := c.Workspace()
 	if !ok {
-		return dshq.Filter{}, ErrNoWorkspace()
+		return nil, ErrNoWorkspace()
 	}
-	return dshq.Filter{Kind: dshq.FilterCwd, Values: []*string{dshq.Str(cwd)}}, nil
+	return []dshq.Filter{{Kind: dshq.FilterCwd, Values: []*string{dshq.Str(cwd)}}, c.tenantFilter()}, nil
 }
 
 // AcceptHit reports whether a cross-session search hit may be shown: an
 // authorized session other than the caller's own.
-func (c Caller) AcceptHit(h dshq.Header) bool {
-	return h.ID != c.header.ID && c.Authorized(h)
+func (c Caller) AcceptHit(r dshq.SessionRecord) bool {
+	return r.Header.ID != c.header.ID && c.Authorized(r)
 }

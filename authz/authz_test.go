@@ -18,7 +18,7 @@ func rec(id string, cwd *string, parent *string) dshq.SessionRecord {
 
 func mustCaller(t *testing.T, h dshq.Header) Caller {
 	t.Helper()
-	c, err := NewCaller(h.ID, h)
+	c, err := NewCaller(h.ID, dshq.SessionRecord{Header: h, Persisted: true})
 	if err != nil {
 		t.Fatalf("NewCaller: %v", err)
 	}
@@ -42,7 +42,7 @@ func TestNewCaller(t *testing.T) {
 		{"the caller's own header makes a caller", "me", hdr("me", wsA, nil), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := NewCaller(tc.id, tc.observed)
+			_, err := NewCaller(tc.id, dshq.SessionRecord{Header: tc.observed})
 			if tc.ok != (err == nil) {
 				t.Fatalf("err = %v, want ok=%v", err, tc.ok)
 			}
@@ -73,7 +73,7 @@ func TestAuthorized(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := mustCaller(t, tc.caller)
-			if got := c.Authorized(tc.target); got != tc.want {
+			if got := c.Authorized(dshq.SessionRecord{Header: tc.target}); got != tc.want {
 				t.Fatalf("Authorized = %v, want %v", got, tc.want)
 			}
 		})
@@ -82,7 +82,7 @@ func TestAuthorized(t *testing.T) {
 
 func TestZeroCallerSeesNothing(t *testing.T) {
 	var c Caller
-	if c.Authorized(hdr("", nil, nil)) {
+	if c.Authorized(rec("", nil, nil)) {
 		t.Fatal("the zero caller authorized a header")
 	}
 	if _, err := c.SearchScope(); dshq.ErrorCode(err) != dshq.CodeToolUnauthorized {
@@ -97,7 +97,8 @@ func TestDirectTargets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(f) != 2 || f[0].Kind != dshq.FilterID || *f[0].Values[0] != "x" || f[1].Kind != dshq.FilterCwd || *f[1].Values[0] != *wsA {
+		if len(f) != 3 || f[0].Kind != dshq.FilterID || *f[0].Values[0] != "x" || f[1].Kind != dshq.FilterCwd || *f[1].Values[0] != *wsA ||
+			f[2].Kind != dshq.FilterTenant || len(f[2].Values) != 1 || f[2].Values[0] != nil {
 			t.Fatalf("filters = %+v", f)
 		}
 	})

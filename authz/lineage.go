@@ -19,8 +19,8 @@ func Dedupe(ids []string) []string {
 
 // ParentPreflight returns the filters of the one pre-authorization read of
 // requested parent ids: those ids (de-duplicated) within the caller's
-// workspace. It fails with SESSION_QUERY_TOOL_UNAUTHORIZED (no workspace)
-// when the caller has no cwd.
+// workspace (its cwd and tenant). It fails with
+// SESSION_QUERY_TOOL_UNAUTHORIZED (no workspace) when the caller has no cwd.
 func (c Caller) ParentPreflight(requested []string) ([]dshq.Filter, error) {
 	scope, err := c.SearchScope()
 	if err != nil {
@@ -31,7 +31,7 @@ func (c Caller) ParentPreflight(requested []string) ([]dshq.Filter, error) {
 	for i, id := range ids {
 		values[i] = dshq.Str(id)
 	}
-	return []dshq.Filter{{Kind: dshq.FilterID, Values: values}, scope}, nil
+	return append([]dshq.Filter{{Kind: dshq.FilterID, Values: values}}, scope...), nil
 }
 
 // ParentClause builds the parent clause of a search from the requested parent
@@ -43,7 +43,7 @@ func (c Caller) ParentPreflight(requested []string) ([]dshq.Filter, error) {
 func (c Caller) ParentClause(requested []string, found []dshq.SessionRecord, includeRoot bool) (clause dshq.Filter, ok bool) {
 	visible := make(map[string]bool, len(found))
 	for _, r := range found {
-		if c.Authorized(r.Header) {
+		if c.Authorized(r) {
 			visible[r.Header.ID] = true
 		}
 	}
@@ -75,8 +75,8 @@ func ParentLabel(h dshq.Header, visible map[string]bool) string {
 	}
 }
 
-// Lineage is a lineage trace pruned at the caller's workspace boundary: no
-// hidden id appears in it.
+// Lineage is a lineage trace pruned at the caller's workspace boundary (its
+// tenant's, then its cwd's): no hidden id appears in it.
 type Lineage struct {
 	// Target is the traced session.
 	Target dshq.SessionRecord
@@ -98,17 +98,18 @@ type Node struct {
 }
 
 // PruneLineage prunes a lineage trace read for targetID. The target itself is
-// re-checked against the header observed in the same read
+// re-checked against the record observed in the same read
 // (SESSION_QUERY_TOOL_UNAUTHORIZED on a mismatch). Ancestors stop at the first
-// hidden one; a hidden descendant becomes a marker and its subtree is dropped,
-// authorized grandchildren included. The unresolved parent id is never kept.
+// hidden one (of another cwd or another tenant); a hidden descendant becomes a
+// marker and its subtree is dropped, authorized grandchildren included. The
+// unresolved parent id is never kept.
 func (c Caller) PruneLineage(targetID string, t dshq.LineageTrace) (Lineage, error) {
-	if err := c.Recheck(targetID, t.Target.Header); err != nil {
-		return Lineage{}, err
+	if t.Target.Header.ID != targetID || !c.Authorized(t.Target) {
+		return Lineage{}, ErrUnauthorized()
 	}
 	out := Lineage{Target: t.Target, Boundary: !t.Complete}
 	for _, a := range t.Ancestors {
-		if !c.Authorized(a.Header) {
+		if !c.Authorized(a) {
 			out.Boundary = true
 			break
 		}
@@ -132,7 +133,7 @@ func (c Caller) pruneNodes(in []dshq.LineageNode) []Node {
 		*f.dst = make([]Node, len(f.src))
 		for i := range f.src {
 			n := &f.src[i]
-			if !c.Authorized(n.Session.Header) {
+			if !c.Authorized(n.Session) {
 				continue // zero Node: the hidden marker
 			}
 			rec := n.Session

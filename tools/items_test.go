@@ -160,7 +160,7 @@ func TestItem38ParentGuesses(t *testing.T) {
 			for _, c := range rec.Calls() {
 				switch req := c.Request.(type) {
 				case []dshq.Filter:
-					if len(req) == 2 && req[0].Kind == dshq.FilterID && len(req[0].Values) > 1 {
+					if len(req) == 3 && req[0].Kind == dshq.FilterID && len(req[0].Values) > 1 && req[2].Kind == dshq.FilterTenant {
 						pre = filterValues(req[0])
 					}
 				case dshq.SessionSearchRequest:

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/dshq/dshq"
@@ -172,7 +173,7 @@ func (k *checker) seqs(from, to string) *dshq.Filter {
 // checkSearchArgs is session_search's stage 2, in the original's order:
 // query, session_ids, created_at, availability, event seq, event time,
 // event_types, event_surfaces, parent_session_ids.
-func checkSearchArgs(a args, scope dshq.Filter) (searchArgs, error) {
+func checkSearchArgs(a args, scope []dshq.Filter) (searchArgs, error) {
 	query, err := normalizeQuery(a)
 	if err != nil {
 		return searchArgs{}, err
@@ -195,7 +196,7 @@ func checkSearchArgs(a args, scope dshq.Filter) (searchArgs, error) {
 	return searchArgs{
 		req: dshq.SessionSearchRequest{
 			Query:          query,
-			SessionFilters: appendFilters([]dshq.Filter{scope}, ids, created, avail),
+			SessionFilters: appendFilters(slices.Clone(scope), ids, created, avail),
 			EventFilters:   appendFilters(nil, seqs, evTime, types, surfaces),
 		},
 		parents: parents, hasParents: hasParents, includeRoot: a.boolean("include_root_sessions"),
@@ -257,7 +258,7 @@ func (t *Tools) collectSessions(ctx context.Context, c authz.Caller, req dshq.Se
 			return nil, "", sanitize(ctx, t.log, "search sessions", err)
 		}
 		return page.Items, page.NextCursor, nil
-	}, func(h dshq.SessionSearchHit) bool { return c.AcceptHit(h.Header) })
+	}, func(h dshq.SessionSearchHit) bool { return c.AcceptHit(h.SessionRecord) })
 	if err != nil {
 		return "", err
 	}
@@ -301,7 +302,7 @@ func (t *Tools) visibleParents(ctx context.Context, c authz.Caller, hits []dshq.
 		return nil, sanitize(ctx, t.log, "authorize parents", err)
 	}
 	for _, r := range recs {
-		if c.Authorized(r.Header) {
+		if c.Authorized(r) {
 			visible[r.Header.ID] = true
 		}
 	}

@@ -139,8 +139,10 @@ func (t *Tools) run(ctx context.Context, callerID, name string, raw json.RawMess
 	}
 }
 
-// caller resolves the trusted caller id to its session header. No id, or an
-// id the projection does not hold, is SESSION_QUERY_TOOL_MISSING_AGENT.
+// caller resolves the trusted caller id to its session record. No id, an id
+// the projection does not hold, or (for a call bound to a tenant,
+// CallInTenant) a session of another tenant is
+// SESSION_QUERY_TOOL_MISSING_AGENT.
 func (t *Tools) caller(ctx context.Context, callerID string) (authz.Caller, error) {
 	if callerID == "" {
 		return authz.Caller{}, authz.ErrMissingAgent()
@@ -152,7 +154,10 @@ func (t *Tools) caller(ctx context.Context, callerID string) (authz.Caller, erro
 	if len(recs) != 1 {
 		return authz.Caller{}, authz.ErrMissingAgent()
 	}
-	return authz.NewCaller(callerID, recs[0].Header)
+	if tenant, bound := boundTenant(ctx); bound {
+		return authz.NewTenantCaller(tenant, callerID, recs[0])
+	}
+	return authz.NewCaller(callerID, recs[0])
 }
 
 // target resolves the session a single-session tool acts on: session_id

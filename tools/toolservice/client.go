@@ -22,12 +22,23 @@ type Client struct {
 	timeout time.Duration
 	// minGen, when set, is sent as Dsh-Min-Generation.
 	minGen *uint64
+	// at is the binding whose subjects the calls go to.
+	at binding
 }
 
 // NewClient returns a Client that calls as the session caller ("" sends no
 // caller header, so every tool fails with SESSION_QUERY_TOOL_MISSING_AGENT).
 func NewClient(nc *nats.Conn, caller string) *Client {
 	return &Client{nc: nc, caller: caller, timeout: DefaultCallTimeout + 5*time.Second}
+}
+
+// InTenant returns a copy of c that calls on the tool subjects of tenant
+// (dsh.tools.v1.tenant.<tenant>.<endpoint>): what a tenant's credential may
+// publish on. The caller must then be one of the tenant's sessions.
+func (c *Client) InTenant(tenant string) *Client {
+	cc := *c
+	cc.at = binding{tenant: tenant, tenanted: true}
+	return &cc
 }
 
 // AtGeneration returns a copy of c whose calls are answered by a projection
@@ -44,7 +55,7 @@ func (c *Client) request(ctx context.Context, endpoint string, body []byte, out 
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	msg := nats.NewMsg(SubjectPrefix + "." + endpoint)
+	msg := nats.NewMsg(c.at.subject(endpoint))
 	msg.Data = body
 	if c.caller != "" {
 		msg.Header.Set(CallerHeader, c.caller)

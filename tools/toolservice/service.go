@@ -3,7 +3,14 @@
 // dsh.tools.v1.<tool>, the tool list on dsh.tools.v1.list, and the spill
 // reader on dsh.tools.v1.spill.read. The caller is the session named by the
 // Dsh-Caller-Session header, set by the trusted harness; the body is the
-// model's argument object. Every answer is a normal reply:
+// model's argument object.
+//
+// Every endpoint is served for tenants too, on
+// dsh.tools.v1.tenant.<tenant>.<endpoint> (docs/protocol.md §4): the server
+// lets only that tenant's credential publish there, and the caller the
+// header names must be one of the tenant's sessions (package tenancy,
+// tools.Tools.CallInTenant), so a tenant's credential cannot choose another
+// tenant's identity. Every answer is a normal reply:
 //
 //	{"text":"…","isError":false}
 //	{"text":"Error: <safe message>","isError":true,"error":{"code":"<CODE>"}}
@@ -36,6 +43,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/authz"
+	"github.com/dshq/dshq/tenancy"
 	"github.com/dshq/dshq/tools"
 )
 
@@ -178,7 +186,7 @@ func (s *server) serve(ctx context.Context, nc *nats.Conn) (func() error, error)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, maxInFlight)
-	add := func(endpoint string, answer func(ctx context.Context, r micro.Request) any) error {
+	add := func(endpoint string, answer func(ctx context.Context, r micro.Request, b binding) any) error {
 		handle := func(r micro.Request) {
 			select {
 			case slots <- struct{}{}:
@@ -192,19 +200,22 @@ func (s *server) serve(ctx context.Context, nc *nats.Conn) (func() error, error)
 				s.respond(r, s.guard(ctx, endpoint, r, answer))
 			}()
 		}
-		return svc.AddEndpoint(strings.ReplaceAll(endpoint, ".", "_"), micro.HandlerFunc(handle),
-			micro.WithEndpointSubject(SubjectPrefix+"."+endpoint))
+		name := strings.ReplaceAll(endpoint, ".", "_")
+		if err := svc.AddEndpoint(name, micro.HandlerFunc(handle), micro.WithEndpointSubject(SubjectPrefix+"."+endpoint)); err != nil {
+			return err
+		}
+		return svc.AddEndpoint("tenant_"+name, micro.HandlerFunc(handle), micro.WithEndpointSubject(tenancy.ToolSubjectPattern(endpoint)))
 	}
 	for _, d := range tools.Definitions() {
 		name := d.Name
-		if err := add(name, func(ctx context.Context, r micro.Request) any { return s.call(ctx, name, r) }); err != nil {
+		if err := add(name, func(ctx context.Context, r micro.Request, b binding) any { return s.call(ctx, name, r, b) }); err != nil {
 			cancel()
 			_ = svc.Stop()
 			return nil, fmt.Errorf("add endpoint %s: %w", name, err)
 		}
 	}
 	list := ListReply{Tools: tools.Definitions(), Prompt: tools.Prompt}
-	if err := add(EndpointList, func(context.Context, micro.Request) any { return list }); err != nil {
+	if err := add(EndpointList, func(context.Context, micro.Request, binding) any { return list }); err != nil {
 		cancel()
 		_ = svc.Stop()
 		return nil, fmt.Errorf("add endpoint list: %w", err)
@@ -223,15 +234,20 @@ func (s *server) serve(ctx context.Context, nc *nats.Conn) (func() error, error)
 }
 
 // guard runs answer and turns a panic (a bug) into the generic failure, so
-// one bad call never takes the service down.
-func (s *server) guard(ctx context.Context, endpoint string, r micro.Request, answer func(context.Context, micro.Request) any) (out any) {
+// one bad call never takes the service down. A request on a tenant's subject
+// whose tenant is not a tenant name binds no caller.
+func (s *server) guard(ctx context.Context, endpoint string, r micro.Request, answer func(context.Context, micro.Request, binding) any) (out any) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.cfg.log.Error("tool call panicked", "endpoint", endpoint, "panic", fmt.Sprint(p))
 			out = errorReply(dshq.CodeToolFailed, "session query operation failed")
 		}
 	}()
-	return answer(ctx, r)
+	b, ok := bindingOf(r.Subject())
+	if !ok {
+		return errorReply(dshq.CodeToolMissingAgent, authz.MsgMissingAgent)
+	}
+	return answer(ctx, r, b)
 }
 
 func errorReply(code dshq.Code, msg string) Reply {
@@ -257,7 +273,7 @@ func (s *server) respond(r micro.Request, v any) {
 }
 
 // call runs one tool and spills an oversized rendering.
-func (s *server) call(ctx context.Context, name string, r micro.Request) any {
+func (s *server) call(ctx context.Context, name string, r micro.Request, b binding) any {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.callTimeout)
 	defer cancel()
 	caller := r.Headers().Get(CallerHeader)
@@ -268,7 +284,7 @@ func (s *server) call(ctx context.Context, name string, r micro.Request) any {
 		}
 		ctx = tools.WithMinGeneration(ctx, n)
 	}
-	res, err := s.tools.Call(ctx, caller, name, r.Data())
+	res, err := b.call(ctx, s.tools, caller, name, r.Data())
 	if err != nil {
 		return errorReply(dshq.CodeAborted, "session query was cancelled")
 	}
@@ -279,7 +295,7 @@ func (s *server) call(ctx context.Context, name string, r micro.Request) any {
 	if len(marshal(reply)) <= s.limit() {
 		return reply
 	}
-	spilled, err := s.spill(ctx, caller, res.Text)
+	spilled, err := s.spill(ctx, b, caller, res.Text)
 	if err != nil {
 		s.cfg.log.Warn("spill failed", "tool", name, "err", err)
 		return errorReply(dshq.CodeToolFailed, "session query operation failed")
@@ -290,14 +306,14 @@ func (s *server) call(ctx context.Context, name string, r micro.Request) any {
 // limit is the largest reply body: the payload limit less room for headers.
 func (s *server) limit() int { return s.cfg.maxPayload - 1024 }
 
-// spill stores text for caller and returns the preview reply.
-func (s *server) spill(ctx context.Context, caller, text string) (Reply, error) {
+// spill stores text for caller (of binding b) and returns the preview reply.
+func (s *server) spill(ctx context.Context, b binding, caller, text string) (Reply, error) {
 	id := nuid.Next()
-	meta := jetstream.ObjectMeta{Name: id, Metadata: map[string]string{"caller": caller}}
+	meta := jetstream.ObjectMeta{Name: id, Metadata: map[string]string{"caller": caller, "tenant": b.tenant}}
 	if _, err := s.store.Put(ctx, meta, strings.NewReader(text)); err != nil {
 		return Reply{}, fmt.Errorf("put %s: %w", id, err)
 	}
-	locator := fmt.Sprintf("\n[full result: %d bytes; read it with %s.%s id=%s]", len(text), SubjectPrefix, EndpointSpillRead, id)
+	locator := fmt.Sprintf("\n[full result: %d bytes; read it with %s id=%s]", len(text), b.subject(EndpointSpillRead), id)
 	ref := &SpillRef{ID: id, Bytes: len(text)}
 	for n := min(len(text), s.limit()); ; n /= 2 {
 		reply := Reply{Text: prefix(text, n) + locator, Spill: ref}
@@ -318,8 +334,9 @@ func prefix(s string, n int) string {
 	return s[:n]
 }
 
-// spillRead pages a spilled result for the caller that produced it.
-func (s *server) spillRead(ctx context.Context, r micro.Request) any {
+// spillRead pages a spilled result for the caller that produced it, on the
+// subjects (trusted, or the same tenant's) it was produced on.
+func (s *server) spillRead(ctx context.Context, r micro.Request, b binding) any {
 	caller := r.Headers().Get(CallerHeader)
 	if caller == "" {
 		return errorReply(dshq.CodeToolMissingAgent, authz.MsgMissingAgent)
@@ -332,7 +349,7 @@ func (s *server) spillRead(ctx context.Context, r micro.Request) any {
 	}
 	notFound := errorReply(CodeSpillNotFound, "spilled result was not found or has expired")
 	info, err := s.store.GetInfo(ctx, req.ID)
-	if err != nil || info.Metadata["caller"] != caller {
+	if err != nil || info.Metadata["caller"] != caller || info.Metadata["tenant"] != b.tenant {
 		if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 			s.cfg.log.Warn("spill info", "err", err)
 		}

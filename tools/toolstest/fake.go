@@ -120,11 +120,17 @@ func (f *Fake) AddJSONL(jsonl []byte, live bool) error {
 	return nil
 }
 
-// Add adds (or replaces) a session.
+// Add adds (or replaces) a session of no tenant.
 func (f *Fake) Add(h dshq.HeaderRecord, events []dshq.Event, live bool) {
+	f.AddInTenant("", h, events, live)
+}
+
+// AddInTenant adds (or replaces) a session of tenant ("" for none), as the
+// projection holds a session written on dsh.log.<tenant>.<token>.
+func (f *Fake) AddInTenant(tenant string, h dshq.HeaderRecord, events []dshq.Event, live bool) {
 	res, err := fold.Fold(h, events, fold.Lenient)
 	s := &session{
-		rec:     dshq.SessionRecord{Header: h.Header, Live: live, Persisted: true},
+		rec:     dshq.SessionRecord{Header: h.Header, Tenant: tenant, Live: live, Persisted: true},
 		events:  events,
 		fold:    res,
 		invalid: err,
@@ -187,7 +193,7 @@ func (f *Fake) FilterSessions(ctx context.Context, filters []dshq.Filter) ([]dsh
 }
 
 var (
-	sessionKinds = []string{dshq.FilterID, dshq.FilterCwd, dshq.FilterCreatedAt, dshq.FilterParent, dshq.FilterAvailability}
+	sessionKinds = []string{dshq.FilterID, dshq.FilterCwd, dshq.FilterCreatedAt, dshq.FilterParent, dshq.FilterAvailability, dshq.FilterTenant}
 	eventKinds   = []string{dshq.FilterSeq, dshq.FilterTime, dshq.FilterType, dshq.FilterSurface}
 )
 
@@ -200,7 +206,7 @@ func checkFilters(filters []dshq.Filter, kinds []string) error {
 			return dshq.Errorf(dshq.CodeInvalidFilter, "%s range from must be less than or equal to to", fl.Kind)
 		}
 		for _, v := range fl.Values {
-			if v == nil && fl.Kind != dshq.FilterCwd && fl.Kind != dshq.FilterParent {
+			if v == nil && fl.Kind != dshq.FilterCwd && fl.Kind != dshq.FilterParent && fl.Kind != dshq.FilterTenant {
 				return dshq.Errorf(dshq.CodeInvalidFilter, "%s values must be strings", fl.Kind)
 			}
 		}
@@ -229,6 +235,12 @@ func matchSession(r dshq.SessionRecord, filters []dshq.Filter) bool {
 			ok = inList(fl.Values, &r.Header.ID)
 		case dshq.FilterCwd:
 			ok = inList(fl.Values, r.Header.Cwd)
+		case dshq.FilterTenant:
+			var tenant *string
+			if r.Tenant != "" {
+				tenant = &r.Tenant
+			}
+			ok = inList(fl.Values, tenant)
 		case dshq.FilterParent:
 			ok = inList(fl.Values, r.Header.ParentSession)
 		case dshq.FilterCreatedAt:

@@ -1,0 +1,41 @@
+package toolservice
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/dshq/dshq/tenancy"
+	"github.com/dshq/dshq/tools"
+)
+
+// binding is where a call arrived: the trusted tool subjects
+// (dsh.tools.v1.<endpoint>), or a tenant's (dsh.tools.v1.tenant.<tenant>.<endpoint>,
+// where the server lets only that tenant's credential publish).
+type binding struct {
+	tenant   string
+	tenanted bool
+}
+
+// bindingOf returns the binding of a request subject. A tenant's subject
+// whose tenant is not a tenant name is not ok: no caller is bound to it.
+func bindingOf(subject string) (binding, bool) {
+	tenant, _, tenanted, ok := tenancy.ParseToolSubject(subject)
+	return binding{tenant: tenant, tenanted: tenanted}, ok
+}
+
+// subject returns the subject of endpoint under the binding.
+func (b binding) subject(endpoint string) string {
+	if b.tenanted {
+		return tenancy.ToolSubject(b.tenant, endpoint)
+	}
+	return SubjectPrefix + "." + endpoint
+}
+
+// call runs a tool for the binding: a tenant's call is bound to its tenant
+// (tools.Tools.CallInTenant).
+func (b binding) call(ctx context.Context, t *tools.Tools, caller, name string, args json.RawMessage) (tools.Result, error) {
+	if b.tenanted {
+		return t.CallInTenant(ctx, b.tenant, caller, name, args)
+	}
+	return t.Call(ctx, caller, name, args)
+}
