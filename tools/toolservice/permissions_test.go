@@ -3,100 +3,215 @@ package toolservice_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/internal/tenanttest"
+	"github.com/dshq/dshq/record"
+	"github.com/dshq/dshq/tenancy"
 	"github.com/dshq/dshq/tools"
 	"github.com/dshq/dshq/tools/toolservice"
+	"github.com/dshq/dshq/tools/toolstest"
 )
 
-// harnessPermissions is the deployment's harness credential (DESIGN.md,
-// Security): publish session records and call the tools, never the trusted
-// query API.
-var harnessPermissions = &server.Permissions{
-	Publish:   &server.SubjectPermission{Allow: []string{"dsh.log.>", "dsh.tools.v1.>"}},
-	Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+// tenantCorpus holds, all in one cwd, sessions of teamA, of teamB and of no
+// tenant, each with the same phrase, and a large event of teamA's.
+func tenantCorpus(t *testing.T) *toolstest.Fake {
+	t.Helper()
+	f := toolstest.New()
+	add := func(tenant, id, text string) {
+		h, err := record.ParseHeader([]byte(fmt.Sprintf(`{"type":"session","version":2,"id":%q,"createdAt":1,"cwd":"/shared","isSeeded":false}`, id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var evs []dshq.Event
+		for i, raw := range []string{
+			`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}`,
+			fmt.Sprintf(`{"type":"user/message","seq":1,"time":2,"data":{"id":"m","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":%q}]},"surfaceOp":"append"}`, text),
+			`{"type":"step/start","seq":2,"time":3,"data":{"turn":1,"step":1}}`,
+		} {
+			e, err := record.ParseEvent([]byte(raw))
+			if err != nil {
+				t.Fatalf("event %d: %v", i, err)
+			}
+			evs = append(evs, e)
+		}
+		f.AddInTenant(tenant, h, evs, false)
+	}
+	add("teamA", "a-me", "vermilion secret of team A")
+	add("teamA", "a-big", strings.Repeat("vermilion ", 4000))
+	add("teamB", "b-me", "vermilion secret of team B")
+	add("", "plain-me", "vermilion secret of nobody")
+	return f
 }
 
-// TestHarnessCredential proves that separation: a harness user can call
-// dsh.tools.v1.* (as its session) but cannot reach dsh.query.v1.*, which a
-// trusted user can.
-func TestHarnessCredential(t *testing.T) {
-	opts := &server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-		Users: []*server.User{
-			{Username: "trusted", Password: "t"},
-			{Username: "harness", Password: "h", Permissions: harnessPermissions},
-		},
-	}
-	srv, err := server.NewServer(opts)
+// tenantService runs dsh-tools as the trusted user over tenantCorpus, on a
+// server whose tenants have their generated permissions.
+func tenantService(t *testing.T, opts ...toolservice.Option) *bus.Embedded {
+	t.Helper()
+	e, err := bus.StartEmbedded(context.Background(), bus.EmbeddedConfig{Dir: t.TempDir(), Sync: bus.SyncRelaxed,
+		Configure: tenanttest.Configure(t, "teamA", "teamB")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.Start()
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	trusted, err := nats.Connect(srv.ClientURL(), nats.UserInfo("trusted", "t"))
+	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	tl, err := tools.New(tenantCorpus(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(trusted.Close)
-	denied := make(chan error, 4)
-	harness, err := nats.Connect(srv.ClientURL(), nats.UserInfo("harness", "h"),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { denied <- err }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(harness.Close)
-
-	tl, err := tools.New(corpus(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := toolservice.Serve(context.Background(), trusted, tl)
+	stop, err := toolservice.Serve(context.Background(), tenanttest.ConnectTrusted(t, e), tl, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stop() })
-	// A stand-in for the trusted API on its real subject.
-	sub, err := trusted.Subscribe("dsh.query.v1.sessions.list", func(m *nats.Msg) { _ = m.Respond([]byte(`{"items":[]}`)) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := trusted.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	return e
+}
 
-	t.Run("the harness calls a tool as its session", func(t *testing.T) {
-		r, err := toolservice.NewClient(harness, "me").Call(context.Background(), tools.NameSessionTrace, json.RawMessage(`{}`))
-		if err != nil || r.IsError {
-			t.Fatalf("err %v, reply %+v", err, r)
+func callAt(t *testing.T, nc *nats.Conn, subject, caller, body string) string {
+	t.Helper()
+	msg := nats.NewMsg(subject)
+	msg.Data = []byte(body)
+	if caller != "" {
+		msg.Header.Set(toolservice.CallerHeader, caller)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	reply, err := nc.RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		t.Fatalf("request %s: %v", subject, err)
+	}
+	return string(reply.Data)
+}
+
+// TestATenantCallsAsItsOwnSessionsOnly: on a tenant's tool subjects the
+// caller is bound to the tenant — another tenant's session (or one of no
+// tenant) named as Dsh-Caller-Session answers exactly as a missing caller —
+// and the tools see only the tenant's sessions, although every session has
+// the same cwd and the same text.
+func TestATenantCallsAsItsOwnSessionsOnly(t *testing.T) {
+	e := tenantService(t)
+	a, _ := tenanttest.ConnectTenant(t, e, "teamA")
+	at := func(tool string) string { return tenancy.ToolSubject("teamA", tool) }
+	missing := callAt(t, a, at(tools.NameSessionTrace), "", `{}`)
+	if !strings.Contains(missing, `"SESSION_QUERY_TOOL_MISSING_AGENT"`) {
+		t.Fatalf("no caller: %s", missing)
+	}
+	for _, caller := range []string{"b-me", "plain-me", "nobody"} {
+		if got := callAt(t, a, at(tools.NameSessionTrace), caller, `{}`); got != missing {
+			t.Errorf("caller %s on teamA's subject: %s, want the missing caller's %s", caller, got, missing)
 		}
-	})
-	t.Run("the harness cannot reach the trusted query API", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		defer cancel()
-		if _, err := harness.RequestWithContext(ctx, "dsh.query.v1.sessions.list", []byte(`{}`)); err == nil {
-			t.Fatal("the harness got an answer from the trusted API")
-		}
-		select {
-		case err := <-denied:
-			if err == nil {
-				t.Fatal("no permission violation reported")
+	}
+	if got := callAt(t, a, at(tools.NameSessionTrace), "a-me", `{}`); !strings.Contains(got, `"isError":false`) {
+		t.Fatalf("teamA's own session: %s", got)
+	}
+	hidden := callAt(t, a, at(tools.NameSessionEventRead), "a-me", `{"session_id":"b-me","seq":1}`)
+	gone := callAt(t, a, at(tools.NameSessionEventRead), "a-me", `{"session_id":"no-such","seq":1}`)
+	if hidden != gone || !strings.Contains(hidden, "SESSION_QUERY_TOOL_UNAUTHORIZED") {
+		t.Errorf("another tenant's target in the same cwd: %s\nmissing target: %s", hidden, gone)
+	}
+	var r toolservice.Reply
+	if err := json.Unmarshal([]byte(callAt(t, a, at(tools.NameSessionSearch), "a-me", `{"query":"vermilion"}`)), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.IsError || !strings.Contains(r.Text, "a-big") || strings.Contains(r.Text, "b-me") || strings.Contains(r.Text, "plain-me") {
+		t.Errorf("teamA's search: %s", r.Text)
+	}
+	c := toolservice.NewClient(a, "a-me").InTenant("teamA")
+	if l, err := c.List(context.Background()); err != nil || len(l.Tools) != 5 {
+		t.Errorf("list on teamA's subject: %+v, %v", l, err)
+	}
+	if r, err := c.Call(context.Background(), tools.NameSessionEventRead, json.RawMessage(`{"session_id":"a-big","seq":1}`)); err != nil || r.IsError {
+		t.Errorf("the client in tenant mode: %+v, %v", r, err)
+	}
+}
+
+// TestATenantsSpillIsItsOwn: a tenant's spilled result is read back on its
+// own subjects by the caller that produced it, and by nobody else: not by
+// another tenant naming the same caller, nor on the trusted subjects.
+func TestATenantsSpillIsItsOwn(t *testing.T) {
+	e := tenantService(t, toolservice.WithMaxPayload(8192))
+	a, _ := tenanttest.ConnectTenant(t, e, "teamA")
+	b, _ := tenanttest.ConnectTenant(t, e, "teamB")
+	args := json.RawMessage(`{"session_id":"a-big","seq":1}`)
+	r, err := toolservice.NewClient(a, "a-me").InTenant("teamA").Call(context.Background(), tools.NameSessionEventRead, args)
+	if err != nil || r.Spill == nil {
+		t.Fatalf("a spill: %+v, %v", r, err)
+	}
+	if want := "read it with " + tenancy.ToolSubject("teamA", toolservice.EndpointSpillRead) + " id=" + r.Spill.ID; !strings.Contains(r.Text, want) {
+		t.Fatalf("the locator does not name teamA's subject: %.200s", r.Text[len(r.Text)-200:])
+	}
+	full, err := toolservice.NewClient(a, "a-me").InTenant("teamA").ReadSpill(context.Background(), r.Spill.ID)
+	if err != nil || len(full) != r.Spill.Bytes {
+		t.Fatalf("teamA reads its spill: %d bytes, %v", len(full), err)
+	}
+	body := fmt.Sprintf(`{"id":%q}`, r.Spill.ID)
+	notFound := callAt(t, b, tenancy.ToolSubject("teamB", toolservice.EndpointSpillRead), "a-me", `{"id":"no-such-spill"}`)
+	if got := callAt(t, b, tenancy.ToolSubject("teamB", toolservice.EndpointSpillRead), "a-me", body); got != notFound {
+		t.Errorf("teamB reads teamA's spill as a-me: %s", got)
+	}
+	trusted := tenanttest.ConnectTrusted(t, e)
+	if got := callAt(t, trusted, toolservice.SubjectPrefix+"."+toolservice.EndpointSpillRead, "a-me", body); got != notFound {
+		t.Errorf("teamA's spill on the trusted subject: %s", got)
+	}
+}
+
+// TestATenantReachesNothingElse: a tenant's requests to another tenant's
+// tool subjects, to the trusted tool subjects and to the trusted query API
+// are refused by the server (permissions violations), never answered.
+func TestATenantReachesNothingElse(t *testing.T) {
+	e := tenantService(t)
+	a, v := tenanttest.ConnectTenant(t, e, "teamA")
+	for _, subject := range []string{
+		tenancy.ToolSubject("teamB", tools.NameSessionTrace),
+		toolservice.SubjectPrefix + "." + tools.NameSessionTrace,
+		"dsh.query.v1.sessions.list",
+	} {
+		t.Run(subject, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			msg := nats.NewMsg(subject)
+			msg.Header.Set(toolservice.CallerHeader, "a-me")
+			if m, err := a.RequestMsgWithContext(ctx, msg); err == nil {
+				t.Fatalf("answered: %s", m.Data)
 			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("no permission violation reported")
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				errs := v.Take()
+				if len(errs) == 1 && errors.Is(errs[0], nats.ErrPermissionViolation) && strings.Contains(errs[0].Error(), subject) {
+					return
+				}
+				if len(errs) > 0 || time.Now().After(deadline) {
+					t.Fatalf("async errors %v, want one permissions violation", errs)
+				}
+				time.Sleep(5 * time.Millisecond) // poll interval
+			}
+		})
+	}
+}
+
+// TestToolSubjectsAreTheServicesSubjects ties package tenancy's subject
+// names to the service's prefix.
+func TestToolSubjectsAreTheServicesSubjects(t *testing.T) {
+	if tenancy.ToolsPrefix != toolservice.SubjectPrefix {
+		t.Fatalf("tenancy.ToolsPrefix %q, toolservice.SubjectPrefix %q", tenancy.ToolsPrefix, toolservice.SubjectPrefix)
+	}
+	tenant, endpoint, tenanted, ok := tenancy.ParseToolSubject(tenancy.ToolSubject("teamA", toolservice.EndpointSpillRead))
+	if !ok || !tenanted || tenant != "teamA" || endpoint != toolservice.EndpointSpillRead {
+		t.Fatalf("parse: %q %q %v %v", tenant, endpoint, tenanted, ok)
+	}
+	for _, s := range []string{"dsh.tools.v1.tenant.*.list", "dsh.tools.v1.tenant.team~A.list", "dsh.tools.v1.tenant.teamA", "dsh.tools.v1.", "dsh.query.v1.x"} {
+		if _, _, _, ok := tenancy.ParseToolSubject(s); ok {
+			t.Errorf("%q parsed", s)
 		}
-	})
-	t.Run("a trusted user reaches the query API", func(t *testing.T) {
-		if _, err := trusted.Request("dsh.query.v1.sessions.list", []byte(`{}`), 5*time.Second); err != nil {
-			t.Fatal(err)
-		}
-	})
+	}
+	if _, endpoint, tenanted, ok := tenancy.ParseToolSubject("dsh.tools.v1.spill.read"); !ok || tenanted || endpoint != "spill.read" {
+		t.Errorf("a trusted subject: %q %v %v", endpoint, tenanted, ok)
+	}
 }
