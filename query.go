@@ -29,7 +29,7 @@ type SessionRecord struct {
 	Persisted bool   `json:"persisted"`
 }
 
-// Filter kinds (UPSTREAM §5.4), and FilterTenant (an addition to the
+// Filter kinds (docs/query.md), and FilterTenant (an addition to the
 // contract, docs/protocol.md §3): a session's tenant; a null value matches
 // the sessions of no tenant.
 const (

@@ -50,10 +50,11 @@ func (r streamReader) count(ctx context.Context, subject string) (uint64, error)
 	return info.State.Subjects[subject], nil
 }
 
-// subjects lists dsh.log.* only: the subjects of one token, the untenanted
-// namespace (tenants' subjects have two).
+// subjects lists the subjects of the Store's namespace only: dsh.log.* for
+// the untenanted one (tenants' subjects have two tokens), dsh.log.<tenant>.*
+// for a tenant's (Namespace).
 func (r streamReader) subjects(ctx context.Context) (map[string]uint64, error) {
-	info, err := r.s.stream.Info(ctx, jetstream.WithSubjectFilter(SubjectPrefix+"*"))
+	info, err := r.s.stream.Info(ctx, jetstream.WithSubjectFilter(r.s.subjectOf("*")))
 	if err != nil {
 		return nil, err
 	}

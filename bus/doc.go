@@ -11,6 +11,21 @@
 // Nats-Msg-Id <token>:h or <token>:<seq>, so a retried publish is never
 // stored twice within the stream's duplicate window.
 //
+// # Tenants
+//
+// A tenant's Store (WithTenant) keeps its sessions on
+// dsh.log.<tenant>.<token>, with msg ids <tenant>.<token>:h and
+// <tenant>.<token>:<seq> and leases under <tenant>.<token>, and works within
+// the NATS permissions a tenant gets (package tenancy, docs/protocol.md §2):
+// it provisions and inspects nothing, reads the last record of a subject by
+// the subject form of direct get and everything else through push consumers
+// on its own subjects delivering to its own inbox, and writes and reads its
+// leases without the key-value client (which needs the bucket's info). Every
+// other behaviour below is the same in both namespaces. A duplicate
+// acknowledgement that the session's own records do not confirm is
+// ErrMsgIDInUse: another writer holds the msg id (deduplication is
+// stream-wide), nothing was stored.
+//
 // # Publishing an Append
 //
 // An Append of fewer than DefaultAtomicMin records (WithAtomicMin) is

@@ -45,11 +45,11 @@ type outRecord struct {
 	data  []byte
 }
 
-// headerMsgID is the Nats-Msg-Id of a session's header record (CONTRACT §2):
+// headerMsgID is the Nats-Msg-Id of a session's header record (docs/protocol.md §2):
 // <key>:h, key being the session's log key (its token, or <tenant>.<token>).
 func headerMsgID(key string) string { return key + ":h" }
 
-// eventMsgID is the Nats-Msg-Id of a session's event seq (CONTRACT §2):
+// eventMsgID is the Nats-Msg-Id of a session's event seq (docs/protocol.md §2):
 // <key>:<seq>.
 func eventMsgID(key string, seq int64) string { return key + ":" + strconv.FormatInt(seq, 10) }
 

@@ -470,7 +470,7 @@ func (s *Store) live(ctx context.Context, tok string) (bool, error) {
 // List returns a snapshot of every stored session of the Store's namespace
 // (its tenant's, or the untenanted one) and of the sessions created in this
 // Store and not yet materialised, in no promised order. A subject whose
-// token or header is invalid holds no session (CONTRACT §3) and is skipped.
+// token or header is invalid holds no session (docs/protocol.md §3) and is skipped.
 func (s *Store) List(ctx context.Context) ([]Snapshot, error) {
 	var subjects map[string]uint64
 	err := s.pub.retry(ctx, func(ctx context.Context) error {

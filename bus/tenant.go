@@ -65,6 +65,31 @@ func ParseTenantLeaseKey(key string) (tenant, id string, err error) {
 	return tenant, id, err
 }
 
+// Namespace returns a Store on tenant's namespace (dsh.log.<tenant>.>; ""
+// for the untenanted one) that shares s's connection, stream and lease
+// bucket and reads as s reads: the trusted side's view of a tenant's
+// sessions, for operators (import into a tenant, export its sessions). Its
+// handles and pending sessions are its own. A tenant's Store has only its
+// own namespace and refuses any other (ErrInvalidArgument).
+func (s *Store) Namespace(tenant string) (*Store, error) {
+	if s.opts.tenant != "" && tenant != s.opts.tenant {
+		return nil, errorf(ErrInvalidArgument, "", "a Store of tenant %q has no other namespace (asked for %q)", s.opts.tenant, tenant)
+	}
+	if tenant != "" {
+		if err := record.ValidateTenant(tenant); err != nil {
+			return nil, wrapf(ErrInvalidArgument, "", err, "namespace: %v", err)
+		}
+	}
+	if tenant == s.opts.tenant {
+		return s, nil
+	}
+	ns := &Store{nc: s.nc, js: s.js, stream: s.stream, kv: s.kv, opts: s.opts, pending: map[string]*Handle{}, writers: map[*Handle]struct{}{}}
+	ns.opts.tenant = tenant
+	ns.reader = streamReader{ns}
+	ns.pub = &publisher{nc: s.nc, js: s.js, reader: ns.reader, maxElapsed: s.pub.maxElapsed, attempt: s.pub.attempt}
+	return ns, nil
+}
+
 // logKey is the log key of the Store's session with token tok: the token,
 // or <tenant>.<token>. It prefixes the msg ids of the session's records.
 func (s *Store) logKey(tok string) string { return record.LogKey(s.opts.tenant, tok) }

@@ -438,3 +438,50 @@ func TestTenantLeaseKeys(t *testing.T) {
 		t.Fatalf("lease value %s", b)
 	}
 }
+
+// TestATrustedStoresViewOfATenantsNamespace: the trusted side reads (and
+// could write) a tenant's sessions through Namespace, as it reads its own;
+// a tenant's Store has no other namespace.
+func TestATrustedStoresViewOfATenantsNamespace(t *testing.T) {
+	te := newTenantEnv(t, bus.StreamConfig{})
+	ctx := tctx(t)
+	a, _, _ := te.store(t, "teamA")
+	h, err := a.Create(ctx, hdrOf("a-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Append(ctx, events(t, 0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	trusted, err := bus.NewStore(ctx, te.trusted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := trusted.Records(ctx, "a-1"); !errors.Is(err, bus.ErrNotFound) {
+		t.Fatalf("the untenanted namespace holds teamA's session: %v", err)
+	}
+	ns, err := trusted.Namespace("teamA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ns.Records(ctx, "a-1")
+	if err != nil || len(recs) != 3 || recs[0].MsgID != "teamA.a-1:h" {
+		t.Fatalf("records through the namespace: %+v, %v", recs, err)
+	}
+	list, err := ns.List(ctx)
+	if err != nil || len(list) != 1 || list[0].Header.ID != "a-1" || list[0].EventCount != 2 {
+		t.Fatalf("list through the namespace: %+v, %v", list, err)
+	}
+	if plainList, err := trusted.List(ctx); err != nil || len(plainList) != 0 {
+		t.Fatalf("the untenanted list: %+v, %v", plainList, err)
+	}
+	if _, err := a.Namespace("teamB"); !errors.Is(err, bus.ErrInvalidArgument) {
+		t.Fatalf("a tenant's other namespace: %v", err)
+	}
+	if _, err := trusted.Namespace("team.B"); !errors.Is(err, bus.ErrInvalidArgument) {
+		t.Fatalf("an invalid tenant: %v", err)
+	}
+}

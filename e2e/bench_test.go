@@ -33,11 +33,10 @@ func BenchmarkHarnessesToSearchable(b *testing.B) {
 		t0 := time.Now()
 		sims := make([]*proc, numSims)
 		for j := range sims {
-			sims[j] = startProc(b, fmt.Sprintf("harnesssim %d.%d", i, j), bins.harnesssim, []string{
-				"--nats-url", url, "--user", "harness", "--password", harnessPassword, "--inbox-prefix", harnessInbox,
-				"--index", strconv.Itoa(j), "--id-prefix", fmt.Sprintf("i%d-", i),
-				"--facts", filepath.Join(dir, fmt.Sprintf("%d-%d.json", i, j)),
-				"--bulk", strconv.Itoa(simBulk), "--turns", strconv.Itoa(simTurns)}, nil)
+			sims[j] = startProc(b, fmt.Sprintf("harnesssim %d.%d", i, j), bins.harnesssim,
+				append(simAuth(url, j), "--index", strconv.Itoa(j), "--id-prefix", fmt.Sprintf("i%d-", i),
+					"--facts", filepath.Join(dir, fmt.Sprintf("%d-%d.json", i, j)),
+					"--bulk", strconv.Itoa(simBulk), "--turns", strconv.Itoa(simTurns)), nil)
 		}
 		for _, s := range sims {
 			if err := s.wait(b, 2*time.Minute); err != nil {

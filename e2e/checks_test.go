@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/e2e/internal/simfacts"
 	"github.com/dshq/dshq/query"
@@ -19,9 +17,9 @@ import (
 )
 
 // checkCorpus checks the query API (as the trusted user) and, unless
-// harness is nil, the tools (as the harness user) against what the
-// simulators wrote.
-func checkCorpus(t *testing.T, ctx context.Context, q *query.Client, harness *nats.Conn, c *corpus) {
+// toolsOf is nil, the tools (as toolsOf's client of each run's caller: a
+// harness's credential) against what the simulators wrote.
+func checkCorpus(t *testing.T, ctx context.Context, q *query.Client, toolsOf func(run int, caller string) *toolservice.Client, c *corpus) {
 	t.Run("sessions.list holds exactly the sessions written, with their headers", func(t *testing.T) {
 		page, err := q.ListSessions(ctx, dshqListAll)
 		if err != nil {
@@ -200,13 +198,13 @@ func checkCorpus(t *testing.T, ctx context.Context, q *query.Client, harness *na
 		}
 	})
 
-	if harness == nil {
+	if toolsOf == nil {
 		return
 	}
 	t.Run("the tools answer a harness within its own workspace", func(t *testing.T) {
 		for i := range c.runs {
 			root, fork, sub := c.role(i, simfacts.RoleRoot), c.role(i, simfacts.RoleFork), c.role(i, simfacts.RoleSubagent)
-			tc := toolservice.NewClient(harness, sub.ID)
+			tc := toolsOf(i, sub.ID)
 			for phrase := range root.Phrases {
 				var want []string
 				for _, id := range c.holding(phrase, c.runs[i].Cwd) {

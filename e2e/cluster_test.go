@@ -19,12 +19,23 @@ import (
 	"github.com/dshq/dshq/query"
 )
 
-// The deployment example's credentials, as the tests set them.
+// The deployment example's credentials, as the tests set them: the trusted
+// user and the tenants teamA and teamB.
 const (
 	trustedPassword = "trusted-secret"
-	harnessPassword = "harness-secret"
-	harnessInbox    = "_INBOX_harness"
+	tenantPassword  = "tenant-secret"
 )
+
+// tenants are the deployment example's tenants.
+var tenants = []string{"teamA", "teamB"}
+
+// tenantOf is the tenant of the i-th simulated harness: they alternate.
+func tenantOf(i int) string { return tenants[i%len(tenants)] }
+
+// simAuth are harnesssim's arguments to write as the tenant of sim i.
+func simAuth(url string, i int) []string {
+	return []string{"--nats-url", url, "--user", tenantOf(i), "--password", tenantPassword, "--tenant", tenantOf(i)}
+}
 
 // deployConfig is the deployment example the tests run.
 var deployConfig = filepath.Join("..", "deploy", "nats-server.conf")
@@ -56,7 +67,7 @@ func startNATS(t testing.TB) (string, *proc) {
 		t.Fatal(err)
 	}
 	return runNATS(t, []string{"-c", path, "-p", "-1"},
-		[]string{"DSH_TRUSTED_PASSWORD=" + trustedPassword, "DSH_HARNESS_PASSWORD=" + harnessPassword})
+		[]string{"DSH_TRUSTED_PASSWORD=" + trustedPassword, "DSH_TEAMA_PASSWORD=" + tenantPassword, "DSH_TEAMB_PASSWORD=" + tenantPassword})
 }
 
 // startPlainNATS runs nats-server with JetStream and no authorization on a
@@ -107,11 +118,12 @@ func connectTrusted(t testing.TB, url string) *nats.Conn {
 	return nc
 }
 
-// connectHarness connects as the harness user with its private inbox; every
+// connectTenant connects as a tenant's user with its private inbox; every
 // asynchronous error the server reports goes to errs (never blocking).
-func connectHarness(t testing.TB, url string, errs chan<- error) *nats.Conn {
+func connectTenant(t testing.TB, url, tenant string, errs chan<- error) *nats.Conn {
 	t.Helper()
-	opts := []nats.Option{nats.UserInfo("harness", harnessPassword), nats.CustomInboxPrefix(harnessInbox), nats.Name("e2e-harness")}
+	opts := []nats.Option{nats.UserInfo(tenant, tenantPassword), nats.CustomInboxPrefix(bus.TenantInboxPrefix(tenant)),
+		nats.Name("e2e-" + tenant)}
 	if errs != nil {
 		opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			select {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/tools/toolservice"
 )
 
 // The simulated workload: four concurrent harness processes, each writing a
@@ -30,10 +31,10 @@ const (
 // TestConcurrentHarnessesCrashAndRebuild is the end-to-end proof: a real
 // nats-server with the deployment example's configuration, `dshq serve`
 // joining it as the trusted user, and four harness processes writing
-// concurrently as the harness user. The dshq process is killed (SIGKILL)
-// while the harnesses write and restarted; once it has caught up, searches,
-// traces, reads and tool calls are checked against what the harnesses
-// report they wrote. Then a rebuild runs while queries keep being answered —
+// concurrently as the tenants teamA and teamB (two each). The dshq process
+// is killed (SIGKILL) while the harnesses write and restarted; once it has
+// caught up, searches, traces, reads and tool calls are checked against what
+// the harnesses report they wrote. Then a rebuild runs while queries keep being answered —
 // each answer complete, never a half-built view — and the rebuilt projection
 // must answer exactly as the recovered one did.
 func TestConcurrentHarnessesCrashAndRebuild(t *testing.T) {
@@ -49,9 +50,9 @@ func TestConcurrentHarnessesCrashAndRebuild(t *testing.T) {
 	paths := make([]string, numSims)
 	for i := range sims {
 		paths[i] = filepath.Join(factsDir, fmt.Sprintf("sim%d.json", i))
-		sims[i] = startProc(t, fmt.Sprintf("harnesssim %d", i), bins.harnesssim, []string{
-			"--nats-url", url, "--user", "harness", "--password", harnessPassword, "--inbox-prefix", harnessInbox,
-			"--index", strconv.Itoa(i), "--facts", paths[i], "--bulk", strconv.Itoa(simBulk), "--turns", strconv.Itoa(simTurns), "--gate"}, nil)
+		sims[i] = startProc(t, fmt.Sprintf("harnesssim %d", i), bins.harnesssim,
+			append(simAuth(url, i), "--index", strconv.Itoa(i), "--facts", paths[i], "--bulk", strconv.Itoa(simBulk),
+				"--turns", strconv.Itoa(simTurns), "--gate"), nil)
 	}
 	for _, s := range sims {
 		s.waitLine(t, startTimeout, "the gate", func(l string) bool { return l == "gate" })
@@ -109,8 +110,13 @@ func TestConcurrentHarnessesCrashAndRebuild(t *testing.T) {
 		}
 	})
 
-	harness := connectHarness(t, url, nil)
-	checkCorpus(t, ctx, q, harness, c)
+	conns := map[string]*nats.Conn{}
+	for _, tenant := range tenants {
+		conns[tenant] = connectTenant(t, url, tenant, nil)
+	}
+	checkCorpus(t, ctx, q, func(run int, caller string) *toolservice.Client {
+		return toolservice.NewClient(conns[tenantOf(run)], caller).InTenant(tenantOf(run))
+	}, c)
 	checkCLI(t, url, c, last)
 	if t.Failed() {
 		t.FailNow()

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/tools/toolservice"
 )
 
 // TestServeAllInOne runs `dshq serve` the way a newcomer does — its own
@@ -41,7 +42,7 @@ func TestServeAllInOne(t *testing.T) {
 	last := streamLastSeq(t, nc)
 	waitCaughtUp(t, q, last)
 	waitNoneLive(t, q)
-	checkCorpus(t, ctx, q, nc, c)
+	checkCorpus(t, ctx, q, func(_ int, caller string) *toolservice.Client { return toolservice.NewClient(nc, caller) }, c)
 	before := takeSnapshot(t, ctx, q, c)
 	nc.Close()
 	serve.stop(t, 30*time.Second)

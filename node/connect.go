@@ -28,6 +28,9 @@ type ConnectOptions struct {
 	// TLSCA, TLSCert and TLSKey configure TLS: a CA to trust and a client
 	// certificate and key for mutual TLS.
 	TLSCA, TLSCert, TLSKey string
+	// InboxPrefix is the connection's inbox prefix ("" = nats.go's
+	// _INBOX): a tenant's connections use bus.TenantInboxPrefix(tenant).
+	InboxPrefix string
 }
 
 // Connect connects to the deployment described by o. The connection
@@ -68,6 +71,9 @@ func (o ConnectOptions) natsOptions() ([]nats.Option, error) {
 	}
 	if o.Token != "" {
 		opts = append(opts, nats.Token(o.Token))
+	}
+	if o.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(o.InboxPrefix))
 	}
 	if o.TLSCA != "" {
 		opts = append(opts, nats.RootCAs(o.TLSCA))

@@ -1,5 +1,6 @@
 // Package record is the codec of dshq's session records: session ids and
-// their subject tokens (CONTRACT §1), the header and event records of a
+// their subject tokens (docs/protocol.md §1), tenant names and log keys (the part of
+// a log subject after dsh.log., docs/protocol.md §1), the header and event records of a
 // session log (CONTRACT §2, UPSTREAM §1.2, §2.1), and the upstream JSONL file
 // format with its packed chunk rows and zstd framing (UPSTREAM §11).
 //
@@ -12,9 +13,9 @@
 // over DefaultMaxRecordBytes (64 MiB). Which envelope keys and surface rules
 // an event must obey is package fold's to check.
 //
-// Errors: ids and subject tokens give a *dshq.Error with code
-// SESSION_QUERY_INVALID_REQUEST wrapping ErrInvalidSessionID or
-// ErrInvalidSubjectToken; everything else gives a *RecordError with a stable
+// Errors: ids, subject tokens, tenant names and log keys give a *dshq.Error
+// with code SESSION_QUERY_INVALID_REQUEST wrapping ErrInvalidSessionID,
+// ErrInvalidSubjectToken or ErrInvalidTenant; everything else gives a *RecordError with a stable
 // Rule, the file (WithName) and the physical line (the header is line 1;
 // UPSTREAM's messages count from the line after the header).
 //

@@ -133,8 +133,9 @@ func (p Permissions) ConfigBlock() string {
 	}
 	w("    ]\n")
 	if len(p.PublishDeny) > 0 {
-		w("    # Explicit, so that no widening of the allow list can open them: the\n")
-		w("    # trusted consumers' names, then the trusted APIs.\n")
+		w("    # A consumer create names its consumer, and creating an existing name\n")
+		w("    # updates that consumer: the trusted consumers' names are refused.\n")
+		w("    # The trusted APIs, so that no widening of the allow list opens them.\n")
 		w("    deny: [\n")
 		for _, s := range p.PublishDeny {
 			w("      %q\n", s)

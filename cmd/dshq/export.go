@@ -40,6 +40,9 @@ as it was written, then one record per line, every JSON value byte for byte as
 stored. A version 0 log packs its assistant/chunk runs into chunk rows as the
 original writer does, so an imported upstream file exports identical.
 
+A session of a tenant is found through the query API (its tenant is
+recorded by the projection), or directly with --tenant.
+
 It writes to stdout, or to -o FILE (atomically: a temporary file renamed into
 place). --zstd (implied by a .zstd file name) writes the Zstandard framing:
 one frame for the header line, one for the events.`,
@@ -61,11 +64,15 @@ one frame for the header line, one for the events.`,
 				return err
 			}
 			defer nc.Close()
-			store, err := openStore(cmd.Context(), nc, stream)
+			store, err := openStore(cmd.Context(), nc, stream, g.tenant)
 			if err != nil {
 				return err
 			}
 			stored, err := store.Records(cmd.Context(), id)
+			if errors.Is(err, bus.ErrNotFound) && g.tenant == "" {
+				// A tenant's session: the projection knows whose.
+				stored, err = tenantRecords(cmd.Context(), nc, store, id, err)
+			}
 			if errors.Is(err, bus.ErrNotFound) {
 				return dshq.Errorf(dshq.CodeSessionNotFound, "session %q not found", id)
 			}

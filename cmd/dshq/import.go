@@ -120,7 +120,7 @@ when any file was refused.`,
 				return err
 			}
 			defer nc.Close()
-			store, err := openStore(cmd.Context(), nc, o.stream)
+			store, err := openStore(cmd.Context(), nc, o.stream, g.tenant)
 			if err != nil {
 				return err
 			}

@@ -49,7 +49,7 @@ func TestImport(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer nc.Close()
-		store, err := openStore(context.Background(), nc, bus.DefaultStreamName)
+		store, err := openStore(context.Background(), nc, bus.DefaultStreamName, "")
 		if err != nil {
 			t.Fatal(err)
 		}

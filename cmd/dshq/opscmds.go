@@ -341,7 +341,9 @@ The caller is the session named by DSH_SESSION_ID in this process's environment
 SESSION_QUERY_TOOL_MISSING_AGENT. Tools see only sessions of the caller's
 workspace. It reaches a running dshq at --nats-url; with --via-tools it calls
 the dsh-tools service (which a harness credential may call) instead of the
-trusted query API. Diagnostics go to stderr.`,
+trusted query API. With --tenant (a tenant's credential) it calls the
+tenant's tool subjects, so it implies --via-tools, and DSH_SESSION_ID must be
+one of the tenant's sessions. Diagnostics go to stderr.`,
 		Example: `  DSH_SESSION_ID=3f2a0c1e-… dshq mcp
   # in an MCP client configuration:
   {"command": "dshq", "args": ["mcp", "--nats-url", "nats://127.0.0.1:4222"]}`,
@@ -355,6 +357,7 @@ trusted query API. Diagnostics go to stderr.`,
 			cfg := mcpserver.ConfigFromEnv(g.getenv, g.conn.URL)
 			cfg.Conn = nc
 			cfg.ViaToolService = viaTools
+			cfg.Tenant = g.tenant
 			cfg.Logger = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			err = mcpserver.Run(cmd.Context(), g.stdin, g.stdout, cfg)
 			if err != nil && (cmd.Context().Err() != nil || errors.Is(err, io.EOF)) {

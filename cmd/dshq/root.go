@@ -9,12 +9,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/node"
+	"github.com/dshq/dshq/record"
 )
 
 // globals are the flags every client command shares.
 type globals struct {
-	conn   node.ConnectOptions
+	conn node.ConnectOptions
+	// tenant is the tenant the credential belongs to (--tenant), "" for none.
+	tenant string
 	json   bool
 	stdin  io.Reader
 	stdout io.Writer
@@ -55,9 +59,11 @@ a running dshq over NATS (--nats-url, default ` + defaultNATSURL + `).`,
 	pf.StringVar(&g.conn.TLSCert, "tls-cert", "", "client certificate for mutual TLS")
 	pf.StringVar(&g.conn.TLSKey, "tls-key", "", "client key for mutual TLS")
 	pf.BoolVar(&g.json, "json", false, "print JSON for scripts instead of text")
+	pf.StringVar(&g.tenant, "tenant", getenv("DSH_TENANT"), "the tenant whose credential this is (env DSH_TENANT): inbox _INBOX_<tenant>, its log subjects (import, export), its tool subjects (mcp)")
 
 	root.AddCommand(newServeCmd(g), newImportCmd(g), newExportCmd(g), newSearchCmd(g), newTraceCmd(g),
-		newReadCmd(g), newTailCmd(g), newRebuildCmd(g), newStatsCmd(g), newEnvCmd(g), newMCPCmd(g), newUICmd(g))
+		newReadCmd(g), newTailCmd(g), newRebuildCmd(g), newStatsCmd(g), newEnvCmd(g), newMCPCmd(g), newUICmd(g),
+		newTenantCmd(g))
 	return root
 }
 
@@ -66,6 +72,12 @@ a running dshq over NATS (--nats-url, default ` + defaultNATSURL + `).`,
 func (g *globals) dial() (*nats.Conn, error) {
 	o := g.conn
 	o.Name = "dshq-cli"
+	if g.tenant != "" {
+		if err := record.ValidateTenant(g.tenant); err != nil {
+			return nil, fmt.Errorf("--tenant: %w", err)
+		}
+		o.InboxPrefix = bus.TenantInboxPrefix(g.tenant)
+	}
 	nc, err := node.Connect(o)
 	if err != nil {
 		return nil, fmt.Errorf("%w (is dshq serve running? --nats-url or DSH_NATS_URL say where)", err)

@@ -51,6 +51,10 @@ type Config struct {
 	// ViaToolService calls the dsh-tools service (which needs only a
 	// harness credential) instead of running the tools over the query API.
 	ViaToolService bool
+	// Tenant, when set, calls the dsh-tools service on that tenant's tool
+	// subjects (a tenant's credential reaches nothing else): it implies
+	// ViaToolService, and the caller must be one of the tenant's sessions.
+	Tenant string
 	// ToolOptions configure the in-process tools (max results, timeout).
 	ToolOptions []tools.Option
 	// Logger receives diagnostics (default: discard). Never stdout: that is
@@ -98,8 +102,11 @@ type nopWriteCloser struct{ io.Writer }
 func (nopWriteCloser) Close() error { return nil }
 
 func newCaller(nc *nats.Conn, cfg Config) (caller, error) {
-	if cfg.ViaToolService {
+	if cfg.ViaToolService || cfg.Tenant != "" {
 		c := toolservice.NewClient(nc, cfg.SessionID)
+		if cfg.Tenant != "" {
+			c = c.InTenant(cfg.Tenant)
+		}
 		return func(ctx context.Context, name string, args json.RawMessage) (tools.Result, error) {
 			r, err := c.CallFull(ctx, name, args)
 			if ctx.Err() != nil {

@@ -7,7 +7,11 @@
 // (package simfacts) for the test to check the services against.
 //
 //	harnesssim --nats-url URL [--user U --password P] [--inbox-prefix P]
-//	           --index N --facts FILE [--bulk N] [--turns N] [--gate]
+//	           [--tenant T] --index N --facts FILE [--bulk N] [--turns N] [--gate]
+//
+// With --tenant it writes as that tenant (bus.WithTenant, on
+// dsh.log.<tenant>.>), with the tenant's inbox prefix unless --inbox-prefix
+// says otherwise.
 //
 // With --gate it prints "gate" after the root session and waits for a line
 // on stdin before writing the rest, so that a test can act while it writes.
@@ -50,6 +54,7 @@ func main() {
 
 type options struct {
 	url, user, password, inbox string
+	tenant                     string
 	index, bulk, turns         int
 	facts, idPrefix            string
 	gate, crash                bool
@@ -61,7 +66,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.url, "nats-url", nats.DefaultURL, "NATS server URL")
 	fs.StringVar(&o.user, "user", "", "NATS user")
 	fs.StringVar(&o.password, "password", "", "NATS password")
-	fs.StringVar(&o.inbox, "inbox-prefix", "", "private inbox prefix (e.g. _INBOX_harness)")
+	fs.StringVar(&o.inbox, "inbox-prefix", "", "private inbox prefix (default: the tenant's, _INBOX_<tenant>)")
+	fs.StringVar(&o.tenant, "tenant", "", "write as this tenant (dsh.log.<tenant>.>)")
 	fs.IntVar(&o.index, "index", 0, "simulator number (0..7): names its workspace, ids and phrases")
 	fs.IntVar(&o.bulk, "bulk", 4, "number of bulk sessions")
 	fs.IntVar(&o.turns, "turns", 4, "turns per bulk session")
@@ -92,6 +98,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 	if o.user != "" {
 		opts = append(opts, nats.UserInfo(o.user, o.password))
 	}
+	if o.inbox == "" && o.tenant != "" {
+		o.inbox = bus.TenantInboxPrefix(o.tenant)
+	}
 	if o.inbox != "" {
 		opts = append(opts, nats.CustomInboxPrefix(o.inbox))
 	}
@@ -100,7 +109,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) 
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer nc.Close()
-	store, err := bus.NewStore(ctx, nc)
+	var storeOpts []bus.Option
+	if o.tenant != "" {
+		storeOpts = append(storeOpts, bus.WithTenant(o.tenant))
+	}
+	store, err := bus.NewStore(ctx, nc, storeOpts...)
 	if err != nil {
 		return err
 	}
