@@ -29,7 +29,7 @@ type tenantEnv struct {
 	cfg     bus.StreamConfig
 }
 
-func newTenantEnv(t *testing.T, cfg bus.StreamConfig) *tenantEnv {
+func newTenantEnv(t testing.TB, cfg bus.StreamConfig) *tenantEnv {
 	t.Helper()
 	e, err := bus.StartEmbedded(context.Background(), bus.EmbeddedConfig{Dir: t.TempDir(), Sync: bus.SyncRelaxed,
 		Configure: tenanttest.Configure(t, "teamA", "teamB")})
@@ -54,7 +54,7 @@ func newTenantEnv(t *testing.T, cfg bus.StreamConfig) *tenantEnv {
 
 // store returns a Store of tenant on a connection of its own, and the
 // connection's asynchronous errors.
-func (te *tenantEnv) store(t *testing.T, tenant string, opts ...bus.Option) (*bus.Store, *nats.Conn, *tenanttest.Violations) {
+func (te *tenantEnv) store(t testing.TB, tenant string, opts ...bus.Option) (*bus.Store, *nats.Conn, *tenanttest.Violations) {
 	t.Helper()
 	nc, v := tenanttest.ConnectTenant(t, te.e, tenant)
 	opts = append([]bus.Option{bus.WithTenant(tenant), bus.WithStreamConfig(te.cfg)}, opts...)
@@ -76,7 +76,7 @@ func hdrOf(id string) dshq.Header {
 }
 
 // events returns n command/run events from seq from.
-func events(t *testing.T, from int64, n int) []dshq.Event {
+func events(t testing.TB, from int64, n int) []dshq.Event {
 	t.Helper()
 	out := make([]dshq.Event, n)
 	for i := range out {
@@ -483,5 +483,90 @@ func TestATrustedStoresViewOfATenantsNamespace(t *testing.T) {
 	}
 	if _, err := trusted.Namespace("team.B"); !errors.Is(err, bus.ErrInvalidArgument) {
 		t.Fatalf("an invalid tenant: %v", err)
+	}
+}
+
+// BenchmarkTenantReads compares, in one run on one server, what a tenant's
+// Store pays for reading within its permissions (push consumers and the
+// subject form of direct get) against the untenanted Store (stream info and
+// batched direct gets), on a 100-event session each: a stat, a fresh read
+// handle reading the 100 events, and a write open (lease, full validation)
+// and close.
+//
+//	go test -run '^$' -bench TenantReads -benchtime 300x ./bus
+func BenchmarkTenantReads(b *testing.B) {
+	te := newTenantEnv(b, bus.StreamConfig{})
+	ctx := context.Background()
+	plain, err := bus.NewStore(ctx, te.trusted)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tenant, _, _ := te.store(b, "teamA")
+	for _, s := range []*bus.Store{plain, tenant} {
+		h, err := s.Create(ctx, hdrOf("bench"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := h.Append(ctx, events(b, 0, 100)); err != nil {
+			b.Fatal(err)
+		}
+		if err := h.Close(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ops := []struct {
+		name string
+		run  func(s *bus.Store) error
+	}{
+		{"stat", func(s *bus.Store) error {
+			snap, err := s.Stat(ctx, "bench")
+			if err == nil && (snap == nil || snap.EventCount != 100) {
+				err = fmt.Errorf("stat %+v", snap)
+			}
+			return err
+		}},
+		{"read-100", func(s *bus.Store) error {
+			r, err := s.Open(ctx, "bench", bus.Read)
+			if err != nil {
+				return err
+			}
+			got, err := r.Read(ctx, 0, -1)
+			if err == nil && len(got) != 100 {
+				err = fmt.Errorf("read %d events", len(got))
+			}
+			return err
+		}},
+		{"open-write", func(s *bus.Store) error {
+			w, err := s.Open(ctx, "bench", bus.Write)
+			if err != nil {
+				return err
+			}
+			return w.Close(ctx)
+		}},
+	}
+	lat := map[string][]time.Duration{}
+	b.ResetTimer()
+	for range b.N {
+		for _, op := range ops {
+			for name, s := range map[string]*bus.Store{"untenanted": plain, "tenant": tenant} {
+				t0 := time.Now()
+				if err := op.run(s); err != nil {
+					b.Fatalf("%s %s: %v", name, op.name, err)
+				}
+				lat[name+"-"+op.name] = append(lat[name+"-"+op.name], time.Since(t0))
+			}
+		}
+	}
+	b.StopTimer()
+	for _, op := range ops {
+		p50 := func(name string) float64 {
+			l := lat[name+"-"+op.name]
+			slices.Sort(l)
+			return float64(l[len(l)/2].Microseconds())
+		}
+		u, tn := p50("untenanted"), p50("tenant")
+		b.ReportMetric(u, op.name+"-untenanted-p50-µs")
+		b.ReportMetric(tn, op.name+"-tenant-p50-µs")
+		b.ReportMetric(tn/u, op.name+"-ratio")
 	}
 }

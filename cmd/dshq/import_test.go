@@ -18,6 +18,7 @@ import (
 	"github.com/dshq/dshq/internal/corpus"
 	"github.com/dshq/dshq/node"
 	"github.com/dshq/dshq/record"
+	"github.com/dshq/dshq/tenancy"
 )
 
 // TestImport covers what the corpus tests do not: placeholders, partial
@@ -301,6 +302,25 @@ func TestWithoutServer(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("tenant permissions prints the generated block", func(t *testing.T) {
+		want, err := tenancy.For("teamA", tenancy.Options{TrustedConsumers: []string{"dsh-projector", "p2"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := runCLI(t, env, "", "tenant", "permissions", "teamA", "--trusted-consumer", "dsh-projector", "--trusted-consumer", "p2").ok(t).stdout
+		if got != want.ConfigBlock() {
+			t.Errorf("got\n%s\nwant\n%s", got, want.ConfigBlock())
+		}
+		if r := runCLI(t, env, "", "tenant", "permissions", "team.A"); r.code != 1 || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("an invalid tenant: exit %d, stderr %q", r.code, r.stderr)
+		}
+	})
+	t.Run("an invalid --tenant is refused before connecting", func(t *testing.T) {
+		if r := runCLI(t, env, "", "export", "a", "--tenant", "*"); r.code != 1 || !strings.Contains(r.stderr, "--tenant") {
+			t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+		}
+	})
 
 	t.Run("env refuses an invalid session id", func(t *testing.T) {
 		if r := runCLI(t, env, "", "env", "--session", "a\nb"); r.code != 1 || strings.Count(r.stderr, "\n") != 1 {

@@ -14,7 +14,12 @@ func newTenantCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tenant",
 		Short: "Operate tenants: print a tenant's NATS permissions",
-		Args:  cobra.NoArgs,
+		Long: `A tenant is a harness, or a team of harnesses, whose NATS users the server
+confines to the tenant's own sessions, leases, inbox and tool subjects (see the
+README's deployment section). tenant permissions prints the permission block
+of one, generated from one template.`,
+		Example: `  dshq tenant permissions teamA`,
+		Args:    cobra.NoArgs,
 	}
 	cmd.AddCommand(newTenantPermissionsCmd(g))
 	return cmd

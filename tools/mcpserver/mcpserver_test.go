@@ -170,6 +170,16 @@ func TestMCPEndToEnd(t *testing.T) {
 			})
 		})
 	}
+	t.Run("with a tenant the calls go to its tool subjects, bound to it", func(t *testing.T) {
+		// s-caller is of no tenant: on teamA's subjects it is no caller.
+		cs := connect(t, mcpserver.Config{Conn: p.Conn, SessionID: "s-caller", Tenant: "teamA"})
+		for _, c := range calls {
+			res := callTool(t, cs, c.tool, c.args)
+			if !res.IsError || text(t, res) != "Error: session query tools require an agent-bound caller" {
+				t.Fatalf("%s: got %+v", c.tool, res)
+			}
+		}
+	})
 	t.Run("without DSH_SESSION_ID every call fails with the missing-agent code", func(t *testing.T) {
 		cfg := mcpserver.ConfigFromEnv(func(string) string { return "" }, "")
 		cfg.Conn = p.Conn
