@@ -15,6 +15,10 @@ type logReader interface {
 	// first returns the first record of subject at or after stream
 	// sequence seq; jetstream.ErrMsgNotFound when there is none.
 	first(ctx context.Context, subject string, seq uint64) (*jetstream.RawStreamMsg, error)
+	// header returns the first record of subject, as first(subject, 1),
+	// and the subject's record count when the reader learns it in passing
+	// (nil otherwise).
+	header(ctx context.Context, subject string) (*jetstream.RawStreamMsg, *uint64, error)
 	// last returns the last record of subject; jetstream.ErrMsgNotFound
 	// when there is none.
 	last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error)
@@ -36,6 +40,11 @@ type streamReader struct{ s *Store }
 
 func (r streamReader) first(ctx context.Context, subject string, seq uint64) (*jetstream.RawStreamMsg, error) {
 	return r.s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+}
+
+func (r streamReader) header(ctx context.Context, subject string) (*jetstream.RawStreamMsg, *uint64, error) {
+	m, err := r.first(ctx, subject, 1)
+	return m, nil, err
 }
 
 func (r streamReader) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {

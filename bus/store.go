@@ -311,7 +311,7 @@ func (s *Store) Open(ctx context.Context, id string, access Access) (*Handle, er
 		}
 		return p.readView(), nil
 	}
-	hrec, hseq, err := s.loadHeader(ctx, id, tok)
+	hrec, hseq, _, err := s.loadHeader(ctx, id, tok)
 	if err != nil {
 		return nil, err
 	}
@@ -335,34 +335,36 @@ func (s *Store) Open(ctx context.Context, id string, access Access) (*Handle, er
 	return hd, nil
 }
 
-// loadHeader reads and validates a session's header record.
-func (s *Store) loadHeader(ctx context.Context, id, tok string) (dshq.HeaderRecord, uint64, error) {
+// loadHeader reads and validates a session's header record; count is the
+// subject's record count when the reader learned it in passing (nil
+// otherwise).
+func (s *Store) loadHeader(ctx context.Context, id, tok string) (hrec dshq.HeaderRecord, seq uint64, count *uint64, err error) {
 	subject := s.subjectOf(tok)
 	var msg *jetstream.RawStreamMsg
-	err := s.pub.retry(ctx, func(ctx context.Context) error {
+	err = s.pub.retry(ctx, func(ctx context.Context) error {
 		var err error
-		msg, err = s.reader.first(ctx, subject, 1)
+		msg, count, err = s.reader.header(ctx, subject)
 		return err
 	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return dshq.HeaderRecord{}, 0, errorf(ErrNotFound, id, "session %q not found", id)
+		return dshq.HeaderRecord{}, 0, nil, errorf(ErrNotFound, id, "session %q not found", id)
 	}
 	if err != nil {
-		return dshq.HeaderRecord{}, 0, fmt.Errorf("read header of session %q: %w", id, err)
+		return dshq.HeaderRecord{}, 0, nil, fmt.Errorf("read header of session %q: %w", id, err)
 	}
-	hrec, err := record.ParseHeader(msg.Data)
+	hrec, err = record.ParseHeader(msg.Data)
 	if errors.Is(err, record.ErrFormatUnsupported) {
-		return dshq.HeaderRecord{}, 0, wrapf(ErrFormatUnsupported, id, err, "%s", versionRefusal(id, msg.Data, err))
+		return dshq.HeaderRecord{}, 0, nil, wrapf(ErrFormatUnsupported, id, err, "%s", versionRefusal(id, msg.Data, err))
 	}
 	if err != nil {
-		return dshq.HeaderRecord{}, 0, wrapf(ErrCorruption, id, err, "stored session %q failed validation: %v", id, err)
+		return dshq.HeaderRecord{}, 0, nil, wrapf(ErrCorruption, id, err, "stored session %q failed validation: %v", id, err)
 	}
 	if hrec.Header.ID != id {
-		return dshq.HeaderRecord{}, 0, errorf(ErrCorruption, id,
+		return dshq.HeaderRecord{}, 0, nil, errorf(ErrCorruption, id,
 			"stored session identity mismatch: requested %q, header has %q", id, hrec.Header.ID)
 	}
 	hrec.Raw = msg.Data
-	return hrec, msg.Sequence, nil
+	return hrec, msg.Sequence, count, nil
 }
 
 // Snapshot is what Stat and List report about a session.
@@ -394,14 +396,16 @@ func (s *Store) Stat(ctx context.Context, id string) (*Snapshot, error) {
 	if p := s.pendingHandle(id); p != nil {
 		return p.snapshot(), nil
 	}
-	hrec, _, err := s.loadHeader(ctx, id, tok)
+	hrec, _, count, err := s.loadHeader(ctx, id, tok)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return s.snapshotOf(ctx, hrec, tok, nil)
+	// A count learned with the header precedes the last record's read, as
+	// snapshotOf needs.
+	return s.snapshotOf(ctx, hrec, tok, count)
 }
 
 func (s *Store) pendingHandle(id string) *Handle {
@@ -489,7 +493,7 @@ func (s *Store) List(ctx context.Context) ([]Snapshot, error) {
 			continue
 		}
 		id, _ := record.ParseSubjectToken(tok) // valid: SplitLogKey parsed it
-		hrec, _, err := s.loadHeader(ctx, id, tok)
+		hrec, _, _, err := s.loadHeader(ctx, id, tok)
 		if errors.Is(err, ErrCorruption) || errors.Is(err, ErrFormatUnsupported) || errors.Is(err, ErrNotFound) {
 			continue
 		}

@@ -83,18 +83,35 @@ func directGetLast(ctx context.Context, nc *nats.Conn, stream, subject string) (
 // first returns the first record of subject at or after seq: the first
 // delivery of a consumer starting there.
 func (r tenantReader) first(ctx context.Context, subject string, seq uint64) (*jetstream.RawStreamMsg, error) {
+	m, _, err := r.firstPending(ctx, subject, seq)
+	return m, err
+}
+
+// header returns the first record of subject and its record count: the
+// consumer's pending count from the subject's start.
+func (r tenantReader) header(ctx context.Context, subject string) (*jetstream.RawStreamMsg, *uint64, error) {
+	m, pending, err := r.firstPending(ctx, subject, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, &pending, nil
+}
+
+// firstPending returns the first record of subject at or after seq and how
+// many records it holds from seq on.
+func (r tenantReader) firstPending(ctx context.Context, subject string, seq uint64) (*jetstream.RawStreamMsg, uint64, error) {
 	var out *jetstream.RawStreamMsg
-	_, err := r.consume(ctx, consumerRead{filter: subject, start: seq, window: 1}, func(m *nats.Msg, meta *nats.MsgMetadata) (bool, error) {
+	pending, err := r.consume(ctx, consumerRead{filter: subject, start: seq, window: 1}, func(m *nats.Msg, meta *nats.MsgMetadata) (bool, error) {
 		out = &jetstream.RawStreamMsg{Subject: m.Subject, Sequence: meta.Sequence.Stream, Header: m.Header, Data: m.Data, Time: meta.Timestamp}
 		return false, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if out == nil {
-		return nil, jetstream.ErrMsgNotFound
+		return nil, 0, jetstream.ErrMsgNotFound
 	}
-	return out, nil
+	return out, pending, nil
 }
 
 // count returns how many records subject holds: the pending count of a
