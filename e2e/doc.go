@@ -3,14 +3,17 @@
 // graph, and the harness simulator e2e/internal/harnesssim) and the tests run
 // them as processes, stopping every one at the end:
 //
-//   - TestDeploymentSeparatesHarnessFromTrustedAPI: a nats-server with the
-//     deployment example (deploy/nats-server.conf) and `dshq serve` joining
-//     it as the trusted user; the harness credential writes a session through
-//     the harness SDK and calls a tool, and the server refuses it the trusted
-//     query API, the shard subjects, the admin API and other inboxes.
+//   - TestDeploymentSeparatesTenants: a nats-server with the deployment
+//     example (deploy/nats-server.conf) and `dshq serve` joining it as the
+//     trusted user; the tenants teamA and teamB write a session each through
+//     the harness SDK in tenant mode, in the same cwd, and call the tools as
+//     them; the server refuses teamA every way to teamB's replies, logs,
+//     sessions, leases and tools and to the trusted APIs, with a
+//     permissions violation and nothing received, a forged caller answers as
+//     a missing one, and the server logs exactly those violations.
 //   - TestConcurrentHarnessesCrashAndRebuild: four harness processes write
 //     concurrently (forks, subagents, compactions, tool calls, English and
-//     Chinese text, titles) as the harness user; `dshq serve` is killed
+//     Chinese text, titles) as the tenants teamA and teamB; `dshq serve` is killed
 //     (SIGKILL) mid-stream and restarted; searches, reads, traces, titles,
 //     tool calls and the CLI are checked against the facts the harnesses
 //     report; a rebuild runs while queries keep being answered, and the

@@ -340,7 +340,7 @@ The caller is the session named by DSH_SESSION_ID in this process's environment
 (the harness sets it for its shell children); without it every call fails with
 SESSION_QUERY_TOOL_MISSING_AGENT. Tools see only sessions of the caller's
 workspace. It reaches a running dshq at --nats-url; with --via-tools it calls
-the dsh-tools service (which a harness credential may call) instead of the
+the dsh-tools service (which a tenant's credential may call) instead of the
 trusted query API. With --tenant (a tenant's credential) it calls the
 tenant's tool subjects, so it implies --via-tools, and DSH_SESSION_ID must be
 one of the tenant's sessions. Diagnostics go to stderr.`,

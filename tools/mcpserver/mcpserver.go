@@ -48,8 +48,8 @@ type Config struct {
 	// SessionID is the caller; "" makes every call fail with
 	// SESSION_QUERY_TOOL_MISSING_AGENT.
 	SessionID string
-	// ViaToolService calls the dsh-tools service (which needs only a
-	// harness credential) instead of running the tools over the query API.
+	// ViaToolService calls the dsh-tools service (on its trusted subjects)
+	// instead of running the tools over the query API.
 	ViaToolService bool
 	// Tenant, when set, calls the dsh-tools service on that tenant's tool
 	// subjects (a tenant's credential reaches nothing else): it implies
