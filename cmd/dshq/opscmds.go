@@ -339,14 +339,16 @@ session_event_search, session_trace, session_event_trace and session_event_read.
 The caller is the session named by DSH_SESSION_ID in this process's environment
 (the harness sets it for its shell children); without it every call fails with
 SESSION_QUERY_TOOL_MISSING_AGENT. Tools see only sessions of the caller's
-workspace. It reaches a running dshq at --nats-url; with --via-tools it calls
-the dsh-tools service (which a tenant's credential may call) instead of the
-trusted query API. With --tenant (a tenant's credential) it calls the
-tenant's tool subjects, so it implies --via-tools, and DSH_SESSION_ID must be
-one of the tenant's sessions. Diagnostics go to stderr.`,
+workspace (its tenant and cwd). It reaches a running dshq at --nats-url; with
+--via-tools it calls the dsh-tools service on its trusted subjects instead of
+the trusted query API. With --tenant (a tenant's credential) it calls the
+tenant's tool subjects, all such a credential may reach, so it implies
+--via-tools, and DSH_SESSION_ID must be one of the tenant's sessions.
+Diagnostics go to stderr.`,
 		Example: `  DSH_SESSION_ID=3f2a0c1e-… dshq mcp
   # in an MCP client configuration:
-  {"command": "dshq", "args": ["mcp", "--nats-url", "nats://127.0.0.1:4222"]}`,
+  {"command": "dshq", "args": ["mcp", "--nats-url", "nats://127.0.0.1:4222"]}
+  DSH_SESSION_ID=… DSH_NATS_PASSWORD=… dshq mcp --tenant teamA --user teamA --nats-url nats://dshq.internal:4222`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			nc, err := g.dial()
