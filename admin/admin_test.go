@@ -14,6 +14,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/projection"
 )
 
@@ -36,7 +37,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	emb, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: t.TempDir(), Sync: bus.SyncRelaxed})
+	emb, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestStats(t *testing.T) {
 }
 
 func TestClientWithoutService(t *testing.T) {
-	emb, err := bus.StartEmbedded(context.Background(), bus.EmbeddedConfig{Dir: t.TempDir()})
+	emb, err := embedded.Start(context.Background(), embedded.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/embedded"
 )
 
 // Phases describes how the corpus reached the stream: the bulk of the
@@ -60,7 +61,7 @@ func (r *runner) loadBulk(ctx context.Context) error {
 	}
 	ph := &r.rep.Phases
 	r.progress("bulk load: %d sessions, %d events through Store.Import, %d writers, sync relaxed", ph.BulkSessions, ph.BulkEvents, ph.BulkWriters)
-	srv, nc, _, err := startServer(ctx, filepath.Join(r.dir, "nats"), bus.SyncRelaxed)
+	srv, nc, _, err := startServer(ctx, filepath.Join(r.dir, "nats"), embedded.SyncRelaxed)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/record"
 )
@@ -202,7 +203,7 @@ func (r *runner) measureAppend(ctx context.Context) error {
 	if err := r.appendOn(ctx, "sync always", r.js, r.store); err != nil {
 		return err
 	}
-	srv, nc, js, err := startServer(ctx, filepath.Join(r.dir, "nats-relaxed"), bus.SyncRelaxed)
+	srv, nc, js, err := startServer(ctx, filepath.Join(r.dir, "nats-relaxed"), embedded.SyncRelaxed)
 	if err != nil {
 		return err
 	}

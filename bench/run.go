@@ -18,6 +18,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/record"
@@ -100,7 +101,7 @@ type runner struct {
 	dir    string
 	rng    *rand.Rand
 
-	srv    *bus.Embedded
+	srv    *embedded.Server
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	store  *bus.Store
@@ -230,7 +231,7 @@ var discard = slog.New(slog.DiscardHandler)
 // startBus starts the embedded server (sync always, the default), the
 // harness store and the raw reference stream.
 func (r *runner) startBus(ctx context.Context, stack *[]func() error) error {
-	srv, nc, js, err := startServer(ctx, filepath.Join(r.dir, "nats"), bus.SyncAlways)
+	srv, nc, js, err := startServer(ctx, filepath.Join(r.dir, "nats"), embedded.SyncAlways)
 	if err != nil {
 		return err
 	}
@@ -243,10 +244,10 @@ func (r *runner) startBus(ctx context.Context, stack *[]func() error) error {
 	return err
 }
 
-func startServer(ctx context.Context, dir string, sync bus.SyncPolicy) (*bus.Embedded, *nats.Conn, jetstream.JetStream, error) {
+func startServer(ctx context.Context, dir string, sync embedded.SyncPolicy) (*embedded.Server, *nats.Conn, jetstream.JetStream, error) {
 	// A restart over a bulk-loaded store recovers every message block
 	// before it is ready: give it minutes, not the default seconds.
-	srv, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: dir, Sync: sync, ReadyTimeout: 10 * time.Minute})
+	srv, err := embedded.Start(ctx, embedded.Config{Dir: dir, Sync: sync, ReadyTimeout: 10 * time.Minute})
 	if err != nil {
 		return nil, nil, nil, err
 	}

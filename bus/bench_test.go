@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/embedded"
 )
 
 // BenchmarkAppend measures Append throughput (events/s) and Append→ack
@@ -24,10 +25,10 @@ import (
 func BenchmarkAppend(b *testing.B) {
 	for _, sync := range []struct {
 		name   string
-		policy SyncPolicy
-	}{{"sync=always", SyncAlways}, {"sync=relaxed", SyncRelaxed}} {
+		policy embedded.SyncPolicy
+	}{{"sync=always", embedded.SyncAlways}, {"sync=relaxed", embedded.SyncRelaxed}} {
 		b.Run(sync.name, func(b *testing.B) {
-			e := startServer(b, EmbeddedConfig{Sync: sync.policy})
+			e := startServer(b, embedded.Config{Sync: sync.policy})
 			s := newStore(b, e)
 			seq := newStore(b, e, WithAtomicMin(0))
 			atomic := newStore(b, e, WithAtomicMin(2))
@@ -79,7 +80,7 @@ func benchAppend(b *testing.B, s *Store, n int) {
 
 // benchRaw publishes the same kind of records with plain synchronous
 // JetStream publishes (msg id, no expected sequence): the bus's own limit.
-func benchRaw(b *testing.B, e *Embedded) {
+func benchRaw(b *testing.B, e *embedded.Server) {
 	nc := connect(b, e)
 	s, err := NewStore(context.Background(), nc)
 	if err != nil {
@@ -120,7 +121,7 @@ func reportLatency(b *testing.B, lat []time.Duration, eventsPerSec float64) {
 //
 //	go test -run '^$' -bench BenchmarkRead ./bus
 func BenchmarkRead(b *testing.B) {
-	e := startServer(b, EmbeddedConfig{Sync: SyncRelaxed})
+	e := startServer(b, embedded.Config{Sync: embedded.SyncRelaxed})
 	s := newStore(b, e)
 	ctx := context.Background()
 	w, err := s.Create(ctx, header("read-bench"))

@@ -1,7 +1,7 @@
 // Package bus is dshq's NATS layer: provisioning of the session log stream and
-// the write-lease bucket, an embedded nats-server for laptops and tests, and
-// the harness SDK — the persistence seam of UPSTREAM §8.1 on JetStream (Store
-// and Handle).
+// the write-lease bucket, and the harness SDK — the persistence seam of
+// UPSTREAM §8.1 on JetStream (Store and Handle). It links no nats-server: the
+// embedded server is package embedded.
 //
 // # Records
 //

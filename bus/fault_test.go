@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/embedded"
 )
 
 // Eight writers append to 200 sessions over TCP while the server is stopped
@@ -177,19 +178,19 @@ func runWriter(ctx context.Context, t *testing.T, url string, w, n, rounds, maxB
 // startFaultServer starts an embedded server with the fault tests' sync
 // policy on loopback port port ("0" = a free one) in dir, where a restart
 // finds the same store. The caller shuts it down.
-func startFaultServer(dir, port string) (*Embedded, error) {
-	return StartEmbedded(context.Background(), EmbeddedConfig{Dir: dir, Listen: "127.0.0.1:" + port, Sync: faultSync})
+func startFaultServer(dir, port string) (*embedded.Server, error) {
+	return embedded.Start(context.Background(), embedded.Config{Dir: dir, Listen: "127.0.0.1:" + port, Sync: faultSync})
 }
 
 // faultPort is the port srv listens on, to restart it on.
-func faultPort(srv *Embedded) string {
+func faultPort(srv *embedded.Server) string {
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.ClientURL(), "nats://"))
 	return port
 }
 
 // faultSync is the fault test's sync policy: the default, so every
 // acknowledged record is on disk when the server stops.
-const faultSync = SyncAlways
+const faultSync = embedded.SyncAlways
 
 // faultAtomicMin gives writers 0 and 1 atomic batches for every
 // multi-record append, the others the default (record by record here).

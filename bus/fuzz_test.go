@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/record"
 )
 
@@ -28,7 +29,7 @@ func FuzzAppendRaw(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	e := startServer(f, EmbeddedConfig{Sync: SyncRelaxed})
+	e := startServer(f, embedded.Config{Sync: embedded.SyncRelaxed})
 	s := newStore(f, e)
 	ctx := context.Background()
 	n := 0

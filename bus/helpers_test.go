@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/record"
 )
 
@@ -31,12 +32,12 @@ func TestMain(m *testing.M) {
 
 // startServer starts an embedded server in a fresh temp dir, shut down at
 // the end of the test.
-func startServer(t testing.TB, cfg EmbeddedConfig) *Embedded {
+func startServer(t testing.TB, cfg embedded.Config) *embedded.Server {
 	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
 	}
-	e, err := StartEmbedded(context.Background(), cfg)
+	e, err := embedded.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("start embedded: %v", err)
 	}
@@ -49,7 +50,7 @@ func startServer(t testing.TB, cfg EmbeddedConfig) *Embedded {
 }
 
 // connect returns an in-process connection closed at the end of the test.
-func connect(t testing.TB, e *Embedded, opts ...nats.Option) *nats.Conn {
+func connect(t testing.TB, e *embedded.Server, opts ...nats.Option) *nats.Conn {
 	t.Helper()
 	nc, err := e.InProcessConn(opts...)
 	if err != nil {
@@ -60,7 +61,7 @@ func connect(t testing.TB, e *Embedded, opts ...nats.Option) *nats.Conn {
 }
 
 // newStore returns a Store on a fresh in-process connection to e.
-func newStore(t testing.TB, e *Embedded, opts ...Option) *Store {
+func newStore(t testing.TB, e *embedded.Server, opts ...Option) *Store {
 	t.Helper()
 	s, err := NewStore(context.Background(), connect(t, e), opts...)
 	if err != nil {

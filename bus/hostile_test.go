@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/embedded"
 )
 
 // Hostile ids and bodies (CONTRACT §1) are refused before anything is
 // published: the stream is unchanged after each.
 func TestHostileInputIsRefusedBeforePublishing(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 	w, err := s.Create(ctx, header("target"))

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/fold"
 	"github.com/dshq/dshq/record"
 )
@@ -56,7 +57,7 @@ func wantRecords(t testing.TB, s *Store, hdr dshq.HeaderRecord, events []dshq.Ev
 }
 
 func TestImport_Outcomes(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 
@@ -216,7 +217,7 @@ func TestImport_Outcomes(t *testing.T) {
 const userMessageOld = `{"source":{"kind":"user"},"content":[{"type":"text","text":"hello"}]}`
 
 func TestImport_Validation(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dshq/dshq/embedded"
 )
 
 // testLeaseTTL is short so lapses happen within the test, and long enough
@@ -13,7 +15,7 @@ import (
 const testLeaseTTL = 2 * time.Second
 
 func TestLease_TwoWritersRace(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	ctx := testCtx(t)
 	cfg := WithStreamConfig(StreamConfig{LeaseTTL: testLeaseTTL})
 	s1, s2 := newStore(t, e, cfg), newStore(t, e, cfg)
@@ -128,7 +130,7 @@ func TestLease_TwoWritersRace(t *testing.T) {
 }
 
 func TestLease_LapseWithoutTakeoverIsRecovered(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e, WithStreamConfig(StreamConfig{LeaseTTL: testLeaseTTL}))
 	w, err := s.Create(ctx, header("lapse"))

@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/embedded"
 )
 
 // A publish whose acknowledgement was lost is retried: the retry must find
 // the records already stored and store nothing twice, whether they went as
 // one record or as an atomic batch.
 func TestPublisher_ReplayIsRecognisedAsStored(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 	for _, n := range []int{1, 3} {
@@ -56,7 +57,7 @@ func TestPublisher_ReplayIsRecognisedAsStored(t *testing.T) {
 // An append whose outcome was unknown is settled by the next write: the
 // records the server did store are kept, nothing is published twice.
 func TestHandle_UnknownOutcomeIsSettled(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 	for _, stored := range []int{0, 2, 3} {
@@ -114,7 +115,7 @@ func TestHandle_UnknownOutcomeIsSettled(t *testing.T) {
 }
 
 func TestStoreFlush_NamesFailingSessions(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 	ok, err := s.Create(ctx, header("flush-ok"))

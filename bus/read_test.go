@@ -8,10 +8,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/embedded"
 )
 
 func TestStore_AppendAndReadBack(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	s := newStore(t, e)
 	ctx := testCtx(t)
 	h, err := s.Create(ctx, header("s1"))
@@ -59,7 +60,7 @@ func TestStore_AppendAndReadBack(t *testing.T) {
 }
 
 func TestRead_WindowsAcrossBatchesAndPages(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{Sync: SyncRelaxed})
+	e := startServer(t, embedded.Config{Sync: embedded.SyncRelaxed})
 	s := newStore(t, e)
 	ctx := testCtx(t)
 	w, err := s.Create(ctx, header("pages"))
@@ -112,7 +113,7 @@ func TestRead_WindowsAcrossBatchesAndPages(t *testing.T) {
 // CONTRACT §2: every record carries its deterministic msg id and the stream
 // sequence of the session's previous record.
 func TestRecords_CarryContractHeaders(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	s := newStore(t, e)
 	ctx := testCtx(t)
 	w, err := s.Create(ctx, header("a b")) // an encoded token
@@ -144,7 +145,7 @@ func TestRecords_CarryContractHeaders(t *testing.T) {
 }
 
 func TestAppend_EventWithoutRawIsEncodedFromItsFields(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	s := newStore(t, e)
 	ctx := testCtx(t)
 	w, err := s.Create(ctx, header("fields"))

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/embedded"
 )
 
 // streamMsgs returns the number of records in the stream.
@@ -56,7 +57,7 @@ func wantKind(t testing.TB, err error, kind error, msgPart string) {
 
 // Item 44: duplicate creates, concurrent creates, close-without-append.
 func TestCreate_DuplicatesAndRaces(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	ctx := testCtx(t)
 	s1, s2 := newStore(t, e), newStore(t, e)
 
@@ -147,7 +148,7 @@ func TestCreate_DuplicatesAndRaces(t *testing.T) {
 
 // Item 45: single writer, before and after materialisation.
 func TestOpen_SingleWriter(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	ctx := testCtx(t)
 	s1, s2 := newStore(t, e), newStore(t, e)
 
@@ -212,7 +213,7 @@ func TestOpen_SingleWriter(t *testing.T) {
 
 // Item 46: read-only and closed handles.
 func TestHandle_ReadOnlyAndClosed(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 	w, err := s.Create(ctx, header("ro"))
@@ -265,7 +266,7 @@ func TestHandle_ReadOnlyAndClosed(t *testing.T) {
 
 // Item 47: unknown stored event types.
 func TestUnknownTypes(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 	w, err := s.Create(ctx, header("u"))
@@ -325,7 +326,7 @@ func TestUnknownTypes(t *testing.T) {
 
 // Every typed error of the seam that the other tests do not reach.
 func TestTypedErrors(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 
@@ -440,7 +441,7 @@ func TestTypedErrors(t *testing.T) {
 }
 
 func TestStat_RevisionAndCount(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 	w, err := s.Create(ctx, header("rev"))
@@ -475,7 +476,7 @@ func TestStat_RevisionAndCount(t *testing.T) {
 }
 
 func TestResume_AppendsCrashClosers(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 	w, err := s.Create(ctx, header("crash"))
@@ -523,7 +524,7 @@ func TestResume_AppendsCrashClosers(t *testing.T) {
 }
 
 func TestInheritedEventCount(t *testing.T) {
-	e := startServer(t, EmbeddedConfig{})
+	e := startServer(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 	t.Run("a seeded session keeps its inherited count through the stream", func(t *testing.T) {

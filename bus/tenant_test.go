@@ -15,6 +15,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/internal/tenanttest"
 	"github.com/dshq/dshq/record"
 )
@@ -23,7 +24,7 @@ import (
 // tenants teamA and teamB with their generated permissions (package
 // tenancy), the stream and lease bucket provisioned by the trusted user.
 type tenantEnv struct {
-	e       *bus.Embedded
+	e       *embedded.Server
 	trusted *nats.Conn
 	js      jetstream.JetStream // the trusted user's
 	cfg     bus.StreamConfig
@@ -31,7 +32,7 @@ type tenantEnv struct {
 
 func newTenantEnv(t testing.TB, cfg bus.StreamConfig) *tenantEnv {
 	t.Helper()
-	e, err := bus.StartEmbedded(context.Background(), bus.EmbeddedConfig{Dir: t.TempDir(), Sync: bus.SyncRelaxed,
+	e, err := embedded.Start(context.Background(), embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed,
 		Configure: tenanttest.Configure(t, "teamA", "teamB")})
 	if err != nil {
 		t.Fatal(err)
@@ -358,7 +359,7 @@ func TestTenantStoreRefusesAForeignInbox(t *testing.T) {
 // stream, so a Store on a server without it fails (within its retry bound),
 // saying so.
 func TestTenantStoreNeedsTheTrustedSideToProvision(t *testing.T) {
-	e, err := bus.StartEmbedded(context.Background(), bus.EmbeddedConfig{Dir: t.TempDir(), Sync: bus.SyncRelaxed,
+	e, err := embedded.Start(context.Background(), embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed,
 		Configure: tenanttest.Configure(t, "teamA")})
 	if err != nil {
 		t.Fatal(err)

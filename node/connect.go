@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/embedded"
 )
 
 // ConnectOptions says how to reach an existing NATS deployment.
@@ -102,11 +102,11 @@ func connect(ctx context.Context, cfg Config, stack *stopStack) (*nats.Conn, Inf
 	if listen == "" {
 		listen = DefaultListen
 	}
-	sync := bus.SyncAlways
+	sync := embedded.SyncAlways
 	if cfg.RelaxedSync {
-		sync = bus.SyncRelaxed
+		sync = embedded.SyncRelaxed
 	}
-	e, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: filepath.Join(cfg.Home, "nats"), Listen: listen, Sync: sync})
+	e, err := embedded.Start(ctx, embedded.Config{Dir: filepath.Join(cfg.Home, "nats"), Listen: listen, Sync: sync})
 	if err != nil {
 		return nil, Info{}, err
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
-	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/feed"
 )
 
@@ -136,7 +136,7 @@ func TestRun_EmbeddedServesMetricsAndStopsCleanly(t *testing.T) {
 }
 
 func TestRun_ExternalServerIsUsedAsIs(t *testing.T) {
-	e, err := bus.StartEmbedded(context.Background(), bus.EmbeddedConfig{Dir: t.TempDir(), Listen: "127.0.0.1:0", Sync: bus.SyncRelaxed})
+	e, err := embedded.Start(context.Background(), embedded.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/index"
 	"github.com/dshq/dshq/record"
 )
@@ -39,7 +40,7 @@ func TestMain(m *testing.M) {
 // env is an embedded nats-server with the session stream and lease bucket.
 type env struct {
 	t  testing.TB
-	e  *bus.Embedded
+	e  *embedded.Server
 	nc *nats.Conn
 	js jetstream.JetStream
 	kv jetstream.KeyValue
@@ -48,7 +49,7 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
-	e, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: t.TempDir(), Sync: bus.SyncRelaxed})
+	e, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed})
 	if err != nil {
 		t.Fatalf("start embedded: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/record"
 )
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 // projector (bbolt + Bleve) with the shard engine, and the query service.
 type pipe struct {
 	t      testing.TB
-	e      *bus.Embedded
+	e      *embedded.Server
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	leases jetstream.KeyValue
@@ -77,7 +78,7 @@ func newPipe(t testing.TB, cfgs ...func(*pipeConfig)) *pipe {
 		c(&cfg)
 	}
 	ctx := context.Background()
-	e, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: t.TempDir(), Sync: bus.SyncRelaxed, Listen: cfg.listen})
+	e, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed, Listen: cfg.listen})
 	if err != nil {
 		t.Fatalf("start embedded: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dshq/dshq/admin"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/feed"
 	"github.com/dshq/dshq/query"
 )
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) {
 
 func TestRun_ProjectsServesQueriesAndMetricsUntilCancelled(t *testing.T) {
 	ctx := context.Background()
-	e, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: t.TempDir(), Listen: "127.0.0.1:0", Sync: bus.SyncRelaxed})
+	e, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/goleak"
 
-	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/query"
 )
 
@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestRun(t *testing.T) {
-	e, err := bus.StartEmbedded(context.Background(), bus.EmbeddedConfig{Dir: t.TempDir(), Listen: "127.0.0.1:0", Sync: bus.SyncRelaxed})
+	e, err := embedded.Start(context.Background(), embedded.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/feed"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/record"
@@ -65,7 +66,7 @@ func readLog(t *testing.T, name, id, cwd string) [][]byte {
 func TestProjectorCommitsReachTheFeed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	emb, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: t.TempDir(), Sync: bus.SyncRelaxed})
+	emb, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/tenancy"
 )
 
@@ -30,7 +31,7 @@ func ServerPermissions(p tenancy.Permissions) *server.Permissions {
 	}
 }
 
-// Configure returns a server option hook (bus.EmbeddedConfig.Configure)
+// Configure returns a server option hook (embedded.Config.Configure)
 // adding the trusted user and one user per tenant with its generated
 // permissions (default tenancy.Options).
 func Configure(t testing.TB, tenants ...string) func(*server.Options) {
@@ -71,7 +72,7 @@ func (v *Violations) Take() []error {
 
 // ConnectTenant connects to e as tenant, with its inbox prefix; every
 // asynchronous error goes to the returned Violations.
-func ConnectTenant(t testing.TB, e *bus.Embedded, tenant string, opts ...nats.Option) (*nats.Conn, *Violations) {
+func ConnectTenant(t testing.TB, e *embedded.Server, tenant string, opts ...nats.Option) (*nats.Conn, *Violations) {
 	t.Helper()
 	v := &Violations{}
 	all := append([]nats.Option{nats.UserInfo(tenant, TenantPassword), nats.CustomInboxPrefix(bus.TenantInboxPrefix(tenant)),
@@ -85,7 +86,7 @@ func ConnectTenant(t testing.TB, e *bus.Embedded, tenant string, opts ...nats.Op
 }
 
 // ConnectTrusted connects to e as the trusted user.
-func ConnectTrusted(t testing.TB, e *bus.Embedded) *nats.Conn {
+func ConnectTrusted(t testing.TB, e *embedded.Server) *nats.Conn {
 	t.Helper()
 	nc, err := e.InProcessConn(nats.UserInfo("trusted", TrustedPassword), nats.Name("trusted"))
 	if err != nil {

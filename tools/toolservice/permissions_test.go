@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/internal/tenanttest"
 	"github.com/dshq/dshq/record"
 	"github.com/dshq/dshq/tenancy"
@@ -54,9 +54,9 @@ func tenantCorpus(t *testing.T) *toolstest.Fake {
 
 // tenantService runs dsh-tools as the trusted user over tenantCorpus, on a
 // server whose tenants have their generated permissions.
-func tenantService(t *testing.T, opts ...toolservice.Option) *bus.Embedded {
+func tenantService(t *testing.T, opts ...toolservice.Option) *embedded.Server {
 	t.Helper()
-	e, err := bus.StartEmbedded(context.Background(), bus.EmbeddedConfig{Dir: t.TempDir(), Sync: bus.SyncRelaxed,
+	e, err := embedded.Start(context.Background(), embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed,
 		Configure: tenanttest.Configure(t, "teamA", "teamB")})
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
-	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/tools"
 	"github.com/dshq/dshq/tools/toolservice"
 	"github.com/dshq/dshq/tools/toolstest"
@@ -52,7 +52,7 @@ type env struct {
 func start(t *testing.T, opts ...toolservice.Option) *env {
 	t.Helper()
 	ctx := context.Background()
-	e, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: t.TempDir(), Sync: bus.SyncRelaxed})
+	e, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestSpill(t *testing.T) {
 
 func TestServeRefusesAShortSpillTTL(t *testing.T) {
 	ctx := context.Background()
-	e, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: t.TempDir(), Sync: bus.SyncRelaxed})
+	e, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed})
 	if err != nil {
 		t.Fatal(err)
 	}

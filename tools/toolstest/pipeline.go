@@ -16,6 +16,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/record"
@@ -55,7 +56,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 func StartPipeline(t testing.TB, logs []Log) *Pipeline {
 	t.Helper()
 	ctx := context.Background()
-	e, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: t.TempDir(), Sync: bus.SyncRelaxed})
+	e, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed})
 	if err != nil {
 		t.Fatalf("start embedded: %v", err)
 	}

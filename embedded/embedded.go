@@ -1,4 +1,8 @@
-package bus
+// Package embedded runs a nats-server with JetStream inside the process:
+// the data directory of `dshq serve` (Home/nats) and the server of every
+// test. Only process wiring (node, the commands) and tests import it, so
+// the harness SDK (bus) and the query wire (query) link no server.
+package embedded
 
 import (
 	"context"
@@ -31,12 +35,12 @@ const (
 	SyncRelaxed
 )
 
-// DefaultReadyTimeout is how long StartEmbedded waits for the server to accept
+// DefaultReadyTimeout is how long Start waits for the server to accept
 // connections.
 const DefaultReadyTimeout = 10 * time.Second
 
-// EmbeddedConfig configures StartEmbedded.
-type EmbeddedConfig struct {
+// Config configures Start.
+type Config struct {
 	// Dir is the data directory (JetStream store under Dir/jetstream). It is
 	// created if missing and locked for the life of the server.
 	Dir string
@@ -59,20 +63,20 @@ type EmbeddedConfig struct {
 	Configure func(*server.Options)
 }
 
-// Embedded is a running embedded nats-server with JetStream.
-type Embedded struct {
+// Server is a running embedded nats-server with JetStream.
+type Server struct {
 	srv  *server.Server
 	lock *os.File
 	dir  string
 }
 
-// ErrDataDirLocked is returned by StartEmbedded when another server (in this
+// ErrDataDirLocked is returned by Start when another server (in this
 // or another process) already uses the data directory.
 var ErrDataDirLocked = errors.New("data directory is in use by another server")
 
-// StartEmbedded starts a nats-server with JetStream file storage in cfg.Dir.
+// Start starts a nats-server with JetStream file storage in cfg.Dir.
 // A second instance on the same directory fails with ErrDataDirLocked.
-func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
+func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("start embedded nats: data directory is empty")
 	}
@@ -106,10 +110,10 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		lock.Close()
 		return nil, err
 	}
-	return &Embedded{srv: srv, lock: lock, dir: dir}, nil
+	return &Server{srv: srv, lock: lock, dir: dir}, nil
 }
 
-func embeddedOptions(cfg EmbeddedConfig, dir string) (*server.Options, error) {
+func embeddedOptions(cfg Config, dir string) (*server.Options, error) {
 	name := cfg.ServerName
 	if name == "" {
 		name = "dshq-embedded"
@@ -168,7 +172,7 @@ func waitReady(ctx context.Context, srv *server.Server, timeout time.Duration) e
 }
 
 // lockDir takes an exclusive, non-blocking flock on dir/.dshq-nats.lock.
-// flock locks belong to the open file description, so a second Embedded in
+// flock locks belong to the open file description, so a second Server in
 // the same process is refused just like a second process.
 func lockDir(dir string) (*os.File, error) {
 	path := filepath.Join(dir, ".dshq-nats.lock")
@@ -186,15 +190,15 @@ func lockDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// Server returns the underlying nats-server.
-func (e *Embedded) Server() *server.Server { return e.srv }
+// NATSServer returns the underlying nats-server.
+func (e *Server) NATSServer() *server.Server { return e.srv }
 
 // Dir returns the absolute data directory.
-func (e *Embedded) Dir() string { return e.dir }
+func (e *Server) Dir() string { return e.dir }
 
 // ClientURL returns the nats:// URL of the listener, or "" for an
 // in-process-only server.
-func (e *Embedded) ClientURL() string {
+func (e *Server) ClientURL() string {
 	if e.srv.Addr() == nil {
 		return ""
 	}
@@ -203,7 +207,7 @@ func (e *Embedded) ClientURL() string {
 
 // InProcessConn connects to the server in-process (no network), with opts
 // applied after the in-process option.
-func (e *Embedded) InProcessConn(opts ...nats.Option) (*nats.Conn, error) {
+func (e *Server) InProcessConn(opts ...nats.Option) (*nats.Conn, error) {
 	all := append([]nats.Option{nats.InProcessServer(e.srv)}, opts...)
 	nc, err := nats.Connect("", all...)
 	if err != nil {
@@ -214,7 +218,7 @@ func (e *Embedded) InProcessConn(opts ...nats.Option) (*nats.Conn, error) {
 
 // Shutdown stops the server, waits for it to finish (or for ctx), and releases
 // the data directory lock. It is safe to call more than once.
-func (e *Embedded) Shutdown(ctx context.Context) error {
+func (e *Server) Shutdown(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		e.srv.Shutdown()
