@@ -2,10 +2,11 @@
 // (embedded server or an existing deployment), stream provisioning, the
 // projector with its query shard, the live feed of its commits (DSH_FEED), the
 // admin service (dsh-admin: status, stats, rebuild), the query service, the
-// tools service and the metrics endpoint. `dshq serve` runs all of them; cmd/projector and cmd/query
-// run a subset against --nats-url. There is one code path: the all-in-one
-// process talks to its parts over an in-process NATS connection exactly as
-// separate processes do over the network.
+// tools service and the metrics endpoint. `dshq serve` runs all of them;
+// cmd/projector runs the projector part against --nats-url (cmd/query serves
+// dsh-query without node, so that it links no store). There is one code
+// path: the all-in-one process talks to its parts over an in-process NATS
+// connection exactly as separate processes do over the network.
 package node
 
 import (
@@ -13,8 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"path/filepath"
 	"sync"
 	"time"
@@ -22,12 +21,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dshq/dshq/admin"
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/feed"
+	"github.com/dshq/dshq/internal/metricsrv"
+	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/tools"
@@ -51,7 +50,7 @@ type Config struct {
 	Home string
 	// Conn says how to reach NATS. With Conn.URL empty an embedded server is
 	// started under Home.
-	Conn ConnectOptions
+	Conn natsconn.Options
 	// Listen is the embedded server's client address ("" = DefaultListen).
 	Listen string
 	// RelaxedSync relaxes the embedded server's sync_interval=always.
@@ -172,8 +171,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 		}
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := metricsrv.NewRegistry()
 
 	var wg sync.WaitGroup
 	stack.push(func() error { wg.Wait(); return nil })
@@ -213,10 +211,11 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 		stack.push(stop)
 	}
 	if cfg.Metrics != "" {
-		url, err := serveMetrics(cfg.Metrics, reg, log, &stack, &wg)
+		url, stop, err := metricsrv.Serve(cfg.Metrics, reg, log)
 		if err != nil {
 			return err
 		}
+		stack.push(stop)
 		info.MetricsURL = url
 	}
 	if ready != nil {
@@ -339,30 +338,6 @@ func startRebuild(ctx context.Context, cancel context.CancelCauseFunc, p *projec
 			cancel(fmt.Errorf("rebuild: %w", err))
 		}
 	}()
-}
-
-// serveMetrics serves reg on addr/metrics until the node stops.
-func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger, stack *stopStack, wg *sync.WaitGroup) (string, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", fmt.Errorf("metrics listener: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server failed", "err", err)
-		}
-	}()
-	stack.push(func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(ctx)
-	})
-	return "http://" + ln.Addr().String() + "/metrics", nil
 }
 
 // stopStack runs stop functions in reverse order of registration.

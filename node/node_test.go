@@ -18,6 +18,7 @@ import (
 
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/feed"
+	"github.com/dshq/dshq/internal/natsconn"
 )
 
 func TestMain(m *testing.M) {
@@ -141,7 +142,7 @@ func TestRun_ExternalServerIsUsedAsIs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Shutdown(context.Background())
-	n := start(t, Config{Home: t.TempDir(), Conn: ConnectOptions{URL: e.ClientURL()}, Parts: Parts{Projector: true, Query: true}})
+	n := start(t, Config{Home: t.TempDir(), Conn: natsconn.Options{URL: e.ClientURL()}, Parts: Parts{Projector: true, Query: true}})
 	if n.info.Embedded || n.info.ClientURL != e.ClientURL() {
 		t.Fatalf("ready info %+v, want the external server %s", n.info, e.ClientURL())
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/internal/corpus"
+	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/node"
 	"github.com/dshq/dshq/record"
 	"github.com/dshq/dshq/tenancy"
@@ -45,7 +46,7 @@ func TestImport(t *testing.T) {
 			t.Fatal(err)
 		}
 		recs := logRecords(hdr, events)
-		nc, err := node.Connect(node.ConnectOptions{URL: p.url})
+		nc, err := natsconn.Connect(natsconn.Options{URL: p.url})
 		if err != nil {
 			t.Fatal(err)
 		}

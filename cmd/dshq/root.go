@@ -10,13 +10,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/node"
 	"github.com/dshq/dshq/record"
 )
 
 // globals are the flags every client command shares.
 type globals struct {
-	conn node.ConnectOptions
+	conn natsconn.Options
 	// tenant is the tenant the credential belongs to (--tenant), "" for none.
 	tenant string
 	json   bool
@@ -78,7 +79,7 @@ func (g *globals) dial() (*nats.Conn, error) {
 		}
 		o.InboxPrefix = bus.TenantInboxPrefix(g.tenant)
 	}
-	nc, err := node.Connect(o)
+	nc, err := natsconn.Connect(o)
 	if err != nil {
 		return nil, fmt.Errorf("%w (is dshq serve running? --nats-url or DSH_NATS_URL say where)", err)
 	}

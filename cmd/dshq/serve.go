@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/node"
 	"github.com/dshq/dshq/shellenv"
 	"github.com/dshq/dshq/web"
@@ -81,7 +82,7 @@ It logs one line when ready and shuts down cleanly on SIGINT or SIGTERM.`,
 				if h.addr != "off" {
 					uiConn := g.conn
 					if !external {
-						uiConn = node.ConnectOptions{URL: info.ClientURL}
+						uiConn = natsconn.Options{URL: info.ClientURL}
 					}
 					u, err := startUI(uiConn, h, log)
 					switch {

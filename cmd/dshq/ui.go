@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
-	"github.com/dshq/dshq/node"
+	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/web"
 )
 
@@ -35,12 +35,12 @@ type ui struct {
 }
 
 // startUI connects to NATS with o and serves the UI on h.addr.
-func startUI(o node.ConnectOptions, h httpFlags, log *slog.Logger) (*ui, error) {
+func startUI(o natsconn.Options, h httpFlags, log *slog.Logger) (*ui, error) {
 	if err := web.CheckBind(h.addr, h.token); err != nil {
 		return nil, err
 	}
 	o.Name = "dshq-ui"
-	nc, err := node.Connect(o)
+	nc, err := natsconn.Connect(o)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/node"
 	"github.com/dshq/dshq/projection"
 )
@@ -43,7 +44,7 @@ func main() {
 
 // options are the command's flags.
 type options struct {
-	conn        node.ConnectOptions
+	conn        natsconn.Options
 	data        string
 	stream      string
 	leaseBucket string

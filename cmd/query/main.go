@@ -1,13 +1,16 @@
 // Command query runs the dshq query service dsh-query: the stateless NATS
-// micro service of the trusted query API (CONTRACT §3). Run any number of
-// replicas; each joins the same queue group and asks the projection shard
-// (hosted by the projector) over NATS. It is node.Run with the query part.
+// micro service of the trusted query API (docs/protocol.md §3). Run any number
+// of replicas; each joins the same queue group and asks the projection shard
+// (hosted by the projector) over NATS. It connects, serves query.Serve and,
+// with --metrics-addr, its Prometheus metrics; it opens no store and does not
+// import node.
 //
 //	query [--nats-url URL] [--creds FILE] [--shard 0] [--metrics-addr :9310] [--log-level info]
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -17,7 +20,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/dshq/dshq/node"
+	"github.com/dshq/dshq/internal/metricsrv"
+	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/query"
 )
 
@@ -31,9 +35,8 @@ func main() {
 	}
 }
 
-// run serves until ctx is done: node.Run with the query part (the same
-// assembly as `dshq serve`). ready, when set, receives the connection's URL
-// once the service is up.
+// run serves until ctx is done. ready, when set, receives the connection's
+// URL once the service is up.
 func run(ctx context.Context, args []string, ready chan<- string) error {
 	fs := flag.NewFlagSet("query", flag.ContinueOnError)
 	url := fs.String("nats-url", envOr("NATS_URL", nats.DefaultURL), "NATS server URL")
@@ -49,21 +52,41 @@ func run(ctx context.Context, args []string, ready chan<- string) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
-	cfg := node.Config{
-		Conn:       node.ConnectOptions{URL: *url, Name: query.ServiceName, Creds: *creds},
-		Metrics:    *metricsAddr,
-		Parts:      node.Parts{Query: true},
-		QueryShard: *shard,
-		Logger:     log,
-	}
-	err := node.Run(ctx, cfg, func(info node.Info) {
-		log.Info("serving", "service", query.ServiceName, "subjects", query.SubjectPrefix+".>", "shard", *shard, "nats", info.ClientURL, "metrics", info.MetricsURL)
-		if ready != nil {
-			ready <- info.ClientURL
-		}
-	})
+	err := serve(ctx, natsconn.Options{URL: *url, Name: query.ServiceName, Creds: *creds}, *shard, *metricsAddr, log, ready)
 	log.Info("stopped", "err", err)
 	return err
+}
+
+// serve connects, starts the service and the metrics endpoint, and runs
+// until ctx is done; then it stops them in reverse order and drains the
+// connection.
+func serve(ctx context.Context, conn natsconn.Options, shard, metricsAddr string, log *slog.Logger, ready chan<- string) (err error) {
+	nc, err := natsconn.Connect(conn)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, natsconn.Drain(nc)) }()
+	reg := metricsrv.NewRegistry()
+	stop, err := query.Serve(ctx, nc, query.WithLogger(log), query.WithRegisterer(reg), query.WithShard(shard))
+	if err != nil {
+		return fmt.Errorf("start query service: %w", err)
+	}
+	defer func() { err = errors.Join(err, stop()) }()
+	var metricsURL string
+	if metricsAddr != "" {
+		url, stopMetrics, err := metricsrv.Serve(metricsAddr, reg, log)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, stopMetrics()) }()
+		metricsURL = url
+	}
+	log.Info("serving", "service", query.ServiceName, "subjects", query.SubjectPrefix+".>", "shard", shard, "nats", conn.URL, "metrics", metricsURL)
+	if ready != nil {
+		ready <- conn.URL
+	}
+	<-ctx.Done()
+	return nil
 }
 
 func envOr(key, def string) string {

@@ -1,0 +1,114 @@
+// Package natsconn connects a dshq process or CLI client to an existing NATS
+// deployment: the URL, a connection name, credentials (creds file, NKey seed,
+// user and password, token) and TLS, reconnecting forever. It is light (nats.go
+// only) so that every command can use it.
+package natsconn
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Options says how to reach an existing NATS deployment.
+type Options struct {
+	// URL is the server URL (or comma-separated URLs of a cluster).
+	URL string
+	// Name is the connection name shown by the server ("" = "dshq").
+	Name string
+	// Creds is a credentials file (JWT + NKey seed).
+	Creds string
+	// NKey is an NKey seed file.
+	NKey string
+	// User and Password authenticate with a user/password.
+	User, Password string
+	// Token authenticates with a token.
+	Token string
+	// TLSCA, TLSCert and TLSKey configure TLS: a CA to trust and a client
+	// certificate and key for mutual TLS.
+	TLSCA, TLSCert, TLSKey string
+	// InboxPrefix is the connection's inbox prefix ("" = nats.go's
+	// _INBOX): a tenant's connections use bus.TenantInboxPrefix(tenant).
+	InboxPrefix string
+}
+
+// ReconnectWait is the pause between reconnection attempts.
+const ReconnectWait = 250 * time.Millisecond
+
+// Connect connects to the deployment described by o. The connection
+// reconnects forever: a long-running daemon rides out server restarts.
+func Connect(o Options) (*nats.Conn, error) {
+	if o.URL == "" {
+		return nil, fmt.Errorf("connect: no NATS URL")
+	}
+	opts, err := o.natsOptions()
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(o.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", o.URL, err)
+	}
+	return nc, nil
+}
+
+func (o Options) natsOptions() ([]nats.Option, error) {
+	name := o.Name
+	if name == "" {
+		name = "dshq"
+	}
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(ReconnectWait)}
+	if o.Creds != "" {
+		opts = append(opts, nats.UserCredentials(o.Creds))
+	}
+	if o.NKey != "" {
+		opt, err := nats.NkeyOptionFromSeed(o.NKey)
+		if err != nil {
+			return nil, fmt.Errorf("nkey %s: %w", o.NKey, err)
+		}
+		opts = append(opts, opt)
+	}
+	if o.User != "" {
+		opts = append(opts, nats.UserInfo(o.User, o.Password))
+	}
+	if o.Token != "" {
+		opts = append(opts, nats.Token(o.Token))
+	}
+	if o.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(o.InboxPrefix))
+	}
+	if o.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(o.TLSCA))
+	}
+	if o.TLSCert != "" || o.TLSKey != "" {
+		if o.TLSCert == "" || o.TLSKey == "" {
+			return nil, fmt.Errorf("tls: --tls-cert and --tls-key go together")
+		}
+		opts = append(opts, nats.ClientCert(o.TLSCert, o.TLSKey))
+	}
+	return opts, nil
+}
+
+// DrainTimeout bounds how long Drain waits for a connection to close.
+const DrainTimeout = 10 * time.Second
+
+// Drain drains nc (its subscriptions finish the messages they hold, its
+// publications are flushed) and waits, at most DrainTimeout, for it to
+// close; then it closes nc whatever happened. It replaces nc's closed
+// handler. It always returns nil: a stopping process has nothing better to
+// do with a drain failure than close.
+func Drain(nc *nats.Conn) error {
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return nil
+	}
+	select {
+	case <-closed:
+	case <-time.After(DrainTimeout):
+		nc.Close()
+	}
+	return nil
+}
