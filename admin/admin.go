@@ -263,7 +263,7 @@ func (s *server) stats(ctx context.Context) (any, error) {
 	err := s.p.View(ctx, 0, func(snap projection.Snapshot) error {
 		st.Generation, st.Epoch = snap.Generation(), snap.Epoch()
 		st.LiveSessions = int64(len(snap.LiveSet()))
-		err := snap.SessionsByCreated(nil, func(info projection.SessionInfo) bool {
+		err := snap.SessionsByCreated(nil, func(info dshq.SessionInfo) bool {
 			st.Sessions++
 			st.Events += info.EventCount
 			if !info.Valid() {

@@ -22,9 +22,9 @@ func (r *runner) collect(ctx context.Context) ([]FTSSession, error) {
 	var out []FTSSession
 	err := r.proj.View(ctx, r.last, func(s projection.Snapshot) error {
 		var err error
-		walk := s.SessionsByCreated(nil, func(info projection.SessionInfo) bool {
+		walk := s.SessionsByCreated(nil, func(info dshq.SessionInfo) bool {
 			fs := FTSSession{Header: info.Header.Header, HeaderRaw: info.Header.Raw, Inherited: info.Header.InheritedEventCount}
-			err = s.Events(info.Header.Header.ID, 0, func(e projection.StoredEvent) bool {
+			err = s.Events(info.Header.Header.ID, 0, func(e dshq.StoredEvent) bool {
 				fs.Events = append(fs.Events, e.Raw)
 				if e.Text != "" {
 					fs.Docs = append(fs.Docs, dshq.SearchDocument{EventRecord: e.Record, Text: e.Text})

@@ -52,6 +52,35 @@ func (s *State) Closers() []dshq.Event {
 	return out
 }
 
+// StoredClosers returns closers, the State.Closers of session id, as stored
+// events are read: a closer tool/result is a surface append (current), the
+// step/end and turn/end closers are log-only; each carries its semantic text
+// and its envelope's sourceEventSeqs. StreamSeq is 0: closers are never
+// stored.
+func StoredClosers(id string, closers []dshq.Event) []dshq.StoredEvent {
+	if len(closers) == 0 {
+		return nil
+	}
+	out := make([]dshq.StoredEvent, len(closers))
+	for i, ev := range closers {
+		surface := dshq.SurfaceLogOnly
+		if dshq.IsSurfaceType(ev.Type) {
+			surface = dshq.SurfaceCurrent
+		}
+		var sources []int64
+		if len(ev.SourceEventSeqs) > 0 {
+			_ = json.Unmarshal(ev.SourceEventSeqs, &sources) // closers cite well-formed seqs
+		}
+		out[i] = dshq.StoredEvent{
+			Record:  dshq.EventRecord{SessionID: id, Seq: ev.Seq, Type: ev.Type, Time: ev.Time, Surface: surface},
+			Raw:     ev.Raw,
+			Text:    Text(ev),
+			Sources: sources,
+		}
+	}
+	return out
+}
+
 func (s *State) closerResult(seq int64, c pendingCall) dshq.Event {
 	code, name, text := ToolNotStarted, "ToolNotStartedError", NotStartedText
 	var sources json.RawMessage

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -189,6 +190,7 @@ func checkClosers(t testing.TB, s *State) {
 	st := s.Clone()
 	st.level = Strict
 	closers := st.Closers()
+	checkStoredClosers(t, closers)
 	for _, c := range closers {
 		if _, err := st.Apply(c); err != nil {
 			t.Fatalf("closer %s refused under Strict: %v\n%s", c.Type, err, c.Raw)
@@ -199,6 +201,34 @@ func checkClosers(t testing.TB, s *State) {
 	}
 	if len(closers) == 0 && s.TurnOpen() {
 		t.Fatalf("an open turn got no closers")
+	}
+}
+
+// checkStoredClosers checks StoredClosers against the closers it presents:
+// a tool/result closer is current, the others log-only, with each one's
+// record, bytes, text and cited seqs.
+func checkStoredClosers(t testing.TB, closers []dshq.Event) {
+	t.Helper()
+	stored := StoredClosers("s", closers)
+	if len(stored) != len(closers) {
+		t.Fatalf("%d stored closers for %d closers", len(stored), len(closers))
+	}
+	for i, c := range closers {
+		got := stored[i]
+		want := dshq.SurfaceLogOnly
+		if c.Type == dshq.TypeToolResult {
+			want = dshq.SurfaceCurrent
+		}
+		var sources []int64
+		if c.SourceEventSeqs != nil {
+			if err := json.Unmarshal(c.SourceEventSeqs, &sources); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got.Record != (dshq.EventRecord{SessionID: "s", Seq: c.Seq, Type: c.Type, Time: c.Time, Surface: want}) ||
+			!bytes.Equal(got.Raw, c.Raw) || got.Text != Text(c) || !slices.Equal(got.Sources, sources) || got.StreamSeq != 0 {
+			t.Fatalf("stored closer %d = %+v; closer %s", i, got, c.Raw)
+		}
 	}
 }
 

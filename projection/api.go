@@ -43,7 +43,6 @@ package projection
 import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/index"
-	"github.com/dshq/dshq/record"
 )
 
 // Snapshot is a consistent, read-only view of one projection at one
@@ -67,29 +66,30 @@ type Snapshot interface {
 
 	// Session returns a session by id; false when the id has no valid header
 	// record in the stream (never listed, reads are SESSION_NOT_FOUND).
-	Session(id string) (SessionInfo, bool)
+	Session(id string) (dshq.SessionInfo, bool)
 	// SessionsByCreated calls fn for each session in createdAt descending, id
 	// ascending (UTF-8 byte) order, starting strictly after afterKey (nil =
-	// from the start; afterKey is a SessionInfo.OrderKey), until fn returns
+	// from the start; afterKey is a dshq.SessionInfo.OrderKey), until fn returns
 	// false.
-	SessionsByCreated(afterKey []byte, fn func(SessionInfo) bool) error
+	SessionsByCreated(afterKey []byte, fn func(dshq.SessionInfo) bool) error
 	// Children returns the ids of sessions whose parentSession is parentID,
 	// in createdAt ascending, id ascending order.
 	Children(parentID string) []string
 
 	// Event returns the event at seq (its position in the session's log).
-	Event(id string, seq int64) (StoredEvent, bool)
+	Event(id string, seq int64) (dshq.StoredEvent, bool)
 	// Events calls fn for each event of the session from fromSeq upward in
 	// seq order until fn returns false.
-	Events(id string, fromSeq int64, fn func(StoredEvent) bool) error
+	Events(id string, fromSeq int64, fn func(dshq.StoredEvent) bool) error
 	// SurfaceSeqs returns the session's current surface nodes in model
 	// order (UPSTREAM §3.1), which is not seq order after a replacement.
 	SurfaceSeqs(id string) []int64
 	// Closers returns the synthetic crash closers (UPSTREAM §1.7) for a
 	// session whose lease is not held and whose last turn is open: the
-	// balanced view a cold reader sees. They are never written. Nil for a
-	// balanced, live, invalid or unknown session.
-	Closers(id string) ([]dshq.Event, error)
+	// balanced view a cold reader sees, as stored events (fold.StoredClosers:
+	// surfaces, text, sources). They are never written. Nil for a balanced,
+	// live, invalid or unknown session.
+	Closers(id string) ([]dshq.StoredEvent, error)
 
 	// IsLive reports whether a harness holds the session's write lease.
 	IsLive(id string) bool
@@ -99,88 +99,11 @@ type Snapshot interface {
 	LiveSet() []string
 	// Record returns the session's SessionRecord (header, live,
 	// persisted=true).
-	Record(info SessionInfo) dshq.SessionRecord
+	Record(info dshq.SessionInfo) dshq.SessionRecord
 
 	// Quarantined calls fn for each quarantined record in stream order,
 	// starting after stream sequence afterSeq, until fn returns false.
 	Quarantined(afterSeq uint64, fn func(QuarantineRecord) bool) error
-}
-
-// SessionInfo is what the store knows about one session.
-type SessionInfo struct {
-	// Header is the header record (header in version 2 shape, format
-	// version, inherited count; Raw is the record as written).
-	Header dshq.HeaderRecord
-	// Token is the session's subject token.
-	Token string
-	// Tenant is the tenant whose log subject (dsh.log.<tenant>.<token>)
-	// holds the session; "" for a session of the untenanted namespace
-	// (dsh.log.<token>). The server's permissions guarantee it: a tenant
-	// publishes only on its own subjects (docs/protocol.md §2).
-	Tenant string
-	// HeaderSeq is the stream sequence of the header record.
-	HeaderSeq uint64
-	// EventCount is the number of event records stored for the session,
-	// invalid ones included: events occupy seqs 0..EventCount-1.
-	EventCount int64
-	// Title is the latest session/title, nil when there is none.
-	Title *dshq.Title
-	// LastStepStart is the seq of the last step/start event, -1 if none.
-	LastStepStart int64
-	// InvalidFrom is the seq of the first event that failed decoding or the
-	// fold's rules, -1 while the session is valid. Events from it on are
-	// stored raw and marked invalid, never folded.
-	InvalidFrom int64
-	// InvalidReason says why InvalidFrom is invalid ("" while valid).
-	InvalidReason string
-	// ReclassifiedAt is the generation at which any event of this session
-	// last changed surface (a replacement, or the session becoming invalid);
-	// 0 if never. A cursor that counted this session is stale when it is
-	// newer than the cursor's generation.
-	ReclassifiedAt uint64
-	// UpdatedAt is the generation at which anything about this session last
-	// changed.
-	UpdatedAt uint64
-	// OrderKey is the session's key in the createdAt-desc/id-asc order, for
-	// resuming SessionsByCreated.
-	OrderKey []byte
-}
-
-// LogKey returns the session's log key: the part of its log subject after
-// dsh.log. (its token, or <tenant>.<token>), which is also how its write lease
-// is keyed.
-func (s SessionInfo) LogKey() string { return record.LogKey(s.Tenant, s.Token) }
-
-// Valid reports whether the session's surface is valid (no invalid record).
-func (s SessionInfo) Valid() bool { return s.InvalidFrom < 0 }
-
-// StoredEvent is one stored event with its edges.
-type StoredEvent struct {
-	// Record is the lightweight record; Surface is the current
-	// classification ("" for an invalid event).
-	Record dshq.EventRecord
-	// Raw is the record exactly as written.
-	Raw []byte
-	// Text is the semantic text ("" = no search document).
-	Text string
-	// Invalid is true for an event at or after its session's InvalidFrom.
-	Invalid bool
-	// ReplacedBy is the seq of the event that shadowed this one, nil if none.
-	ReplacedBy *int64
-	// ReplacedEventSeqs is what this event shadowed, in surface order.
-	ReplacedEventSeqs []int64
-	// Sources is the envelope sourceEventSeqs in recorded order.
-	Sources []int64
-	// Derived is every later event citing this one, ascending.
-	Derived []int64
-	// StreamSeq is the stream sequence of the record.
-	StreamSeq uint64
-}
-
-// Event returns the stored event as a dshq.Event with only Raw, Type, Seq
-// and Time set (enough to marshal it as written).
-func (e StoredEvent) Event() dshq.Event {
-	return dshq.Event{Type: e.Record.Type, Seq: e.Record.Seq, Time: e.Record.Time, Raw: e.Raw}
 }
 
 // QuarantineRecord is a record the projector refused.
@@ -213,7 +136,7 @@ type Commit struct {
 	// Epoch is the projection epoch the commit belongs to.
 	Epoch string
 	// Sessions are the sessions whose header records were applied.
-	Sessions []SessionInfo
+	Sessions []dshq.SessionInfo
 	// Events are the appended events, with semantic text, in stream order.
 	Events []CommittedEvent
 	// Reclassified are surface changes of earlier events.

@@ -9,11 +9,12 @@ import (
 	"strings"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/fold"
 	"github.com/dshq/dshq/index"
 	"github.com/dshq/dshq/record"
-	bolt "go.etcd.io/bbolt"
 )
 
 // streamRecord is one message of the stream, as the projector applies it.

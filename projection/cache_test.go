@@ -122,11 +122,23 @@ func TestProjector_FollowsLeasesAndBalancesLapsedOpenTurns(t *testing.T) {
 		}
 		var types []string
 		for _, c := range cl {
-			types = append(types, c.Type)
+			types = append(types, c.Record.Type)
 		}
 		// Seq 6 is a tool/call whose result (seq 7) was cut off.
 		if want := []string{"tool/result", "step/end", "turn/end"}; !slices.Equal(types, want) {
 			t.Errorf("closers = %v, want %v", types, want)
+		}
+		// The result closer is a surface append citing the call; the
+		// others are log-only.
+		if len(cl) == 3 {
+			if c := cl[0]; c.Record.Surface != dshq.SurfaceCurrent || !slices.Equal(c.Sources, []int64{6}) || c.Record.Seq != 7 || c.Record.SessionID != id || c.Text == "" {
+				t.Errorf("result closer %+v", c)
+			}
+			for _, c := range cl[1:] {
+				if c.Record.Surface != dshq.SurfaceLogOnly || c.Sources != nil {
+					t.Errorf("closer %s: surface %q, sources %v", c.Record.Type, c.Record.Surface, c.Sources)
+				}
+			}
 		}
 		if info, _ := s.Session(id); info.EventCount != 7 {
 			t.Errorf("closers were written: %d events", info.EventCount)

@@ -136,7 +136,7 @@ func testProjectsTheCorpus(t *testing.T, dir string, shared bool) {
 			if got := s.SurfaceSeqs(id); !slices.Equal(got, want.Surface) {
 				t.Errorf("%s: surface %v, want %v", l.name, got, want.Surface)
 			}
-			_ = s.Events(id, 0, func(ev StoredEvent) bool {
+			_ = s.Events(id, 0, func(ev dshq.StoredEvent) bool {
 				w := want.Records[ev.Record.Seq]
 				if ev.Record != w || ev.Text != want.Texts[ev.Record.Seq] || !slices.Equal(ev.Derived, want.Derived[ev.Record.Seq]) {
 					t.Errorf("%s seq %d: %+v %q, want %+v %q", l.name, ev.Record.Seq, ev.Record, ev.Text, w, want.Texts[ev.Record.Seq])

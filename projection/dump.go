@@ -18,8 +18,9 @@ import (
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/search"
-	"github.com/dshq/dshq/index"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dshq/dshq/index"
 )
 
 // DumpEntry is one line of a canonical dump: a store or index entry in a

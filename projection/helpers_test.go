@@ -312,11 +312,11 @@ func dumpIndex(t testing.TB, p *Projector) string {
 	t.Helper()
 	var lines []string
 	view(t, p, func(s Snapshot) error {
-		return s.SessionsByCreated(nil, func(info SessionInfo) bool {
+		return s.SessionsByCreated(nil, func(info dshq.SessionInfo) bool {
 			if !info.Valid() {
 				return true
 			}
-			_ = s.Events(info.Header.Header.ID, 0, func(e StoredEvent) bool {
+			_ = s.Events(info.Header.Header.ID, 0, func(e dshq.StoredEvent) bool {
 				if e.Text != "" {
 					lines = append(lines, indexedDoc(t, p, e))
 				}
@@ -333,7 +333,7 @@ func dumpIndex(t testing.TB, p *Projector) string {
 	return fmt.Sprintf("docs=%d\n%s", st.Docs, strings.Join(lines, "\n"))
 }
 
-func indexedDoc(t testing.TB, p *Projector, e StoredEvent) string {
+func indexedDoc(t testing.TB, p *Projector, e dshq.StoredEvent) string {
 	t.Helper()
 	seq := float64(e.Record.Seq)
 	q := strings.Fields(e.Text)[0]

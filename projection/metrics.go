@@ -3,8 +3,9 @@ package projection
 import (
 	"errors"
 
-	"github.com/dshq/dshq/index"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dshq/dshq/index"
 )
 
 // metrics are the projector's Prometheus metrics.

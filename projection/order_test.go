@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/dshq/dshq"
 )
 
 func TestSnapshot_OrdersSessionsAndChildren(t *testing.T) {
@@ -39,7 +41,7 @@ func TestSnapshot_OrdersSessionsAndChildren(t *testing.T) {
 	view(t, r.p, func(s Snapshot) error {
 		var all []string
 		var keys [][]byte
-		if err := s.SessionsByCreated(nil, func(info SessionInfo) bool {
+		if err := s.SessionsByCreated(nil, func(info dshq.SessionInfo) bool {
 			all = append(all, info.Header.Header.ID)
 			keys = append(keys, info.OrderKey)
 			return true
@@ -53,7 +55,7 @@ func TestSnapshot_OrdersSessionsAndChildren(t *testing.T) {
 		t.Run("a listing resumes strictly after a key", func(t *testing.T) {
 			for i := range keys {
 				var rest []string
-				_ = s.SessionsByCreated(keys[i], func(info SessionInfo) bool {
+				_ = s.SessionsByCreated(keys[i], func(info dshq.SessionInfo) bool {
 					rest = append(rest, info.Header.Header.ID)
 					return true
 				})
@@ -64,7 +66,7 @@ func TestSnapshot_OrdersSessionsAndChildren(t *testing.T) {
 		})
 		t.Run("a listing stops when fn returns false", func(t *testing.T) {
 			n := 0
-			_ = s.SessionsByCreated(nil, func(SessionInfo) bool { n++; return n < 3 })
+			_ = s.SessionsByCreated(nil, func(dshq.SessionInfo) bool { n++; return n < 3 })
 			if n != 3 {
 				t.Errorf("fn called %d times, want 3", n)
 			}

@@ -32,7 +32,7 @@ func renderSession(t testing.TB, s Snapshot, id string) string {
 	}
 	fmt.Fprintf(&b, "lastStepStart=%d invalidFrom=%d reason=%q\n", info.LastStepStart, info.InvalidFrom, info.InvalidReason)
 	fmt.Fprintf(&b, "surface %v\n", s.SurfaceSeqs(id))
-	err := s.Events(id, 0, func(e StoredEvent) bool {
+	err := s.Events(id, 0, func(e dshq.StoredEvent) bool {
 		fmt.Fprintf(&b, "%d %s %s", e.Record.Seq, e.Record.Type, e.Record.Surface)
 		if e.Invalid {
 			b.WriteString(" INVALID")

@@ -11,10 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/index"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/index"
 )
 
 // Defaults of the projector's settings.

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/index"
 )
 
@@ -26,7 +27,7 @@ func TestRebuild_SwapsAtomicallyWhileReadsAndAppendsGoOn(t *testing.T) {
 	oldEpoch := r.p.Epoch()
 	want := map[string]int64{}
 	view(t, r.p, func(s Snapshot) error {
-		return s.SessionsByCreated(nil, func(info SessionInfo) bool {
+		return s.SessionsByCreated(nil, func(info dshq.SessionInfo) bool {
 			want[info.Header.Header.ID] = info.EventCount
 			return true
 		})
@@ -383,9 +384,9 @@ func TestOpen_RefedDocsKeepTheGenerationTheyWereFirstSearchableAt(t *testing.T) 
 	// re-indexed the sessions changed since.
 	checked := 0
 	view(t, again.p, func(s Snapshot) error {
-		return s.SessionsByCreated(nil, func(info SessionInfo) bool {
+		return s.SessionsByCreated(nil, func(info dshq.SessionInfo) bool {
 			id := info.Header.Header.ID
-			_ = s.Events(id, 0, func(ev StoredEvent) bool {
+			_ = s.Events(id, 0, func(ev dshq.StoredEvent) bool {
 				if ev.Text == "" || !info.Valid() || ev.StreamSeq > half || info.UpdatedAt <= half {
 					return true
 				}

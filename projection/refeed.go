@@ -72,7 +72,7 @@ func (p *Projector) refeedIndex(ctx context.Context, inst *instance) error {
 // appendDocs adds the documents of a valid session to ib.
 func appendDocs(tx *bolt.Tx, v *sessionValue, ib *index.Batch) error {
 	s := &snapshot{tx: tx}
-	return s.Events(v.Header.ID, 0, func(e StoredEvent) bool {
+	return s.Events(v.Header.ID, 0, func(e dshq.StoredEvent) bool {
 		if e.Text != "" && !e.Invalid {
 			d := indexDoc(v, dshq.SearchDocument{EventRecord: e.Record, Text: e.Text})
 			d.Generation = e.StreamSeq // when it was first searchable, not now

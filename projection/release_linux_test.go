@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dshq/dshq/internal/procmaps"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dshq/dshq/internal/procmaps"
 )
 
 // mappedKiB sums the resident size of this process's maps of path.

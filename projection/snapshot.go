@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"sort"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/fold"
 	"github.com/dshq/dshq/index"
-	bolt "go.etcd.io/bbolt"
+	"github.com/dshq/dshq/record"
 )
 
 // snapshot implements Snapshot over one bbolt read transaction.
@@ -28,15 +30,15 @@ func (s *snapshot) Epoch() string       { return s.epoch }
 func (s *snapshot) LiveVersion() uint64 { return s.liveVersion }
 func (s *snapshot) Index() *index.Index { return s.index }
 
-func (s *snapshot) Session(id string) (SessionInfo, bool) {
+func (s *snapshot) Session(id string) (dshq.SessionInfo, bool) {
 	v, err := getSession(s.tx, id)
 	if err != nil || v == nil {
-		return SessionInfo{}, false
+		return dshq.SessionInfo{}, false
 	}
 	return v.info(), true
 }
 
-func (s *snapshot) SessionsByCreated(afterKey []byte, fn func(SessionInfo) bool) error {
+func (s *snapshot) SessionsByCreated(afterKey []byte, fn func(dshq.SessionInfo) bool) error {
 	c := s.tx.Bucket(bucketByCreated).Cursor()
 	var k []byte
 	if afterKey == nil {
@@ -75,19 +77,19 @@ func (s *snapshot) Children(parentID string) []string {
 	return out
 }
 
-func (s *snapshot) Event(id string, seq int64) (StoredEvent, bool) {
+func (s *snapshot) Event(id string, seq int64) (dshq.StoredEvent, bool) {
 	if seq < 0 {
-		return StoredEvent{}, false
+		return dshq.StoredEvent{}, false
 	}
 	sk := sessionKey(id)
 	v, ok, err := getEvent(s.tx, sk, seq)
 	if err != nil || !ok {
-		return StoredEvent{}, false
+		return dshq.StoredEvent{}, false
 	}
 	return s.stored(id, sk, seq, v), true
 }
 
-func (s *snapshot) Events(id string, fromSeq int64, fn func(StoredEvent) bool) error {
+func (s *snapshot) Events(id string, fromSeq int64, fn func(dshq.StoredEvent) bool) error {
 	if fromSeq < 0 {
 		fromSeq = 0
 	}
@@ -106,9 +108,9 @@ func (s *snapshot) Events(id string, fromSeq int64, fn func(StoredEvent) bool) e
 	return nil
 }
 
-func (s *snapshot) stored(id string, sk []byte, seq int64, v eventValue) StoredEvent {
+func (s *snapshot) stored(id string, sk []byte, seq int64, v eventValue) dshq.StoredEvent {
 	key := seqKey(sk, seq)
-	e := StoredEvent{
+	e := dshq.StoredEvent{
 		Record:    dshq.EventRecord{SessionID: id, Seq: seq, Type: v.Type, Time: v.Time, Surface: v.Surface},
 		Raw:       v.Raw,
 		Text:      v.Text,
@@ -140,7 +142,7 @@ func (s *snapshot) SurfaceSeqs(id string) []int64 {
 	return out
 }
 
-func (s *snapshot) Closers(id string) ([]dshq.Event, error) {
+func (s *snapshot) Closers(id string) ([]dshq.StoredEvent, error) {
 	v, err := getSession(s.tx, id)
 	if err != nil || v == nil || v.InvalidFrom >= 0 || s.live[v.key()] {
 		return nil, err
@@ -153,7 +155,7 @@ func (s *snapshot) Closers(id string) ([]dshq.Event, error) {
 	if err := st.UnmarshalBinary(b); err != nil {
 		return nil, fmt.Errorf("session %q: restore fold state: %w", id, err)
 	}
-	return st.Closers(), nil
+	return fold.StoredClosers(id, st.Closers()), nil
 }
 
 func (s *snapshot) IsLive(id string) bool {
@@ -176,8 +178,8 @@ func (s *snapshot) LiveSet() []string {
 	return out
 }
 
-func (s *snapshot) Record(info SessionInfo) dshq.SessionRecord {
-	return dshq.SessionRecord{Header: info.Header.Header, Live: s.live[info.LogKey()], Persisted: true}
+func (s *snapshot) Record(info dshq.SessionInfo) dshq.SessionRecord {
+	return dshq.SessionRecord{Header: info.Header.Header, Live: s.live[record.LogKey(info.Tenant, info.Token)], Persisted: true}
 }
 
 func (s *snapshot) Quarantined(afterSeq uint64, fn func(QuarantineRecord) bool) error {

@@ -9,9 +9,10 @@ import (
 	"os"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/record"
-	bolt "go.etcd.io/bbolt"
 )
 
 // ErrCorruptStore is wrapped by every failure to open a store that a rebuild
@@ -26,7 +27,7 @@ type store struct {
 	epoch string
 }
 
-// sessionValue is the stored form of SessionInfo.
+// sessionValue is the stored form of dshq.SessionInfo.
 type sessionValue struct {
 	HeaderRaw      json.RawMessage `json:"h"`
 	Header         dshq.Header     `json:"hd"`
@@ -47,8 +48,8 @@ type sessionValue struct {
 // key is the session's log key: its subject token, or <tenant>.<token>.
 func (v *sessionValue) key() string { return record.LogKey(v.Tenant, v.Token) }
 
-func (v *sessionValue) info() SessionInfo {
-	return SessionInfo{
+func (v *sessionValue) info() dshq.SessionInfo {
+	return dshq.SessionInfo{
 		Header: dshq.HeaderRecord{
 			Header:              v.Header,
 			FormatVersion:       v.FormatVersion,

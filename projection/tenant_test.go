@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/dshq/dshq/record"
 )
 
 // TestProjector_RecordsEachSessionsTenantFromItsSubject: a session on
@@ -21,11 +23,11 @@ func TestProjector_RecordsEachSessionsTenantFromItsSubject(t *testing.T) {
 	waitGen(t, r.p, last)
 	view(t, r.p, func(s Snapshot) error {
 		a, ok := s.Session("t-a1")
-		if !ok || a.Tenant != "teamA" || a.Token != "t-a1" || a.LogKey() != "teamA.t-a1" || a.EventCount != 1 {
+		if !ok || a.Tenant != "teamA" || a.Token != "t-a1" || record.LogKey(a.Tenant, a.Token) != "teamA.t-a1" || a.EventCount != 1 {
 			t.Errorf("tenant session: ok %v, %+v", ok, a)
 		}
 		p, ok := s.Session("t-plain")
-		if !ok || p.Tenant != "" || p.LogKey() != "t-plain" {
+		if !ok || p.Tenant != "" || record.LogKey(p.Tenant, p.Token) != "t-plain" {
 			t.Errorf("untenanted session: ok %v, %+v", ok, p)
 		}
 		return nil

@@ -2,10 +2,8 @@ package query
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/fold"
 	"github.com/dshq/dshq/index"
 	"github.com/dshq/dshq/projection"
 )
@@ -27,33 +25,33 @@ func (a snapshotAdapter) Epoch() string          { return a.s.Epoch() }
 func (a snapshotAdapter) IsLive(id string) bool  { return a.s.IsLive(id) }
 func (a snapshotAdapter) LiveSessions() []string { return a.s.LiveSet() }
 
-func (a snapshotAdapter) Session(id string) (SessionInfo, bool, error) {
+func (a snapshotAdapter) Session(id string) (dshq.SessionInfo, bool, error) {
 	info, ok := a.s.Session(id)
-	return sessionInfo(info), ok, nil
+	return info, ok, nil
 }
 
-func (a snapshotAdapter) SessionsByCreated(afterKey []byte, fn func(SessionInfo) bool) error {
-	return a.s.SessionsByCreated(afterKey, func(info projection.SessionInfo) bool { return fn(sessionInfo(info)) })
+func (a snapshotAdapter) SessionsByCreated(afterKey []byte, fn func(dshq.SessionInfo) bool) error {
+	return a.s.SessionsByCreated(afterKey, fn)
 }
 
-func (a snapshotAdapter) Children(parentID string) ([]SessionInfo, error) {
+func (a snapshotAdapter) Children(parentID string) ([]dshq.SessionInfo, error) {
 	ids := a.s.Children(parentID)
-	out := make([]SessionInfo, 0, len(ids))
+	out := make([]dshq.SessionInfo, 0, len(ids))
 	for _, id := range ids {
 		if info, ok := a.s.Session(id); ok {
-			out = append(out, sessionInfo(info))
+			out = append(out, info)
 		}
 	}
 	return out, nil
 }
 
-func (a snapshotAdapter) Event(id string, seq int64) (StoredEvent, bool, error) {
+func (a snapshotAdapter) Event(id string, seq int64) (dshq.StoredEvent, bool, error) {
 	ev, ok := a.s.Event(id, seq)
-	return storedEvent(ev), ok, nil
+	return ev, ok, nil
 }
 
-func (a snapshotAdapter) Events(id string, fromSeq int64, fn func(StoredEvent) bool) error {
-	return a.s.Events(id, fromSeq, func(ev projection.StoredEvent) bool { return fn(storedEvent(ev)) })
+func (a snapshotAdapter) Events(id string, fromSeq int64, fn func(dshq.StoredEvent) bool) error {
+	return a.s.Events(id, fromSeq, fn)
 }
 
 // Index returns the index of the snapshot's projection build.
@@ -61,61 +59,7 @@ func (a snapshotAdapter) Index() *index.Index { return a.s.Index() }
 
 func (a snapshotAdapter) SurfaceSeqs(id string) ([]int64, error) { return a.s.SurfaceSeqs(id), nil }
 
-// Closers returns the projector's synthetic closers with their records: a
-// closer tool/result is a surface append (current), the others log-only.
-func (a snapshotAdapter) Closers(id string) ([]StoredEvent, error) {
-	evs, err := a.s.Closers(id)
-	if err != nil || len(evs) == 0 {
-		return nil, err
-	}
-	out := make([]StoredEvent, len(evs))
-	for i, ev := range evs {
-		surface := dshq.SurfaceLogOnly
-		if dshq.IsSurfaceType(ev.Type) {
-			surface = dshq.SurfaceCurrent
-		}
-		var sources []int64
-		if len(ev.SourceEventSeqs) > 0 {
-			_ = json.Unmarshal(ev.SourceEventSeqs, &sources)
-		}
-		out[i] = StoredEvent{
-			Record:  dshq.EventRecord{SessionID: id, Seq: ev.Seq, Type: ev.Type, Time: ev.Time, Surface: surface},
-			Raw:     ev.Raw,
-			Text:    fold.Text(ev),
-			Sources: sources,
-		}
-	}
-	return out, nil
-}
-
-func sessionInfo(i projection.SessionInfo) SessionInfo {
-	return SessionInfo{
-		Header:              i.Header.Header,
-		Tenant:              i.Tenant,
-		FormatVersion:       i.Header.FormatVersion,
-		InheritedEventCount: i.Header.InheritedEventCount,
-		EventCount:          i.EventCount,
-		Title:               i.Title,
-		LastStepStart:       i.LastStepStart,
-		InvalidFromSeq:      i.InvalidFrom,
-		InvalidReason:       i.InvalidReason,
-		HeaderGeneration:    i.HeaderSeq,
-		ReclassifiedAt:      i.ReclassifiedAt,
-		OrderKey:            i.OrderKey,
-	}
-}
-
-func storedEvent(e projection.StoredEvent) StoredEvent {
-	return StoredEvent{
-		Record:            e.Record,
-		Raw:               e.Raw,
-		Text:              e.Text,
-		ReplacedBy:        e.ReplacedBy,
-		ReplacedEventSeqs: e.ReplacedEventSeqs,
-		Sources:           e.Sources,
-		Derived:           e.Derived,
-	}
-}
+func (a snapshotAdapter) Closers(id string) ([]dshq.StoredEvent, error) { return a.s.Closers(id) }
 
 // FromIndex adapts the Bleve index to Searcher. It collects up to q.Limit
 // hits in index pages of up to index.MaxLimit, all read as of the index

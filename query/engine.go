@@ -170,9 +170,9 @@ func notFound(id string) error {
 	return dshq.Errorf(dshq.CodeSessionNotFound, "session %q was not found", id)
 }
 
-func invalidSurface(info SessionInfo) error {
+func invalidSurface(info dshq.SessionInfo) error {
 	return dshq.Errorf(dshq.CodeInvalidSurface, "invalid session surface: session %q is invalid from seq %d: %s",
-		info.Header.ID, info.InvalidFromSeq, info.InvalidReason)
+		info.Header.Header.ID, info.InvalidFrom, info.InvalidReason)
 }
 
 func staleCursor() error {
@@ -180,7 +180,7 @@ func staleCursor() error {
 }
 
 // lookup returns a session or SESSION_QUERY_SESSION_NOT_FOUND.
-func lookup(snap Snapshot, id string) (SessionInfo, error) {
+func lookup(snap Snapshot, id string) (dshq.SessionInfo, error) {
 	info, ok, err := snap.Session(id)
 	if err != nil {
 		return info, fmt.Errorf("read session %q: %w", id, err)
@@ -193,8 +193,8 @@ func lookup(snap Snapshot, id string) (SessionInfo, error) {
 
 // sessionRecord returns the session's record: every projected session's header is
 // in the stream (persisted); live while its lease is held.
-func sessionRecord(snap Snapshot, info SessionInfo) dshq.SessionRecord {
-	return dshq.SessionRecord{Header: info.Header, Tenant: info.Tenant, Live: snap.IsLive(info.Header.ID), Persisted: true}
+func sessionRecord(snap Snapshot, info dshq.SessionInfo) dshq.SessionRecord {
+	return dshq.SessionRecord{Header: info.Header.Header, Tenant: info.Tenant, Live: snap.IsLive(info.Header.Header.ID), Persisted: true}
 }
 
 // continueCursor decodes req's cursor and checks that it still describes

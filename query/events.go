@@ -12,14 +12,14 @@ import (
 // by the synthetic crash closers of the balanced view.
 type eventLog struct {
 	snap    Snapshot
-	info    SessionInfo
-	closers []StoredEvent
+	info    dshq.SessionInfo
+	closers []dshq.StoredEvent
 }
 
-func openLog(snap Snapshot, info SessionInfo) (*eventLog, error) {
-	closers, err := snap.Closers(info.Header.ID)
+func openLog(snap Snapshot, info dshq.SessionInfo) (*eventLog, error) {
+	closers, err := snap.Closers(info.Header.Header.ID)
 	if err != nil {
-		return nil, fmt.Errorf("read closers of %q: %w", info.Header.ID, err)
+		return nil, fmt.Errorf("read closers of %q: %w", info.Header.Header.ID, err)
 	}
 	return &eventLog{snap: snap, info: info, closers: closers}, nil
 }
@@ -27,10 +27,10 @@ func openLog(snap Snapshot, info SessionInfo) (*eventLog, error) {
 func (l *eventLog) count() int64 { return l.info.EventCount + int64(len(l.closers)) }
 
 // each calls fn for events from seq from up to (not including) to.
-func (l *eventLog) each(from, to int64, fn func(StoredEvent) bool) error {
+func (l *eventLog) each(from, to int64, fn func(dshq.StoredEvent) bool) error {
 	if from < l.info.EventCount && from < to {
 		stop := false
-		err := l.snap.Events(l.info.Header.ID, from, func(ev StoredEvent) bool {
+		err := l.snap.Events(l.info.Header.Header.ID, from, func(ev dshq.StoredEvent) bool {
 			if ev.Record.Seq >= to {
 				return false
 			}
@@ -41,7 +41,7 @@ func (l *eventLog) each(from, to int64, fn func(StoredEvent) bool) error {
 			return true
 		})
 		if err != nil {
-			return fmt.Errorf("read events of %q: %w", l.info.Header.ID, err)
+			return fmt.Errorf("read events of %q: %w", l.info.Header.Header.ID, err)
 		}
 		if stop {
 			return nil
@@ -56,17 +56,17 @@ func (l *eventLog) each(from, to int64, fn func(StoredEvent) bool) error {
 }
 
 // get returns the event at seq.
-func (l *eventLog) get(seq int64) (StoredEvent, bool, error) {
+func (l *eventLog) get(seq int64) (dshq.StoredEvent, bool, error) {
 	if seq >= l.info.EventCount {
 		i := seq - l.info.EventCount
 		if i < int64(len(l.closers)) {
 			return l.closers[i], true, nil
 		}
-		return StoredEvent{}, false, nil
+		return dshq.StoredEvent{}, false, nil
 	}
-	ev, ok, err := l.snap.Event(l.info.Header.ID, seq)
+	ev, ok, err := l.snap.Event(l.info.Header.Header.ID, seq)
 	if err != nil {
-		return ev, false, fmt.Errorf("read event %d of %q: %w", seq, l.info.Header.ID, err)
+		return ev, false, fmt.Errorf("read event %d of %q: %w", seq, l.info.Header.Header.ID, err)
 	}
 	return ev, ok, nil
 }
@@ -74,9 +74,9 @@ func (l *eventLog) get(seq int64) (StoredEvent, bool, error) {
 // surface returns the current surface (closers that are surface events
 // append to it).
 func (l *eventLog) surface() ([]int64, error) {
-	seqs, err := l.snap.SurfaceSeqs(l.info.Header.ID)
+	seqs, err := l.snap.SurfaceSeqs(l.info.Header.Header.ID)
 	if err != nil {
-		return nil, fmt.Errorf("read surface of %q: %w", l.info.Header.ID, err)
+		return nil, fmt.Errorf("read surface of %q: %w", l.info.Header.Header.ID, err)
 	}
 	for _, ev := range l.closers {
 		if ev.Record.Surface == dshq.SurfaceCurrent {
@@ -95,7 +95,7 @@ func pagedLog(snap Snapshot, req *Request, checkSurface bool) (*eventLog, *curso
 	if err != nil {
 		return nil, nil, err
 	}
-	if checkSurface && info.InvalidFromSeq >= 0 {
+	if checkSurface && info.InvalidFrom >= 0 {
 		return nil, nil, invalidSurface(info)
 	}
 	c, first, err := continueCursor(snap, req)
@@ -151,7 +151,7 @@ func (e *Engine) listEvents(_ context.Context, snap Snapshot, req *Request) (any
 	} else {
 		sz = e.sizer(dshq.EventRecordPage{Items: records})
 	}
-	err = l.each(from, to, func(ev StoredEvent) bool {
+	err = l.each(from, to, func(ev dshq.StoredEvent) bool {
 		var item any = ev.Record
 		if filter {
 			doc := dshq.SearchDocument{EventRecord: ev.Record, Text: ev.Text}
@@ -194,11 +194,11 @@ func (e *Engine) readSession(_ context.Context, snap Snapshot, req *Request) (an
 	if err != nil {
 		return nil, err
 	}
-	out := dshq.SessionRead{Session: l.info.Header, InheritedEventCount: l.info.InheritedEventCount,
+	out := dshq.SessionRead{Session: l.info.Header.Header, InheritedEventCount: l.info.Header.InheritedEventCount,
 		Events: []dshq.Event{}, Generation: snap.Generation()}
 	sz := e.sizer(out)
 	next, tooBig := int64(-1), false
-	err = l.each(c.offset, c.Bound, func(ev StoredEvent) bool {
+	err = l.each(c.offset, c.Bound, func(ev dshq.StoredEvent) bool {
 		item := dshq.Event{Raw: ev.Raw}
 		if len(out.Events) == req.Limit || !sz.add(item) {
 			next, tooBig = ev.Record.Seq, len(out.Events) == 0
@@ -233,7 +233,7 @@ func (e *Engine) readSurface(_ context.Context, snap Snapshot, req *Request) (an
 	if c.Bound > int64(len(seqs)) {
 		return nil, staleCursor()
 	}
-	out := dshq.SurfaceSnapshot{Session: l.info.Header, InheritedEventCount: l.info.InheritedEventCount,
+	out := dshq.SurfaceSnapshot{Session: l.info.Header.Header, InheritedEventCount: l.info.Header.InheritedEventCount,
 		Events: []dshq.Event{}, Generation: snap.Generation()}
 	if c.Captured >= 0 {
 		out.CapturedThroughSeq = &c.Captured
@@ -245,7 +245,7 @@ func (e *Engine) readSurface(_ context.Context, snap Snapshot, req *Request) (an
 			return nil, err
 		}
 		if !ok {
-			return nil, dshq.Errorf(dshq.CodeCorruptSession, "session %q: surface event %d is missing", l.info.Header.ID, seqs[i])
+			return nil, dshq.Errorf(dshq.CodeCorruptSession, "session %q: surface event %d is missing", l.info.Header.Header.ID, seqs[i])
 		}
 		item := dshq.Event{Raw: ev.Raw}
 		if len(out.Events) == req.Limit || !sz.add(item) {
@@ -262,14 +262,14 @@ func (e *Engine) readSurface(_ context.Context, snap Snapshot, req *Request) (an
 
 // resolveTarget looks up the session of events.read/trace, opens its log and
 // resolves the target seq (targetEvent), in that order.
-func resolveTarget(snap Snapshot, req *Request) (SessionInfo, *eventLog, StoredEvent, error) {
+func resolveTarget(snap Snapshot, req *Request) (dshq.SessionInfo, *eventLog, dshq.StoredEvent, error) {
 	info, err := lookup(snap, req.SessionID)
 	if err != nil {
-		return SessionInfo{}, nil, StoredEvent{}, err
+		return dshq.SessionInfo{}, nil, dshq.StoredEvent{}, err
 	}
 	l, err := openLog(snap, info)
 	if err != nil {
-		return SessionInfo{}, nil, StoredEvent{}, err
+		return dshq.SessionInfo{}, nil, dshq.StoredEvent{}, err
 	}
 	target, err := targetEvent(l, req)
 	return info, l, target, err
@@ -277,10 +277,10 @@ func resolveTarget(snap Snapshot, req *Request) (SessionInfo, *eventLog, StoredE
 
 // targetEvent resolves the seq of events.read/trace: a seq that is not a
 // non-negative integer, or past the end, is SESSION_QUERY_EVENT_NOT_FOUND.
-func targetEvent(l *eventLog, req *Request) (StoredEvent, error) {
+func targetEvent(l *eventLog, req *Request) (dshq.StoredEvent, error) {
 	notFound := dshq.Errorf(dshq.CodeEventNotFound, "session %q has no event at seq %s", req.SessionID, req.SeqLit)
 	if req.Seq < 0 || req.Seq != math.Trunc(req.Seq) || req.Seq >= float64(l.count()) {
-		return StoredEvent{}, notFound
+		return dshq.StoredEvent{}, notFound
 	}
 	ev, ok, err := l.get(int64(req.Seq))
 	if err != nil {
@@ -300,14 +300,14 @@ func (e *Engine) readEvent(_ context.Context, snap Snapshot, req *Request) (any,
 		return nil, err
 	}
 	seq := target.Record.Seq
-	out := dshq.EventWindow{Session: info.Header, InheritedEventCount: info.InheritedEventCount,
+	out := dshq.EventWindow{Session: info.Header.Header, InheritedEventCount: info.Header.InheritedEventCount,
 		Target: dshq.Event{Raw: target.Raw}, Generation: snap.Generation()}
 	sz := e.sizer(out)
 	sz.used -= cursorReserve
 	sz.add(out.Target)
 	lo, hi := max(0, seq-int64(req.Before)), min(l.count()-1, seq+int64(req.After))
 	start, end := seq, seq
-	window := map[int64]StoredEvent{seq: target}
+	window := map[int64]dshq.StoredEvent{seq: target}
 	// grow takes the next event on one side if it fits; a side that meets
 	// its edge or the budget is done (the window stays contiguous).
 	grow := func(s int64, done *bool) error {
@@ -356,11 +356,11 @@ func (e *Engine) traceEvent(_ context.Context, snap Snapshot, req *Request) (any
 	if err != nil {
 		return nil, err
 	}
-	if info.InvalidFromSeq >= 0 {
+	if info.InvalidFrom >= 0 {
 		return nil, invalidSurface(info)
 	}
 	tr := dshq.EventTrace{
-		Session:           info.Header,
+		Session:           info.Header.Header,
 		Target:            target.Record,
 		ReplacedBy:        target.ReplacedBy,
 		ReplacementChain:  []int64{},

@@ -129,7 +129,7 @@ func (e *Engine) keySessions(ctx context.Context, ks KeySearcher, snap Snapshot,
 			if err != nil {
 				return nil, "", fmt.Errorf("read session %q: %w", k.SessionID, err)
 			}
-			if !ok || info.InvalidFromSeq >= 0 {
+			if !ok || info.InvalidFrom >= 0 {
 				continue
 			}
 			if ok, err := holdsEvent(snap, k); err != nil || !ok {
@@ -249,7 +249,7 @@ func (e *Engine) sessionHits(ks KeySearcher, phrase string) buildFunc[dshq.Sessi
 				return nil, fmt.Errorf("read session %q: %w", k.SessionID, err)
 			}
 			if ok {
-				rec := dshq.SessionRecord{Header: info.Header, Tenant: info.Tenant, Live: k.Live, Persisted: true}
+				rec := dshq.SessionRecord{Header: info.Header.Header, Tenant: info.Tenant, Live: k.Live, Persisted: true}
 				out[i] = &dshq.SessionSearchHit{SessionRecord: rec, BestMatch: *best[i]}
 			}
 		}

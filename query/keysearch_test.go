@@ -140,10 +140,10 @@ type hidingSnapshot struct {
 
 func (h hidingSnapshot) Generation() uint64 { return h.Snapshot.Generation() - h.p.lag }
 
-func (h hidingSnapshot) Event(id string, seq int64) (StoredEvent, bool, error) {
+func (h hidingSnapshot) Event(id string, seq int64) (dshq.StoredEvent, bool, error) {
 	h.p.reads.Add(1)
 	if id == h.p.hide {
-		return StoredEvent{}, false, nil
+		return dshq.StoredEvent{}, false, nil
 	}
 	return h.Snapshot.Event(id, seq)
 }
@@ -254,7 +254,7 @@ type sessionCountingSnapshot struct {
 	p *sessionCountingProjection
 }
 
-func (s sessionCountingSnapshot) Session(id string) (SessionInfo, bool, error) {
+func (s sessionCountingSnapshot) Session(id string) (dshq.SessionInfo, bool, error) {
 	s.p.reads.Add(1)
 	return s.Snapshot.Session(id)
 }

@@ -70,7 +70,7 @@ func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *Request
 			if err != nil {
 				return nil, fmt.Errorf("read session %q: %w", h.SessionID, err)
 			}
-			if !ok || info.InvalidFromSeq >= 0 {
+			if !ok || info.InvalidFrom >= 0 {
 				continue
 			}
 			best, ok, err := resolveHit(snap, h.SessionID, h.BestMatch)
@@ -95,7 +95,7 @@ func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *Request) 
 	if err != nil {
 		return nil, err
 	}
-	if info.InvalidFromSeq >= 0 {
+	if info.InvalidFrom >= 0 {
 		return nil, invalidSurface(info)
 	}
 	c, first, err := continueCursor(snap, req)
@@ -105,7 +105,7 @@ func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *Request) 
 	if err := checkBudget(1, eventSearchFixedBindings, req.Filters); err != nil {
 		return nil, err
 	}
-	page := dshq.EventSearchPage{Session: info.Header, Items: []dshq.EventSearchHit{}, Generation: snap.Generation()}
+	page := dshq.EventSearchPage{Session: info.Header.Header, Items: []dshq.EventSearchHit{}, Generation: snap.Generation()}
 	ks, keyed := e.search.(KeySearcher)
 	var build buildFunc[dshq.EventSearchHit]
 	if keyed {
@@ -377,7 +377,7 @@ func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *R
 		if err != nil {
 			return nil, "", fmt.Errorf("read session %q: %w", id, err)
 		}
-		if !ok || info.ReclassifiedAt > c.Generation || info.InvalidFromSeq >= 0 {
+		if !ok || info.ReclassifiedAt > c.Generation || info.InvalidFrom >= 0 {
 			return nil, "", staleCursor()
 		}
 	}

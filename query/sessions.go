@@ -26,8 +26,8 @@ func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *Request) (a
 	if !first {
 		after = c.Key
 	}
-	err = snap.SessionsByCreated(after, func(info SessionInfo) bool {
-		if info.HeaderGeneration > c.Generation {
+	err = snap.SessionsByCreated(after, func(info dshq.SessionInfo) bool {
+		if info.HeaderSeq > c.Generation {
 			return true
 		}
 		rec := sessionRecord(snap, info)
@@ -76,7 +76,7 @@ func (e *Engine) readTitles(_ context.Context, snap Snapshot, req *Request) (any
 			continue
 		}
 		out.Items = append(out.Items, dshq.TitleResult{SessionID: id, Status: "fulfilled",
-			Value: &dshq.TitleValue{Session: info.Header, Title: info.Title}})
+			Value: &dshq.TitleValue{Session: info.Header.Header, Title: info.Title}})
 	}
 	return out, nil
 }
@@ -98,8 +98,8 @@ func (e *Engine) traceSession(_ context.Context, snap Snapshot, req *Request) (a
 		return nil, err
 	}
 	tr := dshq.LineageTrace{Target: sessionRecord(snap, target), Ancestors: []dshq.SessionRecord{}, Generation: snap.Generation()}
-	seen := map[string]bool{target.Header.ID: true}
-	for p := target.Header.ParentSession; ; {
+	seen := map[string]bool{target.Header.Header.ID: true}
+	for p := target.Header.Header.ParentSession; ; {
 		if p == nil {
 			root := tr.Target
 			if n := len(tr.Ancestors); n > 0 {
@@ -121,9 +121,9 @@ func (e *Engine) traceSession(_ context.Context, snap Snapshot, req *Request) (a
 			break
 		}
 		tr.Ancestors = append(tr.Ancestors, sessionRecord(snap, parent))
-		p = parent.Header.ParentSession
+		p = parent.Header.Header.ParentSession
 	}
-	tr.Descendants, err = e.descendants(snap, target.Header.ID, e.maxReply)
+	tr.Descendants, err = e.descendants(snap, target.Header.Header.ID, e.maxReply)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func (e *Engine) traceSession(_ context.Context, snap Snapshot, req *Request) (a
 // asc. It walks iteratively and assembles nodes bottom-up. A forest whose
 // records alone exceed budget bytes is refused early.
 func (e *Engine) descendants(snap Snapshot, root string, budget int) ([]dshq.LineageNode, error) {
-	children := map[string][]SessionInfo{}
+	children := map[string][]dshq.SessionInfo{}
 	order := []string{root}
 	seen := map[string]bool{root: true}
 	size := 0
@@ -143,18 +143,18 @@ func (e *Engine) descendants(snap Snapshot, root string, budget int) ([]dshq.Lin
 		if err != nil {
 			return nil, fmt.Errorf("read children of %q: %w", order[i], err)
 		}
-		slices.SortFunc(kids, func(a, b SessionInfo) int {
-			return cmp.Or(cmp.Compare(a.Header.CreatedAt, b.Header.CreatedAt), cmp.Compare(a.Header.ID, b.Header.ID))
+		slices.SortFunc(kids, func(a, b dshq.SessionInfo) int {
+			return cmp.Or(cmp.Compare(a.Header.Header.CreatedAt, b.Header.Header.CreatedAt), cmp.Compare(a.Header.Header.ID, b.Header.Header.ID))
 		})
 		kept := kids[:0]
 		for _, k := range kids {
-			if seen[k.Header.ID] {
+			if seen[k.Header.Header.ID] {
 				continue
 			}
-			seen[k.Header.ID] = true
+			seen[k.Header.Header.ID] = true
 			kept = append(kept, k)
-			order = append(order, k.Header.ID)
-			size += 150 + len(k.Header.ID) + len(deref(k.Header.Cwd)) + len(deref(k.Header.ParentSession)) + len(deref(k.Header.AgentPreset))
+			order = append(order, k.Header.Header.ID)
+			size += 150 + len(k.Header.Header.ID) + len(deref(k.Header.Header.Cwd)) + len(deref(k.Header.Header.ParentSession)) + len(deref(k.Header.Header.AgentPreset))
 		}
 		children[order[i]] = kept
 		if size > 4*budget {
@@ -167,10 +167,10 @@ func (e *Engine) descendants(snap Snapshot, root string, budget int) ([]dshq.Lin
 		kids := children[id]
 		list := make([]dshq.LineageNode, 0, len(kids))
 		for _, k := range kids {
-			n := nodes[k.Header.ID]
+			n := nodes[k.Header.Header.ID]
 			n.Session = sessionRecord(snap, k)
 			list = append(list, n)
-			delete(nodes, k.Header.ID)
+			delete(nodes, k.Header.Header.ID)
 		}
 		nodes[id] = dshq.LineageNode{Descendants: list}
 	}
@@ -194,7 +194,7 @@ func (e *Engine) statSession(_ context.Context, snap Snapshot, req *Request) (an
 	}
 	st := dshq.SessionStat{
 		Session:             sessionRecord(snap, info),
-		InheritedEventCount: info.InheritedEventCount,
+		InheritedEventCount: info.Header.InheritedEventCount,
 		EventCount:          info.EventCount,
 		Title:               info.Title,
 		Generation:          snap.Generation(),
@@ -202,8 +202,8 @@ func (e *Engine) statSession(_ context.Context, snap Snapshot, req *Request) (an
 	if info.LastStepStart >= 0 {
 		st.LastStepStartSeq = &info.LastStepStart
 	}
-	if info.InvalidFromSeq >= 0 {
-		st.InvalidFromSeq, st.InvalidReason = &info.InvalidFromSeq, info.InvalidReason
+	if info.InvalidFrom >= 0 {
+		st.InvalidFromSeq, st.InvalidReason = &info.InvalidFrom, info.InvalidReason
 	}
 	return st, nil
 }

@@ -27,7 +27,7 @@ const DefaultMaxMessageBytes = 1<<20 - 4<<10
 // projection.Snapshot implements it; FromCommit runs on a snapshot taken
 // at the commit's generation.
 type Lookup interface {
-	Session(id string) (projection.SessionInfo, bool)
+	Session(id string) (dshq.SessionInfo, bool)
 	IsLive(id string) bool
 }
 
@@ -144,7 +144,7 @@ func (b *builder) records() error {
 	return nil
 }
 
-func (b *builder) session(s projection.SessionInfo) error {
+func (b *builder) session(s dshq.SessionInfo) error {
 	h := s.Header.Header
 	h.Version = dshq.FormatVersion2
 	a := b.where[h.ID]

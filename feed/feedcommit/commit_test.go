@@ -20,31 +20,31 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // lookup is a Lookup over fixed sessions (FromCommit is pure; a real
 // projection.Snapshot answers the same two questions).
 type lookup struct {
-	sessions map[string]projection.SessionInfo
+	sessions map[string]dshq.SessionInfo
 	live     map[string]bool
 }
 
-func (l lookup) Session(id string) (projection.SessionInfo, bool) {
+func (l lookup) Session(id string) (dshq.SessionInfo, bool) {
 	s, ok := l.sessions[id]
 	return s, ok
 }
 
 func (l lookup) IsLive(id string) bool { return l.live[id] }
 
-func info(t *testing.T, id string, cwd *string, headerSeq uint64) projection.SessionInfo {
+func info(t *testing.T, id string, cwd *string, headerSeq uint64) dshq.SessionInfo {
 	t.Helper()
 	tok, err := record.SubjectToken(id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return projection.SessionInfo{
+	return dshq.SessionInfo{
 		Header:    dshq.HeaderRecord{Header: dshq.Header{Version: 2, ID: id, CreatedAt: 1788000000000, Cwd: cwd}, FormatVersion: 0, InheritedEventCount: 3},
 		Token:     tok,
 		HeaderSeq: headerSeq,
 	}
 }
 
-func committed(t *testing.T, s projection.SessionInfo, seq int64, streamSeq uint64, raw, text string, surface dshq.Surface) projection.CommittedEvent {
+func committed(t *testing.T, s dshq.SessionInfo, seq int64, streamSeq uint64, raw, text string, surface dshq.Surface) projection.CommittedEvent {
 	env := struct {
 		Type string `json:"type"`
 		Time int64  `json:"time"`
@@ -69,7 +69,7 @@ func sampleCommit(t *testing.T) (projection.Commit, lookup) {
 	c := projection.Commit{
 		Generation: 17,
 		Epoch:      "e1",
-		Sessions:   []projection.SessionInfo{s1, s2, hostile},
+		Sessions:   []dshq.SessionInfo{s1, s2, hostile},
 		Events: []projection.CommittedEvent{
 			committed(t, s1, 0, 11, `{"type":"user/message","seq":0,"time":1788000000100,"data":{"content":[{"type":"text","text":"hi <there>"}]},"surfaceOp":"append"}`, "hi <there>", dshq.SurfaceCurrent),
 			committed(t, s2, 0, 12, `{"type":"turn/start","seq":0,"time":1788000000100,"data":{"turn":1}}`, "", dshq.SurfaceLogOnly),
@@ -98,7 +98,7 @@ func sampleCommit(t *testing.T) (projection.Commit, lookup) {
 			{Key: "old", SessionID: "old", Live: false},
 		},
 	}
-	look := lookup{sessions: map[string]projection.SessionInfo{"old": old}, live: map[string]bool{"s1": true}}
+	look := lookup{sessions: map[string]dshq.SessionInfo{"old": old}, live: map[string]bool{"s1": true}}
 	return c, look
 }
 
@@ -166,7 +166,7 @@ func TestLargeEventsAreFittedToTheSizeLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := projection.Commit{Generation: 2, Sessions: []projection.SessionInfo{s},
+			c := projection.Commit{Generation: 2, Sessions: []dshq.SessionInfo{s},
 				Events: []projection.CommittedEvent{committed(t, s, 0, 2, raw, text, dshq.SurfaceCurrent)}}
 			msgs, err := FromCommit(c, nil, WithMaxMessageBytes(tt.max))
 			if tt.err {

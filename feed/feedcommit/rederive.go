@@ -13,9 +13,9 @@ import (
 type Source interface {
 	Lookup
 	Epoch() string
-	SessionsByCreated(afterKey []byte, fn func(projection.SessionInfo) bool) error
-	Event(id string, seq int64) (projection.StoredEvent, bool)
-	Events(id string, fromSeq int64, fn func(projection.StoredEvent) bool) error
+	SessionsByCreated(afterKey []byte, fn func(dshq.SessionInfo) bool) error
+	Event(id string, seq int64) (dshq.StoredEvent, bool)
+	Events(id string, fromSeq int64, fn func(dshq.StoredEvent) bool) error
 	Quarantined(afterSeq uint64, fn func(projection.QuarantineRecord) bool) error
 }
 
@@ -38,7 +38,7 @@ var _ Source = projection.Snapshot(nil)
 func Rederive(src Source, after, through uint64) (projection.Commit, error) {
 	c := projection.Commit{Generation: through, Epoch: src.Epoch()}
 	var failed error
-	err := src.SessionsByCreated(nil, func(s projection.SessionInfo) bool {
+	err := src.SessionsByCreated(nil, func(s dshq.SessionInfo) bool {
 		if s.HeaderSeq > after && s.HeaderSeq <= through {
 			c.Sessions = append(c.Sessions, s)
 		}
@@ -64,14 +64,14 @@ func Rederive(src Source, after, through uint64) (projection.Commit, error) {
 	if err != nil {
 		return projection.Commit{}, err
 	}
-	slices.SortStableFunc(c.Sessions, func(x, y projection.SessionInfo) int { return cmp.Compare(x.HeaderSeq, y.HeaderSeq) })
+	slices.SortStableFunc(c.Sessions, func(x, y dshq.SessionInfo) int { return cmp.Compare(x.HeaderSeq, y.HeaderSeq) })
 	slices.SortStableFunc(c.Events, func(x, y projection.CommittedEvent) int { return cmp.Compare(x.StreamSeq, y.StreamSeq) })
 	return c, nil
 }
 
 // rederiveEvents adds a session's events in range, the reclassifications
 // they caused and its title if set in range.
-func rederiveEvents(src Source, s projection.SessionInfo, after, through uint64, c *projection.Commit) error {
+func rederiveEvents(src Source, s dshq.SessionInfo, after, through uint64, c *projection.Commit) error {
 	id := s.Header.Header.ID
 	tok := s.Token
 	if tok == "" {
@@ -82,7 +82,7 @@ func rederiveEvents(src Source, s projection.SessionInfo, after, through uint64,
 	}
 	ws := record.WorkspaceKey(s.Header.Header.Cwd)
 	from := firstAfter(src, s, after)
-	return src.Events(id, from, func(e projection.StoredEvent) bool {
+	return src.Events(id, from, func(e dshq.StoredEvent) bool {
 		if e.StreamSeq > through {
 			return false
 		}
@@ -105,7 +105,7 @@ func rederiveEvents(src Source, s projection.SessionInfo, after, through uint64,
 
 // firstAfter returns the seq of the session's first event whose stream
 // sequence is after `after` (events are stored in stream order).
-func firstAfter(src Source, s projection.SessionInfo, after uint64) int64 {
+func firstAfter(src Source, s dshq.SessionInfo, after uint64) int64 {
 	lo, hi := int64(0), s.EventCount
 	for lo < hi {
 		mid := lo + (hi-lo)/2
