@@ -33,17 +33,8 @@ import (
 	"github.com/dshq/dshq/projection"
 )
 
-// Service identity and subjects.
-const (
-	// ServiceName is the micro service name (visible to `nats micro ls`).
-	ServiceName = "dsh-admin"
-	// Version is the service version.
-	Version = "1.0.0"
-	// SubjectPrefix prefixes every endpoint subject.
-	SubjectPrefix = "dsh.admin.v1"
-)
-
-// Endpoint names.
+// Endpoint names: each is served on dshq.AdminSubjectPrefix.<name>
+// (dsh.admin.v1.<name>) by the service dshq.AdminService.
 const (
 	EndpointStatus  = "status"
 	EndpointStats   = "stats"
@@ -123,7 +114,7 @@ type config struct {
 }
 
 // WithStream sets the session stream whose tail Stats compares with the
-// generation (default projection.DefaultStream).
+// generation (default dshq.SessionStream).
 func WithStream(name string) Option { return func(c *config) { c.stream = name } }
 
 // WithLogger sets the logger (default slog.Default()).
@@ -146,7 +137,7 @@ type server struct {
 // function, which stops the service, cancels a running rebuild and waits for
 // it. p must be running (Run) for a rebuild to finish.
 func Serve(ctx context.Context, nc *nats.Conn, p *projection.Projector, opts ...Option) (stop func() error, err error) {
-	cfg := config{stream: projection.DefaultStream, log: slog.Default()}
+	cfg := config{stream: dshq.SessionStream, log: slog.Default()}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -157,15 +148,15 @@ func Serve(ctx context.Context, nc *nats.Conn, p *projection.Projector, opts ...
 	sctx, cancel := context.WithCancel(ctx)
 	s := &server{p: p, js: js, cfg: cfg, ctx: sctx}
 	svc, err := micro.AddService(nc, micro.Config{
-		Name:        ServiceName,
-		Version:     Version,
+		Name:        dshq.AdminService,
+		Version:     dshq.ServiceVersion,
 		Description: "dshq operator API: status, stats, rebuild",
 	})
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("admin: add service: %w", err)
 	}
-	g := svc.AddGroup(SubjectPrefix)
+	g := svc.AddGroup(dshq.AdminSubjectPrefix)
 	for name, h := range map[string]func(context.Context) (any, error){
 		EndpointStatus:  func(context.Context) (any, error) { return s.status(), nil },
 		EndpointStats:   s.stats,
@@ -335,18 +326,18 @@ func (c *Client) call(ctx context.Context, endpoint string, out any) error {
 		ctx, cancel = context.WithTimeout(ctx, 35*time.Second)
 		defer cancel()
 	}
-	msg, err := c.nc.RequestWithContext(ctx, SubjectPrefix+"."+endpoint, []byte("{}"))
+	msg, err := c.nc.RequestWithContext(ctx, dshq.AdminSubjectPrefix+"."+endpoint, []byte("{}"))
 	if errors.Is(err, nats.ErrNoResponders) {
-		return &dshq.Error{Code: dshq.CodeIndexFailed, Message: "no projector serves " + ServiceName + " (is dshq serve or the projector running?)", Err: err}
+		return &dshq.Error{Code: dshq.CodeIndexFailed, Message: "no projector serves " + dshq.AdminService + " (is dshq serve or the projector running?)", Err: err}
 	}
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", ServiceName, endpoint, err)
+		return fmt.Errorf("%s %s: %w", dshq.AdminService, endpoint, err)
 	}
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
 		return &dshq.Error{Code: dshq.Code(code), Message: msg.Header.Get(micro.ErrorHeader)}
 	}
 	if err := json.Unmarshal(msg.Data, out); err != nil {
-		return fmt.Errorf("%s %s: decode reply: %w", ServiceName, endpoint, err)
+		return fmt.Errorf("%s %s: decode reply: %w", dshq.AdminService, endpoint, err)
 	}
 	return nil
 }

@@ -275,7 +275,7 @@ func rawStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, e
 	if _, err := bus.EnsureStream(ctx, js, bus.StreamConfig{}); err != nil {
 		return nil, err
 	}
-	st, err := js.Stream(ctx, projection.DefaultStream)
+	st, err := js.Stream(ctx, dshq.SessionStream)
 	if err != nil {
 		return nil, fmt.Errorf("session stream: %w", err)
 	}
@@ -301,7 +301,7 @@ func (r *runner) startPipeline(ctx context.Context, stack *[]func() error) error
 	if err != nil {
 		return err
 	}
-	stopShard, err := query.ServeShard(ctx, r.nc, query.DefaultShard, engine, query.WithLogger(discard))
+	stopShard, err := query.ServeShard(ctx, r.nc, dshq.DefaultShard, engine, query.WithLogger(discard))
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/projection"
 )
 
@@ -89,14 +90,14 @@ func (r *runner) progressBatches(records uint64, batches int64) {
 }
 
 func deleteConsumer(ctx context.Context, js jetstream.JetStream, name string) error {
-	if err := js.DeleteConsumer(ctx, projection.DefaultStream, name); err != nil {
+	if err := js.DeleteConsumer(ctx, dshq.SessionStream, name); err != nil {
 		return fmt.Errorf("delete consumer %s: %w", name, err)
 	}
 	return nil
 }
 
 func (r *runner) streamLast(ctx context.Context) (uint64, error) {
-	st, err := r.js.Stream(ctx, projection.DefaultStream)
+	st, err := r.js.Stream(ctx, dshq.SessionStream)
 	if err != nil {
 		return 0, fmt.Errorf("session stream: %w", err)
 	}
@@ -111,7 +112,7 @@ func (r *runner) streamLast(ctx context.Context) (uint64, error) {
 // to last with a durable consumer doing no work, in the projector's batch
 // size: the stream's own read limit.
 func (r *runner) rawConsume(ctx context.Context, name string, last uint64) (time.Duration, error) {
-	st, err := r.js.Stream(ctx, projection.DefaultStream)
+	st, err := r.js.Stream(ctx, dshq.SessionStream)
 	if err != nil {
 		return 0, fmt.Errorf("session stream: %w", err)
 	}

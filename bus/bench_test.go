@@ -87,7 +87,7 @@ func benchRaw(b *testing.B, e *embedded.Server) {
 		b.Fatal(err)
 	}
 	evs := cmds(b, 0, 1)
-	subject := SubjectPrefix + "raw-" + strconv.Itoa(benchSeq)
+	subject := dshq.LogSubjectPrefix + "raw-" + strconv.Itoa(benchSeq)
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	start := time.Now()

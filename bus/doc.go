@@ -60,7 +60,7 @@
 // # Ownership
 //
 // Single-writer ownership is a lease in a JetStream key-value bucket
-// (DefaultLeaseBucket), one key per session (LeaseKey of its subject token).
+// (dshq.LeaseBucket), one key per session (LeaseKey of its subject token).
 // The bucket's max age is the lease TTL and each write handle's heartbeat
 // goroutine rewrites its key every TTL/3; a crashed writer's key ages out
 // and the bucket leaves a limit marker, so a watcher sees the lapse. The

@@ -82,7 +82,7 @@ func TestImport_Outcomes(t *testing.T) {
 				t.Fatalf("result %+v", res)
 			}
 			wantRecords(t, st, hdr, events)
-			last, err := st.lastSeq(ctx, SubjectPrefix+hdr.Header.ID)
+			last, err := st.lastSeq(ctx, dshq.LogSubjectPrefix+hdr.Header.ID)
 			if err != nil || last != res.LastSeq {
 				t.Errorf("LastSeq %d, the subject ends at %d (%v)", res.LastSeq, last, err)
 			}
@@ -388,7 +388,7 @@ func TestImport_SurvivesServerRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitFor(t, 30*time.Second, "the import to store records", func() bool {
-				last, err := ps.lastSeq(ctx, SubjectPrefix+"restarted")
+				last, err := ps.lastSeq(ctx, dshq.LogSubjectPrefix+"restarted")
 				return err == nil && last > 1
 			})
 			select {

@@ -20,7 +20,7 @@ func TestPublisher_ReplayIsRecognisedAsStored(t *testing.T) {
 	s := newStore(t, e)
 	for _, n := range []int{1, 3} {
 		t.Run(fmt.Sprintf("a replay of %d record(s) returns the stored sequence", n), func(t *testing.T) {
-			subject := fmt.Sprintf("%sreplay-%d", SubjectPrefix, n)
+			subject := fmt.Sprintf("%sreplay-%d", dshq.LogSubjectPrefix, n)
 			recs := make([]outRecord, n)
 			for i := range recs {
 				recs[i] = outRecord{msgID: fmt.Sprintf("replay-%d:%d", n, i), data: []byte(fmt.Sprintf(`{"n":%d}`, i))}
@@ -43,7 +43,7 @@ func TestPublisher_ReplayIsRecognisedAsStored(t *testing.T) {
 		})
 	}
 	t.Run("a different record at the same position is a permanent conflict", func(t *testing.T) {
-		subject := SubjectPrefix + "clash"
+		subject := dshq.LogSubjectPrefix + "clash"
 		if _, err := s.pub.publishChunk(ctx, subject, 0, []outRecord{{msgID: "clash:0", data: []byte(`{"a":1}`)}}); err != nil {
 			t.Fatal(err)
 		}

@@ -130,7 +130,7 @@ func TestRecords_CarryContractHeaders(t *testing.T) {
 	}
 	prev := uint64(0)
 	for i, want := range []string{tok + ":h", tok + ":0", tok + ":1", tok + ":2"} {
-		m, err := s.stream.GetMsg(ctx, prev+1, jetstream.WithGetMsgSubject(SubjectPrefix+tok))
+		m, err := s.stream.GetMsg(ctx, prev+1, jetstream.WithGetMsgSubject(dshq.LogSubjectPrefix+tok))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,7 +27,7 @@ func streamMsgs(t testing.TB, s *Store) uint64 {
 func publishRaw(t testing.TB, s *Store, id string, data string) {
 	t.Helper()
 	tok := mustToken(t, id)
-	if _, err := s.js.Publish(context.Background(), SubjectPrefix+tok, []byte(data)); err != nil {
+	if _, err := s.js.Publish(context.Background(), dshq.LogSubjectPrefix+tok, []byte(data)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -488,7 +488,7 @@ func (s *Store) List(ctx context.Context) ([]Snapshot, error) {
 	var out []Snapshot
 	seen := map[string]bool{}
 	for subject := range subjects {
-		tenant, tok, err := record.SplitLogKey(subject[len(SubjectPrefix):])
+		tenant, tok, err := record.SplitLogKey(subject[len(dshq.LogSubjectPrefix):])
 		if err != nil || tenant != s.opts.tenant {
 			continue
 		}

@@ -10,23 +10,17 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/record"
 )
 
-// Stream and bucket defaults (CONTRACT §2).
+// Stream and bucket defaults (the names are dshq.SessionStream,
+// dshq.LogSubjects and dshq.LeaseBucket).
 const (
-	// DefaultStreamName is the session log stream.
-	DefaultStreamName = "DSH_SESSIONS"
-	// SubjectPrefix prefixes every session subject: dsh.log.<token>.
-	SubjectPrefix = "dsh.log."
-	// StreamSubjects is the stream's only subject filter.
-	StreamSubjects = "dsh.log.>"
 	// DefaultDuplicates is the stream's duplicate window. It bounds how long
 	// after a first attempt a retried publish is still recognised by its
 	// Nats-Msg-Id; it is longer than DefaultRetryMaxElapsed.
 	DefaultDuplicates = 10 * time.Minute
-	// DefaultLeaseBucket is the key-value bucket of write leases.
-	DefaultLeaseBucket = "DSH_LEASES"
 	// DefaultLeaseTTL is how long a write lease outlives its last heartbeat.
 	DefaultLeaseTTL = 15 * time.Second
 )
@@ -38,19 +32,19 @@ func Subject(id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return SubjectPrefix + tok, nil
+	return dshq.LogSubjectPrefix + tok, nil
 }
 
 // StreamConfig says what EnsureStream provisions. The zero value is the
 // default deployment.
 type StreamConfig struct {
-	// Name is the stream name ("" = DefaultStreamName).
+	// Name is the stream name ("" = dshq.SessionStream).
 	Name string
 	// Replicas is the stream and bucket replica count (0 = 1).
 	Replicas int
 	// Duplicates is the duplicate window (0 = DefaultDuplicates).
 	Duplicates time.Duration
-	// LeaseBucket is the write-lease bucket ("" = DefaultLeaseBucket).
+	// LeaseBucket is the write-lease bucket ("" = dshq.LeaseBucket).
 	LeaseBucket string
 	// LeaseTTL is the lease lifetime without heartbeat (0 = DefaultLeaseTTL).
 	// It is the bucket's max age, so it is fixed when the bucket is created.
@@ -59,7 +53,7 @@ type StreamConfig struct {
 
 func (c StreamConfig) withDefaults() StreamConfig {
 	if c.Name == "" {
-		c.Name = DefaultStreamName
+		c.Name = dshq.SessionStream
 	}
 	if c.Replicas == 0 {
 		c.Replicas = 1
@@ -68,7 +62,7 @@ func (c StreamConfig) withDefaults() StreamConfig {
 		c.Duplicates = DefaultDuplicates
 	}
 	if c.LeaseBucket == "" {
-		c.LeaseBucket = DefaultLeaseBucket
+		c.LeaseBucket = dshq.LeaseBucket
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL
@@ -83,7 +77,7 @@ func (c StreamConfig) withDefaults() StreamConfig {
 func (c StreamConfig) jsConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:               c.Name,
-		Subjects:           []string{StreamSubjects},
+		Subjects:           []string{dshq.LogSubjects},
 		Storage:            jetstream.FileStorage,
 		Retention:          jetstream.LimitsPolicy,
 		Discard:            jetstream.DiscardOld,
@@ -250,7 +244,7 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // DiscoverStreamConfig returns the StreamConfig of an already provisioned
-// deployment: the session log stream named name ("" = DefaultStreamName)
+// deployment: the session log stream named name ("" = dshq.SessionStream)
 // with its replicas and duplicate window, and the lease TTL of the default
 // lease bucket when it exists. A client that must work with whatever a
 // server provisioned (dshq import, export) passes it to NewStore, so the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
 )
 
@@ -25,7 +26,7 @@ func TestEnsureStream(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := st.CachedInfo().Config
-			if c.Name != DefaultStreamName || c.Subjects[0] != StreamSubjects || c.Storage != jetstream.FileStorage ||
+			if c.Name != dshq.SessionStream || c.Subjects[0] != dshq.LogSubjects || c.Storage != jetstream.FileStorage ||
 				!c.AllowAtomicPublish || !c.DenyDelete || !c.DenyPurge || c.Duplicates != DefaultDuplicates {
 				t.Fatalf("config %+v", c)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/record"
 )
 
@@ -45,7 +46,7 @@ func TenantSubject(tenant, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return SubjectPrefix + record.LogKey(tenant, tok), nil
+	return dshq.LogSubjectPrefix + record.LogKey(tenant, tok), nil
 }
 
 // TenantLeaseKey returns the write-lease key of tenant's session with
@@ -95,7 +96,7 @@ func (s *Store) Namespace(tenant string) (*Store, error) {
 func (s *Store) logKey(tok string) string { return record.LogKey(s.opts.tenant, tok) }
 
 // subjectOf is the log subject of the Store's session with token tok.
-func (s *Store) subjectOf(tok string) string { return SubjectPrefix + s.logKey(tok) }
+func (s *Store) subjectOf(tok string) string { return dshq.LogSubjectPrefix + s.logKey(tok) }
 
 // leaseKey is the lease key of the Store's session with token tok.
 func (s *Store) leaseKey(tok string) string { return TenantLeaseKey(s.opts.tenant, tok) }
@@ -116,7 +117,7 @@ func (s *Store) initTenant(ctx context.Context) error {
 	s.reader = tenantReader{s}
 	s.kv = tenantLeases{nc: s.nc, js: s.js, bucket: s.opts.stream.LeaseBucket}
 	return s.pub.retry(ctx, func(ctx context.Context) error {
-		if _, err := s.reader.last(ctx, SubjectPrefix+t+".>"); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		if _, err := s.reader.last(ctx, dshq.LogSubjectPrefix+t+".>"); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return fmt.Errorf("stream %s does not answer tenant %q (it must be provisioned, with allow_direct, by the trusted side): %w",
 				s.opts.stream.Name, t, err)
 		}

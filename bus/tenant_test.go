@@ -126,7 +126,7 @@ func TestTenantStoreIsTheSeamWithinItsOwnSubjects(t *testing.T) {
 	if err != nil || snap == nil || !snap.Live || snap.EventCount != 43 || snap.Revision != last {
 		t.Fatalf("stat while writing: %+v, %v (last %d)", snap, err, last)
 	}
-	lease, err := te.js.KeyValue(ctx, bus.DefaultLeaseBucket)
+	lease, err := te.js.KeyValue(ctx, dshq.LeaseBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestTenantStoreIsTheSeamWithinItsOwnSubjects(t *testing.T) {
 	if recs[0].MsgID != "teamA."+tok+":h" || recs[43].MsgID != "teamA."+tok+":42" {
 		t.Fatalf("msg ids %q … %q", recs[0].MsgID, recs[43].MsgID)
 	}
-	stream, err := te.js.Stream(ctx, bus.DefaultStreamName)
+	stream, err := te.js.Stream(ctx, dshq.SessionStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestTenantStoreIsTheSeamWithinItsOwnSubjects(t *testing.T) {
 
 	// Not vacuous: what the tenant may not do is reported there.
 	_, nc, v2 := te.store(t, "teamA")
-	if err := nc.Publish("$JS.API.STREAM.INFO."+bus.DefaultStreamName, nil); err != nil {
+	if err := nc.Publish("$JS.API.STREAM.INFO."+dshq.SessionStream, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {

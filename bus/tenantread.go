@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dshq/dshq"
 )
 
 // A tenant's Store reads only its own log subjects, in the two forms its
@@ -123,7 +125,7 @@ func (r tenantReader) count(ctx context.Context, subject string) (uint64, error)
 // subjects lists the tenant's log subjects: a consumer of the last record of
 // each, then the count of each.
 func (r tenantReader) subjects(ctx context.Context) (map[string]uint64, error) {
-	prefix := SubjectPrefix + r.s.opts.tenant + "."
+	prefix := dshq.LogSubjectPrefix + r.s.opts.tenant + "."
 	out := map[string]uint64{}
 	_, err := r.consume(ctx, consumerRead{filter: prefix + "*", lastPerSubject: true, window: consumerWindow, headersOnly: true},
 		func(m *nats.Msg, _ *nats.MsgMetadata) (bool, error) {

@@ -150,9 +150,9 @@ func streamLastSeq(t testing.TB, nc *nats.Conn) uint64 {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := js.Stream(ctx, bus.DefaultStreamName)
+	st, err := js.Stream(ctx, dshq.SessionStream)
 	if err != nil {
-		t.Fatalf("stream %s: %v", bus.DefaultStreamName, err)
+		t.Fatalf("stream %s: %v", dshq.SessionStream, err)
 	}
 	info, err := st.Info(ctx)
 	if err != nil {

@@ -214,7 +214,7 @@ func TestDeploymentSeparatesTenants(t *testing.T) {
 			}
 		}
 	})
-	stream, leases := bus.DefaultStreamName, bus.DefaultLeaseBucket
+	stream, leases := dshq.SessionStream, dshq.LeaseBucket
 	bLease := bus.TenantLeaseKey("teamB", bTok)
 	for _, c := range []struct {
 		name, subject string
@@ -242,10 +242,10 @@ func TestDeploymentSeparatesTenants(t *testing.T) {
 		{"leases: the bucket's info (every key)", "$JS.API.STREAM.INFO.KV_" + leases, `{"subjects_filter":"$KV.>"}`, nil},
 		// Tools: teamB's subjects, the trusted ones.
 		{"tools: teamB's tool subject", tenancy.ToolSubject("teamB", tools.NameSessionEventRead), `{"seq":1}`, callerHeader(bID)},
-		{"tools: the trusted tool subject", toolservice.SubjectPrefix + "." + tools.NameSessionEventRead, `{"seq":1}`, callerHeader(bID)},
+		{"tools: the trusted tool subject", dshq.ToolsSubjectPrefix + "." + tools.NameSessionEventRead, `{"seq":1}`, callerHeader(bID)},
 		// The trusted APIs.
 		{"the query API", "dsh.query.v1.sessions.list", `{}`, nil},
-		{"the projection shard", query.ShardSubject(query.DefaultShard, "sessions.list"), `{}`, nil},
+		{"the projection shard", dshq.ShardSubject(dshq.DefaultShard, "sessions.list"), `{}`, nil},
 		{"the admin API", "dsh.admin.v1.status", `{}`, nil},
 		{"the live feed", "$JS.API.CONSUMER.CREATE.DSH_FEED", `{}`, nil},
 		// The log itself cannot be changed, purged or deleted.

@@ -240,7 +240,7 @@ func publishPaced(ctx context.Context, js jetstream.JetStream, recs []streamReco
 		if r.n >= 0 {
 			id = r.tok + ":" + strconv.Itoa(r.n)
 		}
-		ack, err := js.Publish(ctx, projection.DefaultSubjectPrefix+r.tok, r.data,
+		ack, err := js.Publish(ctx, dshq.LogSubjectPrefix+r.tok, r.data,
 			jetstream.WithMsgID(id), jetstream.WithExpectLastSequencePerSubject(last[r.tok]))
 		if err != nil {
 			return publishResult{fmt.Errorf("record %s: %w", id, err)}

@@ -17,9 +17,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/internal/procmaps"
-	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/record"
 )
 
@@ -84,7 +84,7 @@ func projectForPeak(b *testing.B, tmpl [][]byte, events int) (peak, anonPeak flo
 				l = bytes.ReplaceAll(l, []byte("retry budget"), []byte(fmt.Sprintf("retry budget zeta%07d", s)))
 				n++
 			}
-			if _, err := js.PublishAsync(projection.DefaultSubjectPrefix+tok, l, jetstream.WithStallWait(time.Minute)); err != nil {
+			if _, err := js.PublishAsync(dshq.LogSubjectPrefix+tok, l, jetstream.WithStallWait(time.Minute)); err != nil {
 				b.Fatal(err)
 			}
 		}

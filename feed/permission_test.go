@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dshq/dshq"
 )
 
 // TailerPermissions is the minimal permission set of a user confined to
@@ -19,7 +21,7 @@ import (
 func TailerPermissions(stream, workspace, inboxPrefix string) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
-			"$JS.API.CONSUMER.CREATE." + stream + ".*." + SubjectPrefix + workspace + ".>",
+			"$JS.API.CONSUMER.CREATE." + stream + ".*." + dshq.FeedSubjectPrefix + workspace + ".>",
 			"$JS.API.CONSUMER.MSG.NEXT." + stream + ".*",
 			"$JS.API.CONSUMER.DELETE." + stream + ".*",
 		}},
@@ -32,7 +34,7 @@ func TestConfinedUserTailsItsWorkspaceAndIsRefusedAnother(t *testing.T) {
 	srv := startServer(t, func(o *server.Options) {
 		o.Users = []*server.User{
 			{Username: "projector", Password: "p"},
-			{Username: "tailer", Password: "t", Permissions: TailerPermissions(DefaultStream, wsA, "_INBOX_tailer")},
+			{Username: "tailer", Password: "t", Permissions: TailerPermissions(dshq.FeedStream, wsA, "_INBOX_tailer")},
 		}
 	})
 	_, adminJS := connect(t, srv, nats.UserInfo("projector", "p"))
@@ -116,11 +118,11 @@ func TestConfinedUserTailsItsWorkspaceAndIsRefusedAnother(t *testing.T) {
 	t.Run("the confined user cannot read the stream directly", func(t *testing.T) {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		if _, err := tailJS.Stream(rctx, DefaultStream); err == nil {
+		if _, err := tailJS.Stream(rctx, dshq.FeedStream); err == nil {
 			t.Fatal("stream info succeeded")
 		}
 		expectViolation(t, asyncErrs, "Publish to \"$JS.API.STREAM.INFO.")
-		if _, err := tailNC.Subscribe(SubjectPrefix+">", func(*nats.Msg) {}); err != nil {
+		if _, err := tailNC.Subscribe(dshq.FeedSubjectPrefix+">", func(*nats.Msg) {}); err != nil {
 			t.Fatal(err)
 		}
 		_ = tailNC.Flush()
@@ -151,7 +153,7 @@ func waitConsumers(t *testing.T, js jetstream.JetStream, n int) {
 	ctx := testContext(t)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st, err := js.Stream(ctx, DefaultStream)
+		st, err := js.Stream(ctx, dshq.FeedStream)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +169,7 @@ func waitConsumers(t *testing.T, js jetstream.JetStream, n int) {
 
 func TestTailWorksWithoutTheDeletePermission(t *testing.T) {
 	wsA := wsOf("/ws/a")
-	perms := TailerPermissions(DefaultStream, wsA, "_INBOX_tailer")
+	perms := TailerPermissions(dshq.FeedStream, wsA, "_INBOX_tailer")
 	perms.Publish.Allow = perms.Publish.Allow[:2] // no CONSUMER.DELETE
 	srv := startServer(t, func(o *server.Options) {
 		o.Users = []*server.User{

@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/dshq/dshq"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dshq/dshq"
 )
 
 // DefaultPublishTimeout bounds how long Publish retries a commit whose
@@ -38,7 +39,7 @@ type Publisher struct {
 // PublisherOption configures NewPublisher.
 type PublisherOption func(*Publisher)
 
-// WithPublishStream sets the feed stream's name (DefaultStream).
+// WithPublishStream sets the feed stream's name (dshq.FeedStream).
 func WithPublishStream(name string) PublisherOption {
 	return func(p *Publisher) { p.stream = name }
 }
@@ -51,7 +52,7 @@ func WithPublishTimeout(d time.Duration) PublisherOption {
 // NewPublisher returns a Publisher on js. The stream must exist
 // (EnsureStream).
 func NewPublisher(js jetstream.JetStream, opts ...PublisherOption) *Publisher {
-	p := &Publisher{js: js, stream: DefaultStream, timeout: DefaultPublishTimeout}
+	p := &Publisher{js: js, stream: dshq.FeedStream, timeout: DefaultPublishTimeout}
 	for _, o := range opts {
 		o(p)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/dshq/dshq"
 )
 
 func TestQueuePublishesCommitsInOrder(t *testing.T) {
@@ -44,7 +46,7 @@ func TestQueueRetriesThroughAnOutage(t *testing.T) {
 	ctx := testContext(t)
 	q := NewQueue(pub)
 	defer q.Close(ctx)
-	if err := js.DeleteStream(ctx, DefaultStream); err != nil {
+	if err := js.DeleteStream(ctx, dshq.FeedStream); err != nil {
 		t.Fatal(err)
 	}
 	var want []Message
@@ -82,7 +84,7 @@ func TestQueueRetriesThroughAnOutage(t *testing.T) {
 func TestQueueRefusesWhenFullAndCloseAbandonsTheRest(t *testing.T) {
 	pub, js := setup(t, StreamConfig{})
 	ctx := testContext(t)
-	if err := js.DeleteStream(ctx, DefaultStream); err != nil {
+	if err := js.DeleteStream(ctx, dshq.FeedStream); err != nil {
 		t.Fatal(err)
 	}
 	q := NewQueue(pub, WithQueueMessages(5))

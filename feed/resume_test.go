@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dshq/dshq"
 )
 
 // published is the ground truth of what a test published: every message
@@ -306,7 +308,7 @@ func TestSubscribeCallsFnInOrderUntilItFails(t *testing.T) {
 	// With nothing to deliver, Subscribe returns when its context ends.
 	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	err = Subscribe(cctx, js, Filter{}, Live(), func(Message) error { return nil }, WithSubscribeStream(DefaultStream))
+	err = Subscribe(cctx, js, Filter{}, Live(), func(Message) error { return nil }, WithSubscribeStream(dshq.FeedStream))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("subscribe returned %v, want the context's deadline", err)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dshq/dshq"
 )
 
 // Stream defaults. The feed is derived data (the projection can always say
@@ -16,8 +18,6 @@ import (
 // generation still retained, and one older than that is told so
 // (ErrNotRetained) and resynchronises from the query API.
 const (
-	// DefaultStream is the feed stream's name.
-	DefaultStream = "DSH_FEED"
 	// DefaultMaxAge is how long a feed message is retained.
 	DefaultMaxAge = 7 * 24 * time.Hour
 	// DefaultMaxBytes bounds the feed stream's size (oldest messages go
@@ -32,7 +32,7 @@ const (
 // StreamConfig says what EnsureStream provisions. The zero value is the
 // default deployment.
 type StreamConfig struct {
-	// Name is the stream name ("" = DefaultStream).
+	// Name is the stream name ("" = dshq.FeedStream).
 	Name string
 	// MaxAge is the retention age (0 = DefaultMaxAge; negative = no age
 	// limit).
@@ -49,7 +49,7 @@ type StreamConfig struct {
 
 func (c StreamConfig) withDefaults() StreamConfig {
 	if c.Name == "" {
-		c.Name = DefaultStream
+		c.Name = dshq.FeedStream
 	}
 	if c.MaxAge == 0 {
 		c.MaxAge = DefaultMaxAge
@@ -83,7 +83,7 @@ func (c StreamConfig) jsConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:              c.Name,
 		Description:       "dshq live feed: what the projector committed",
-		Subjects:          []string{StreamSubjects},
+		Subjects:          []string{dshq.FeedSubjects},
 		Storage:           jetstream.FileStorage,
 		Retention:         jetstream.LimitsPolicy,
 		Discard:           jetstream.DiscardOld,

@@ -1,15 +1,12 @@
 package feed
 
 import (
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/record"
 )
 
 // Subject layout: dsh.feed.<workspace>.<token>.<kind>.
 const (
-	// SubjectPrefix prefixes every feed subject.
-	SubjectPrefix = "dsh.feed."
-	// StreamSubjects is the feed stream's subject filter.
-	StreamSubjects = "dsh.feed.>"
 	// QuarantineWorkspace is the workspace token of a refused record that
 	// belongs to no known session (its subject had no valid header record,
 	// or is not a session subject at all). It is neither a workspace key
@@ -34,7 +31,7 @@ func Subject(ws, tok string, k Kind) (string, error) {
 	if err := validateAddress(k, ws, tok); err != nil {
 		return "", err
 	}
-	return SubjectPrefix + ws + "." + tok + "." + string(k), nil
+	return dshq.FeedSubjectPrefix + ws + "." + tok + "." + string(k), nil
 }
 
 // validateAddress checks a message's workspace and token.
@@ -115,13 +112,13 @@ func (f Filter) Subject() (string, error) {
 	}
 	switch {
 	case kind != "*":
-		return SubjectPrefix + ws + "." + tok + "." + kind, nil
+		return dshq.FeedSubjectPrefix + ws + "." + tok + "." + kind, nil
 	case tok != "*":
-		return SubjectPrefix + ws + "." + tok + ".>", nil
+		return dshq.FeedSubjectPrefix + ws + "." + tok + ".>", nil
 	case ws != "*":
-		return SubjectPrefix + ws + ".>", nil
+		return dshq.FeedSubjectPrefix + ws + ".>", nil
 	}
-	return StreamSubjects, nil
+	return dshq.FeedSubjects, nil
 }
 
 // wants reports whether a delivered message of kind k passes f's kinds.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
+	"github.com/dshq/dshq"
 )
 
 // Start says where a subscription begins. Build one with AfterGeneration,
@@ -119,7 +121,7 @@ type subConfig struct {
 	stream string
 }
 
-// WithSubscribeStream sets the feed stream's name (DefaultStream).
+// WithSubscribeStream sets the feed stream's name (dshq.FeedStream).
 func WithSubscribeStream(name string) SubscribeOption {
 	return func(c *subConfig) { c.stream = name }
 }
@@ -172,7 +174,7 @@ func (e *MalformedError) Unwrap() error { return e.Err }
 // Errors: an invalid filter (*dshq.Error), a start point no longer
 // retained (*NotRetainedError), or the bus's error.
 func Tail(ctx context.Context, js jetstream.JetStream, f Filter, from Start, opts ...SubscribeOption) (*Subscription, error) {
-	cfg := subConfig{stream: DefaultStream}
+	cfg := subConfig{stream: dshq.FeedStream}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/admin"
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/feed"
@@ -64,7 +65,7 @@ type Config struct {
 	// Projection configures the projector part.
 	Projection ProjectionConfig
 	// QueryShard is the projection shard the query part asks
-	// ("" = query.DefaultShard).
+	// ("" = dshq.DefaultShard).
 	QueryShard string
 	// Logger receives structured logs (nil = slog.Default()).
 	Logger *slog.Logger
@@ -80,7 +81,7 @@ type Config struct {
 type ProjectionConfig struct {
 	// Dir is the projection's data directory ("" = Home/projection).
 	Dir string
-	// Durable is the durable consumer's name (projection.DefaultDurable).
+	// Durable is the durable consumer's name (dshq.ProjectorDurable).
 	Durable string
 	// BatchSize bounds the records applied per transaction
 	// (projection.DefaultBatchSize).
@@ -189,7 +190,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 		if cfg.QueryShard != "" {
 			qopts = append(qopts, query.WithShard(cfg.QueryShard))
 		}
-		if shard != nil && (cfg.QueryShard == "" || cfg.QueryShard == query.DefaultShard) {
+		if shard != nil && (cfg.QueryShard == "" || cfg.QueryShard == dshq.DefaultShard) {
 			// The shard is in this process: no second hop.
 			qopts = append(qopts, query.WithLocalShard(shard))
 		}
@@ -245,7 +246,7 @@ func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Con
 	quitFeed, feedDone := make(chan struct{}), make(chan struct{})
 	var p *projection.Projector // set before the publisher and the loop start
 	opts := append([]projection.Option{projection.WithLogger(log), projection.WithRegisterer(reg), projection.WithOnCommit(fp.hook(quitFeed, feedDone))}, popts...)
-	stream := projection.DefaultStream
+	stream := dshq.SessionStream
 	if cfg.Stream.Name != "" {
 		stream = cfg.Stream.Name
 		opts = append(opts, projection.WithStream(cfg.Stream.Name))
@@ -300,7 +301,7 @@ func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Con
 			return 0, nil, fmt.Errorf("cursor store: %w", err)
 		}
 		engine := query.NewEngine(query.FromProjector(p), query.WithSearcher(query.FromIndexFunc(p.Index)), query.WithCursorStore(cursors))
-		stop, err := query.ServeShard(ctx, nc, query.DefaultShard, engine, query.WithLogger(log))
+		stop, err := query.ServeShard(ctx, nc, dshq.DefaultShard, engine, query.WithLogger(log))
 		if err != nil {
 			return 0, nil, fmt.Errorf("start query shard: %w", err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/feed"
 	"github.com/dshq/dshq/internal/natsconn"
@@ -148,7 +149,7 @@ func TestRun_ExternalServerIsUsedAsIs(t *testing.T) {
 	}
 	_, js := dial(t, e.ClientURL())
 	// The node provisioned the streams on the external server.
-	for _, name := range []string{"DSH_SESSIONS", feed.DefaultStream} {
+	for _, name := range []string{"DSH_SESSIONS", dshq.FeedStream} {
 		if _, err := js.Stream(context.Background(), name); err != nil {
 			t.Errorf("stream %s: %v", name, err)
 		}
@@ -247,7 +248,7 @@ func TestRun_FeedHasEveryCommitOnceAfterACrashBeforePublishing(t *testing.T) {
 func readFeed(t *testing.T, js jetstream.JetStream) []feed.Message {
 	t.Helper()
 	ctx := context.Background()
-	s, err := js.Stream(ctx, feed.DefaultStream)
+	s, err := js.Stream(ctx, dshq.FeedStream)
 	if err != nil {
 		t.Fatal(err)
 	}

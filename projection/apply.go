@@ -65,14 +65,14 @@ func (p *Projector) newBatch(inst *instance, tx *bolt.Tx) *batch {
 // errors: an error means the store itself failed.
 func (b *batch) apply(r streamRecord) error {
 	b.gen = r.seq
-	key, ok := strings.CutPrefix(r.subject, DefaultSubjectPrefix)
+	key, ok := strings.CutPrefix(r.subject, dshq.LogSubjectPrefix)
 	var tenant, tok string
 	var err error
 	if ok {
 		tenant, tok, err = record.SplitLogKey(key)
 	}
 	if !ok || err != nil {
-		return b.quarantine(r, "", fmt.Sprintf("subject %q is not %s<token> or %s<tenant>.<token>", r.subject, DefaultSubjectPrefix, DefaultSubjectPrefix))
+		return b.quarantine(r, "", fmt.Sprintf("subject %q is not %s<token> or %s<tenant>.<token>", r.subject, dshq.LogSubjectPrefix, dshq.LogSubjectPrefix))
 	}
 	if at := b.tx.Bucket(bucketBadSubjects).Get([]byte(key)); at != nil {
 		seq, _ := readU64(at)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/internal/corpus"
 )
 
@@ -56,7 +57,7 @@ func BenchmarkPipeline(b *testing.B) {
 func rawConsume(b *testing.B, e *env, last uint64) time.Duration {
 	b.Helper()
 	ctx := context.Background()
-	stream, err := e.js.Stream(ctx, DefaultStream)
+	stream, err := e.js.Stream(ctx, dshq.SessionStream)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dshq/dshq"
 )
 
 // contractPublisher publishes records as CONTRACT §2 says (Nats-Msg-Id and
@@ -61,7 +63,7 @@ func (c *contractPublisher) raw(tok string, data []byte) { c.publish(tok, data, 
 
 func (c *contractPublisher) publish(tok string, data []byte, wantDupe bool, opts ...jetstream.PublishOpt) {
 	c.t.Helper()
-	f, err := c.js.PublishAsync(DefaultSubjectPrefix+tok, data, opts...)
+	f, err := c.js.PublishAsync(dshq.LogSubjectPrefix+tok, data, opts...)
 	if err != nil {
 		c.t.Fatalf("publish on %s: %v", tok, err)
 	}
@@ -269,7 +271,7 @@ func TestProjector_DuplicatesReplaysAndAPoisonRecordLeaveOtherSessionsExact(t *t
 			t.Errorf("%d duplicates and %d poison records quarantined, want %d and 1", dup, poison, dupes)
 		}
 		for _, q := range quarantined(want) {
-			if q.Subject != DefaultSubjectPrefix+filler {
+			if q.Subject != dshq.LogSubjectPrefix+filler {
 				t.Fatalf("clean run quarantined stream sequence %d of %q: %s: %s", q.StreamSeq, q.SessionID, q.Reason, q.Raw)
 			}
 		}

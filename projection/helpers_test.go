@@ -81,7 +81,7 @@ func newEnv(t testing.TB) *env {
 // sequence.
 func (e *env) publish(tok string, data []byte) uint64 {
 	e.t.Helper()
-	ack, err := e.js.Publish(context.Background(), DefaultSubjectPrefix+tok, data)
+	ack, err := e.js.Publish(context.Background(), dshq.LogSubjectPrefix+tok, data)
 	if err != nil {
 		e.t.Fatalf("publish on %s: %v", tok, err)
 	}
@@ -123,7 +123,7 @@ func (e *env) publishAsync(recs [][2]string) uint64 {
 		recs = recs[len(window):]
 		futures := make([]jetstream.PubAckFuture, 0, len(window))
 		for _, r := range window {
-			f, err := e.js.PublishAsync(DefaultSubjectPrefix+r[0], []byte(r[1]))
+			f, err := e.js.PublishAsync(dshq.LogSubjectPrefix+r[0], []byte(r[1]))
 			if err != nil {
 				e.t.Fatal(err)
 			}

@@ -260,7 +260,7 @@ func TestOpen_RemovesLeftoversOfAnInterruptedRebuild(t *testing.T) {
 
 func TestRun_WaitsForTheStreamToExist(t *testing.T) {
 	e := newEnv(t)
-	if err := e.js.DeleteStream(context.Background(), DefaultStream); err != nil {
+	if err := e.js.DeleteStream(context.Background(), dshq.SessionStream); err != nil {
 		t.Fatal(err)
 	}
 	r := e.start(t.TempDir())

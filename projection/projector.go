@@ -20,11 +20,7 @@ import (
 
 // Defaults of the projector's settings.
 const (
-	DefaultStream        = "DSH_SESSIONS"
-	DefaultSubjectPrefix = "dsh.log."
-	DefaultLeaseBucket   = "DSH_LEASES"
-	DefaultDurable       = "dsh-projector"
-	DefaultBatchSize     = 2048
+	DefaultBatchSize = 2048
 	// DefaultFoldCacheBytes holds the decoded states (counted by their
 	// memory, fold.State.MemSize) of some 6,000 short sessions (~660 bytes
 	// each, 18 events) or 40 of 10,000 events: the sessions a busy host
@@ -62,13 +58,13 @@ type config struct {
 	followCutoff int
 }
 
-// WithStream sets the stream name (DefaultStream).
+// WithStream sets the stream name (dshq.SessionStream).
 func WithStream(name string) Option { return func(c *config) { c.stream = name } }
 
-// WithDurable sets the durable consumer's name (DefaultDurable).
+// WithDurable sets the durable consumer's name (dshq.ProjectorDurable).
 func WithDurable(name string) Option { return func(c *config) { c.durable = name } }
 
-// WithLeaseBucket sets the write-lease KV bucket (DefaultLeaseBucket).
+// WithLeaseBucket sets the write-lease KV bucket (dshq.LeaseBucket).
 func WithLeaseBucket(name string) Option { return func(c *config) { c.leaseBucket = name } }
 
 // WithBatchSize bounds the records applied in one transaction (DefaultBatchSize).
@@ -148,7 +144,7 @@ type instance struct {
 // does.
 func Open(ctx context.Context, js jetstream.JetStream, dir string, opts ...Option) (*Projector, error) {
 	cfg := config{
-		stream: DefaultStream, durable: DefaultDurable, leaseBucket: DefaultLeaseBucket,
+		stream: dshq.SessionStream, durable: dshq.ProjectorDurable, leaseBucket: dshq.LeaseBucket,
 		batchSize: DefaultBatchSize, cacheBytes: DefaultFoldCacheBytes, verify: true,
 		lockTimeout: 5 * time.Second, rebuildFetch: rebuildFetch{wait: fetchWait},
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/index"
 )
 
@@ -98,7 +99,7 @@ func TestProjector_QuarantinesBadRecordsWhileOtherSessionsFlow(t *testing.T) {
 		if tok == "" {
 			tok = token(t, c.id)
 		}
-		subjects[c.name] = DefaultSubjectPrefix + tok
+		subjects[c.name] = dshq.LogSubjectPrefix + tok
 		for _, l := range c.log {
 			e.publish(tok, l)
 		}

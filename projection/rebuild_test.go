@@ -73,7 +73,7 @@ func TestRebuild_SwapsAtomicallyWhileReadsAndAppendsGoOn(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for _, l := range more {
-			if _, err := e.js.Publish(ctx, DefaultSubjectPrefix+"s-during", l); err != nil {
+			if _, err := e.js.Publish(ctx, dshq.LogSubjectPrefix+"s-during", l); err != nil {
 				errs <- err
 				return
 			}
@@ -95,7 +95,7 @@ func TestRebuild_SwapsAtomicallyWhileReadsAndAppendsGoOn(t *testing.T) {
 	if r.p.Epoch() == oldEpoch {
 		t.Error("the epoch did not change")
 	}
-	final, err := e.js.Stream(context.Background(), DefaultStream)
+	final, err := e.js.Stream(context.Background(), dshq.SessionStream)
 	if err != nil {
 		t.Fatal(err)
 	}

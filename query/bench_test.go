@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/record"
 )
 
@@ -46,7 +45,7 @@ func benchCorpus(b *testing.B, p *pipe, sessions, events int) {
 	for s := range sessions {
 		id := fmt.Sprintf("bench-%05d", s)
 		tok, _ := record.SubjectToken(id)
-		subj := projection.DefaultSubjectPrefix + tok
+		subj := dshq.LogSubjectPrefix + tok
 		lines := []string{fmt.Sprintf(`{"type":"session","version":2,"id":%q,"createdAt":%d,"cwd":"/w/%d","isSeeded":false}`, id, s, s%20)}
 		for e := 0; e < events; e++ {
 			var ev evSpec

@@ -107,20 +107,20 @@ func TestNatsCLIInterop(t *testing.T) {
 		for _, i := range infos {
 			found[i.Name] = true
 		}
-		if !found[ServiceName] || !found[ShardServiceName] {
-			t.Fatalf("services %+v; want %s and %s", infos, ServiceName, ShardServiceName)
+		if !found[dshq.QueryService] || !found[dshq.ShardService] {
+			t.Fatalf("services %+v; want %s and %s", infos, dshq.QueryService, dshq.ShardService)
 		}
 	})
 	t.Run("nats micro info shows every endpoint subject", func(t *testing.T) {
-		out := nats(t, "micro", "info", ServiceName, "--json")
+		out := nats(t, "micro", "info", dshq.QueryService, "--json")
 		for _, ep := range Endpoints {
-			if !strings.Contains(out, `"`+SubjectPrefix+"."+ep+`"`) {
+			if !strings.Contains(out, `"`+dshq.QuerySubjectPrefix+"."+ep+`"`) {
 				t.Fatalf("endpoint %s missing from:\n%s", ep, out)
 			}
 		}
 	})
 	t.Run("nats request gets a session list", func(t *testing.T) {
-		out := nats(t, "request", "--raw", SubjectPrefix+"."+EndpointSessionsList, `{"limit":5}`)
+		out := nats(t, "request", "--raw", dshq.QuerySubjectPrefix+"."+EndpointSessionsList, `{"limit":5}`)
 		var page dshq.SessionPage
 		if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &page); err != nil {
 			t.Fatalf("reply: %v\n%s", err, out)
@@ -130,7 +130,7 @@ func TestNatsCLIInterop(t *testing.T) {
 		}
 	})
 	t.Run("nats request shows the error headers of a failure", func(t *testing.T) {
-		out := nats(t, "request", SubjectPrefix+"."+EndpointSessionsTrace, `{"sessionId":"nope"}`)
+		out := nats(t, "request", dshq.QuerySubjectPrefix+"."+EndpointSessionsTrace, `{"sessionId":"nope"}`)
 		if !strings.Contains(out, "Nats-Service-Error-Code: SESSION_QUERY_SESSION_NOT_FOUND") ||
 			!strings.Contains(out, `{"error":{"code":"SESSION_QUERY_SESSION_NOT_FOUND","message":"session \"nope\" was not found"}}`) {
 			t.Fatalf("output:\n%s", out)
@@ -138,7 +138,7 @@ func TestNatsCLIInterop(t *testing.T) {
 	})
 	t.Run("nats micro info counts the failure in the endpoint's statistics", func(t *testing.T) {
 		const title = "sessions_trace Endpoint Statistics"
-		out := nats(t, "micro", "info", ServiceName)
+		out := nats(t, "micro", "info", dshq.QueryService)
 		i := strings.Index(out, title)
 		if i < 0 {
 			t.Fatalf("no sessions_trace statistics in:\n%s", out)

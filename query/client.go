@@ -32,7 +32,7 @@ const DefaultClientTimeout = time.Duration(dshq.MaxTimeoutMs)*time.Millisecond +
 type ClientOption func(*Client)
 
 // WithSubjectPrefix sets the endpoint subject prefix (default
-// SubjectPrefix, "dsh.query.v1").
+// dshq.QuerySubjectPrefix, "dsh.query.v1").
 func WithSubjectPrefix(prefix string) ClientOption {
 	return func(c *Client) { c.prefix = prefix }
 }
@@ -44,7 +44,7 @@ func WithClientTimeout(d time.Duration) ClientOption {
 
 // NewClient returns a Client that talks over nc.
 func NewClient(nc *nats.Conn, opts ...ClientOption) *Client {
-	c := &Client{nc: nc, prefix: SubjectPrefix, timeout: DefaultClientTimeout}
+	c := &Client{nc: nc, prefix: dshq.QuerySubjectPrefix, timeout: DefaultClientTimeout}
 	for _, o := range opts {
 		o(c)
 	}

@@ -206,7 +206,7 @@ func TestWireErrors(t *testing.T) {
 	}
 	for _, tt := range cases {
 		t.Run(tt.name+" answers with error headers and body", func(t *testing.T) {
-			msg, err := p.nc.RequestWithContext(ctxT(t), SubjectPrefix+"."+tt.endpoint, []byte(tt.body))
+			msg, err := p.nc.RequestWithContext(ctxT(t), dshq.QuerySubjectPrefix+"."+tt.endpoint, []byte(tt.body))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -124,7 +124,7 @@ func newPipe(t testing.TB, cfgs ...func(*pipeConfig)) *pipe {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopShard, err := ServeShard(ctx, nc, DefaultShard, engine, WithLogger(quiet()))
+	stopShard, err := ServeShard(ctx, nc, dshq.DefaultShard, engine, WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func (p *pipe) publish(id string, lines ...string) uint64 {
 		p.t.Fatal(err)
 	}
 	p.mu.Lock()
-	subject := projection.DefaultSubjectPrefix + record.LogKey(p.tenants[id], tok)
+	subject := dshq.LogSubjectPrefix + record.LogKey(p.tenants[id], tok)
 	p.mu.Unlock()
 	var seq uint64
 	for _, l := range lines {

@@ -14,13 +14,8 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// SubjectPrefix is the subject prefix of the public endpoints.
-const SubjectPrefix = "dsh.query.v1"
-
-// ServiceName is the NATS micro service name of the query service.
-const ServiceName = "dsh-query"
-
-// The endpoints of CONTRACT §3; each is served on SubjectPrefix.<name>.
+// The endpoints of CONTRACT §3; each is served on dshq.QuerySubjectPrefix.<name>
+// (dsh.query.v1.<name>).
 const (
 	EndpointSessionsList    = "sessions.list"
 	EndpointSessionsFilter  = "sessions.filter"

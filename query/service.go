@@ -18,23 +18,9 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// ShardServiceName is the micro service name of the projection side.
-const ShardServiceName = "dsh-projection"
-
-// DefaultShard is the only shard token for now.
-const DefaultShard = "0"
-
-// Version is the version the services announce.
-const Version = "1.0.0"
-
 // maxInFlight bounds the requests one service instance works on at once;
 // further requests wait in the subscription.
 const maxInFlight = 256
-
-// ShardSubject returns the internal subject of endpoint on shard.
-func ShardSubject(shard, endpoint string) string {
-	return "dsh.proj." + shard + ".v1." + endpoint
-}
 
 // ServiceOption configures Serve.
 type ServiceOption func(*serviceConfig)
@@ -68,17 +54,17 @@ func WithLogger(l *slog.Logger) ServiceOption { return func(c *serviceConfig) { 
 // forwarded to the projection shard and its answer relayed. stop drains the
 // endpoints and waits for in-flight requests.
 func Serve(ctx context.Context, nc *nats.Conn, opts ...ServiceOption) (stop func() error, err error) {
-	cfg := serviceConfig{shard: DefaultShard, logger: slog.Default()}
+	cfg := serviceConfig{shard: dshq.DefaultShard, logger: slog.Default()}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	return serve(ctx, nc, micro.Config{
-		Name:        ServiceName,
-		Version:     Version,
+		Name:        dshq.QueryService,
+		Version:     dshq.ServiceVersion,
 		Description: "dshq trusted query API (CONTRACT §3)",
-		QueueGroup:  "q",
+		QueueGroup:  dshq.ServiceQueueGroup,
 		Metadata:    map[string]string{"shard": cfg.shard},
-	}, func(endpoint string) string { return SubjectPrefix + "." + endpoint },
+	}, func(endpoint string) string { return dshq.QuerySubjectPrefix + "." + endpoint },
 		shardAnswer(nc, cfg), cfg)
 }
 
@@ -120,12 +106,12 @@ func ServeShard(ctx context.Context, nc *nats.Conn, shard string, engine *Engine
 		o(&cfg)
 	}
 	return serve(ctx, nc, micro.Config{
-		Name:        ShardServiceName,
-		Version:     Version,
+		Name:        dshq.ShardService,
+		Version:     dshq.ServiceVersion,
 		Description: "dshq projection reads for the query service",
-		QueueGroup:  "p" + shard,
+		QueueGroup:  dshq.ShardQueueGroup(shard),
 		Metadata:    map[string]string{"shard": shard},
-	}, func(endpoint string) string { return ShardSubject(shard, endpoint) },
+	}, func(endpoint string) string { return dshq.ShardSubject(shard, endpoint) },
 		engineAnswer(nc, engine), cfg)
 }
 
@@ -262,7 +248,7 @@ func forward(ctx context.Context, nc *nats.Conn, shard, endpoint string, body []
 	wait := msDuration(req.TimeoutMs) + 10*time.Second
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	msg, err := nc.RequestWithContext(ctx, ShardSubject(shard, endpoint), body)
+	msg, err := nc.RequestWithContext(ctx, dshq.ShardSubject(shard, endpoint), body)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, &dshq.Error{Code: dshq.CodePersistenceFailed, Err: err,

@@ -10,7 +10,7 @@ import (
 
 // NewShardEngine returns the Engine a projector process hosts: reads from
 // p's snapshots, search through p's index, and paged search hits kept in the
-// JetStream KV bucket CursorBucket so that any replica can continue a
+// JetStream KV bucket dshq.CursorBucket so that any replica can continue a
 // cursor. Serve it with ServeShard.
 func NewShardEngine(ctx context.Context, js jetstream.JetStream, p *projection.Projector, opts ...EngineOption) (*Engine, error) {
 	store, err := NewKVCursorStore(ctx, js)

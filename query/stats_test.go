@@ -52,13 +52,13 @@ func TestMicroStatsCountFailures(t *testing.T) {
 	_, err := p.client.Raw(ctx, EndpointSessionsTrace, []byte(`{"sessionId":"s","extra":1}`))
 	wantErr(t, err, dshq.CodeInvalidRequest, "")
 
-	for _, svc := range []string{ServiceName, ShardServiceName} {
+	for _, svc := range []string{dshq.QueryService, dshq.ShardService} {
 		t.Run(svc+" counts each endpoint's failures by code", func(t *testing.T) {
 			st := microStats(t, p, svc)
 			trace := st["sessions_trace"]
 			wantTrace := 3
 			byCode := map[string]int{string(dshq.CodeSessionNotFound): 2, string(dshq.CodeInvalidRequest): 1}
-			if svc == ShardServiceName {
+			if svc == dshq.ShardService {
 				// The query service refuses the malformed request itself.
 				wantTrace = 2
 				delete(byCode, string(dshq.CodeInvalidRequest))

@@ -8,13 +8,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dshq/dshq"
 )
 
 // CursorTTL is how long the stored hits of a paged search are kept.
 const CursorTTL = time.Hour
-
-// CursorBucket is the JetStream KV bucket of stored search hits.
-const CursorBucket = "DSH_CURSORS"
 
 // MemoryCursorStore is a CursorStore in this process's memory: for a single
 // process and for tests.
@@ -67,18 +66,18 @@ type KVCursorStore struct {
 	kv jetstream.KeyValue
 }
 
-// NewKVCursorStore creates or binds the KV bucket CursorBucket (memory
+// NewKVCursorStore creates or binds the KV bucket dshq.CursorBucket (memory
 // storage, TTL CursorTTL).
 func NewKVCursorStore(ctx context.Context, js jetstream.JetStream) (*KVCursorStore, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      CursorBucket,
+		Bucket:      dshq.CursorBucket,
 		Description: "dshq: stored hits of paged searches",
 		TTL:         CursorTTL,
 		History:     1,
 		Storage:     jetstream.MemoryStorage,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cursor bucket %s: %w", CursorBucket, err)
+		return nil, fmt.Errorf("cursor bucket %s: %w", dshq.CursorBucket, err)
 	}
 	return &KVCursorStore{kv: kv}, nil
 }

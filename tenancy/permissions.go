@@ -5,12 +5,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/record"
 )
 
 // DefaultTrustedConsumers are the durable consumers dshq's own processes keep
-// on the session log stream: the projector's (projection.DefaultDurable).
+// on the session log stream: the projector's (dshq.ProjectorDurable).
 // No tenant may create a consumer of one of these names: the filtered create
 // subject binds a consumer's filter to the tenant's subjects, not its name,
 // and a create of an existing name updates it.
@@ -23,9 +24,9 @@ const DefaultResponseExpires = 30 * time.Second
 
 // Options are the deployment's names that a tenant's permissions mention.
 type Options struct {
-	// Stream is the session log stream ("" = bus.DefaultStreamName).
+	// Stream is the session log stream ("" = dshq.SessionStream).
 	Stream string
-	// LeaseBucket is the write-lease bucket ("" = bus.DefaultLeaseBucket).
+	// LeaseBucket is the write-lease bucket ("" = dshq.LeaseBucket).
 	LeaseBucket string
 	// TrustedConsumers are the durable consumer names of the session log
 	// stream that dshq's own processes use (nil = DefaultTrustedConsumers):
@@ -65,17 +66,17 @@ func For(tenant string, o Options) (Permissions, error) {
 	}
 	stream := o.Stream
 	if stream == "" {
-		stream = bus.DefaultStreamName
+		stream = dshq.SessionStream
 	}
 	bucket := o.LeaseBucket
 	if bucket == "" {
-		bucket = bus.DefaultLeaseBucket
+		bucket = dshq.LeaseBucket
 	}
 	trusted := o.TrustedConsumers
 	if trusted == nil {
 		trusted = DefaultTrustedConsumers
 	}
-	logs := bus.SubjectPrefix + tenant + ".>"
+	logs := dshq.LogSubjectPrefix + tenant + ".>"
 	leases := "$KV." + bucket + "." + tenant + ".>"
 	p := Permissions{
 		Tenant:          tenant,

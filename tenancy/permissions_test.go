@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/dshq/dshq/projection"
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/tenancy"
 )
 
@@ -42,8 +42,8 @@ func TestForNamesOnlyTheTenantsSubjects(t *testing.T) {
 			}
 		}
 	}
-	if !slices.Contains(p.PublishDeny, "$JS.API.CONSUMER.CREATE.DSH_SESSIONS."+projection.DefaultDurable+".>") {
-		t.Errorf("the projector's durable %q is not denied: %v", projection.DefaultDurable, p.PublishDeny)
+	if !slices.Contains(p.PublishDeny, "$JS.API.CONSUMER.CREATE.DSH_SESSIONS."+dshq.ProjectorDurable+".>") {
+		t.Errorf("the projector's durable %q is not denied: %v", dshq.ProjectorDurable, p.PublishDeny)
 	}
 	if p.ResponseMax != 1 || p.ResponseExpires <= 0 {
 		t.Errorf("allow_responses %d %v", p.ResponseMax, p.ResponseExpires)

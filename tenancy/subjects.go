@@ -3,15 +3,12 @@ package tenancy
 import (
 	"strings"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/record"
 )
 
-// ToolsPrefix is the subject prefix of the model-facing tools, dsh-tools
-// (docs/protocol.md §4).
-const ToolsPrefix = "dsh.tools.v1"
-
-// toolsTenantToken is the token after ToolsPrefix that starts a tenant's
-// tool subjects; no endpoint is named after it.
+// toolsTenantToken is the token after dshq.ToolsSubjectPrefix that starts a
+// tenant's tool subjects; no endpoint is named after it.
 const toolsTenantToken = "tenant"
 
 // ToolSubject returns the subject of a tool endpoint for tenant:
@@ -19,7 +16,7 @@ const toolsTenantToken = "tenant"
 // tenant: the server lets only that tenant's credential (and the trusted
 // user) publish on it.
 func ToolSubject(tenant, endpoint string) string {
-	return ToolsPrefix + "." + toolsTenantToken + "." + tenant + "." + endpoint
+	return dshq.ToolsSubjectPrefix + "." + toolsTenantToken + "." + tenant + "." + endpoint
 }
 
 // ToolSubjectPattern is the subscription of a tool endpoint for every
@@ -35,7 +32,7 @@ func ToolSubjects(tenant string) string { return ToolSubject(tenant, ">") }
 // a trusted tool subject (dsh.tools.v1.<endpoint>). A tenant that is not a
 // tenant name (record.ValidateTenant) is not ok.
 func ParseToolSubject(subject string) (tenant, endpoint string, tenanted, ok bool) {
-	rest, found := strings.CutPrefix(subject, ToolsPrefix+".")
+	rest, found := strings.CutPrefix(subject, dshq.ToolsSubjectPrefix+".")
 	if !found || rest == "" {
 		return "", "", false, false
 	}

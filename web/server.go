@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/dshq/dshq/feed"
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/query"
 )
 
@@ -93,7 +93,7 @@ func WithToken(token string) Option { return func(s *Server) { s.token = token }
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
-// WithFeedStream sets the live feed's stream name (feed.DefaultStream).
+// WithFeedStream sets the live feed's stream name (dshq.FeedStream).
 func WithFeedStream(name string) Option { return func(s *Server) { s.feedStream = name } }
 
 // WithPageSize sets the number of events on a transcript page
@@ -136,7 +136,7 @@ func New(nc *nats.Conn, opts ...Option) (*Server, error) {
 	}
 	s := &Server{
 		qc: query.NewClient(nc), js: js, nc: nc, log: slog.Default(),
-		feedStream: feed.DefaultStream, pageSize: DefaultPageSize, listSize: DefaultListSize,
+		feedStream: dshq.FeedStream, pageSize: DefaultPageSize, listSize: DefaultListSize,
 		statusEvery: DefaultStatusEvery, harnesses: map[string]bool{},
 	}
 	for _, o := range opts {

@@ -105,7 +105,7 @@ one frame for the header line, one for the events.`,
 	f := cmd.Flags()
 	f.StringVarP(&out, "output", "o", "", "write to FILE instead of stdout")
 	f.BoolVar(&zstd, "zstd", false, "write the Zstandard framing (.jsonl.zstd)")
-	f.StringVar(&stream, "stream", bus.DefaultStreamName, "session log stream")
+	f.StringVar(&stream, "stream", dshq.SessionStream, "session log stream")
 	return cmd
 }
 

@@ -141,7 +141,7 @@ when any file was refused.`,
 	f.StringVar(&o.fixtureCwd, "fixture-cwd", "", "substitute the {{cwd}} and {{sessionId}} placeholders of upstream test fixtures, {{cwd}} with this directory")
 	f.StringVar(&o.fixtureSessionID, "fixture-session-id", "", "the id {{sessionId}} becomes (default: fixture-<hash of the file>)")
 	f.BoolVar(&o.renameOnConflict, "rename-on-conflict", false, "store a file whose id is taken by a different session under a derived id")
-	f.StringVar(&o.stream, "stream", bus.DefaultStreamName, "session log stream")
+	f.StringVar(&o.stream, "stream", dshq.SessionStream, "session log stream")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "list every imported and present file, not only refused ones")
 	return cmd
 }

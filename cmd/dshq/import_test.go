@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/internal/corpus"
 	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/node"
@@ -51,7 +51,7 @@ func TestImport(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer nc.Close()
-		store, err := openStore(context.Background(), nc, bus.DefaultStreamName, "")
+		store, err := openStore(context.Background(), nc, dshq.SessionStream, "")
 		if err != nil {
 			t.Fatal(err)
 		}

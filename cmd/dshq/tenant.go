@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/tenancy"
 )
 
@@ -56,8 +56,8 @@ templates: {{name()}} or {{tag(tenant)}} in place of the tenant.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Stream, "stream", bus.DefaultStreamName, "the session log stream")
-	f.StringVar(&o.LeaseBucket, "lease-bucket", bus.DefaultLeaseBucket, "the write-lease bucket")
+	f.StringVar(&o.Stream, "stream", dshq.SessionStream, "the session log stream")
+	f.StringVar(&o.LeaseBucket, "lease-bucket", dshq.LeaseBucket, "the write-lease bucket")
 	f.StringSliceVar(&o.TrustedConsumers, "trusted-consumer", tenancy.DefaultTrustedConsumers,
 		"a durable consumer of the stream that dshq's own processes use (projector --durable; repeat for each)")
 	return cmd

@@ -27,6 +27,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/node"
@@ -71,9 +72,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.conn.TLSCert, "tls-cert", "", "client certificate file (mutual TLS)")
 	fs.StringVar(&o.conn.TLSKey, "tls-key", "", "client key file (mutual TLS)")
 	fs.StringVar(&o.data, "data", "", "projection data directory (required)")
-	fs.StringVar(&o.stream, "stream", projection.DefaultStream, "session log stream")
-	fs.StringVar(&o.leaseBucket, "lease-bucket", projection.DefaultLeaseBucket, "write-lease key-value bucket")
-	fs.StringVar(&o.durable, "durable", projection.DefaultDurable, "durable consumer name (one per projector)")
+	fs.StringVar(&o.stream, "stream", dshq.SessionStream, "session log stream")
+	fs.StringVar(&o.leaseBucket, "lease-bucket", dshq.LeaseBucket, "write-lease key-value bucket")
+	fs.StringVar(&o.durable, "durable", dshq.ProjectorDurable, "durable consumer name (one per projector)")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics on HOST:PORT/metrics (off when empty)")
 	fs.StringVar(&o.pprof, "pprof", "", "serve Go's net/http/pprof profiles on HOST:PORT/debug/pprof/ (off when empty; keep it on loopback)")
 	fs.BoolVar(&o.rebuild, "rebuild", false, "rebuild the projection from the stream beside the serving one, then swap it in")

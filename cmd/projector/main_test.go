@@ -16,11 +16,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/admin"
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/feed"
-	"github.com/dshq/dshq/query"
 )
 
 func TestMain(m *testing.M) {
@@ -77,7 +77,7 @@ func TestRun_ProjectsServesQueriesAndMetricsUntilCancelled(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		body, _ := json.Marshal(map[string]any{"minGeneration": last, "timeoutMs": 5000})
-		msg, err := nc.Request(query.ShardSubject(query.DefaultShard, "sessions.list"), body, 10*time.Second)
+		msg, err := nc.Request(dshq.ShardSubject(dshq.DefaultShard, "sessions.list"), body, 10*time.Second)
 		if err == nil && strings.Contains(string(msg.Data), `"s-7f3c"`) {
 			var reply struct{ Generation uint64 }
 			if err := json.Unmarshal(msg.Data, &reply); err != nil || reply.Generation < last {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/internal/metricsrv"
 	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/query"
@@ -41,7 +42,7 @@ func run(ctx context.Context, args []string, ready chan<- string) error {
 	fs := flag.NewFlagSet("query", flag.ContinueOnError)
 	url := fs.String("nats-url", envOr("NATS_URL", nats.DefaultURL), "NATS server URL")
 	creds := fs.String("creds", os.Getenv("NATS_CREDS"), "NATS credentials file")
-	shard := fs.String("shard", query.DefaultShard, "projection shard token to ask")
+	shard := fs.String("shard", dshq.DefaultShard, "projection shard token to ask")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (/metrics); empty = off")
 	if err := fs.Parse(args); err != nil {
@@ -52,7 +53,7 @@ func run(ctx context.Context, args []string, ready chan<- string) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
-	err := serve(ctx, natsconn.Options{URL: *url, Name: query.ServiceName, Creds: *creds}, *shard, *metricsAddr, log, ready)
+	err := serve(ctx, natsconn.Options{URL: *url, Name: dshq.QueryService, Creds: *creds}, *shard, *metricsAddr, log, ready)
 	log.Info("stopped", "err", err)
 	return err
 }
@@ -81,7 +82,7 @@ func serve(ctx context.Context, conn natsconn.Options, shard, metricsAddr string
 		defer func() { err = errors.Join(err, stopMetrics()) }()
 		metricsURL = url
 	}
-	log.Info("serving", "service", query.ServiceName, "subjects", query.SubjectPrefix+".>", "shard", shard, "nats", conn.URL, "metrics", metricsURL)
+	log.Info("serving", "service", dshq.QueryService, "subjects", dshq.QuerySubjectPrefix+".>", "shard", shard, "nats", conn.URL, "metrics", metricsURL)
 	if ready != nil {
 		ready <- conn.URL
 	}

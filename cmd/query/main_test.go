@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/goleak"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/query"
 )
@@ -59,7 +60,7 @@ func TestRun(t *testing.T) {
 		}
 		defer nc.Close()
 		// No projector is running: the request fails with a clear code.
-		msg, err := nc.Request(query.SubjectPrefix+"."+query.EndpointSessionsList, []byte(`{}`), 20*time.Second)
+		msg, err := nc.Request(dshq.QuerySubjectPrefix+"."+query.EndpointSessionsList, []byte(`{}`), 20*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

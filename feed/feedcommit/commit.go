@@ -332,15 +332,12 @@ func capText(s string, max int) string {
 	return s[:cut]
 }
 
-// logSubjectPrefix is the session log's subject prefix (CONTRACT §2).
-const logSubjectPrefix = "dsh.log."
-
 // quarantineToken returns the feed token for a refused record of no known
 // session: the log subject's token (dsh.log.<token> or
 // dsh.log.<tenant>.<token>) when the subject is a valid log subject (so
 // dsh.feed.*.<token>.> still covers it), else feed.UnknownToken.
 func quarantineToken(logSubject string) string {
-	rest, ok := strings.CutPrefix(logSubject, logSubjectPrefix)
+	rest, ok := strings.CutPrefix(logSubject, dshq.LogSubjectPrefix)
 	if !ok {
 		return feed.UnknownToken
 	}

@@ -171,7 +171,7 @@ func TestProjectorCommitsReachTheFeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(ctx, feed.DefaultStream)
+	st, err := js.Stream(ctx, dshq.FeedStream)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -157,7 +157,7 @@ func TestATenantsSpillIsItsOwn(t *testing.T) {
 		t.Errorf("teamB reads teamA's spill as a-me: %s", got)
 	}
 	trusted := tenanttest.ConnectTrusted(t, e)
-	if got := callAt(t, trusted, toolservice.SubjectPrefix+"."+toolservice.EndpointSpillRead, "a-me", body); got != notFound {
+	if got := callAt(t, trusted, dshq.ToolsSubjectPrefix+"."+toolservice.EndpointSpillRead, "a-me", body); got != notFound {
 		t.Errorf("teamA's spill on the trusted subject: %s", got)
 	}
 }
@@ -170,7 +170,7 @@ func TestATenantReachesNothingElse(t *testing.T) {
 	a, v := tenanttest.ConnectTenant(t, e, "teamA")
 	for _, subject := range []string{
 		tenancy.ToolSubject("teamB", tools.NameSessionTrace),
-		toolservice.SubjectPrefix + "." + tools.NameSessionTrace,
+		dshq.ToolsSubjectPrefix + "." + tools.NameSessionTrace,
 		"dsh.query.v1.sessions.list",
 	} {
 		t.Run(subject, func(t *testing.T) {
@@ -196,12 +196,9 @@ func TestATenantReachesNothingElse(t *testing.T) {
 	}
 }
 
-// TestToolSubjectsAreTheServicesSubjects ties package tenancy's subject
-// names to the service's prefix.
+// TestToolSubjectsAreTheServicesSubjects checks package tenancy's tool
+// subjects against the service's endpoints.
 func TestToolSubjectsAreTheServicesSubjects(t *testing.T) {
-	if tenancy.ToolsPrefix != toolservice.SubjectPrefix {
-		t.Fatalf("tenancy.ToolsPrefix %q, toolservice.SubjectPrefix %q", tenancy.ToolsPrefix, toolservice.SubjectPrefix)
-	}
 	tenant, endpoint, tenanted, ok := tenancy.ParseToolSubject(tenancy.ToolSubject("teamA", toolservice.EndpointSpillRead))
 	if !ok || !tenanted || tenant != "teamA" || endpoint != toolservice.EndpointSpillRead {
 		t.Fatalf("parse: %q %q %v %v", tenant, endpoint, tenanted, ok)

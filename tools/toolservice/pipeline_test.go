@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/tools"
 	"github.com/dshq/dshq/tools/toolservice"
 	"github.com/dshq/dshq/tools/toolstest"
@@ -38,7 +39,7 @@ func TestMinGenerationHeader(t *testing.T) {
 		}
 	}
 	t.Run("a malformed generation header is an invalid request", func(t *testing.T) {
-		msg := nats.NewMsg(toolservice.SubjectPrefix + "." + tools.NameSessionTrace)
+		msg := nats.NewMsg(dshq.ToolsSubjectPrefix + "." + tools.NameSessionTrace)
 		msg.Header.Set(toolservice.CallerHeader, "h-1")
 		msg.Header.Set(toolservice.MinGenerationHeader, "-3")
 		msg.Data = []byte(`{}`)

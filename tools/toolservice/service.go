@@ -49,9 +49,6 @@ import (
 
 // Names of the service and its subjects.
 const (
-	ServiceName   = "dsh-tools"
-	Version       = "1.0.0"
-	SubjectPrefix = "dsh.tools.v1"
 	// CallerHeader names the calling session; only the trusted harness sets it.
 	CallerHeader = "Dsh-Caller-Session"
 	// MinGenerationHeader (optional, an addition to CONTRACT §4) asks that
@@ -65,7 +62,6 @@ const (
 
 // Spill defaults.
 const (
-	DefaultSpillBucket = "DSH_SPILL"
 	// DefaultSpillTTL keeps spilled results past the contract's ten minutes.
 	DefaultSpillTTL = 15 * time.Minute
 	// DefaultCallTimeout bounds one tool call: the search timeout plus the
@@ -153,7 +149,7 @@ type server struct {
 // Serve starts dsh-tools on nc over t. It creates (or updates) the spill
 // bucket. stop drains the endpoints and waits for calls in flight.
 func Serve(ctx context.Context, nc *nats.Conn, t *tools.Tools, opts ...Option) (stop func() error, err error) {
-	cfg := config{bucket: DefaultSpillBucket, ttl: DefaultSpillTTL, maxPayload: int(nc.MaxPayload()),
+	cfg := config{bucket: dshq.SpillBucket, ttl: DefaultSpillTTL, maxPayload: int(nc.MaxPayload()),
 		callTimeout: DefaultCallTimeout, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, o := range opts {
 		o(&cfg)
@@ -178,7 +174,7 @@ func Serve(ctx context.Context, nc *nats.Conn, t *tools.Tools, opts ...Option) (
 }
 
 func (s *server) serve(ctx context.Context, nc *nats.Conn) (func() error, error) {
-	svc, err := micro.AddService(nc, micro.Config{Name: ServiceName, Version: Version,
+	svc, err := micro.AddService(nc, micro.Config{Name: dshq.ToolsService, Version: dshq.ServiceVersion,
 		Description: "model-facing session tools", QueueGroup: "q"})
 	if err != nil {
 		return nil, fmt.Errorf("add service: %w", err)
@@ -201,7 +197,7 @@ func (s *server) serve(ctx context.Context, nc *nats.Conn) (func() error, error)
 			}()
 		}
 		name := strings.ReplaceAll(endpoint, ".", "_")
-		if err := svc.AddEndpoint(name, micro.HandlerFunc(handle), micro.WithEndpointSubject(SubjectPrefix+"."+endpoint)); err != nil {
+		if err := svc.AddEndpoint(name, micro.HandlerFunc(handle), micro.WithEndpointSubject(dshq.ToolsSubjectPrefix+"."+endpoint)); err != nil {
 			return err
 		}
 		return svc.AddEndpoint("tenant_"+name, micro.HandlerFunc(handle), micro.WithEndpointSubject(tenancy.ToolSubjectPattern(endpoint)))
@@ -268,7 +264,7 @@ func marshal(v any) []byte {
 
 func (s *server) respond(r micro.Request, v any) {
 	if err := r.Respond(marshal(v)); err != nil {
-		s.cfg.log.Warn("respond", "service", ServiceName, "subject", r.Subject(), "err", err)
+		s.cfg.log.Warn("respond", "service", dshq.ToolsService, "subject", r.Subject(), "err", err)
 	}
 }
 

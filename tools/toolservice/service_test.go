@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/tools"
 	"github.com/dshq/dshq/tools/toolservice"
@@ -85,7 +86,7 @@ func start(t *testing.T, opts ...toolservice.Option) *env {
 // request sends body to dsh.tools.v1.<endpoint> as caller ("" = no header).
 func (e *env) request(t *testing.T, endpoint, caller, body string) []byte {
 	t.Helper()
-	msg := nats.NewMsg(toolservice.SubjectPrefix + "." + endpoint)
+	msg := nats.NewMsg(dshq.ToolsSubjectPrefix + "." + endpoint)
 	msg.Data = []byte(body)
 	if caller != "" {
 		msg.Header.Set(toolservice.CallerHeader, caller)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/tenancy"
 	"github.com/dshq/dshq/tools"
 )
@@ -28,7 +29,7 @@ func (b binding) subject(endpoint string) string {
 	if b.tenanted {
 		return tenancy.ToolSubject(b.tenant, endpoint)
 	}
-	return SubjectPrefix + "." + endpoint
+	return dshq.ToolsSubjectPrefix + "." + endpoint
 }
 
 // call runs a tool for the binding: a tenant's call is bound to its tenant

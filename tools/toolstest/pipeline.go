@@ -111,7 +111,7 @@ func StartPipeline(t testing.TB, logs []Log) *Pipeline {
 		}
 	})
 	engine := query.NewEngine(query.FromProjector(p), query.WithSearcher(query.FromIndex(p.Index())))
-	stopShard, err := query.ServeShard(ctx, nc, query.DefaultShard, engine, query.WithLogger(quiet()))
+	stopShard, err := query.ServeShard(ctx, nc, dshq.DefaultShard, engine, query.WithLogger(quiet()))
 	if err != nil {
 		t.Fatalf("serve shard: %v", err)
 	}
@@ -181,7 +181,7 @@ func publishLog(t testing.TB, js jetstream.JetStream, log []byte) (string, uint6
 		} else {
 			msgID = tok + ":" + strconv.Itoa(n-1)
 		}
-		ack, err := js.Publish(context.Background(), bus.SubjectPrefix+tok, bytes.Clone(line),
+		ack, err := js.Publish(context.Background(), dshq.LogSubjectPrefix+tok, bytes.Clone(line),
 			jetstream.WithMsgID(msgID), jetstream.WithExpectLastSequencePerSubject(prev))
 		if err != nil {
 			t.Fatalf("publish %s: %v", msgID, err)

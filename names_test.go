@@ -1,0 +1,38 @@
+package dshq
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestShardNames(t *testing.T) {
+	if got := ShardSubject("0", "sessions.list"); got != "dsh.proj.0.v1.sessions.list" {
+		t.Fatalf("ShardSubject = %q", got)
+	}
+	if got := ShardSubjectPrefix("7"); got != "dsh.proj.7.v1" {
+		t.Fatalf("ShardSubjectPrefix = %q", got)
+	}
+	if got := ShardQueueGroup("0"); got != "p0" {
+		t.Fatalf("ShardQueueGroup = %q", got)
+	}
+}
+
+// TestNamesAreDocumented keeps docs/protocol.md's table of names true: every
+// name defined here appears in it.
+func TestNamesAreDocumented(t *testing.T) {
+	doc, err := os.ReadFile("docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{
+		SessionStream, LogSubjectPrefix, LogSubjects, LeaseBucket, ProjectorDurable, CursorBucket, SpillBucket,
+		FeedStream, FeedSubjectPrefix, FeedSubjects, ServiceVersion, "queue group `" + ServiceQueueGroup + "`",
+		QueryService, QuerySubjectPrefix, ShardService, "dsh.proj.<shard>.v1", "`p<shard>`", "shard `" + DefaultShard + "`",
+		ToolsService, ToolsSubjectPrefix, AdminService, AdminSubjectPrefix,
+	} {
+		if !strings.Contains(string(doc), name) {
+			t.Errorf("docs/protocol.md does not mention %q", name)
+		}
+	}
+}
