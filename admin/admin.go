@@ -26,10 +26,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/microhost"
 	"github.com/dshq/dshq/projection"
 )
 
@@ -147,26 +147,27 @@ func Serve(ctx context.Context, nc *nats.Conn, p *projection.Projector, opts ...
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	s := &server{p: p, js: js, cfg: cfg, ctx: sctx}
-	svc, err := micro.AddService(nc, micro.Config{
+	endpoint := func(name string, fn func(context.Context) (any, error)) microhost.Endpoint {
+		return microhost.Endpoint{Name: name, Subject: dshq.AdminSubjectPrefix + "." + name, Handler: s.handler(fn)}
+	}
+	eps := []microhost.Endpoint{
+		endpoint(EndpointRebuild, func(context.Context) (any, error) { return s.startRebuild(), nil }),
+		endpoint(EndpointStats, s.stats),
+		endpoint(EndpointStatus, func(context.Context) (any, error) { return s.status(), nil }),
+	}
+	svc, err := microhost.Start(ctx, nc, microhost.Config{
 		Name:        dshq.AdminService,
-		Version:     dshq.ServiceVersion,
 		Description: "dshq operator API: status, stats, rebuild",
-	})
+		MaxInFlight: maxInFlight,
+		Logger:      cfg.log,
+		Panicked:    &dshq.Error{Code: dshq.CodeIndexFailed, Message: "admin request failed: internal error"},
+		Failed: func(err error) *dshq.Error {
+			return &dshq.Error{Code: dshq.CodeIndexFailed, Message: err.Error(), Err: err}
+		},
+	}, eps)
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("admin: add service: %w", err)
-	}
-	g := svc.AddGroup(dshq.AdminSubjectPrefix)
-	for name, h := range map[string]func(context.Context) (any, error){
-		EndpointStatus:  func(context.Context) (any, error) { return s.status(), nil },
-		EndpointStats:   s.stats,
-		EndpointRebuild: func(context.Context) (any, error) { return s.startRebuild(), nil },
-	} {
-		if err := g.AddEndpoint(name, s.handler(name, h)); err != nil {
-			_ = svc.Stop()
-			cancel()
-			return nil, fmt.Errorf("admin: add endpoint %s: %w", name, err)
-		}
+		return nil, fmt.Errorf("admin: %w", err)
 	}
 	return func() error {
 		err := svc.Stop()
@@ -176,25 +177,27 @@ func Serve(ctx context.Context, nc *nats.Conn, p *projection.Projector, opts ...
 	}, nil
 }
 
-// handler adapts fn to a micro handler: a JSON reply or the error shape of
-// CONTRACT §3.
-func (s *server) handler(name string, fn func(context.Context) (any, error)) micro.Handler {
-	return micro.HandlerFunc(func(req micro.Request) {
+// maxInFlight bounds the admin requests answered at once.
+const maxInFlight = 16
+
+// handler adapts fn to a microhost handler: a JSON reply, or the error
+// shape of the query API (a failure without a code is
+// SESSION_QUERY_INDEX_FAILED with the error's text).
+func (s *server) handler(fn func(context.Context) (any, error)) microhost.Handler {
+	return func(context.Context, *nats.Msg) ([]byte, error) {
 		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 		defer cancel()
 		out, err := fn(ctx)
 		if err != nil {
-			code := dshq.ErrorCode(err)
-			if code == "" {
-				code = dshq.CodeIndexFailed
+			var de *dshq.Error
+			if errors.As(err, &de) {
+				// The message of the whole chain, as before.
+				return nil, &dshq.Error{Code: de.Code, Message: err.Error(), Err: err}
 			}
-			s.cfg.log.Error("admin request failed", "endpoint", name, "err", err)
-			body, _ := json.Marshal(dshq.ErrorReply{Error: dshq.ErrorBody{Code: code, Message: err.Error()}})
-			_ = req.Error(string(code), err.Error(), body)
-			return
+			return nil, err
 		}
-		_ = req.RespondJSON(out)
-	})
+		return json.Marshal(out)
+	}
 }
 
 func (s *server) status() Status {
@@ -333,8 +336,8 @@ func (c *Client) call(ctx context.Context, endpoint string, out any) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", dshq.AdminService, endpoint, err)
 	}
-	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
-		return &dshq.Error{Code: dshq.Code(code), Message: msg.Header.Get(micro.ErrorHeader)}
+	if err := microhost.DecodeError(msg); err != nil {
+		return err
 	}
 	if err := json.Unmarshal(msg.Data, out); err != nil {
 		return fmt.Errorf("%s %s: decode reply: %w", dshq.AdminService, endpoint, err)

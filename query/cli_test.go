@@ -106,6 +106,9 @@ func TestNatsCLIInterop(t *testing.T) {
 		found := map[string]bool{}
 		for _, i := range infos {
 			found[i.Name] = true
+			if i.Version != dshq.ServiceVersion {
+				t.Fatalf("%s announces version %q", i.Name, i.Version)
+			}
 		}
 		if !found[dshq.QueryService] || !found[dshq.ShardService] {
 			t.Fatalf("services %+v; want %s and %s", infos, dshq.QueryService, dshq.ShardService)
@@ -146,6 +149,9 @@ func TestNatsCLIInterop(t *testing.T) {
 		section := out[i+len(title):]
 		if j := strings.Index(section, " Endpoint Statistics"); j >= 0 {
 			section = section[:j]
+		}
+		if !strings.Contains(section, "Errors: 1\n") || !strings.Contains(section, "Requests: 1 ") {
+			t.Fatalf("sessions_trace standard statistics do not count the failure:\n%s", section)
 		}
 		if !strings.Contains(section, "Endpoint Specific Statistics") || !strings.Contains(section, `"num_errors": 1`) ||
 			!strings.Contains(section, `"SESSION_QUERY_SESSION_NOT_FOUND": 1`) {

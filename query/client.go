@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/microhost"
 )
 
 // Client is a typed client of the trusted query API (CONTRACT §3) over NATS.
@@ -219,23 +219,8 @@ func (c *Client) request(ctx context.Context, endpoint string, body []byte) ([]b
 		}
 		return nil, fmt.Errorf("%s: %w", endpoint, err)
 	}
-	if err := replyError(msg); err != nil {
+	if err := microhost.DecodeError(msg); err != nil {
 		return nil, err
 	}
 	return msg.Data, nil
-}
-
-// replyError returns the *dshq.Error a reply carries, or nil for a success.
-// The body's message is preferred (headers cannot hold every character).
-func replyError(msg *nats.Msg) error {
-	code := msg.Header.Get(micro.ErrorCodeHeader)
-	if code == "" {
-		return nil
-	}
-	e := &dshq.Error{Code: dshq.Code(code), Message: msg.Header.Get(micro.ErrorHeader)}
-	var body dshq.ErrorReply
-	if json.Unmarshal(msg.Data, &body) == nil && body.Error.Message != "" {
-		e.Message = body.Error.Message
-	}
-	return e
 }

@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -213,7 +214,7 @@ func TestWireErrors(t *testing.T) {
 			if got := msg.Header.Get(micro.ErrorCodeHeader); got != string(tt.code) {
 				t.Fatalf("code header %q; want %s", got, tt.code)
 			}
-			if got := msg.Header.Get(micro.ErrorHeader); got == "" || got[:min(len(got), 10)] != headerText(tt.message)[:10] {
+			if got := msg.Header.Get(micro.ErrorHeader); got == "" || got[:min(len(got), 10)] != strings.ReplaceAll(tt.message, "\n", " ")[:10] {
 				t.Fatalf("message header %q", got)
 			}
 			want := fmt.Sprintf(`{"error":{"code":%q,"message":%q}}`, tt.code, tt.message)
@@ -222,13 +223,4 @@ func TestWireErrors(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestSafeAnswer(t *testing.T) {
-	_, err := safeAnswer(context.Background(), func(context.Context, string, []byte) ([]byte, error) {
-		var m map[string]int
-		m["boom"]++ // a bug: nil map
-		return nil, nil
-	}, EndpointSessionsList, nil, quiet())
-	wantErr(t, err, dshq.CodePersistenceFailed, "query failed: internal error")
 }

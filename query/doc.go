@@ -17,12 +17,12 @@
 // Wiring: a projector process builds its Engine with NewShardEngine (or
 // NewEngine with FromProjector, FromIndex and a CursorStore) and serves it
 // with ServeShard; cmd/query (any number of replicas) runs Serve; callers
-// use NewClient. Both services answer each request on its own goroutine
-// (at most 256 at a time per instance), so a long minGeneration wait never
-// blocks other requests. Because the answer leaves after micro's handler
-// has returned, micro's own error count stays 0; each endpoint's STATS data
-// (EndpointData: answered, errors, errors by code, last error, processing
-// time) counts the answers instead, and `nats micro info` shows it.
+// use NewClient. Both services are hosted by internal/microhost: each
+// request is answered on its own goroutine (at most 256 at a time per
+// instance), so a long minGeneration wait never blocks other requests, and
+// `nats micro info|stats` count the answers themselves (requests, errors,
+// processing time from arrival to reply), with the errors by code in each
+// endpoint's data.
 //
 // Decisions the contract leaves open:
 //

@@ -48,18 +48,16 @@ func newMetrics(reg prometheus.Registerer, service string) (*metrics, error) {
 	return m, nil
 }
 
-// observe records one answered request.
-func (m *metrics) observe(endpoint string, start time.Time, err error) {
+// observe records one answered request (a microhost Observe hook; nil
+// when no registerer is set).
+func (m *metrics) observe(endpoint string, took time.Duration, failure *dshq.Error) {
 	if m == nil {
 		return
 	}
 	code := "OK"
-	if err != nil {
-		code = string(dshq.ErrorCode(err))
-		if code == "" {
-			code = string(dshq.CodePersistenceFailed)
-		}
+	if failure != nil {
+		code = string(failure.Code)
 	}
 	m.requests.WithLabelValues(endpoint, code).Inc()
-	m.seconds.WithLabelValues(endpoint, code).Observe(time.Since(start).Seconds())
+	m.seconds.WithLabelValues(endpoint, code).Observe(took.Seconds())
 }

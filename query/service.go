@@ -2,20 +2,16 @@ package query
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/microhost"
 )
 
 // maxInFlight bounds the requests one service instance works on at once;
@@ -58,11 +54,9 @@ func Serve(ctx context.Context, nc *nats.Conn, opts ...ServiceOption) (stop func
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return serve(ctx, nc, micro.Config{
+	return serve(ctx, nc, microhost.Config{
 		Name:        dshq.QueryService,
-		Version:     dshq.ServiceVersion,
 		Description: "dshq trusted query API (CONTRACT §3)",
-		QueueGroup:  dshq.ServiceQueueGroup,
 		Metadata:    map[string]string{"shard": cfg.shard},
 	}, func(endpoint string) string { return dshq.QuerySubjectPrefix + "." + endpoint },
 		shardAnswer(nc, cfg), cfg)
@@ -105,9 +99,8 @@ func ServeShard(ctx context.Context, nc *nats.Conn, shard string, engine *Engine
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return serve(ctx, nc, micro.Config{
+	return serve(ctx, nc, microhost.Config{
 		Name:        dshq.ShardService,
-		Version:     dshq.ServiceVersion,
 		Description: "dshq projection reads for the query service",
 		QueueGroup:  dshq.ShardQueueGroup(shard),
 		Metadata:    map[string]string{"shard": shard},
@@ -117,125 +110,31 @@ func ServeShard(ctx context.Context, nc *nats.Conn, shard string, engine *Engine
 
 type answerFunc func(ctx context.Context, endpoint string, body []byte) ([]byte, error)
 
-func serve(ctx context.Context, nc *nats.Conn, cfg micro.Config, subject func(string) string, answer answerFunc, sc serviceConfig) (func() error, error) {
-	log := sc.logger
-	m, err := newMetrics(sc.registerer, cfg.Name)
+// serve hosts one endpoint per query endpoint on subject(endpoint), each
+// answered by answer (microhost: slots, panics, error headers, STATS).
+func serve(ctx context.Context, nc *nats.Conn, mc microhost.Config, subject func(string) string, answer answerFunc, sc serviceConfig) (func() error, error) {
+	m, err := newMetrics(sc.registerer, mc.Name)
 	if err != nil {
 		return nil, err
 	}
-	stats := newServiceStats()
-	cfg.StatsHandler = stats.data
-	svc, err := micro.AddService(nc, cfg)
+	mc.Logger = sc.logger
+	mc.MaxInFlight = maxInFlight
+	mc.Panicked = &dshq.Error{Code: dshq.CodePersistenceFailed, Message: "query failed: internal error"}
+	mc.Failed = func(err error) *dshq.Error {
+		return &dshq.Error{Code: dshq.CodePersistenceFailed, Message: "query failed: " + err.Error(), Err: err}
+	}
+	mc.Observe = m.observe
+	eps := make([]microhost.Endpoint, len(Endpoints))
+	for i, ep := range Endpoints {
+		eps[i] = microhost.Endpoint{Name: ep, Subject: subject(ep), Handler: func(ctx context.Context, msg *nats.Msg) ([]byte, error) {
+			return answer(ctx, ep, msg.Data)
+		}}
+	}
+	svc, err := microhost.Start(ctx, nc, mc, eps)
 	if err != nil {
-		return nil, fmt.Errorf("add service %s: %w", cfg.Name, err)
+		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, maxInFlight)
-	for _, ep := range Endpoints {
-		// Endpoint names may not hold dots: sessions.list is named sessions_list.
-		name := strings.ReplaceAll(ep, ".", "_")
-		handle := func(r micro.Request) {
-			// The answer is sent from a goroutine, so it goes straight to the
-			// reply subject: micro's Respond may not be called once the
-			// handler has returned. For the same reason micro's own error
-			// count stays 0: stats counts the answers, shown as endpoint data.
-			start := time.Now()
-			data, reply := r.Data(), r.Reply()
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				err := &dshq.Error{Code: dshq.CodeAborted, Message: "service is stopping"}
-				stats.record(name, time.Since(start), err)
-				respond(nc, reply, nil, err, log)
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer func() { <-slots; wg.Done() }()
-				out, err := safeAnswer(ctx, answer, ep, data, log)
-				m.observe(ep, start, err)
-				stats.record(name, time.Since(start), err)
-				if err != nil {
-					logFailure(log, cfg.Name, ep, err)
-				}
-				respond(nc, reply, out, err, log)
-			}()
-		}
-		if err := svc.AddEndpoint(name, micro.HandlerFunc(handle), micro.WithEndpointSubject(subject(ep))); err != nil {
-			cancel()
-			_ = svc.Stop()
-			return nil, fmt.Errorf("add endpoint %s: %w", ep, err)
-		}
-	}
-	var once sync.Once
-	var stopErr error
-	return func() error {
-		once.Do(func() {
-			stopErr = svc.Stop()
-			cancel()
-			wg.Wait()
-		})
-		return stopErr
-	}, nil
-}
-
-// safeAnswer runs answer and turns a panic (a bug) into a failed request,
-// so that one bad request never takes the process down.
-func safeAnswer(ctx context.Context, answer answerFunc, endpoint string, body []byte, log *slog.Logger) (out []byte, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			log.Error("query panicked", "endpoint", endpoint, "panic", r, "stack", string(debug.Stack()))
-			out, err = nil, &dshq.Error{Code: dshq.CodePersistenceFailed, Message: "query failed: internal error"}
-		}
-	}()
-	return answer(ctx, endpoint, body)
-}
-
-func logFailure(log *slog.Logger, service, endpoint string, err error) {
-	code := dshq.ErrorCode(err)
-	switch code {
-	case dshq.CodePersistenceFailed, dshq.CodeIndexFailed, dshq.CodeCorruptSession, "":
-		log.Error("query failed", "service", service, "endpoint", endpoint, "code", code, "err", err)
-	default:
-		log.Debug("query refused", "service", service, "endpoint", endpoint, "code", code, "err", err)
-	}
-}
-
-// respond sends out, or err with the micro error headers and the error
-// body, to reply.
-func respond(nc *nats.Conn, reply string, out []byte, err error, log *slog.Logger) {
-	if reply == "" {
-		return
-	}
-	msg := &nats.Msg{Subject: reply, Data: out}
-	if err != nil {
-		var de *dshq.Error
-		if !errors.As(err, &de) {
-			de = &dshq.Error{Code: dshq.CodePersistenceFailed, Message: "query failed: " + err.Error(), Err: err}
-		}
-		msg.Data, _ = json.Marshal(dshq.ErrorReply{Error: dshq.ErrorBody{Code: de.Code, Message: de.Message}})
-		msg.Header = nats.Header{}
-		msg.Header.Set(micro.ErrorCodeHeader, string(de.Code))
-		msg.Header.Set(micro.ErrorHeader, headerText(de.Message))
-	}
-	if err := nc.PublishMsg(msg); err != nil {
-		log.Warn("respond", "subject", reply, "err", err)
-	}
-}
-
-// headerText makes a message safe for a header value.
-func headerText(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
-	if s == "" {
-		s = "error"
-	}
-	return s
+	return svc.Stop, nil
 }
 
 // forward validates body and asks the projection shard, relaying its
@@ -260,7 +159,7 @@ func forward(ctx context.Context, nc *nats.Conn, shard, endpoint string, body []
 		return nil, &dshq.Error{Code: dshq.CodePersistenceFailed, Err: err,
 			Message: fmt.Sprintf("projection shard %s: %v", shard, err)}
 	}
-	if err := replyError(msg); err != nil {
+	if err := microhost.DecodeError(msg); err != nil {
 		return nil, err
 	}
 	return msg.Data, nil

@@ -8,11 +8,12 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/microhost"
 )
 
-// microStats asks the micro STATS verb of service and returns the endpoint
-// data by endpoint name.
-func microStats(t *testing.T, p *pipe, service string) map[string]EndpointData {
+// microStats asks the micro STATS verb of service and returns each
+// endpoint's standard entry and data by endpoint name.
+func microStats(t *testing.T, p *pipe, service string) (map[string]*micro.EndpointStats, map[string]microhost.EndpointData) {
 	t.Helper()
 	subj, err := micro.ControlSubject(micro.StatsVerb, service, "")
 	if err != nil {
@@ -26,15 +27,15 @@ func microStats(t *testing.T, p *pipe, service string) map[string]EndpointData {
 	if err := json.Unmarshal(msg.Data, &st); err != nil {
 		t.Fatalf("stats of %s: %v\n%s", service, err, msg.Data)
 	}
-	out := map[string]EndpointData{}
+	std, data := map[string]*micro.EndpointStats{}, map[string]microhost.EndpointData{}
 	for _, e := range st.Endpoints {
-		var d EndpointData
+		var d microhost.EndpointData
 		if err := json.Unmarshal(e.Data, &d); err != nil {
 			t.Fatalf("data of %s: %v\n%s", e.Name, err, e.Data)
 		}
-		out[e.Name] = d
+		std[e.Name], data[e.Name] = e, d
 	}
-	return out
+	return std, data
 }
 
 func TestMicroStatsCountFailures(t *testing.T) {
@@ -54,7 +55,7 @@ func TestMicroStatsCountFailures(t *testing.T) {
 
 	for _, svc := range []string{dshq.QueryService, dshq.ShardService} {
 		t.Run(svc+" counts each endpoint's failures by code", func(t *testing.T) {
-			st := microStats(t, p, svc)
+			std, st := microStats(t, p, svc)
 			trace := st["sessions_trace"]
 			wantTrace := 3
 			byCode := map[string]int{string(dshq.CodeSessionNotFound): 2, string(dshq.CodeInvalidRequest): 1}
@@ -77,6 +78,15 @@ func TestMicroStatsCountFailures(t *testing.T) {
 			list := st["sessions_list"]
 			if list.Answered != 1 || list.Errors != 0 || list.LastError != "" {
 				t.Fatalf("sessions_list data %+v; want one success", list)
+			}
+			// The standard fields (nats micro info's Requests, Errors and
+			// Processing Time) say the same.
+			if s := std["sessions_trace"]; s.NumRequests != wantTrace || s.NumErrors != wantTrace || s.ProcessingTime != trace.ProcessingTime ||
+				s.AverageProcessingTime != trace.AverageProcessingTime || s.LastError == "" {
+				t.Fatalf("sessions_trace standard stats %+v; data %+v", s, trace)
+			}
+			if s := std["sessions_list"]; s.NumRequests != 1 || s.NumErrors != 0 {
+				t.Fatalf("sessions_list standard stats %+v", s)
 			}
 		})
 	}

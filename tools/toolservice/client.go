@@ -3,6 +3,7 @@ package toolservice
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/microhost"
 )
 
 // Client calls dsh-tools over NATS as one calling session. It is what a
@@ -67,8 +69,11 @@ func (c *Client) request(ctx context.Context, endpoint string, body []byte, out 
 	if err != nil {
 		return fmt.Errorf("%s: %w", endpoint, err)
 	}
-	if code := reply.Header.Get("Nats-Service-Error-Code"); code != "" {
-		return &dshq.Error{Code: dshq.CodeToolFailed, Message: fmt.Sprintf("%s: service error %s: %s", endpoint, code, reply.Header.Get("Nats-Service-Error"))}
+	var failed *dshq.Error
+	if errors.As(microhost.DecodeError(reply), &failed) {
+		// dsh-tools answers its own failures in the reply; an error header
+		// is the host's, and reaches the model as a tool failure.
+		return &dshq.Error{Code: dshq.CodeToolFailed, Message: fmt.Sprintf("%s: service error %s: %s", endpoint, failed.Code, failed.Message)}
 	}
 	if err := json.Unmarshal(reply.Data, out); err != nil {
 		return fmt.Errorf("%s: decode reply: %w", endpoint, err)

@@ -32,17 +32,16 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/authz"
+	"github.com/dshq/dshq/internal/microhost"
 	"github.com/dshq/dshq/tenancy"
 	"github.com/dshq/dshq/tools"
 )
@@ -174,76 +173,61 @@ func Serve(ctx context.Context, nc *nats.Conn, t *tools.Tools, opts ...Option) (
 }
 
 func (s *server) serve(ctx context.Context, nc *nats.Conn) (func() error, error) {
-	svc, err := micro.AddService(nc, micro.Config{Name: dshq.ToolsService, Version: dshq.ServiceVersion,
-		Description: "model-facing session tools", QueueGroup: "q"})
-	if err != nil {
-		return nil, fmt.Errorf("add service: %w", err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, maxInFlight)
-	add := func(endpoint string, answer func(ctx context.Context, r micro.Request, b binding) any) error {
-		handle := func(r micro.Request) {
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				s.respond(r, errorReply(dshq.CodeAborted, "session query was cancelled"))
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer func() { <-slots; wg.Done() }()
-				s.respond(r, s.guard(ctx, endpoint, r, answer))
-			}()
-		}
-		name := strings.ReplaceAll(endpoint, ".", "_")
-		if err := svc.AddEndpoint(name, micro.HandlerFunc(handle), micro.WithEndpointSubject(dshq.ToolsSubjectPrefix+"."+endpoint)); err != nil {
-			return err
-		}
-		return svc.AddEndpoint("tenant_"+name, micro.HandlerFunc(handle), micro.WithEndpointSubject(tenancy.ToolSubjectPattern(endpoint)))
+	var eps []microhost.Endpoint
+	// Each endpoint is served on the trusted subject and on every tenant's.
+	add := func(endpoint string, answer func(ctx context.Context, msg *nats.Msg, b binding) any) {
+		handler := func(ctx context.Context, msg *nats.Msg) ([]byte, error) { return answered(s.bind(ctx, msg, answer)) }
+		eps = append(eps,
+			microhost.Endpoint{Name: endpoint, Subject: dshq.ToolsSubjectPrefix + "." + endpoint, Handler: handler},
+			microhost.Endpoint{Name: "tenant_" + endpoint, Subject: tenancy.ToolSubjectPattern(endpoint), Handler: handler})
 	}
 	for _, d := range tools.Definitions() {
 		name := d.Name
-		if err := add(name, func(ctx context.Context, r micro.Request, b binding) any { return s.call(ctx, name, r, b) }); err != nil {
-			cancel()
-			_ = svc.Stop()
-			return nil, fmt.Errorf("add endpoint %s: %w", name, err)
-		}
+		add(name, func(ctx context.Context, msg *nats.Msg, b binding) any { return s.call(ctx, name, msg, b) })
 	}
 	list := ListReply{Tools: tools.Definitions(), Prompt: tools.Prompt}
-	if err := add(EndpointList, func(context.Context, micro.Request, binding) any { return list }); err != nil {
-		cancel()
-		_ = svc.Stop()
-		return nil, fmt.Errorf("add endpoint list: %w", err)
+	add(EndpointList, func(context.Context, *nats.Msg, binding) any { return list })
+	add(EndpointSpillRead, s.spillRead)
+	svc, err := microhost.Start(ctx, nc, microhost.Config{
+		Name:        dshq.ToolsService,
+		Description: "model-facing session tools",
+		MaxInFlight: maxInFlight,
+		Logger:      s.cfg.log,
+		Stopping:    inBody(errorReply(dshq.CodeAborted, "session query was cancelled")),
+		Panicked:    inBody(errorReply(dshq.CodeToolFailed, "session query operation failed")),
+	}, eps)
+	if err != nil {
+		return nil, err
 	}
-	if err := add(EndpointSpillRead, s.spillRead); err != nil {
-		cancel()
-		_ = svc.Stop()
-		return nil, fmt.Errorf("add endpoint spill.read: %w", err)
-	}
-	return func() error {
-		err := svc.Stop()
-		cancel()
-		wg.Wait()
-		return err
-	}, nil
+	return svc.Stop, nil
 }
 
-// guard runs answer and turns a panic (a bug) into the generic failure, so
-// one bad call never takes the service down. A request on a tenant's subject
-// whose tenant is not a tenant name binds no caller.
-func (s *server) guard(ctx context.Context, endpoint string, r micro.Request, answer func(context.Context, micro.Request, binding) any) (out any) {
-	defer func() {
-		if p := recover(); p != nil {
-			s.cfg.log.Error("tool call panicked", "endpoint", endpoint, "panic", fmt.Sprint(p))
-			out = errorReply(dshq.CodeToolFailed, "session query operation failed")
-		}
-	}()
-	b, ok := bindingOf(r.Subject())
+// bind answers msg as the binding of its subject says. A request on a
+// tenant's subject whose tenant is not a tenant name binds no caller.
+func (s *server) bind(ctx context.Context, msg *nats.Msg, answer func(context.Context, *nats.Msg, binding) any) any {
+	b, ok := bindingOf(msg.Subject)
 	if !ok {
 		return errorReply(dshq.CodeToolMissingAgent, authz.MsgMissingAgent)
 	}
-	return answer(ctx, r, b)
+	return answer(ctx, msg, b)
+}
+
+// answered encodes a reply; an error reply is answered the same way (the
+// tools answer every failure in their reply shape) and counted as failed.
+func answered(v any) ([]byte, error) {
+	if r, ok := v.(Reply); ok && r.IsError {
+		return nil, inBody(r)
+	}
+	return marshal(v), nil
+}
+
+// inBody is the microhost answer of an error reply.
+func inBody(r Reply) error {
+	code := dshq.CodeToolFailed
+	if r.Error != nil {
+		code = r.Error.Code
+	}
+	return microhost.InBody(marshal(r), &dshq.Error{Code: code, Message: strings.TrimPrefix(r.Text, "Error: ")})
 }
 
 func errorReply(code dshq.Code, msg string) Reply {
@@ -262,25 +246,19 @@ func marshal(v any) []byte {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
-func (s *server) respond(r micro.Request, v any) {
-	if err := r.Respond(marshal(v)); err != nil {
-		s.cfg.log.Warn("respond", "service", dshq.ToolsService, "subject", r.Subject(), "err", err)
-	}
-}
-
 // call runs one tool and spills an oversized rendering.
-func (s *server) call(ctx context.Context, name string, r micro.Request, b binding) any {
+func (s *server) call(ctx context.Context, name string, r *nats.Msg, b binding) any {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.callTimeout)
 	defer cancel()
-	caller := r.Headers().Get(CallerHeader)
-	if g := r.Headers().Get(MinGenerationHeader); g != "" {
+	caller := r.Header.Get(CallerHeader)
+	if g := r.Header.Get(MinGenerationHeader); g != "" {
 		n, err := strconv.ParseUint(g, 10, 64)
 		if err != nil {
 			return errorReply(dshq.CodeInvalidRequest, MinGenerationHeader+" must be a non-negative integer")
 		}
 		ctx = tools.WithMinGeneration(ctx, n)
 	}
-	res, err := b.call(ctx, s.tools, caller, name, r.Data())
+	res, err := b.call(ctx, s.tools, caller, name, r.Data)
 	if err != nil {
 		return errorReply(dshq.CodeAborted, "session query was cancelled")
 	}
@@ -332,13 +310,13 @@ func prefix(s string, n int) string {
 
 // spillRead pages a spilled result for the caller that produced it, on the
 // subjects (trusted, or the same tenant's) it was produced on.
-func (s *server) spillRead(ctx context.Context, r micro.Request, b binding) any {
-	caller := r.Headers().Get(CallerHeader)
+func (s *server) spillRead(ctx context.Context, r *nats.Msg, b binding) any {
+	caller := r.Header.Get(CallerHeader)
 	if caller == "" {
 		return errorReply(dshq.CodeToolMissingAgent, authz.MsgMissingAgent)
 	}
 	var req SpillReadRequest
-	dec := json.NewDecoder(bytes.NewReader(r.Data()))
+	dec := json.NewDecoder(bytes.NewReader(r.Data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil || req.ID == "" {
 		return errorReply(dshq.CodeInvalidArgs, "invalid arguments: expected {\"id\": string, \"offset\"?: non-negative integer}")

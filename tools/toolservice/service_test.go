@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/goleak"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/microhost"
 	"github.com/dshq/dshq/tools"
 	"github.com/dshq/dshq/tools/toolservice"
 	"github.com/dshq/dshq/tools/toolstest"
@@ -276,4 +278,51 @@ func TestClient(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
+}
+
+// TestMicroStats checks what `nats micro info dsh-tools` reads: every
+// answer counted, error replies (isError, no error headers) as errors with
+// their code, and a version.
+func TestMicroStats(t *testing.T) {
+	e := start(t)
+	var failed int
+	for _, caller := range []string{"", "me", "ghost"} {
+		var r toolservice.Reply
+		if err := json.Unmarshal(e.request(t, "session_search", caller, `{"query":"retry budget"}`), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.IsError {
+			failed++
+		}
+	}
+	subj, err := micro.ControlSubject(micro.StatsVerb, dshq.ToolsService, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := e.nc.Request(subj, nil, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st micro.Stats
+	if err := json.Unmarshal(msg.Data, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Version != dshq.ServiceVersion {
+		t.Fatalf("version %q", st.Version)
+	}
+	for _, ep := range st.Endpoints {
+		if ep.Name != "session_search" {
+			continue
+		}
+		var d microhost.EndpointData
+		if err := json.Unmarshal(ep.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		if failed != 2 || ep.NumRequests != 3 || ep.NumErrors != failed || d.ErrorsByCode[string(dshq.CodeToolMissingAgent)] != failed ||
+			!strings.HasPrefix(ep.LastError, string(dshq.CodeToolMissingAgent)+":") || ep.AverageProcessingTime <= 0 {
+			t.Fatalf("session_search stats %+v, data %+v; %d of 3 answers failed", ep, d, failed)
+		}
+		return
+	}
+	t.Fatalf("no session_search endpoint in %+v", st.Endpoints)
 }
