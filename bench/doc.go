@@ -5,7 +5,7 @@
 // through the real pipeline — an embedded NATS server with JetStream
 // (sync_interval always), the harness SDK's appends (bus.Store) from
 // concurrent writers, the projector (projection.Open and Run, bbolt and
-// Bleve), the query service over NATS (query.Serve, query.ServeShard,
+// Bleve), the query service over NATS (query.Serve, engine.ServeShard,
 // query.Client) — and prints one table in which every figure stands beside
 // a reference measured in the same run, on the same machine, with the ratio.
 //

@@ -19,6 +19,7 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/record"
@@ -297,17 +298,17 @@ func (r *runner) startPipeline(ctx context.Context, stack *[]func() error) error
 	}
 	*stack = append(*stack, stop)
 	r.proj = p
-	engine, err := query.NewShardEngine(ctx, r.js, p)
+	eng, err := engine.NewShardEngine(ctx, r.js, p)
 	if err != nil {
 		return err
 	}
-	stopShard, err := query.ServeShard(ctx, r.nc, dshq.DefaultShard, engine, query.WithLogger(discard))
+	stopShard, err := engine.ServeShard(ctx, r.nc, dshq.DefaultShard, eng, query.WithLogger(discard))
 	if err != nil {
 		return err
 	}
 	*stack = append(*stack, stopShard)
 	// As `dshq serve` runs it: the service calls the shard in its process.
-	stopSvc, err := query.Serve(ctx, r.nc, query.WithLogger(discard), query.WithLocalShard(engine))
+	stopSvc, err := query.Serve(ctx, r.nc, query.WithLogger(discard), query.WithLocalShard(eng))
 	if err != nil {
 		return err
 	}

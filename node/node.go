@@ -25,6 +25,7 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/admin"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/feed"
 	"github.com/dshq/dshq/internal/metricsrv"
 	"github.com/dshq/dshq/internal/natsconn"
@@ -176,7 +177,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 
 	var wg sync.WaitGroup
 	stack.push(func() error { wg.Wait(); return nil })
-	var shard *query.Engine // the query shard this process serves, if any
+	var shard query.Shard // the query shard this process serves, if any
 	if cfg.Parts.Projector {
 		var gen uint64
 		gen, shard, err = startProjector(ctx, cancel, cfg, js, nc, reg, log, &stack, &wg)
@@ -234,7 +235,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 // runs it in a goroutine owned by wg (a failure cancels the node), publishes
 // its commits to the live feed, and serves its query shard (returned; nil
 // without one) and the admin service.
-func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Config, js jetstream.JetStream, nc *nats.Conn, reg prometheus.Registerer, log *slog.Logger, stack *stopStack, wg *sync.WaitGroup) (gen uint64, shard *query.Engine, err error) {
+func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Config, js jetstream.JetStream, nc *nats.Conn, reg prometheus.Registerer, log *slog.Logger, stack *stopStack, wg *sync.WaitGroup) (gen uint64, shard query.Shard, err error) {
 	if _, err := feed.EnsureStream(ctx, js, feed.StreamConfig{}); err != nil {
 		return 0, nil, fmt.Errorf("feed stream: %w", err)
 	}
@@ -296,17 +297,17 @@ func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Con
 		}
 	}()
 	if !cfg.Projection.NoShard {
-		cursors, err := query.NewKVCursorStore(ctx, js)
+		cursors, err := engine.NewKVCursorStore(ctx, js)
 		if err != nil {
 			return 0, nil, fmt.Errorf("cursor store: %w", err)
 		}
-		engine := query.NewEngine(query.FromProjector(p), query.WithSearcher(query.FromIndexFunc(p.Index)), query.WithCursorStore(cursors))
-		stop, err := query.ServeShard(ctx, nc, dshq.DefaultShard, engine, query.WithLogger(log))
+		eng := engine.New(engine.FromProjector(p), engine.WithSearcher(engine.FromIndexFunc(p.Index)), engine.WithCursorStore(cursors))
+		stop, err := engine.ServeShard(ctx, nc, dshq.DefaultShard, eng, query.WithLogger(log))
 		if err != nil {
 			return 0, nil, fmt.Errorf("start query shard: %w", err)
 		}
 		stack.push(stop)
-		shard = engine
+		shard = eng
 	}
 	stopAdmin, err := admin.Serve(ctx, nc, p, admin.WithStream(stream), admin.WithLogger(log))
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"strconv"
 
 	"github.com/dshq/dshq"
 )
@@ -12,10 +13,11 @@ import (
 // cursorVersion is the version of the cursor encoding.
 const cursorVersion = 1
 
-// cursor is the state a nextCursor carries: base64url of its JSON. It binds
+// Cursor is the state a nextCursor carries: base64url of its JSON. It binds
 // the canonical request (Fingerprint), the generation and projection epoch
-// of the first page, and the position to continue from.
-type cursor struct {
+// of the first page, and the position to continue from. The engine fills
+// and reads it; its text is opaque to clients.
+type Cursor struct {
 	Version     int    `json:"v"`
 	Endpoint    string `json:"e"`
 	Fingerprint string `json:"f"`
@@ -38,19 +40,21 @@ type cursor struct {
 	// Store names the stored hits of a search.
 	Store string `json:"s,omitempty"`
 
-	offset int64
+	// Position is Offset, decoded and checked by DecodeCursor.
+	Position int64 `json:"-"`
 }
 
 // encode returns the opaque cursor text.
-func (c *cursor) encode() string {
+func (c *Cursor) encode() string {
 	c.Version = cursorVersion
 	b, _ := json.Marshal(c)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// decodeCursor decodes text as a cursor of req. Any malformation, another
-// endpoint or another request (by fingerprint) is SESSION_QUERY_INVALID_CURSOR.
-func decodeCursor(req *Request) (*cursor, error) {
+// DecodeCursor decodes req.Cursor as a cursor of req. Any malformation,
+// another endpoint or another request (by fingerprint) is
+// SESSION_QUERY_INVALID_CURSOR.
+func DecodeCursor(req *Request) (*Cursor, error) {
 	invalid := func(why string) error {
 		return dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: %s", why)
 	}
@@ -61,7 +65,7 @@ func decodeCursor(req *Request) (*cursor, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
-	var c cursor
+	var c Cursor
 	if err := dec.Decode(&c); err != nil || dec.More() {
 		return nil, invalid("not a cursor")
 	}
@@ -78,7 +82,7 @@ func decodeCursor(req *Request) (*cursor, error) {
 	if !ok || off < 0 || c.Bound < 0 || (c.Bound > 0 && off > c.Bound) {
 		return nil, invalid("offset out of range")
 	}
-	c.offset = off
+	c.Position = off
 	return &c, nil
 }
 
@@ -100,14 +104,14 @@ func fingerprint(req *Request) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
-// newCursor starts a cursor of req at the given first-page snapshot.
-func newCursor(req *Request, generation uint64, epoch string) *cursor {
-	return &cursor{Endpoint: req.Endpoint, Fingerprint: fingerprint(req), Generation: generation, Epoch: epoch}
+// NewCursor starts a cursor of req at the given first-page snapshot.
+func NewCursor(req *Request, generation uint64, epoch string) *Cursor {
+	return &Cursor{Endpoint: req.Endpoint, Fingerprint: fingerprint(req), Generation: generation, Epoch: epoch}
 }
 
-// at returns the encoded cursor continuing at offset.
-func (c *cursor) at(offset int64) string {
+// At returns the encoded cursor continuing at offset.
+func (c *Cursor) At(offset int64) string {
 	n := *c
-	n.Offset = json.Number(itoa(offset))
+	n.Offset = json.Number(strconv.FormatInt(offset, 10))
 	return n.encode()
 }

@@ -254,6 +254,17 @@ func budget(fs []dshq.Filter) (predicates, bindings int) {
 	return predicates, bindings
 }
 
+// CheckSearchBudget enforces the search compile budgets on a decoded
+// sessions.search or events.search request (SESSION_QUERY_INVALID_FILTER
+// when its filters compile to too many predicates or bindings). The engine
+// checks it after the cursor, as the original does.
+func CheckSearchBudget(req *Request) error {
+	if req.Endpoint == EndpointEventsSearch {
+		return checkBudget(1, eventSearchFixedBindings, req.Filters)
+	}
+	return checkBudget(0, sessionSearchFixedBindings, req.SessionFilters, req.EventFilters)
+}
+
 // checkBudget enforces the search compile budgets. fixedPredicates is 1 for
 // events.search (its session_id predicate).
 func checkBudget(fixedPredicates, fixedBindings int, arrays ...[]dshq.Filter) error {
@@ -295,10 +306,12 @@ func textPattern(text string) *regexp.Regexp {
 	return regexp.MustCompile("(?i)" + strings.Join(parts, jsSpaceClass))
 }
 
-// sessionMatcher tests session records against session filters.
-type sessionMatcher []dshq.Filter
+// SessionMatcher tests session records against session filters (the
+// clauses ANDed, a clause's values ORed).
+type SessionMatcher []dshq.Filter
 
-func (m sessionMatcher) match(r dshq.SessionRecord) bool {
+// Match reports whether r passes every clause.
+func (m SessionMatcher) Match(r dshq.SessionRecord) bool {
 	for _, f := range m {
 		if !matchSessionClause(f, r) {
 			return false
@@ -330,15 +343,16 @@ func matchSessionClause(f dshq.Filter, r dshq.SessionRecord) bool {
 	return false
 }
 
-// eventMatcher tests search documents against event filters; text clauses
+// EventMatcher tests search documents against event filters; text clauses
 // are compiled once.
-type eventMatcher struct {
+type EventMatcher struct {
 	filters  []dshq.Filter
 	patterns []*regexp.Regexp
 }
 
-func newEventMatcher(fs []dshq.Filter) *eventMatcher {
-	m := &eventMatcher{filters: fs, patterns: make([]*regexp.Regexp, len(fs))}
+// NewEventMatcher compiles fs, decoded event filters.
+func NewEventMatcher(fs []dshq.Filter) *EventMatcher {
+	m := &EventMatcher{filters: fs, patterns: make([]*regexp.Regexp, len(fs))}
 	for i, f := range fs {
 		if f.Kind == dshq.FilterText {
 			m.patterns[i] = textPattern(f.Text)
@@ -347,7 +361,8 @@ func newEventMatcher(fs []dshq.Filter) *eventMatcher {
 	return m
 }
 
-func (m *eventMatcher) match(d dshq.SearchDocument) bool {
+// Match reports whether d passes every clause.
+func (m *EventMatcher) Match(d dshq.SearchDocument) bool {
 	for i, f := range m.filters {
 		var ok bool
 		switch f.Kind {
@@ -370,8 +385,9 @@ func (m *eventMatcher) match(d dshq.SearchDocument) bool {
 	return true
 }
 
-// seqBounds returns the tightest seq range the filters allow, for scans.
-func (m *eventMatcher) seqBounds() (from int64, to int64) {
+// SeqBounds returns the tightest seq range the filters allow, for scans
+// (to < from when they allow none).
+func (m *EventMatcher) SeqBounds() (from int64, to int64) {
 	from, to = 0, math.MaxInt64
 	for _, f := range m.filters {
 		if f.Kind != dshq.FilterSeq {

@@ -167,7 +167,7 @@ func TestCursorDecoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := newCursor(req, 7, "e1").at(3)
+	good := NewCursor(req, 7, "e1").At(3)
 	other, _ := DecodeRequest(EndpointSessionsSearch, []byte(`{"query":"other"}`))
 	tests := []struct {
 		name    string
@@ -186,18 +186,18 @@ func TestCursorDecoding(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := *tt.req
 			r.Cursor = tt.cursor
-			_, err := decodeCursor(&r)
+			_, err := DecodeCursor(&r)
 			if dshq.ErrorCode(err) != dshq.CodeInvalidCursor || err.Error() != tt.message {
-				t.Fatalf("decodeCursor = %v (%s); want INVALID_CURSOR %q", err, dshq.ErrorCode(err), tt.message)
+				t.Fatalf("DecodeCursor = %v (%s); want INVALID_CURSOR %q", err, dshq.ErrorCode(err), tt.message)
 			}
 		})
 	}
 	t.Run("a cursor of the same request decodes", func(t *testing.T) {
 		r := *req
 		r.Cursor = good
-		c, err := decodeCursor(&r)
-		if err != nil || c.offset != 3 || c.Generation != 7 || c.Epoch != "e1" {
-			t.Fatalf("decodeCursor = %+v, %v", c, err)
+		c, err := DecodeCursor(&r)
+		if err != nil || c.Position != 3 || c.Generation != 7 || c.Epoch != "e1" {
+			t.Fatalf("DecodeCursor = %+v, %v", c, err)
 		}
 	})
 }

@@ -25,17 +25,32 @@ type serviceConfig struct {
 	shard      string
 	logger     *slog.Logger
 	registerer prometheus.Registerer
-	local      *Engine
+	local      Shard
 }
 
-// WithLocalShard tells Serve that engine, the engine this process serves as
-// the service's shard (ServeShard), is in the same process: requests are
+// Shard is a projection shard in this process (package engine's Engine):
+// what WithLocalShard answers through instead of a NATS round trip.
+type Shard interface {
+	// Answer answers a decoded request with its reply body, at most
+	// maxReply bytes (0 = the shard's own budget).
+	Answer(ctx context.Context, req *Request, maxReply int) ([]byte, error)
+}
+
+// ReplyHeadroom is the part of a connection's max payload a reply body
+// leaves free for headers and framing.
+const ReplyHeadroom = 8 << 10
+
+// ReplyBudget returns the largest reply body nc can carry.
+func ReplyBudget(nc *nats.Conn) int { return int(nc.MaxPayload()) - ReplyHeadroom }
+
+// WithLocalShard tells Serve that shard, the shard this process serves on
+// its subjects (engine.ServeShard), is in the same process: requests are
 // answered by calling it directly, decoded once, instead of a second NATS
 // round trip to the shard subject. The answers are the same (the engine,
 // its generation and cursors are shared with every remote replica that
 // asks the shard over NATS); `dshq serve` runs this way.
-func WithLocalShard(engine *Engine) ServiceOption {
-	return func(c *serviceConfig) { c.local = engine }
+func WithLocalShard(shard Shard) ServiceOption {
+	return func(c *serviceConfig) { c.local = shard }
 }
 
 // WithShard sets the projection shard token the service asks (default "0").
@@ -50,87 +65,87 @@ func WithLogger(l *slog.Logger) ServiceOption { return func(c *serviceConfig) { 
 // forwarded to the projection shard and its answer relayed. stop drains the
 // endpoints and waits for in-flight requests.
 func Serve(ctx context.Context, nc *nats.Conn, opts ...ServiceOption) (stop func() error, err error) {
-	cfg := serviceConfig{shard: dshq.DefaultShard, logger: slog.Default()}
+	cfg := serviceConfig{shard: dshq.DefaultShard}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return serve(ctx, nc, microhost.Config{
+	spec := Spec{
 		Name:        dshq.QueryService,
 		Description: "dshq trusted query API (CONTRACT §3)",
 		Metadata:    map[string]string{"shard": cfg.shard},
-	}, func(endpoint string) string { return dshq.QuerySubjectPrefix + "." + endpoint },
-		shardAnswer(nc, cfg), cfg)
+		Subject:     func(endpoint string) string { return dshq.QuerySubjectPrefix + "." + endpoint },
+	}
+	return ServeEndpoints(ctx, nc, spec, shardAnswer(nc, cfg), opts...)
 }
 
-// shardAnswer returns how Serve answers: through the local engine, or by
+// shardAnswer returns how Serve answers: through the local shard, or by
 // forwarding to the shard over NATS.
-func shardAnswer(nc *nats.Conn, cfg serviceConfig) answerFunc {
+func shardAnswer(nc *nats.Conn, cfg serviceConfig) Answer {
 	if cfg.local == nil {
 		return func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
 			return forward(ctx, nc, cfg.shard, endpoint, body)
 		}
 	}
-	return engineAnswer(nc, cfg.local)
-}
-
-// engineAnswer answers requests with engine, its replies bounded by nc's
-// max payload.
-func engineAnswer(nc *nats.Conn, engine *Engine) answerFunc {
-	eng := *engine
-	if limit := int(nc.MaxPayload()) - replyHeadroom; limit > 0 && limit < eng.maxReply {
-		eng.maxReply = limit
-	}
+	budget := ReplyBudget(nc)
 	return func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
 		req, err := DecodeRequest(endpoint, body)
 		if err != nil {
 			return nil, err
 		}
-		return eng.Run(ctx, req)
+		return cfg.local.Answer(ctx, req, budget)
 	}
 }
 
-// ServeShard serves engine as projection shard shard on nc: the micro
-// service dsh-projection with one endpoint per query endpoint on
-// dsh.proj.<shard>.v1.<endpoint>. The projector process calls it. Replies
-// are bounded by nc's max payload. stop drains and waits for in-flight
-// requests.
-func ServeShard(ctx context.Context, nc *nats.Conn, shard string, engine *Engine, opts ...ServiceOption) (stop func() error, err error) {
+// Answer answers one request body of endpoint: the reply body or a failure.
+type Answer func(ctx context.Context, endpoint string, body []byte) ([]byte, error)
+
+// Spec names a service that hosts every query endpoint: dsh-query, or a
+// projection shard.
+type Spec struct {
+	// Name, Description and Metadata are what nats micro shows.
+	Name, Description string
+	Metadata          map[string]string
+	// QueueGroup is the endpoints' queue group ("" = dshq.ServiceQueueGroup).
+	QueueGroup string
+	// Subject returns an endpoint's subject.
+	Subject func(endpoint string) string
+}
+
+// ServeEndpoints hosts every query endpoint (Endpoints) as the service spec
+// on nc, each request answered by answer, at most 256 at a time, with the
+// query API's failures (a panic is SESSION_QUERY_PERSISTENCE_FAILED "query
+// failed: internal error") and, with WithRegisterer, its request metrics.
+// Serve and the projection shard (engine.ServeShard) use it; of opts, only
+// WithLogger and WithRegisterer apply. stop drains the endpoints and waits
+// for in-flight requests.
+func ServeEndpoints(ctx context.Context, nc *nats.Conn, spec Spec, answer Answer, opts ...ServiceOption) (stop func() error, err error) {
 	cfg := serviceConfig{logger: slog.Default()}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return serve(ctx, nc, microhost.Config{
-		Name:        dshq.ShardService,
-		Description: "dshq projection reads for the query service",
-		QueueGroup:  dshq.ShardQueueGroup(shard),
-		Metadata:    map[string]string{"shard": shard},
-	}, func(endpoint string) string { return dshq.ShardSubject(shard, endpoint) },
-		engineAnswer(nc, engine), cfg)
-}
-
-type answerFunc func(ctx context.Context, endpoint string, body []byte) ([]byte, error)
-
-// serve hosts one endpoint per query endpoint on subject(endpoint), each
-// answered by answer (microhost: slots, panics, error headers, STATS).
-func serve(ctx context.Context, nc *nats.Conn, mc microhost.Config, subject func(string) string, answer answerFunc, sc serviceConfig) (func() error, error) {
-	m, err := newMetrics(sc.registerer, mc.Name)
+	m, err := newMetrics(cfg.registerer, spec.Name)
 	if err != nil {
 		return nil, err
 	}
-	mc.Logger = sc.logger
-	mc.MaxInFlight = maxInFlight
-	mc.Panicked = &dshq.Error{Code: dshq.CodePersistenceFailed, Message: "query failed: internal error"}
-	mc.Failed = func(err error) *dshq.Error {
-		return &dshq.Error{Code: dshq.CodePersistenceFailed, Message: "query failed: " + err.Error(), Err: err}
-	}
-	mc.Observe = m.observe
 	eps := make([]microhost.Endpoint, len(Endpoints))
 	for i, ep := range Endpoints {
-		eps[i] = microhost.Endpoint{Name: ep, Subject: subject(ep), Handler: func(ctx context.Context, msg *nats.Msg) ([]byte, error) {
+		eps[i] = microhost.Endpoint{Name: ep, Subject: spec.Subject(ep), Handler: func(ctx context.Context, msg *nats.Msg) ([]byte, error) {
 			return answer(ctx, ep, msg.Data)
 		}}
 	}
-	svc, err := microhost.Start(ctx, nc, mc, eps)
+	svc, err := microhost.Start(ctx, nc, microhost.Config{
+		Name:        spec.Name,
+		Description: spec.Description,
+		QueueGroup:  spec.QueueGroup,
+		Metadata:    spec.Metadata,
+		MaxInFlight: maxInFlight,
+		Logger:      cfg.logger,
+		Panicked:    &dshq.Error{Code: dshq.CodePersistenceFailed, Message: "query failed: internal error"},
+		Failed: func(err error) *dshq.Error {
+			return &dshq.Error{Code: dshq.CodePersistenceFailed, Message: "query failed: " + err.Error(), Err: err}
+		},
+		Observe: m.observe,
+	}, eps)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +159,7 @@ func forward(ctx context.Context, nc *nats.Conn, shard, endpoint string, body []
 	if err != nil {
 		return nil, err
 	}
-	wait := msDuration(req.TimeoutMs) + 10*time.Second
+	wait := time.Duration(req.TimeoutMs)*time.Millisecond + 10*time.Second
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	msg, err := nc.RequestWithContext(ctx, dshq.ShardSubject(shard, endpoint), body)

@@ -21,7 +21,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// Bleve (linked through the query client) starts its analysis workers at init.
+	// Bleve (linked through toolstest's pipeline) starts its analysis workers at init.
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
 }
 

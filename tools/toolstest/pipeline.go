@@ -17,6 +17,7 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/record"
@@ -110,8 +111,8 @@ func StartPipeline(t testing.TB, logs []Log) *Pipeline {
 			t.Errorf("close projector: %v", err)
 		}
 	})
-	engine := query.NewEngine(query.FromProjector(p), query.WithSearcher(query.FromIndex(p.Index())))
-	stopShard, err := query.ServeShard(ctx, nc, dshq.DefaultShard, engine, query.WithLogger(quiet()))
+	eng := engine.New(engine.FromProjector(p), engine.WithSearcher(engine.FromIndex(p.Index())))
+	stopShard, err := engine.ServeShard(ctx, nc, dshq.DefaultShard, eng, query.WithLogger(quiet()))
 	if err != nil {
 		t.Fatalf("serve shard: %v", err)
 	}

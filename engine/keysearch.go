@@ -1,4 +1,4 @@
-package query
+package engine
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/index"
+	"github.com/dshq/dshq/query"
 )
 
 // KeySearcher is a Searcher that can rank without loading docs and load the
@@ -98,7 +99,7 @@ func rankKeys(ctx context.Context, e *Engine, limit int, q SearchQuery, probe bo
 // keySessions is the first page of sessions.search through a KeySearcher:
 // keys the snapshot does not hold (the index may be ahead of it) or whose
 // session is invalid are dropped before any is stored.
-func (e *Engine) keySessions(ctx context.Context, ks KeySearcher, snap Snapshot, req *Request, c *cursor, page dshq.SessionSearchPage) ([]dshq.SessionSearchHit, string, error) {
+func (e *Engine) keySessions(ctx context.Context, ks KeySearcher, snap Snapshot, req *query.Request, c *query.Cursor, page dshq.SessionSearchPage) ([]dshq.SessionSearchHit, string, error) {
 	var kept []HitKey
 	sessions := []string{}
 	truncated := false
@@ -147,7 +148,7 @@ func (e *Engine) keySessions(ctx context.Context, ks KeySearcher, snap Snapshot,
 }
 
 // keyEvents is the first page of events.search through a KeySearcher.
-func (e *Engine) keyEvents(ctx context.Context, ks KeySearcher, snap Snapshot, req *Request, c *cursor, page dshq.EventSearchPage) ([]dshq.EventSearchHit, string, error) {
+func (e *Engine) keyEvents(ctx context.Context, ks KeySearcher, snap Snapshot, req *query.Request, c *query.Cursor, page dshq.EventSearchPage) ([]dshq.EventSearchHit, string, error) {
 	var kept []HitKey
 	truncated := false
 	if !matchesNothing(req.Filters) {
@@ -260,7 +261,7 @@ func (e *Engine) sessionHits(ks KeySearcher, phrase string) buildFunc[dshq.Sessi
 // firstKeyPage serves the first page of ranked keys and, when more remain
 // (or the search was truncated), stores the keys after it so later pages
 // are answered as of this one.
-func firstKeyPage[T any](ctx context.Context, e *Engine, snap Snapshot, req *Request, c *cursor, keys []HitKey, sessions []string, truncated bool, empty any, build buildFunc[T]) ([]T, string, error) {
+func firstKeyPage[T any](ctx context.Context, e *Engine, snap Snapshot, req *query.Request, c *query.Cursor, keys []HitKey, sessions []string, truncated bool, empty any, build buildFunc[T]) ([]T, string, error) {
 	built, err := build(ctx, snap, keys[:min(len(keys), req.Limit)])
 	if err != nil {
 		return nil, "", err
@@ -277,7 +278,7 @@ func firstKeyPage[T any](ctx context.Context, e *Engine, snap Snapshot, req *Req
 		return nil, "", err
 	}
 	c.Store, c.Bound = id, int64(len(keys))
-	return items, c.at(int64(used)), nil
+	return items, c.At(int64(used)), nil
 }
 
 // fitPage returns the built items that fit the reply budget, in order, and

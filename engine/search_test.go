@@ -1,4 +1,4 @@
-package query
+package engine
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query"
 )
 
 func hitIDs(items []dshq.SessionSearchHit) []string {
@@ -45,7 +46,7 @@ func TestSearch(t *testing.T) {
 
 	search := func(t *testing.T, req dshq.SessionSearchRequest) *dshq.SessionSearchPage {
 		t.Helper()
-		page, err := p.client.SearchSessions(ctx, req, WithMinGeneration(gen))
+		page, err := p.client.SearchSessions(ctx, req, query.WithMinGeneration(gen))
 		if err != nil {
 			t.Fatalf("search %+v: %v", req, err)
 		}
@@ -142,7 +143,7 @@ func TestSearchPaging(t *testing.T) {
 		seen := map[int64]bool{}
 		cur := ""
 		for range 3 {
-			page, err := p.client.SearchEvents(ctx, dshq.EventSearchRequest{SessionID: "pg", Query: "pager", Limit: 1, Cursor: cur}, WithMinGeneration(gen))
+			page, err := p.client.SearchEvents(ctx, dshq.EventSearchRequest{SessionID: "pg", Query: "pager", Limit: 1, Cursor: cur}, query.WithMinGeneration(gen))
 			if err != nil || len(page.Items) != 1 {
 				t.Fatalf("%v %+v", err, page)
 			}
@@ -169,7 +170,7 @@ func TestSearchPaging(t *testing.T) {
 		g := p.sync()
 		got := hitIDs(first.Items)
 		for cur := first.NextCursor; cur != ""; {
-			page, err := p.client.SearchSessions(ctx, dshq.SessionSearchRequest{Query: "zebra", Limit: 2, Cursor: cur}, WithMinGeneration(g))
+			page, err := p.client.SearchSessions(ctx, dshq.SessionSearchRequest{Query: "zebra", Limit: 2, Cursor: cur}, query.WithMinGeneration(g))
 			if err != nil {
 				t.Fatalf("later page: %v", err)
 			}
@@ -194,7 +195,7 @@ func TestSearchPaging(t *testing.T) {
 		}
 		g := p.events("pg", userMsg(4, "pager four"))
 		p.sync()
-		next, err := p.client.SearchEvents(ctx, dshq.EventSearchRequest{SessionID: "pg", Query: "pager", Limit: 1, Cursor: first.NextCursor}, WithMinGeneration(g))
+		next, err := p.client.SearchEvents(ctx, dshq.EventSearchRequest{SessionID: "pg", Query: "pager", Limit: 1, Cursor: first.NextCursor}, query.WithMinGeneration(g))
 		if err != nil || len(next.Items) != 1 || next.Items[0].Seq == 3 {
 			t.Fatalf("%v %+v", err, next)
 		}
@@ -206,7 +207,7 @@ func TestSearchPaging(t *testing.T) {
 		}
 		g := p.events("pg", userReplace(5, "pager summary", 0, 1, "[0,1]"))
 		p.sync()
-		_, err = p.client.SearchEvents(ctx, dshq.EventSearchRequest{SessionID: "pg", Query: "pager", Limit: 1, Cursor: first.NextCursor}, WithMinGeneration(g))
+		_, err = p.client.SearchEvents(ctx, dshq.EventSearchRequest{SessionID: "pg", Query: "pager", Limit: 1, Cursor: first.NextCursor}, query.WithMinGeneration(g))
 		wantErr(t, err, dshq.CodeStaleCursor, "cursor is stale because its relevant corpus changed")
 	})
 }
@@ -249,7 +250,7 @@ func TestSearchBudgets(t *testing.T) {
 	for _, tt := range sessionCases {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.req.Query = "needle"
-			_, err := p.client.SearchSessions(ctx, tt.req, WithMinGeneration(gen))
+			_, err := p.client.SearchSessions(ctx, tt.req, query.WithMinGeneration(gen))
 			if tt.message == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -278,7 +279,7 @@ func TestServeWithALocalShardAnswersWithoutTheShardHop(t *testing.T) {
 			p.session("near", hdr{createdAt: 1, cwd: "/w"})
 			p.events("near", userMsg(10, "a local needle"))
 			gen := p.sync()
-			before, err := p.client.SearchSessions(ctx, dshq.SessionSearchRequest{Query: "needle"}, WithMinGeneration(gen))
+			before, err := p.client.SearchSessions(ctx, dshq.SessionSearchRequest{Query: "needle"}, query.WithMinGeneration(gen))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -289,7 +290,7 @@ func TestServeWithALocalShardAnswersWithoutTheShardHop(t *testing.T) {
 			if err := p.stopShard(); err != nil {
 				t.Fatal(err)
 			}
-			after, err := p.client.SearchSessions(ctx, dshq.SessionSearchRequest{Query: "needle"}, WithMinGeneration(gen))
+			after, err := p.client.SearchSessions(ctx, dshq.SessionSearchRequest{Query: "needle"}, query.WithMinGeneration(gen))
 			if !local {
 				if dshq.ErrorCode(err) != dshq.CodePersistenceFailed || !strings.Contains(err.Error(), "projection shard 0 is not available") {
 					t.Fatalf("remote shard stopped: err = %v, want %s naming the shard", err, dshq.CodePersistenceFailed)

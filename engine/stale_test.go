@@ -1,4 +1,4 @@
-package query
+package engine
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query"
 )
 
 // epochProjection presents a projection under an epoch the test sets, as if
@@ -33,7 +34,7 @@ func (s epochSnapshot) Epoch() string { return s.epoch }
 
 func run(t *testing.T, e *Engine, endpoint, body string) ([]byte, error) {
 	t.Helper()
-	req, err := DecodeRequest(endpoint, []byte(body))
+	req, err := query.DecodeRequest(endpoint, []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,16 +57,16 @@ func TestStaleCursors(t *testing.T) {
 	p.session("t", hdr{createdAt: 2})
 	p.sync()
 	proj := &epochProjection{inner: FromProjector(p.proj), epoch: "A"}
-	engine := NewEngine(proj, WithSearcher(FromIndex(p.proj.Index())))
+	engine := New(proj, WithSearcher(FromIndex(p.proj.Index())))
 	paged := []struct{ endpoint, body string }{
-		{EndpointSessionsList, `{"limit":1}`},
-		{EndpointSessionsFilter, `{"filters":[],"limit":1}`},
-		{EndpointSessionsRead, `{"sessionId":"s","limit":1}`},
-		{EndpointSessionsSurface, `{"sessionId":"s","limit":1}`},
-		{EndpointEventsList, `{"sessionId":"s","limit":1}`},
-		{EndpointEventsFilter, `{"sessionId":"s","filters":[],"limit":1}`},
-		{EndpointEventsSearch, `{"sessionId":"s","query":"needle","limit":1}`},
-		{EndpointSessionsSearch, `{"query":"needle","limit":1,"sessionFilters":[]}`},
+		{query.EndpointSessionsList, `{"limit":1}`},
+		{query.EndpointSessionsFilter, `{"filters":[],"limit":1}`},
+		{query.EndpointSessionsRead, `{"sessionId":"s","limit":1}`},
+		{query.EndpointSessionsSurface, `{"sessionId":"s","limit":1}`},
+		{query.EndpointEventsList, `{"sessionId":"s","limit":1}`},
+		{query.EndpointEventsFilter, `{"sessionId":"s","filters":[],"limit":1}`},
+		{query.EndpointEventsSearch, `{"sessionId":"s","query":"needle","limit":1}`},
+		{query.EndpointSessionsSearch, `{"query":"needle","limit":1,"sessionFilters":[]}`},
 	}
 	cursors := map[string]string{}
 	for _, tt := range paged {
@@ -73,7 +74,7 @@ func TestStaleCursors(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tt.endpoint, err)
 		}
-		if tt.endpoint != EndpointSessionsSearch {
+		if tt.endpoint != query.EndpointSessionsSearch {
 			cursors[tt.endpoint] = nextCursor(t, out)
 		}
 	}
@@ -87,9 +88,9 @@ func TestStaleCursors(t *testing.T) {
 		b, _ := json.Marshal(m)
 		return string(b)
 	}
-	reclassified := map[string]bool{EndpointSessionsSurface: true, EndpointEventsList: true, EndpointEventsFilter: true, EndpointEventsSearch: true}
+	reclassified := map[string]bool{query.EndpointSessionsSurface: true, query.EndpointEventsList: true, query.EndpointEventsFilter: true, query.EndpointEventsSearch: true}
 	for _, tt := range paged {
-		if tt.endpoint == EndpointSessionsSearch {
+		if tt.endpoint == query.EndpointSessionsSearch {
 			continue
 		}
 		if reclassified[tt.endpoint] {
@@ -109,7 +110,7 @@ func TestStaleCursors(t *testing.T) {
 	proj.epoch = "B"
 	proj.mu.Unlock()
 	for _, tt := range paged {
-		if tt.endpoint == EndpointSessionsSearch {
+		if tt.endpoint == query.EndpointSessionsSearch {
 			continue
 		}
 		t.Run(tt.endpoint+" is stale after a rebuild", func(t *testing.T) {

@@ -1,4 +1,4 @@
-package query
+package engine
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query"
 )
 
 // TestBoundedReplies checks that list-shaped replies page within the reply
@@ -28,7 +29,7 @@ func TestBoundedReplies(t *testing.T) {
 		var seqs []int64
 		pages := 0
 		for cur := ""; ; pages++ {
-			r, err := p.client.ReadSession(ctx, dshq.SessionReadRequest{SessionID: "big", Cursor: cur}, WithMinGeneration(gen))
+			r, err := p.client.ReadSession(ctx, dshq.SessionReadRequest{SessionID: "big", Cursor: cur}, query.WithMinGeneration(gen))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,13 +83,13 @@ func TestSearchDisabled(t *testing.T) {
 	p := newPipe(t)
 	p.session("s", hdr{createdAt: 1})
 	gen := p.sync()
-	engine := NewEngine(FromProjector(p.proj))
+	engine := New(FromProjector(p.proj))
 	for _, tt := range []struct{ endpoint, body string }{
-		{EndpointSessionsSearch, `{"query":"x"}`},
-		{EndpointEventsSearch, `{"sessionId":"s","query":"x"}`},
+		{query.EndpointSessionsSearch, `{"query":"x"}`},
+		{query.EndpointEventsSearch, `{"sessionId":"s","query":"x"}`},
 	} {
 		t.Run(tt.endpoint+" without an index is SEARCH_DISABLED", func(t *testing.T) {
-			req, err := DecodeRequest(tt.endpoint, []byte(tt.body))
+			req, err := query.DecodeRequest(tt.endpoint, []byte(tt.body))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +98,7 @@ func TestSearchDisabled(t *testing.T) {
 		})
 	}
 	t.Run("exact reads keep working without an index", func(t *testing.T) {
-		req, _ := DecodeRequest(EndpointSessionsList, []byte(fmt.Sprintf(`{"minGeneration":%d}`, gen)))
+		req, _ := query.DecodeRequest(query.EndpointSessionsList, []byte(fmt.Sprintf(`{"minGeneration":%d}`, gen)))
 		out, err := engine.Run(context.Background(), req)
 		if err != nil || !strings.Contains(string(out), `"id":"s"`) {
 			t.Fatalf("%v %s", err, out)

@@ -1,4 +1,4 @@
-package query
+package engine
 
 import (
 	"testing"
@@ -6,19 +6,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query"
 )
 
 func TestRequestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	p := newPipe(t, func(c *pipeConfig) { c.serviceOpts = append(c.serviceOpts, WithRegisterer(reg)) })
+	p := newPipe(t, func(c *pipeConfig) { c.serviceOpts = append(c.serviceOpts, query.WithRegisterer(reg)) })
 	ctx := ctxT(t)
 	if _, err := p.client.ListSessions(ctx, dshq.SessionListRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	_, _ = p.client.TraceSession(ctx, dshq.SessionTraceRequest{SessionID: "nope"})
 	want := map[[2]string]float64{
-		{EndpointSessionsList, "OK"}:                              1,
-		{EndpointSessionsTrace, string(dshq.CodeSessionNotFound)}: 1,
+		{query.EndpointSessionsList, "OK"}:                              1,
+		{query.EndpointSessionsTrace, string(dshq.CodeSessionNotFound)}: 1,
 	}
 	families, err := reg.Gather()
 	if err != nil {

@@ -1,4 +1,4 @@
-package query
+package engine
 
 import (
 	"cmp"
@@ -7,17 +7,18 @@ import (
 	"slices"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query"
 )
 
 // listSessions answers sessions.list and sessions.filter: records newest
 // first, keyset-paged; later pages count only sessions that existed at the
 // first page's generation.
-func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *Request) (any, error) {
+func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
 	c, first, err := continueCursor(snap, req)
 	if err != nil {
 		return nil, err
 	}
-	match := sessionMatcher(req.Filters)
+	match := query.SessionMatcher(req.Filters)
 	page := dshq.SessionPage{Items: []dshq.SessionRecord{}, Generation: snap.Generation()}
 	sz := e.sizer(page)
 	var lastKey []byte
@@ -31,7 +32,7 @@ func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *Request) (a
 			return true
 		}
 		rec := sessionRecord(snap, info)
-		if !match.match(rec) {
+		if !match.Match(rec) {
 			return true
 		}
 		if len(page.Items) == req.Limit {
@@ -55,14 +56,14 @@ func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *Request) (a
 	if more {
 		n := *c
 		n.Key = lastKey
-		page.NextCursor = n.at(0)
+		page.NextCursor = n.At(0)
 	}
 	return page, nil
 }
 
 // readTitles answers sessions.titles: one result per unique id in
 // first-occurrence order, failures isolated per id.
-func (e *Engine) readTitles(_ context.Context, snap Snapshot, req *Request) (any, error) {
+func (e *Engine) readTitles(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
 	out := dshq.SessionTitles{Items: []dshq.TitleResult{}, Generation: snap.Generation()}
 	seen := map[string]bool{}
 	for _, id := range req.SessionIDs {
@@ -92,7 +93,7 @@ func rejected(id string, err error) dshq.TitleResult {
 // traceSession answers sessions.trace (UPSTREAM §5.7) without recursion, so
 // chains of any depth work; a trace over the reply budget is
 // SESSION_QUERY_REPLY_TOO_LARGE (from Run).
-func (e *Engine) traceSession(_ context.Context, snap Snapshot, req *Request) (any, error) {
+func (e *Engine) traceSession(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
 	target, err := lookup(snap, req.SessionID)
 	if err != nil {
 		return nil, err
@@ -187,7 +188,7 @@ func deref(s *string) string {
 // statSession answers sessions.stat from the session's projected record
 // alone: its cost does not grow with the log. It answers for an invalid
 // session too, saying from which seq it is invalid.
-func (e *Engine) statSession(_ context.Context, snap Snapshot, req *Request) (any, error) {
+func (e *Engine) statSession(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
 	info, err := lookup(snap, req.SessionID)
 	if err != nil {
 		return nil, err

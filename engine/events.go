@@ -1,4 +1,4 @@
-package query
+package engine
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query"
 )
 
 // eventLog is a session's log as reads see it: the stored events followed
@@ -90,7 +91,7 @@ func (l *eventLog) surface() ([]int64, error) {
 // pages are bounded by the event count of the first page; when checkSurface
 // is set, an invalid session is SESSION_QUERY_INVALID_SURFACE and a
 // reclassification after the first page makes the cursor stale.
-func pagedLog(snap Snapshot, req *Request, checkSurface bool) (*eventLog, *cursor, error) {
+func pagedLog(snap Snapshot, req *query.Request, checkSurface bool) (*eventLog, *query.Cursor, error) {
 	info, err := lookup(snap, req.SessionID)
 	if err != nil {
 		return nil, nil, err
@@ -108,7 +109,7 @@ func pagedLog(snap Snapshot, req *Request, checkSurface bool) (*eventLog, *curso
 	}
 	if first {
 		c.Bound = l.count()
-		if req.Endpoint == EndpointSessionsSurface {
+		if req.Endpoint == query.EndpointSessionsSurface {
 			seqs, err := l.surface()
 			if err != nil {
 				return nil, nil, err
@@ -120,21 +121,21 @@ func pagedLog(snap Snapshot, req *Request, checkSurface bool) (*eventLog, *curso
 	if checkSurface && info.ReclassifiedAt > c.Generation {
 		return nil, nil, staleCursor()
 	}
-	if req.Endpoint != EndpointSessionsSurface && c.Bound > l.count() {
+	if req.Endpoint != query.EndpointSessionsSurface && c.Bound > l.count() {
 		return nil, nil, staleCursor()
 	}
 	return l, c, nil
 }
 
 // listEvents answers events.list (records) and events.filter (documents).
-func (e *Engine) listEvents(_ context.Context, snap Snapshot, req *Request) (any, error) {
+func (e *Engine) listEvents(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
 	l, c, err := pagedLog(snap, req, true)
 	if err != nil {
 		return nil, err
 	}
-	m := newEventMatcher(req.Filters)
-	from, last := m.seqBounds()
-	from, to := max(from, c.offset), c.Bound
+	m := query.NewEventMatcher(req.Filters)
+	from, last := m.SeqBounds()
+	from, to := max(from, c.Position), c.Bound
 	if last < to-1 {
 		to = last + 1
 	}
@@ -142,7 +143,7 @@ func (e *Engine) listEvents(_ context.Context, snap Snapshot, req *Request) (any
 		records = []dshq.EventRecord{}
 		docs    = []dshq.SearchDocument{}
 		sz      *sizer
-		filter  = req.Endpoint == EndpointEventsFilter
+		filter  = req.Endpoint == query.EndpointEventsFilter
 		next    = int64(-1)
 		tooBig  bool
 	)
@@ -155,7 +156,7 @@ func (e *Engine) listEvents(_ context.Context, snap Snapshot, req *Request) (any
 		var item any = ev.Record
 		if filter {
 			doc := dshq.SearchDocument{EventRecord: ev.Record, Text: ev.Text}
-			if doc.Text == "" || !m.match(doc) {
+			if doc.Text == "" || !m.Match(doc) {
 				return true
 			}
 			item = doc
@@ -179,7 +180,7 @@ func (e *Engine) listEvents(_ context.Context, snap Snapshot, req *Request) (any
 	}
 	cur := ""
 	if next >= 0 {
-		cur = c.at(next)
+		cur = c.At(next)
 	}
 	if filter {
 		return dshq.SearchDocumentPage{Items: docs, NextCursor: cur, Generation: snap.Generation()}, nil
@@ -189,7 +190,7 @@ func (e *Engine) listEvents(_ context.Context, snap Snapshot, req *Request) (any
 
 // readSession answers sessions.read: raw events in seq order, paged; an
 // invalid session's raw events are still returned.
-func (e *Engine) readSession(_ context.Context, snap Snapshot, req *Request) (any, error) {
+func (e *Engine) readSession(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
 	l, c, err := pagedLog(snap, req, false)
 	if err != nil {
 		return nil, err
@@ -198,7 +199,7 @@ func (e *Engine) readSession(_ context.Context, snap Snapshot, req *Request) (an
 		Events: []dshq.Event{}, Generation: snap.Generation()}
 	sz := e.sizer(out)
 	next, tooBig := int64(-1), false
-	err = l.each(c.offset, c.Bound, func(ev dshq.StoredEvent) bool {
+	err = l.each(c.Position, c.Bound, func(ev dshq.StoredEvent) bool {
 		item := dshq.Event{Raw: ev.Raw}
 		if len(out.Events) == req.Limit || !sz.add(item) {
 			next, tooBig = ev.Record.Seq, len(out.Events) == 0
@@ -214,14 +215,14 @@ func (e *Engine) readSession(_ context.Context, snap Snapshot, req *Request) (an
 		return nil, tooLargeItem(req.Endpoint)
 	}
 	if next >= 0 {
-		out.NextCursor = c.at(next)
+		out.NextCursor = c.At(next)
 	}
 	return out, nil
 }
 
 // readSurface answers sessions.surface: the current surface events in
 // surface order, paged by surface index, as of the first page.
-func (e *Engine) readSurface(_ context.Context, snap Snapshot, req *Request) (any, error) {
+func (e *Engine) readSurface(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
 	l, c, err := pagedLog(snap, req, true)
 	if err != nil {
 		return nil, err
@@ -239,7 +240,7 @@ func (e *Engine) readSurface(_ context.Context, snap Snapshot, req *Request) (an
 		out.CapturedThroughSeq = &c.Captured
 	}
 	sz := e.sizer(out)
-	for i := c.offset; i < c.Bound; i++ {
+	for i := c.Position; i < c.Bound; i++ {
 		ev, ok, err := l.get(seqs[i])
 		if err != nil {
 			return nil, err
@@ -252,7 +253,7 @@ func (e *Engine) readSurface(_ context.Context, snap Snapshot, req *Request) (an
 			if len(out.Events) == 0 {
 				return nil, tooLargeItem(req.Endpoint)
 			}
-			out.NextCursor = c.at(i)
+			out.NextCursor = c.At(i)
 			break
 		}
 		out.Events = append(out.Events, item)
@@ -262,7 +263,7 @@ func (e *Engine) readSurface(_ context.Context, snap Snapshot, req *Request) (an
 
 // resolveTarget looks up the session of events.read/trace, opens its log and
 // resolves the target seq (targetEvent), in that order.
-func resolveTarget(snap Snapshot, req *Request) (dshq.SessionInfo, *eventLog, dshq.StoredEvent, error) {
+func resolveTarget(snap Snapshot, req *query.Request) (dshq.SessionInfo, *eventLog, dshq.StoredEvent, error) {
 	info, err := lookup(snap, req.SessionID)
 	if err != nil {
 		return dshq.SessionInfo{}, nil, dshq.StoredEvent{}, err
@@ -277,7 +278,7 @@ func resolveTarget(snap Snapshot, req *Request) (dshq.SessionInfo, *eventLog, ds
 
 // targetEvent resolves the seq of events.read/trace: a seq that is not a
 // non-negative integer, or past the end, is SESSION_QUERY_EVENT_NOT_FOUND.
-func targetEvent(l *eventLog, req *Request) (dshq.StoredEvent, error) {
+func targetEvent(l *eventLog, req *query.Request) (dshq.StoredEvent, error) {
 	notFound := dshq.Errorf(dshq.CodeEventNotFound, "session %q has no event at seq %s", req.SessionID, req.SeqLit)
 	if req.Seq < 0 || req.Seq != math.Trunc(req.Seq) || req.Seq >= float64(l.count()) {
 		return dshq.StoredEvent{}, notFound
@@ -294,7 +295,7 @@ func targetEvent(l *eventLog, req *Request) (dshq.StoredEvent, error) {
 
 // readEvent answers events.read (UPSTREAM §5.8): the window is clamped by
 // the log's edges and by the reply budget; the target always stays.
-func (e *Engine) readEvent(_ context.Context, snap Snapshot, req *Request) (any, error) {
+func (e *Engine) readEvent(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
 	info, l, target, err := resolveTarget(snap, req)
 	if err != nil {
 		return nil, err
@@ -351,7 +352,7 @@ func (e *Engine) readEvent(_ context.Context, snap Snapshot, req *Request) (any,
 // traceEvent answers events.trace (UPSTREAM §5.9): the target is checked
 // before the surface, so a seq past the end is EVENT_NOT_FOUND even in an
 // invalid session.
-func (e *Engine) traceEvent(_ context.Context, snap Snapshot, req *Request) (any, error) {
+func (e *Engine) traceEvent(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
 	info, l, target, err := resolveTarget(snap, req)
 	if err != nil {
 		return nil, err

@@ -1,10 +1,11 @@
-package query
+package engine
 
 import (
 	"fmt"
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query"
 )
 
 // pageSessions follows a sessions.search from its first page until it has
@@ -15,7 +16,7 @@ func pageSessions(t *testing.T, p *pipe, req dshq.SessionSearchRequest, gen uint
 	ctx := ctxT(t)
 	var got []string
 	for n := 0; ; n++ {
-		page, err := p.client.SearchSessions(ctx, req, WithMinGeneration(gen))
+		page, err := p.client.SearchSessions(ctx, req, query.WithMinGeneration(gen))
 		if err != nil {
 			return got, err
 		}
@@ -85,7 +86,7 @@ func TestSearchPagesPastOneHundred(t *testing.T) {
 		req := dshq.EventSearchRequest{SessionID: "many", Query: "needle", Limit: 100}
 		seqs := map[int64]bool{}
 		for pages := 0; ; pages++ {
-			page, err := p.client.SearchEvents(ctx, req, WithMinGeneration(gen))
+			page, err := p.client.SearchEvents(ctx, req, query.WithMinGeneration(gen))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package query
+package engine
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/projection"
+	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/record"
 )
 
@@ -37,7 +38,7 @@ type pipe struct {
 	js     jetstream.JetStream
 	leases jetstream.KeyValue
 	proj   *projection.Projector
-	client *Client
+	client *query.Client
 	// stopShard stops the shard service on NATS (the engine stays).
 	stopShard func() error
 
@@ -63,9 +64,9 @@ func (p *pipe) inTenant(tenant string, ids ...string) {
 
 type pipeConfig struct {
 	listen      string
-	engineOpts  []EngineOption
+	engineOpts  []Option
 	maxPayload  int32
-	serviceOpts []ServiceOption
+	serviceOpts []query.ServiceOption
 	localShard  bool // the service calls the engine in process
 }
 
@@ -124,21 +125,21 @@ func newPipe(t testing.TB, cfgs ...func(*pipeConfig)) *pipe {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopShard, err := ServeShard(ctx, nc, dshq.DefaultShard, engine, WithLogger(quiet()))
+	stopShard, err := ServeShard(ctx, nc, dshq.DefaultShard, engine, query.WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stopShard() })
-	opts := append([]ServiceOption{WithLogger(quiet())}, cfg.serviceOpts...)
+	opts := append([]query.ServiceOption{query.WithLogger(quiet())}, cfg.serviceOpts...)
 	if cfg.localShard {
-		opts = append(opts, WithLocalShard(engine))
+		opts = append(opts, query.WithLocalShard(engine))
 	}
-	stopSvc, err := Serve(ctx, nc, opts...)
+	stopSvc, err := query.Serve(ctx, nc, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stopSvc() })
-	return &pipe{t: t, e: e, nc: nc, js: js, leases: leases, proj: proj, client: NewClient(nc), stopShard: stopShard, next: map[string]int64{}}
+	return &pipe{t: t, e: e, nc: nc, js: js, leases: leases, proj: proj, client: query.NewClient(nc), stopShard: stopShard, next: map[string]int64{}}
 }
 
 // publish publishes raw records on a session's subject; it returns the

@@ -1,4 +1,4 @@
-package query
+package engine
 
 import (
 	"context"
@@ -8,15 +8,14 @@ import (
 	"strconv"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query"
 )
 
 // Engine defaults.
 const (
 	// DefaultMaxReplyBytes is the reply budget when none is set: the default
 	// NATS max payload less room for headers.
-	DefaultMaxReplyBytes = 1<<20 - replyHeadroom
-	// replyHeadroom is kept free of a payload for headers and framing.
-	replyHeadroom = 8 << 10
+	DefaultMaxReplyBytes = 1<<20 - query.ReplyHeadroom
 	// MaxSearchResults is how many hits a search ranks on its first page
 	// (when it has more than one page) and keeps, in chunks of at most
 	// 256 KiB in the CursorStore, for its later pages: a trusted client
@@ -46,26 +45,26 @@ type Engine struct {
 	maxResults int
 }
 
-// EngineOption configures an Engine.
-type EngineOption func(*Engine)
+// Option configures an Engine.
+type Option func(*Engine)
 
 // WithSearcher sets the full-text index. Without one, the search endpoints
 // fail with SESSION_QUERY_SEARCH_DISABLED while exact reads keep working.
-func WithSearcher(s Searcher) EngineOption { return func(e *Engine) { e.search = s } }
+func WithSearcher(s Searcher) Option { return func(e *Engine) { e.search = s } }
 
 // WithCursorStore sets where paged searches keep their hits (default: an
 // in-memory store private to this Engine).
-func WithCursorStore(s CursorStore) EngineOption { return func(e *Engine) { e.store = s } }
+func WithCursorStore(s CursorStore) Option { return func(e *Engine) { e.store = s } }
 
 // WithMaxSearchResults sets how many hits a search ranks on its first page
 // and keeps for later pages (default MaxSearchResults).
-func WithMaxSearchResults(n int) EngineOption { return func(e *Engine) { e.maxResults = n } }
+func WithMaxSearchResults(n int) Option { return func(e *Engine) { e.maxResults = n } }
 
 // WithMaxReplyBytes sets the reply budget (default DefaultMaxReplyBytes).
-func WithMaxReplyBytes(n int) EngineOption { return func(e *Engine) { e.maxReply = n } }
+func WithMaxReplyBytes(n int) Option { return func(e *Engine) { e.maxReply = n } }
 
-// NewEngine returns an Engine over p.
-func NewEngine(p Projection, opts ...EngineOption) *Engine {
+// New returns an Engine over p.
+func New(p Projection, opts ...Option) *Engine {
 	e := &Engine{proj: p, maxReply: DefaultMaxReplyBytes, maxResults: MaxSearchResults}
 	for _, o := range opts {
 		o(e)
@@ -76,22 +75,22 @@ func NewEngine(p Projection, opts ...EngineOption) *Engine {
 	return e
 }
 
-type handler func(e *Engine, ctx context.Context, snap Snapshot, req *Request) (any, error)
+type handler func(e *Engine, ctx context.Context, snap Snapshot, req *query.Request) (any, error)
 
 var handlers = map[string]handler{
-	EndpointSessionsList:    (*Engine).listSessions,
-	EndpointSessionsFilter:  (*Engine).listSessions,
-	EndpointSessionsSearch:  (*Engine).searchSessions,
-	EndpointSessionsRead:    (*Engine).readSession,
-	EndpointSessionsSurface: (*Engine).readSurface,
-	EndpointSessionsTrace:   (*Engine).traceSession,
-	EndpointSessionsTitles:  (*Engine).readTitles,
-	EndpointSessionsStat:    (*Engine).statSession,
-	EndpointEventsList:      (*Engine).listEvents,
-	EndpointEventsFilter:    (*Engine).listEvents,
-	EndpointEventsSearch:    (*Engine).searchEvents,
-	EndpointEventsRead:      (*Engine).readEvent,
-	EndpointEventsTrace:     (*Engine).traceEvent,
+	query.EndpointSessionsList:    (*Engine).listSessions,
+	query.EndpointSessionsFilter:  (*Engine).listSessions,
+	query.EndpointSessionsSearch:  (*Engine).searchSessions,
+	query.EndpointSessionsRead:    (*Engine).readSession,
+	query.EndpointSessionsSurface: (*Engine).readSurface,
+	query.EndpointSessionsTrace:   (*Engine).traceSession,
+	query.EndpointSessionsTitles:  (*Engine).readTitles,
+	query.EndpointSessionsStat:    (*Engine).statSession,
+	query.EndpointEventsList:      (*Engine).listEvents,
+	query.EndpointEventsFilter:    (*Engine).listEvents,
+	query.EndpointEventsSearch:    (*Engine).searchEvents,
+	query.EndpointEventsRead:      (*Engine).readEvent,
+	query.EndpointEventsTrace:     (*Engine).traceEvent,
 }
 
 // Run answers req and returns the reply body (JSON, at most the reply
@@ -100,12 +99,12 @@ var handlers = map[string]handler{
 // req.MinGeneration within req.TimeoutMs, SESSION_QUERY_REPLY_TOO_LARGE for
 // an unpageable reply over the budget, and SESSION_QUERY_PERSISTENCE_FAILED
 // when the projection cannot be read.
-func (e *Engine) Run(ctx context.Context, req *Request) ([]byte, error) {
+func (e *Engine) Run(ctx context.Context, req *query.Request) ([]byte, error) {
 	h, ok := handlers[req.Endpoint]
 	if !ok {
 		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "unknown endpoint %q", req.Endpoint)
 	}
-	if e.search == nil && (req.Endpoint == EndpointSessionsSearch || req.Endpoint == EndpointEventsSearch) {
+	if e.search == nil && (req.Endpoint == query.EndpointSessionsSearch || req.Endpoint == query.EndpointEventsSearch) {
 		return nil, dshq.Errorf(dshq.CodeSearchDisabled, "search is disabled: this projection has no index")
 	}
 	minGen := max(req.MinGeneration, peekCursorGeneration(req))
@@ -155,11 +154,11 @@ func (e *Engine) mapError(ctx context.Context, err error, called bool, minGen ui
 // peekCursorGeneration returns the first-page generation of req's cursor
 // without validating it (validation happens in order, later), so that a
 // lagging replica waits until it has caught up with the first page.
-func peekCursorGeneration(req *Request) uint64 {
+func peekCursorGeneration(req *query.Request) uint64 {
 	if req.Cursor == "" {
 		return 0
 	}
-	c, err := decodeCursor(req)
+	c, err := query.DecodeCursor(req)
 	if err != nil {
 		return 0
 	}
@@ -199,11 +198,11 @@ func sessionRecord(snap Snapshot, info dshq.SessionInfo) dshq.SessionRecord {
 
 // continueCursor decodes req's cursor and checks that it still describes
 // the snapshot's build. A fresh request gets a new cursor at offset 0.
-func continueCursor(snap Snapshot, req *Request) (c *cursor, first bool, err error) {
+func continueCursor(snap Snapshot, req *query.Request) (c *query.Cursor, first bool, err error) {
 	if req.Cursor == "" {
-		return newCursor(req, snap.Generation(), snap.Epoch()), true, nil
+		return query.NewCursor(req, snap.Generation(), snap.Epoch()), true, nil
 	}
-	c, err = decodeCursor(req)
+	c, err = query.DecodeCursor(req)
 	if err != nil {
 		return nil, false, err
 	}

@@ -1,4 +1,4 @@
-package query
+package engine
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query"
 )
 
 // storedChunkBytes bounds one stored chunk of hits (well under any payload).
@@ -32,12 +33,12 @@ type searchMeta struct {
 
 // searchSessions answers sessions.search (UPSTREAM §5.5 order: cursor, then
 // the compile budget, then the index).
-func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *Request) (any, error) {
+func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *query.Request) (any, error) {
 	c, first, err := continueCursor(snap, req)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkBudget(0, sessionSearchFixedBindings, req.SessionFilters, req.EventFilters); err != nil {
+	if err := query.CheckSearchBudget(req); err != nil {
 		return nil, err
 	}
 	page := dshq.SessionSearchPage{Items: []dshq.SessionSearchHit{}, Generation: snap.Generation()}
@@ -90,7 +91,7 @@ func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *Request
 // searchEvents answers events.search: the target is resolved before the
 // cursor is decoded (UPSTREAM §5.5); an invalid target is
 // SESSION_QUERY_INVALID_SURFACE.
-func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *Request) (any, error) {
+func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *query.Request) (any, error) {
 	info, err := lookup(snap, req.SessionID)
 	if err != nil {
 		return nil, err
@@ -102,7 +103,7 @@ func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *Request) 
 	if err != nil {
 		return nil, err
 	}
-	if err := checkBudget(1, eventSearchFixedBindings, req.Filters); err != nil {
+	if err := query.CheckSearchBudget(req); err != nil {
 		return nil, err
 	}
 	page := dshq.EventSearchPage{Session: info.Header.Header, Items: []dshq.EventSearchHit{}, Generation: snap.Generation()}
@@ -199,7 +200,7 @@ func matchesNothing(fs []dshq.Filter) bool {
 // firstSearchPage serves the first page of hits and, when more remain (or
 // the search was truncated), stores the rest so later pages are answered as
 // of this one.
-func firstSearchPage[T any](ctx context.Context, e *Engine, req *Request, c *cursor, hits []T, sessions []string, truncated bool, empty any) ([]T, string, error) {
+func firstSearchPage[T any](ctx context.Context, e *Engine, req *query.Request, c *query.Cursor, hits []T, sessions []string, truncated bool, empty any) ([]T, string, error) {
 	sz := e.sizer(empty)
 	items := []T{}
 	for _, h := range hits {
@@ -219,7 +220,7 @@ func firstSearchPage[T any](ctx context.Context, e *Engine, req *Request, c *cur
 		return nil, "", err
 	}
 	c.Store, c.Bound = id, int64(len(hits))
-	return items, c.at(int64(len(items))), nil
+	return items, c.At(int64(len(items))), nil
 }
 
 // tooManyResults is the failure of a cursor continuing past the stored hits
@@ -353,15 +354,15 @@ func appendJSONString(dst []byte, s string) []byte {
 // stored keys through build. It is stale when a session the results count
 // was reclassified (or invalidated, or is gone) after the first page, or
 // when the stored hits expired.
-func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *Request, c *cursor, empty any, build buildFunc[T]) ([]T, string, error) {
-	if c.Store == "" || c.offset > c.Bound {
+func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *query.Request, c *query.Cursor, empty any, build buildFunc[T]) ([]T, string, error) {
+	if c.Store == "" || c.Position > c.Bound {
 		return nil, "", dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: offset out of range")
 	}
 	var meta searchMeta
 	if err := e.load(ctx, c.Store+".m", &meta); err != nil {
 		return nil, "", err
 	}
-	if c.offset == c.Bound {
+	if c.Position == c.Bound {
 		if meta.Truncated {
 			return nil, "", e.tooManyResults(req.Endpoint)
 		}
@@ -407,21 +408,21 @@ func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *R
 	if len(items) == 0 {
 		return nil, "", tooLargeItem(req.Endpoint)
 	}
-	pos := c.offset + int64(used)
+	pos := c.Position + int64(used)
 	if pos < c.Bound || meta.Truncated {
-		return items, c.at(pos), nil
+		return items, c.At(pos), nil
 	}
 	return items, "", nil
 }
 
 // storedRun loads up to limit stored elements from the cursor's offset.
-func storedRun[E any](ctx context.Context, e *Engine, c *cursor, meta searchMeta, limit int) ([]E, error) {
-	k := sort.Search(len(meta.Starts), func(i int) bool { return meta.Starts[i] > c.offset }) - 1
+func storedRun[E any](ctx context.Context, e *Engine, c *query.Cursor, meta searchMeta, limit int) ([]E, error) {
+	k := sort.Search(len(meta.Starts), func(i int) bool { return meta.Starts[i] > c.Position }) - 1
 	if k < 0 {
 		return nil, dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: offset out of range")
 	}
 	var out []E
-	for pos := c.offset; k < len(meta.Starts) && len(out) < limit; k++ {
+	for pos := c.Position; k < len(meta.Starts) && len(out) < limit; k++ {
 		var chunk []E
 		if err := e.load(ctx, fmt.Sprintf("%s.%d", c.Store, k), &chunk); err != nil {
 			return nil, err

@@ -1,4 +1,4 @@
-package query
+package engine
 
 import (
 	"context"
@@ -183,7 +183,7 @@ func BenchmarkStoreKeys(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e := NewEngine(FromProjector(p.proj), WithCursorStore(store))
+	e := New(FromProjector(p.proj), WithCursorStore(store))
 	keys := make([]HitKey, MaxSearchResults)
 	sessions := make([]string, len(keys))
 	for i := range keys {

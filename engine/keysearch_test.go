@@ -1,4 +1,4 @@
-package query
+package engine
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/index"
+	"github.com/dshq/dshq/query"
 )
 
 // plainSearcher hides the KeySearcher methods of a Searcher, so the Engine
@@ -66,21 +67,21 @@ func TestKeyedSearchMatchesStoredHits(t *testing.T) {
 	p.sync()
 	p.setLive("s39", true)
 	p.setLive("s02", true)
-	keyed := NewEngine(FromProjector(p.proj), WithSearcher(FromIndex(p.proj.Index())), WithMaxSearchResults(30))
+	keyed := New(FromProjector(p.proj), WithSearcher(FromIndex(p.proj.Index())), WithMaxSearchResults(30))
 	if _, ok := keyed.search.(KeySearcher); !ok {
 		t.Fatal("FromIndex is not a KeySearcher")
 	}
-	plain := NewEngine(FromProjector(p.proj), WithSearcher(plainSearcher{FromIndex(p.proj.Index())}), WithMaxSearchResults(30))
+	plain := New(FromProjector(p.proj), WithSearcher(plainSearcher{FromIndex(p.proj.Index())}), WithMaxSearchResults(30))
 	tests := []struct{ name, endpoint, body string }{
-		{"sessions.search pages of 7 up to the bound", EndpointSessionsSearch, `{"query":"needle","limit":7,"sessionFilters":[]}`},
-		{"sessions.search within one page", EndpointSessionsSearch, `{"query":"haystack 3","limit":7,"sessionFilters":[]}`},
-		{"events.search pages of 1", EndpointEventsSearch, `{"sessionId":"s39","query":"needle","limit":1}`},
-		{"events.search pages of 2", EndpointEventsSearch, `{"sessionId":"s38","query":"needle","limit":2}`},
+		{"sessions.search pages of 7 up to the bound", query.EndpointSessionsSearch, `{"query":"needle","limit":7,"sessionFilters":[]}`},
+		{"sessions.search within one page", query.EndpointSessionsSearch, `{"query":"haystack 3","limit":7,"sessionFilters":[]}`},
+		{"events.search pages of 1", query.EndpointEventsSearch, `{"sessionId":"s39","query":"needle","limit":1}`},
+		{"events.search pages of 2", query.EndpointEventsSearch, `{"sessionId":"s38","query":"needle","limit":2}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+" gives the same pages", func(t *testing.T) {
 			got, want := pageAll(t, keyed, tt.endpoint, tt.body), pageAll(t, plain, tt.endpoint, tt.body)
-			if tt.endpoint == EndpointSessionsSearch && len(got) > 2 && !strings.Contains(strings.Join(got, ""), `"live":true`) {
+			if tt.endpoint == query.EndpointSessionsSearch && len(got) > 2 && !strings.Contains(strings.Join(got, ""), `"live":true`) {
 				t.Fatal("no live session in the pages")
 			}
 			if len(got) != len(want) {
@@ -96,11 +97,11 @@ func TestKeyedSearchMatchesStoredHits(t *testing.T) {
 	t.Run("sessions.search past the bound fails as with stored hits", func(t *testing.T) {
 		for _, e := range []*Engine{keyed, plain} {
 			body := `{"query":"needle","limit":30,"sessionFilters":[]}`
-			out, err := run(t, e, EndpointSessionsSearch, body)
+			out, err := run(t, e, query.EndpointSessionsSearch, body)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = run(t, e, EndpointSessionsSearch, fmt.Sprintf(`{"query":"needle","limit":30,"sessionFilters":[],"cursor":%q}`, nextCursor(t, out)))
+			_, err = run(t, e, query.EndpointSessionsSearch, fmt.Sprintf(`{"query":"needle","limit":30,"sessionFilters":[],"cursor":%q}`, nextCursor(t, out)))
 			if dshq.ErrorCode(err) != dshq.CodeReplyTooLarge {
 				t.Fatalf("got %v; want %s", err, dshq.CodeReplyTooLarge)
 			}
@@ -108,13 +109,13 @@ func TestKeyedSearchMatchesStoredHits(t *testing.T) {
 	})
 	t.Run("a cursor of stored keys on an engine that cannot load keys fails clearly", func(t *testing.T) {
 		store := NewMemoryCursorStore(CursorTTL)
-		k := NewEngine(FromProjector(p.proj), WithSearcher(FromIndex(p.proj.Index())), WithCursorStore(store))
-		pl := NewEngine(FromProjector(p.proj), WithSearcher(plainSearcher{FromIndex(p.proj.Index())}), WithCursorStore(store))
-		out, err := run(t, k, EndpointSessionsSearch, `{"query":"needle","limit":5,"sessionFilters":[]}`)
+		k := New(FromProjector(p.proj), WithSearcher(FromIndex(p.proj.Index())), WithCursorStore(store))
+		pl := New(FromProjector(p.proj), WithSearcher(plainSearcher{FromIndex(p.proj.Index())}), WithCursorStore(store))
+		out, err := run(t, k, query.EndpointSessionsSearch, `{"query":"needle","limit":5,"sessionFilters":[]}`)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = run(t, pl, EndpointSessionsSearch, fmt.Sprintf(`{"query":"needle","limit":5,"sessionFilters":[],"cursor":%q}`, nextCursor(t, out)))
+		_, err = run(t, pl, query.EndpointSessionsSearch, fmt.Sprintf(`{"query":"needle","limit":5,"sessionFilters":[],"cursor":%q}`, nextCursor(t, out)))
 		if dshq.ErrorCode(err) != dshq.CodeIndexFailed {
 			t.Fatalf("got %v; want %s", err, dshq.CodeIndexFailed)
 		}
@@ -191,8 +192,8 @@ func TestKeysAreCheckedUnlessTheRankingReadTheSnapshotsOwnState(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			proj := &hidingProjection{inner: FromProjector(p.proj), hide: tt.hide, lag: tt.lag, own: tt.own}
-			e := NewEngine(proj, WithSearcher(FromIndexFunc(p.proj.Index)))
-			out, err := run(t, e, EndpointSessionsSearch, `{"query":"needle","limit":1}`)
+			e := New(proj, WithSearcher(FromIndexFunc(p.proj.Index)))
+			out, err := run(t, e, query.EndpointSessionsSearch, `{"query":"needle","limit":1}`)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -211,7 +212,7 @@ func TestKeysAreCheckedUnlessTheRankingReadTheSnapshotsOwnState(t *testing.T) {
 				if page.NextCursor == "" {
 					break
 				}
-				out, err = run(t, e, EndpointSessionsSearch, fmt.Sprintf(`{"query":"needle","limit":1,"cursor":%q}`, page.NextCursor))
+				out, err = run(t, e, query.EndpointSessionsSearch, fmt.Sprintf(`{"query":"needle","limit":1,"cursor":%q}`, page.NextCursor))
 				if err != nil {
 					t.Fatalf("page %d: %v", n+1, err)
 				}
@@ -228,7 +229,7 @@ func TestKeysAreCheckedUnlessTheRankingReadTheSnapshotsOwnState(t *testing.T) {
 			if !slices.Equal(ids, want) {
 				t.Fatalf("sessions %v; want %v", ids, want)
 			}
-			ev, err := run(t, e, EndpointEventsSearch, `{"sessionId":"b","query":"needle","limit":1}`)
+			ev, err := run(t, e, query.EndpointEventsSearch, `{"sessionId":"b","query":"needle","limit":1}`)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -275,15 +276,15 @@ func TestALaterPageChecksItsSessionsOnlyAfterTheGenerationMoved(t *testing.T) {
 	}
 	p.sync()
 	proj := &sessionCountingProjection{inner: FromProjector(p.proj)}
-	e := NewEngine(proj, WithSearcher(FromIndexFunc(p.proj.Index)))
+	e := New(proj, WithSearcher(FromIndexFunc(p.proj.Index)))
 	body := `{"query":"needle","limit":1}`
-	out, err := run(t, e, EndpointSessionsSearch, body)
+	out, err := run(t, e, query.EndpointSessionsSearch, body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	later := func() (int64, error) {
 		proj.reads.Store(0)
-		_, err := run(t, e, EndpointSessionsSearch, fmt.Sprintf(`{"query":"needle","limit":1,"cursor":%q}`, nextCursor(t, out)))
+		_, err := run(t, e, query.EndpointSessionsSearch, fmt.Sprintf(`{"query":"needle","limit":1,"cursor":%q}`, nextCursor(t, out)))
 		return proj.reads.Load(), err
 	}
 	if n, err := later(); err != nil || n != 1 {

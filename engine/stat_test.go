@@ -1,10 +1,11 @@
-package query
+package engine
 
 import (
 	"fmt"
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query"
 )
 
 // turns returns n complete turns (turn/start, user message, step/start,
@@ -35,7 +36,7 @@ func TestSessionsStat(t *testing.T) {
 	gen := p.sync()
 
 	t.Run("a long log reports its last step/start and event count", func(t *testing.T) {
-		st, err := p.client.StatSession(ctx, dshq.SessionStatRequest{SessionID: "long"}, WithMinGeneration(gen))
+		st, err := p.client.StatSession(ctx, dshq.SessionStatRequest{SessionID: "long"}, query.WithMinGeneration(gen))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +49,7 @@ func TestSessionsStat(t *testing.T) {
 	})
 	t.Run("a later step/start is seen at its generation", func(t *testing.T) {
 		g := p.events("long", turns(301, 1)...)
-		st, err := p.client.StatSession(ctx, dshq.SessionStatRequest{SessionID: "long"}, WithMinGeneration(g))
+		st, err := p.client.StatSession(ctx, dshq.SessionStatRequest{SessionID: "long"}, query.WithMinGeneration(g))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +58,7 @@ func TestSessionsStat(t *testing.T) {
 		}
 	})
 	t.Run("a session without a step/start has no lastStepStartSeq", func(t *testing.T) {
-		body, err := p.client.Raw(ctx, EndpointSessionsStat, []byte(`{"sessionId":"quiet"}`))
+		body, err := p.client.Raw(ctx, query.EndpointSessionsStat, []byte(`{"sessionId":"quiet"}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,11 +81,11 @@ func TestSessionsStat(t *testing.T) {
 		wantErr(t, err, dshq.CodeSessionNotFound, `session "nope" was not found`)
 	})
 	t.Run("an unknown field is INVALID_REQUEST", func(t *testing.T) {
-		_, err := p.client.Raw(ctx, EndpointSessionsStat, []byte(`{"sessionId":"long","limit":3}`))
+		_, err := p.client.Raw(ctx, query.EndpointSessionsStat, []byte(`{"sessionId":"long","limit":3}`))
 		wantErr(t, err, dshq.CodeInvalidRequest, `unknown request field "limit"`)
 	})
 	t.Run("a sessionId that is not a string is INVALID_REQUEST", func(t *testing.T) {
-		_, err := p.client.Raw(ctx, EndpointSessionsStat, []byte(`{"sessionId":7}`))
+		_, err := p.client.Raw(ctx, query.EndpointSessionsStat, []byte(`{"sessionId":7}`))
 		wantErr(t, err, dshq.CodeInvalidRequest, "sessionId")
 	})
 }

@@ -1,4 +1,4 @@
-package query
+package engine
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query"
 )
 
 // TestPagingWhileWritersAppend pages through every paged endpoint while 8
@@ -63,7 +64,7 @@ func TestPagingWhileWritersAppend(t *testing.T) {
 		cur := ""
 		for {
 			page, err := p.client.FilterEvents(ctx, dshq.EventFilterRequest{SessionID: "target", Limit: 7, Cursor: cur,
-				Filters: []dshq.Filter{{Kind: "text", Text: "MARKER"}}}, WithMinGeneration(gen))
+				Filters: []dshq.Filter{{Kind: "text", Text: "MARKER"}}}, query.WithMinGeneration(gen))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -200,10 +201,10 @@ func TestWireErrors(t *testing.T) {
 		code                 dshq.Code
 		message              string
 	}{
-		{"a JSON array body", EndpointSessionsList, `[1]`, dshq.CodeInvalidRequest, "request body must be a JSON object"},
-		{"a body of garbage bytes", EndpointEventsRead, "{\"a\":\"\xff\"}", dshq.CodeInvalidRequest, "request body is not valid UTF-8"},
-		{"an unknown field", EndpointSessionsTrace, `{"sessionId":"a","x":1}`, dshq.CodeInvalidRequest, `unknown request field "x" (allowed: sessionId, minGeneration, timeoutMs)`},
-		{"an unknown session", EndpointSessionsTrace, `{"sessionId":"a\nb"}`, dshq.CodeSessionNotFound, `session "a\nb" was not found`},
+		{"a JSON array body", query.EndpointSessionsList, `[1]`, dshq.CodeInvalidRequest, "request body must be a JSON object"},
+		{"a body of garbage bytes", query.EndpointEventsRead, "{\"a\":\"\xff\"}", dshq.CodeInvalidRequest, "request body is not valid UTF-8"},
+		{"an unknown field", query.EndpointSessionsTrace, `{"sessionId":"a","x":1}`, dshq.CodeInvalidRequest, `unknown request field "x" (allowed: sessionId, minGeneration, timeoutMs)`},
+		{"an unknown session", query.EndpointSessionsTrace, `{"sessionId":"a\nb"}`, dshq.CodeSessionNotFound, `session "a\nb" was not found`},
 	}
 	for _, tt := range cases {
 		t.Run(tt.name+" answers with error headers and body", func(t *testing.T) {

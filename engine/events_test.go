@@ -1,4 +1,4 @@
-package query
+package engine
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query"
 )
 
 // publishFile publishes a JSONL log from testdata as is.
@@ -53,7 +54,7 @@ func TestEventReads(t *testing.T) {
 	id, gen := p.publishFile("upstream-2.5.jsonl")
 	p.sync()
 	t.Run("events.list classifies every event", func(t *testing.T) {
-		page, err := p.client.ListEvents(ctx, dshq.SessionReadRequest{SessionID: id}, WithMinGeneration(gen))
+		page, err := p.client.ListEvents(ctx, dshq.SessionReadRequest{SessionID: id}, query.WithMinGeneration(gen))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,18 +195,18 @@ func TestEventReads(t *testing.T) {
 		{"a fractional seq is EVENT_NOT_FOUND", `{"sessionId":"s-7f3c","seq":1.5}`, `session "s-7f3c" has no event at seq 1.5`},
 	}
 	for _, tt := range notFound {
-		for _, ep := range []string{EndpointEventsRead, EndpointEventsTrace} {
+		for _, ep := range []string{query.EndpointEventsRead, query.EndpointEventsTrace} {
 			t.Run(ep+": "+tt.name, func(t *testing.T) {
 				_, err := p.client.Raw(ctx, ep, []byte(tt.body))
 				wantErr(t, err, dshq.CodeEventNotFound, tt.msg)
 			})
 		}
 	}
-	missing := []string{EndpointSessionsRead, EndpointSessionsSurface, EndpointEventsList, EndpointEventsRead, EndpointEventsTrace}
+	missing := []string{query.EndpointSessionsRead, query.EndpointSessionsSurface, query.EndpointEventsList, query.EndpointEventsRead, query.EndpointEventsTrace}
 	for _, ep := range missing {
 		t.Run(ep+" of an unknown session is SESSION_NOT_FOUND", func(t *testing.T) {
 			body := `{"sessionId":"nope"}`
-			if ep == EndpointEventsRead || ep == EndpointEventsTrace {
+			if ep == query.EndpointEventsRead || ep == query.EndpointEventsTrace {
 				body = `{"sessionId":"nope","seq":-1}`
 			}
 			_, err := p.client.Raw(ctx, ep, []byte(body))
@@ -220,13 +221,13 @@ func TestInvalidSession(t *testing.T) {
 	p.session("bad", hdr{createdAt: 1})
 	p.events("bad", userMsg(10, "hello needle"), evSpec{typ: "turn/start", time: 11, data: `{"turn":1}`, extra: `"surfaceOp":"append"`}, userMsg(12, "after"))
 	gen := p.sync()
-	for _, ep := range []string{EndpointEventsList, EndpointEventsFilter, EndpointSessionsSurface, EndpointEventsSearch} {
+	for _, ep := range []string{query.EndpointEventsList, query.EndpointEventsFilter, query.EndpointSessionsSurface, query.EndpointEventsSearch} {
 		t.Run(ep+" of an invalid session is INVALID_SURFACE", func(t *testing.T) {
 			body := fmt.Sprintf(`{"sessionId":"bad","minGeneration":%d}`, gen)
 			switch ep {
-			case EndpointEventsFilter:
+			case query.EndpointEventsFilter:
 				body = `{"sessionId":"bad","filters":[]}`
-			case EndpointEventsSearch:
+			case query.EndpointEventsSearch:
 				body = `{"sessionId":"bad","query":"needle"}`
 			}
 			_, err := p.client.Raw(ctx, ep, []byte(body))
@@ -267,7 +268,7 @@ func TestBalancedView(t *testing.T) {
 		plain("tool/call", 5, `{"turn":1,"step":1,"callId":"call_1","name":"bash","arguments":"{}"}`))
 	gen := p.sync()
 	t.Run("a live session with an open turn has no closers", func(t *testing.T) {
-		page, err := p.client.ListEvents(ctx, dshq.SessionReadRequest{SessionID: "crashed"}, WithMinGeneration(gen))
+		page, err := p.client.ListEvents(ctx, dshq.SessionReadRequest{SessionID: "crashed"}, query.WithMinGeneration(gen))
 		if err != nil || len(page.Items) != 5 {
 			t.Fatalf("%v: %+v", err, page)
 		}
