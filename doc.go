@@ -1,6 +1,8 @@
 // Package dshq is the vocabulary of the dshq session corpus: session headers,
 // events, surfaces, titles, filters, the trusted query API's request and reply
-// shapes, and the closed error taxonomy. It imports nothing heavy; the packages
+// shapes, the closed error taxonomy, every protocol name (names.go), and the
+// records a projection holds (SessionInfo, StoredEvent). It imports nothing
+// heavy and does no I/O (internal/archtest checks); the packages
 // named after what they wrap (bus for NATS, projection for bbolt, index for
 // Bleve) implement it.
 //

@@ -3,7 +3,7 @@
 // validation and normalization, the filters (decoding, canonical form, the
 // search budgets, and what a clause matches), the cursor encoding, the typed
 // Client, and the stateless NATS micro service dsh-query. It opens no store:
-// it links neither bbolt, Bleve nor nats-server.
+// it links neither bbolt, Bleve nor nats-server (internal/archtest checks).
 //
 // A request travels in two hops. The service (Serve) decodes the body
 // strictly, validates and normalizes it in the original's order (UPSTREAM

@@ -1,0 +1,256 @@
+package archtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/dshq/dshq"
+
+// heavy are the libraries that open stores or run a server, by the import
+// path prefix of their packages.
+var heavy = map[string]string{
+	"go.etcd.io/bbolt":               "bbolt",
+	"github.com/blevesearch/":        "Bleve",
+	"github.com/nats-io/nats-server": "nats-server",
+}
+
+// rules are the import rules of the tree.
+var rules = []rule{
+	{
+		why:      "the harness SDK, the query API's wire, the tools, the MCP server and the query service link neither bbolt, Bleve nor nats-server",
+		packages: []string{"bus", "query", "tools", "tools/mcpserver", "cmd/query"},
+		forbid:   heavyLibrary,
+	},
+	{
+		why:      "the vocabulary and the pure cores link nothing but the standard library and the root vocabulary",
+		packages: []string{".", "fold", "authz"},
+		forbid: func(p pkg) string {
+			if p.Standard || p.ImportPath == module {
+				return ""
+			}
+			return short(p.ImportPath)
+		},
+	},
+	{
+		why:      "the pure cores and the vocabulary do no I/O of their own",
+		packages: []string{"fold", "authz", "."},
+		direct:   true,
+		forbid: func(p pkg) string {
+			if slices.Contains([]string{"os", "os/exec", "net", "net/http", "syscall", "io/ioutil"}, p.ImportPath) {
+				return p.ImportPath
+			}
+			return ""
+		},
+	},
+}
+
+// heavyLibrary names the heavy library p belongs to ("" for none).
+func heavyLibrary(p pkg) string {
+	for prefix, name := range heavy {
+		if strings.HasPrefix(p.ImportPath, prefix) {
+			return name
+		}
+	}
+	return ""
+}
+
+// rule forbids, in the dependencies of packages (module-relative; "." is
+// the root), or only among their direct imports, the packages for which
+// forbid names what they are ("" = allowed).
+type rule struct {
+	why      string
+	packages []string
+	direct   bool
+	forbid   func(pkg) string
+}
+
+// pkg is what go list -json says of one package.
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Standard   bool
+}
+
+// graph maps an import path to its package.
+type graph map[string]pkg
+
+func TestImportRules(t *testing.T) {
+	var roots []string
+	for _, r := range rules {
+		for _, p := range r.packages {
+			roots = append(roots, abs(p))
+		}
+	}
+	g, err := load(roots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rules {
+		if v := check(g, r); len(v) > 0 {
+			t.Errorf("rule: %s; broken by\n\t%s", r.why, strings.Join(v, "\n\t"))
+		}
+	}
+}
+
+// TestCheck_NamesTheChain checks the checker on a graph with known faults.
+func TestCheck_NamesTheChain(t *testing.T) {
+	g := graph{}
+	add := func(path string, std bool, imports ...string) {
+		g[path] = pkg{ImportPath: path, Standard: std, Imports: imports}
+	}
+	add(abs("cmd/query"), false, abs("node"), "fmt")
+	add(abs("node"), false, abs("projection"), abs("query"))
+	add(abs("projection"), false, "go.etcd.io/bbolt", abs("."))
+	add(abs("query"), false, abs("."))
+	add(abs("."), false, "encoding/json", "os")
+	add(abs("fold"), false, abs("record"), abs("."))
+	add(abs("record"), false, "github.com/klauspost/compress/zstd")
+	add(abs("authz"), false, abs("."))
+	add("go.etcd.io/bbolt", false, "os")
+	add("github.com/klauspost/compress/zstd", false)
+	for _, p := range []string{"fmt", "os", "encoding/json"} {
+		add(p, true)
+	}
+	noBolt := rule{packages: []string{"cmd/query", "query"}, forbid: heavyLibrary}
+	noOS := rule{packages: []string{"."}, direct: true, forbid: rules[2].forbid}
+	for _, tt := range []struct {
+		rule rule
+		want []string
+	}{
+		{noBolt, []string{"cmd/query links bbolt: cmd/query -> node -> projection -> go.etcd.io/bbolt"}},
+		{rules[1], []string{"fold links record: fold -> record"}},
+		{noOS, []string{"dshq (root) imports os: dshq (root) -> os"}},
+	} {
+		if got := check(g, tt.rule); !slices.Equal(got, tt.want) {
+			t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+		}
+	}
+}
+
+// check returns one line per package of r and forbidden thing it reaches:
+// the shortest import chain from one to the other (the first a
+// breadth-first walk over sorted imports finds).
+func check(g graph, r rule) []string {
+	verb := "links"
+	if r.direct {
+		verb = "imports"
+	}
+	var out []string
+	for _, p := range r.packages {
+		root := abs(p)
+		for _, f := range r.broken(g, root) {
+			out = append(out, fmt.Sprintf("%s %s %s: %s", short(root), verb, f.what, strings.Join(shortAll(f.chain), " -> ")))
+		}
+	}
+	return out
+}
+
+// finding is one forbidden thing a package reaches, and how.
+type finding struct {
+	what  string
+	chain []string
+}
+
+// broken walks root's imports (only the direct ones for a direct rule)
+// breadth first, not through forbidden packages, and returns the first
+// chain to each forbidden thing.
+func (r rule) broken(g graph, root string) []finding {
+	prev := map[string]string{root: ""}
+	queue := []string{root}
+	seen := map[string]bool{}
+	var found []finding
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, next := range slices.Sorted(slices.Values(g[cur].Imports)) {
+			if _, ok := prev[next]; ok {
+				continue
+			}
+			prev[next] = cur
+			if what := r.forbid(g[next]); what != "" {
+				if !seen[what] {
+					seen[what] = true
+					found = append(found, finding{what: what, chain: chainTo(prev, next)})
+				}
+				continue // what it links in turn says nothing more
+			}
+			if !r.direct {
+				queue = append(queue, next)
+			}
+		}
+		if r.direct {
+			break
+		}
+	}
+	return found
+}
+
+func chainTo(prev map[string]string, last string) []string {
+	var chain []string
+	for p := last; p != ""; p = prev[p] {
+		chain = append(chain, p)
+	}
+	slices.Reverse(chain)
+	return chain
+}
+
+// load runs go list -deps -json on roots (from the module root) and
+// returns the graph of everything they link.
+func load(roots []string) (graph, error) {
+	cmd := exec.Command("go", append([]string{"list", "-deps", "-json=ImportPath,Imports,Standard"}, roots...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	g := graph{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("go list output: %w", err)
+		}
+		g[p.ImportPath] = p
+	}
+	for _, r := range roots {
+		if _, ok := g[r]; !ok {
+			return nil, fmt.Errorf("go list did not list %s", r)
+		}
+	}
+	return g, nil
+}
+
+// abs returns the import path of a module-relative package.
+func abs(rel string) string {
+	if rel == "." {
+		return module
+	}
+	return module + "/" + rel
+}
+
+// short returns the module-relative name of an import path.
+func short(path string) string {
+	if path == module {
+		return "dshq (root)"
+	}
+	return strings.TrimPrefix(path, module+"/")
+}
+
+func shortAll(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = short(p)
+	}
+	return out
+}
