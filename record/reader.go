@@ -50,6 +50,14 @@ func WithFixturePlaceholders(cwd, sessionID string) Option {
 	return func(r *Reader) { r.fixture = &fixture{cwd: cwd, sessionID: sessionID} }
 }
 
+// WithoutPlaceholders refuses a log whose header id, parentSession or cwd
+// still holds a "{{name}}" template placeholder once any substitution is
+// done (RulePlaceholder at line 1): an upstream test fixture is a template,
+// not a session, and a session stored under an id like "{{sessionId}}"
+// could never be taken back out of an append-only stream. An import wants
+// it.
+func WithoutPlaceholders() Option { return func(r *Reader) { r.noPlaceholders = true } }
+
 // WithUpstreamTail reads damage at the end of a log as UPSTREAM §11.6 does
 // instead of refusing it: final bytes without a newline (or a torn final
 // zstd frame) are dropped, and the first unparsable line, malformed row or
@@ -73,6 +81,9 @@ type Reader struct {
 	vars         map[string]string
 	fixture      *fixture
 	upstreamTail bool
+	// noPlaceholders refuses a header holding a placeholder
+	// (WithoutPlaceholders).
+	noPlaceholders bool
 
 	src     io.Reader
 	in      *bufio.Reader
@@ -264,6 +275,9 @@ func (r *Reader) Header() (dshq.HeaderRecord, error) {
 		r.fixture.collapse = bytes.Contains(line, []byte(`"cwd":"{{cwd}}/workspace"`))
 	}
 	h, err := ParseHeader(r.substitute(line))
+	if err == nil && r.noPlaceholders {
+		err = headerPlaceholder(h.Header)
+	}
 	if err != nil {
 		return dshq.HeaderRecord{}, r.fail(err)
 	}

@@ -387,3 +387,53 @@ func TestReaderZstdFrameRules(t *testing.T) {
 		}
 	})
 }
+
+func TestReaderWithoutPlaceholders(t *testing.T) {
+	refused := []struct {
+		name, header, msg string
+		opts              []Option
+	}{
+		{"an id that is a placeholder", `{"type":"session","version":0,"id":"{{sessionId}}","createdAt":1}`, `header id "{{sessionId}}" holds the {{sessionId}} placeholder`, nil},
+		{"a parent that is a placeholder", `{"type":"session","version":0,"id":"c","createdAt":1,"parentSession":"{{parent}}"}`, `parentSession "{{parent}}" holds the {{parent}} placeholder`, nil},
+		{"an absolute cwd holding a placeholder", `{"type":"session","version":0,"id":"c","createdAt":1,"cwd":"/tmp/{{cwd}}"}`, `cwd "/tmp/{{cwd}}" holds the {{cwd}} placeholder`, nil},
+		{"a relative placeholder cwd", `{"type":"session","version":0,"id":"c","createdAt":1,"cwd":"{{cwd}}/workspace"}`, `holds the {{cwd}} placeholder`, nil},
+		{"an id the fixture substitution leaves", `{"type":"session","version":0,"id":"{{child-1}}","createdAt":1,"cwd":"{{cwd}}"}`, `id "{{child-1}}" holds the {{child-1}} placeholder`,
+			[]Option{WithFixturePlaceholders("/ws", "fresh")}},
+	}
+	for _, tt := range refused {
+		t.Run("it refuses "+tt.name+" at line 1", func(t *testing.T) {
+			opts := append([]Option{WithName("f.jsonl"), WithoutPlaceholders()}, tt.opts...)
+			_, _, err := ReadAll(strings.NewReader(tt.header+"\n"), opts...)
+			var re *RecordError
+			if !errors.As(err, &re) || re.Rule != RulePlaceholder || re.Line != 1 || !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("err = %v, want %s at line 1 saying %q", err, RulePlaceholder, tt.msg)
+			}
+		})
+	}
+	t.Run("it reads a substituted fixture and braces that are not placeholders", func(t *testing.T) {
+		for _, h := range []string{
+			`{"type":"session","version":0,"id":"{{sessionId}}","createdAt":1,"cwd":"{{cwd}}","parentSession":"p"}`,
+			`{"type":"session","version":0,"id":"a{}b{{}}c","createdAt":1,"cwd":"/x/{y}"}`,
+		} {
+			if _, _, err := ReadAll(strings.NewReader(h+"\n"), WithoutPlaceholders(), WithFixturePlaceholders("/ws", "fresh")); err != nil {
+				t.Errorf("%s: %v", h, err)
+			}
+		}
+	})
+	t.Run("without the option an id placeholder reads, as the projector reads it", func(t *testing.T) {
+		h, _, err := ReadAll(strings.NewReader(`{"type":"session","version":0,"id":"{{sessionId}}","createdAt":1}` + "\n"))
+		if err != nil || h.Header.ID != "{{sessionId}}" {
+			t.Fatalf("header %+v, err %v", h.Header, err)
+		}
+	})
+}
+
+func TestPlaceholder(t *testing.T) {
+	for in, want := range map[string]string{
+		"": "", "plain": "", "{{cwd}}/workspace": "{{cwd}}", "a{{}}b": "", "{{x": "", "{{{a}}}": "{{a}}", "x{{child-1}}y{{z}}": "{{child-1}}",
+	} {
+		if got := Placeholder(in); got != want {
+			t.Errorf("Placeholder(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

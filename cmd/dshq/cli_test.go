@@ -39,9 +39,13 @@ var (
 		"versionless-": {"version is missing"},
 		"torn-tail":    {"line 5", "no newline"},
 	}}
-	sharedImport = importFacts{files: 154, refused: 13, reasons: map[string][]string{
-		"cordis-tool-round": {"line 8", "expected 6, got 87"},
-		"acp-snapshot":      {"version is missing"},
+	// The shared corpus's 141 valid files less the three python-sdk
+	// "advanced" templates, whose ids ({{parent}}, {{child-1}},
+	// {{child-2}}) are placeholders --fixture-cwd does not substitute.
+	sharedImport = importFacts{files: 154, refused: 16, reasons: map[string][]string{
+		"cordis-tool-round":               {"line 8", "expected 6, got 87"},
+		"acp-snapshot":                    {"version is missing"},
+		"python-sdk-single-exe__advanced": {`line 1: placeholder: session header id "{{`, "--fixture-cwd substitutes only"},
 	}}
 )
 

@@ -240,7 +240,7 @@ func readLog(f importFile, o importOptions) (dshq.HeaderRecord, []dshq.Event, er
 			return dshq.HeaderRecord{}, nil, err
 		}
 	}
-	var opts []record.Option // the summary names the file
+	opts := []record.Option{record.WithoutPlaceholders()} // the summary names the file
 	if o.fixtureCwd != "" {
 		id := o.fixtureSessionID
 		if id == "" {
@@ -250,17 +250,22 @@ func readLog(f importFile, o importOptions) (dshq.HeaderRecord, []dshq.Event, er
 		opts = append(opts, record.WithFixturePlaceholders(o.fixtureCwd, id))
 	}
 	hdr, events, err := record.ReadAll(bytes.NewReader(data), opts...)
-	var re *record.RecordError
-	if errors.As(err, &re) && re.Rule == record.RulePlaceholder {
-		return hdr, nil, errors.New("the header cwd holds the {{cwd}} placeholder of an upstream test fixture: give --fixture-cwd DIR to substitute it")
+	if record.RuleOf(err) == record.RulePlaceholder {
+		return hdr, nil, fmt.Errorf("%w; %s", err, placeholderHint(o))
 	}
 	if err != nil {
 		return hdr, nil, err
 	}
-	if hdr.Header.Cwd != nil && strings.Contains(*hdr.Header.Cwd, "{{") {
-		return hdr, nil, fmt.Errorf("header cwd %q holds a placeholder: give --fixture-cwd DIR to substitute it", *hdr.Header.Cwd)
-	}
 	return hdr, events, nil
+}
+
+// placeholderHint says what to do about a header placeholder: substitute
+// the fixture's, or leave a template that is not a session.
+func placeholderHint(o importOptions) string {
+	if o.fixtureCwd == "" {
+		return "an upstream test fixture: give --fixture-cwd DIR to substitute {{cwd}} and {{sessionId}}"
+	}
+	return "--fixture-cwd substitutes only {{cwd}} and {{sessionId}}: this file is a template, not a session"
 }
 
 // logRecords returns a log's records as written, header record first.

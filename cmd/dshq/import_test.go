@@ -39,6 +39,43 @@ func TestImport(t *testing.T) {
 		}
 	})
 
+	t.Run("a placeholder in the header's id, parent or cwd refuses the file with its line", func(t *testing.T) {
+		dir := t.TempDir()
+		files := map[string]string{
+			"id.jsonl":     `{"type":"session","version":0,"id":"{{sessionId}}","createdAt":1}`,
+			"parent.jsonl": `{"type":"session","version":0,"id":"child-of-a-template","createdAt":1,"cwd":"/work/p","parentSession":"{{parent}}"}`,
+			"cwd.jsonl":    `{"type":"session","version":0,"id":"abs-template","createdAt":1,"cwd":"/work/{{cwd}}"}`,
+		}
+		for name, hdr := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(hdr+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var sum importSummary
+		r := p.dshq("import", "--json", dir)
+		r.decode(t, &sum)
+		if r.code != 1 || len(sum.Refused) != 3 {
+			t.Fatalf("exit %d, %+v", r.code, sum)
+		}
+		for _, f := range sum.Refused {
+			if !strings.HasPrefix(f.Reason, "line 1: placeholder: session header ") || !strings.Contains(f.Reason, "give --fixture-cwd DIR") {
+				t.Errorf("%s: reason %q", f.File, f.Reason)
+			}
+		}
+		text := p.dshq("import", filepath.Join(dir, "id.jsonl")).stdout
+		if want := `id.jsonl: line 1: placeholder: session header id "{{sessionId}}" holds the {{sessionId}} placeholder`; !strings.Contains(text, want) {
+			t.Errorf("text output lacks %q:\n%s", want, text)
+		}
+		r = p.dshq("import", "--json", "--fixture-cwd", "/work/p", filepath.Join(dir, "parent.jsonl"))
+		r.decode(t, &sum)
+		if r.code != 1 || len(sum.Refused) != 1 || !strings.Contains(sum.Refused[0].Reason, `parentSession "{{parent}}"`) || !strings.Contains(sum.Refused[0].Reason, "substitutes only {{cwd}} and {{sessionId}}") {
+			t.Fatalf("with --fixture-cwd: exit %d, %+v", r.code, sum)
+		}
+		if st := stats(t, p); st.StreamRecords != 0 {
+			t.Errorf("%d records stored", st.StreamRecords)
+		}
+	})
+
 	t.Run("a partial earlier import is continued where it stopped", func(t *testing.T) {
 		hdr, events, err := readLog(importFile{path: fixture}, importOptions{fixtureCwd: "/work/p", fixtureSessionID: "partial-1"})
 		if err != nil {
