@@ -437,3 +437,53 @@ func TestPlaceholder(t *testing.T) {
 		}
 	}
 }
+
+func TestReaderStandardZstd(t *testing.T) {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	log := hdr + ev(0, "a") + ev(1, "b") + ev(2, "turn/end")
+	one := enc.EncodeAll([]byte(log), nil) // the zstd tool's output: one frame
+	split := enc.EncodeAll([]byte(log[:10]), nil)
+	split = enc.EncodeAll([]byte(log[10:len(hdr)+7]), split)
+	split = enc.EncodeAll([]byte(log[len(hdr)+7:]), split)
+	skippable := append([]byte{0x50, 0x2A, 0x4D, 0x18, 3, 0, 0, 0, 'p', 'z', 's'}, one...)
+	for name, in := range map[string][]byte{
+		"one frame holding the whole log": one,
+		"frames cut inside lines":         split,
+		"a skippable frame first":         skippable,
+	} {
+		t.Run("it reads "+name, func(t *testing.T) {
+			h, evs, err := ReadAll(bytes.NewReader(in), WithStandardZstd())
+			if err != nil || h.Header.ID != "s" || len(evs) != 3 || evs[2].Type != "turn/end" {
+				t.Fatalf("ReadAll = %+v, %d events, %v", h.Header, len(evs), err)
+			}
+		})
+	}
+	t.Run("without it the harness framing refuses the zstd tool's single frame", func(t *testing.T) {
+		if _, _, err := ReadAll(bytes.NewReader(one)); RuleOf(err) != RuleZstd {
+			t.Fatalf("err = %v, want %s", err, RuleZstd)
+		}
+	})
+	refusals := []struct {
+		name string
+		in   []byte
+		rule Rule
+	}{
+		{"a stream that ends inside a frame", split[:len(split)-3], RuleTornTail},
+		{"a stream that ends inside the header's frame", one[:len(one)-3], RuleMissingHeader},
+		{"a corrupt frame", func() []byte { b := bytes.Clone(one); b[len(b)-2] ^= 0xFF; return b }(), RuleZstd},
+		{"garbage after the last frame", append(bytes.Clone(one), 'x', 'y', 'z', 'w', 0), RuleZstd},
+		{"a seq gap", enc.EncodeAll([]byte(hdr+ev(0, "a")+ev(2, "b")), nil), RuleSeqGap},
+	}
+	for _, tt := range refusals {
+		t.Run("it refuses "+tt.name, func(t *testing.T) {
+			_, _, err := ReadAll(bytes.NewReader(tt.in), WithStandardZstd())
+			if RuleOf(err) != tt.rule {
+				t.Fatalf("err = %v, want %s", err, tt.rule)
+			}
+		})
+	}
+}

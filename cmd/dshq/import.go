@@ -57,6 +57,9 @@ type importSummary struct {
 	Imported []importResult `json:"imported"`
 	Present  []importResult `json:"present"`
 	Refused  []importResult `json:"refused"`
+	// Skipped lists the files a directory walk passed over (not session
+	// logs), each with its reason.
+	Skipped []importResult `json:"skipped"`
 	// Generation is the stream sequence of the last record this run stored
 	// (0 when none): pass it as --min-generation to read the import back.
 	Generation uint64 `json:"generation"`
@@ -66,11 +69,14 @@ func newImportCmd(g *globals) *cobra.Command {
 	var o importOptions
 	cmd := &cobra.Command{
 		Use:   "import PATH...",
-		Short: "Import session logs (.jsonl, .jsonl.zstd files, or a harness session root)",
+		Short: "Import session logs (.jsonl, .jsonl.zst[d] files, or a harness session root)",
 		Long: `import publishes session logs in the original harness's JSONL format to the
-session stream: .jsonl and .jsonl.zstd files, or directories — a session root of
-the original harness (<root>/--<project>--/<id>/session.jsonl[.zstd]) or any
-directory of log files, walked recursively.
+session stream: .jsonl files, zstd-compressed .jsonl.zst and .jsonl.zstd files
+(any zstd stream, as the zstd tool writes it, or the harness's own framing), or
+directories — a session root of the original harness
+(<root>/--<project>--/<id>/session.jsonl[.zstd]) or any directory of log files,
+walked recursively. Other files a walk meets are skipped: the summary counts
+them and -v lists them.
 
 Import is idempotent: a session whose stored records equal the file's is
 reported as already present, and a partial earlier import is completed. A
@@ -89,7 +95,7 @@ substitutes them as the original's web seeder does ({{sessionId}} becomes
 A progress bar is shown on stderr when it is a terminal. The exit status is 1
 when any file was refused.`,
 		Example: `  dshq import ~/.dsh/sessions
-  dshq import session.jsonl other.jsonl.zstd
+  dshq import session.jsonl other.jsonl.zst
   dshq import --fixture-cwd /tmp/ws --rename-on-conflict corpus/logs --json`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -108,12 +114,12 @@ when any file was refused.`,
 					return fmt.Errorf("--fixture-session-id: %w", err)
 				}
 			}
-			files, err := discover(args)
+			files, skipped, err := discover(args)
 			if err != nil {
 				return err
 			}
 			if len(files) == 0 {
-				return fmt.Errorf("no .jsonl or .jsonl.zstd files under %s", strings.Join(args, " "))
+				return fmt.Errorf("no .jsonl, .jsonl.zst or .jsonl.zstd files under %s (%d other files skipped)", strings.Join(args, " "), len(skipped))
 			}
 			nc, err := g.dial()
 			if err != nil {
@@ -128,6 +134,7 @@ when any file was refused.`,
 			if err != nil {
 				return err
 			}
+			sum.Skipped = skipped
 			if err := g.printImport(sum, o.verbose); err != nil {
 				return err
 			}
@@ -173,7 +180,7 @@ type progressFunc func(n int, desc string)
 // runImport imports files one by one. Only a failure to talk to the server
 // (the context ending) stops it; every problem with a file refuses that file.
 func runImport(ctx context.Context, store *bus.Store, files []importFile, o importOptions, progress progressFunc) (importSummary, error) {
-	sum := importSummary{Imported: []importResult{}, Present: []importResult{}, Refused: []importResult{}}
+	sum := importSummary{Imported: []importResult{}, Present: []importResult{}, Refused: []importResult{}, Skipped: []importResult{}}
 	for _, f := range files {
 		progress(0, filepath.Base(f.path))
 		res, gen, err := importOne(ctx, store, f, o)
@@ -240,7 +247,9 @@ func readLog(f importFile, o importOptions) (dshq.HeaderRecord, []dshq.Event, er
 			return dshq.HeaderRecord{}, nil, err
 		}
 	}
-	opts := []record.Option{record.WithoutPlaceholders()} // the summary names the file
+	// Any zstd stream: a file the zstd tool compressed reads as the harness's
+	// framed files do (the records are the same). The summary names the file.
+	opts := []record.Option{record.WithStandardZstd(), record.WithoutPlaceholders()}
 	if o.fixtureCwd != "" {
 		id := o.fixtureSessionID
 		if id == "" {
@@ -381,6 +390,13 @@ func (g *globals) printImport(sum importSummary, verbose bool) error {
 	fmt.Fprintf(w, "imported  %d sessions (%d events)\n", len(sum.Imported), events)
 	fmt.Fprintf(w, "present   %d sessions (already stored, nothing written)\n", len(sum.Present))
 	fmt.Fprintf(w, "refused   %d files\n", len(sum.Refused))
+	if n := len(sum.Skipped); n > 0 {
+		note := ""
+		if !verbose {
+			note = "; -v lists them"
+		}
+		fmt.Fprintf(w, "skipped   %d files (not session logs%s)\n", n, note)
+	}
 	if sum.Generation > 0 {
 		fmt.Fprintf(w, "generation %d (read it back with --min-generation %d)\n", sum.Generation, sum.Generation)
 	}
@@ -397,6 +413,9 @@ func (g *globals) printImport(sum importSummary, verbose bool) error {
 		}
 		for _, r := range sum.Present {
 			fmt.Fprintf(w, "  present  %s → %s\n", r.File, r.SessionID)
+		}
+		for _, r := range sum.Skipped {
+			fmt.Fprintf(w, "  skipped  %s: %s\n", r.File, r.Reason)
 		}
 	}
 	for _, r := range sum.Refused {

@@ -8,11 +8,14 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/internal/corpus"
@@ -254,6 +257,67 @@ func TestImport(t *testing.T) {
 			t.Errorf("exit %d, results %v", r.code, got)
 		}
 	})
+}
+
+// TestImportOrdinaryZstd: a log compressed as one stream, by the zstd tool
+// or any zstd library, imports under either suffix, and a walk says what it
+// skipped.
+func TestImportOrdinaryZstd(t *testing.T) {
+	p := startPipeline(t)
+	plain, err := os.ReadFile("testdata/minimal-preset.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One frame holding the header and the events, as the zstd tool writes.
+	if err := os.WriteFile(filepath.Join(dir, "lib.jsonl.zst"), enc.EncodeAll(plain, nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	enc.Close()
+	want := []string{"lib.jsonl.zst"}
+	if tool, err := exec.LookPath("zstd"); err == nil {
+		src := filepath.Join(t.TempDir(), "tool.jsonl")
+		if err := os.WriteFile(src, plain, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(tool, "-q", "-19", src, "-o", filepath.Join(dir, "tool.jsonl.zstd")).CombinedOutput(); err != nil {
+			t.Fatalf("zstd: %v\n%s", err, out)
+		}
+		want = append(want, "tool.jsonl.zstd")
+	} else {
+		t.Log("no zstd tool on PATH: only the library-written file is imported")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("notes.txt", filepath.Join(dir, "link.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	var sum importSummary
+	r := p.dshq("import", "--fixture-cwd", "/work/zst", "--json", dir)
+	r.decode(t, &sum)
+	if r.code != 0 || len(sum.Refused) != 0 || len(sum.Imported)+len(sum.Present) != len(want) {
+		t.Fatalf("exit %d, stderr %q, %+v", r.code, r.stderr, sum)
+	}
+	skipped := map[string]string{}
+	for _, s := range sum.Skipped {
+		skipped[filepath.Base(s.File)] = s.Reason
+	}
+	if !strings.Contains(skipped["notes.txt"], "not a session log") || !strings.Contains(skipped["link.jsonl"], "symbolic link") || len(skipped) != 2 {
+		t.Errorf("skipped %v", skipped)
+	}
+	text := p.dshq("import", "--fixture-cwd", "/work/zst", dir).ok(t).stdout
+	if !strings.Contains(text, "skipped   2 files (not session logs; -v lists them)") {
+		t.Errorf("summary without -v:\n%s", text)
+	}
+	text = p.dshq("import", "--fixture-cwd", "/work/zst", "-v", dir).ok(t).stdout
+	if !strings.Contains(text, "  skipped  "+filepath.Join(dir, "notes.txt")+": not a session log") {
+		t.Errorf("summary with -v:\n%s", text)
+	}
 }
 
 func TestLayoutNames(t *testing.T) {
