@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -76,6 +77,7 @@ It logs one line when ready and shuts down cleanly on SIGINT or SIGTERM.`,
 			defer cancel(nil)
 			uiDone := make(chan error, 1)
 			uiDone <- nil
+			var uiFailed error // the web UI's start failure (--http given), which ends serve
 			err = node.Run(ctx, cfg, func(info node.Info) {
 				uiURL := ""
 				if h.addr != "off" {
@@ -90,6 +92,7 @@ It logs one line when ready and shuts down cleanly on SIGINT or SIGTERM.`,
 						<-uiDone
 						go func() { <-ctx.Done(); uiDone <- u.stop() }()
 					case cmd.Flags().Changed("http"):
+						uiFailed = err
 						cancel(err)
 						return
 					default:
@@ -108,6 +111,9 @@ It logs one line when ready and shuts down cleanly on SIGINT or SIGTERM.`,
 				}
 			})
 			cancel(nil)
+			if errors.Is(err, syscall.EADDRINUSE) && !external && uiFailed == nil {
+				err = fmt.Errorf("%w (another dshq serve or NATS server listens there; --listen HOST:PORT picks another address)", err)
+			}
 			return errors.Join(err, <-uiDone)
 		},
 	}
