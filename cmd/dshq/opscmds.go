@@ -337,8 +337,9 @@ func newMCPCmd(g *globals) *cobra.Command {
 		Long: `mcp runs an MCP server on stdin/stdout exposing session_search,
 session_event_search, session_trace, session_event_trace and session_event_read.
 The caller is the session named by DSH_SESSION_ID in this process's environment
-(the harness sets it for its shell children); without it every call fails with
-SESSION_QUERY_TOOL_MISSING_AGENT. Tools see only sessions of the caller's
+(the harness sets it for its shell children); unset, or naming no stored
+session, every call fails with SESSION_QUERY_TOOL_MISSING_AGENT, its text
+saying which (and a warning on stderr). Tools see only sessions of the caller's
 workspace (its tenant and cwd). It reaches a running dshq at --nats-url; with
 --via-tools it calls the dsh-tools service on its trusted subjects instead of
 the trusted query API. With --tenant (a tenant's credential) it calls the

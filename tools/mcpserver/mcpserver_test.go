@@ -1,12 +1,15 @@
 package mcpserver_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,11 +174,12 @@ func TestMCPEndToEnd(t *testing.T) {
 		})
 	}
 	t.Run("with a tenant the calls go to its tool subjects, bound to it", func(t *testing.T) {
-		// s-caller is of no tenant: on teamA's subjects it is no caller.
+		// s-caller is of no tenant: on teamA's subjects it is no caller, and
+		// the answer is an unknown id's.
 		cs := connect(t, mcpserver.Config{Conn: p.Conn, SessionID: "s-caller", Tenant: "teamA"})
 		for _, c := range calls {
 			res := callTool(t, cs, c.tool, c.args)
-			if !res.IsError || text(t, res) != "Error: session query tools require an agent-bound caller" {
+			if !res.IsError || text(t, res) != "Error: session query tools require an agent-bound caller: DSH_SESSION_ID names no stored session (or one not projected yet)" {
 				t.Fatalf("%s: got %+v", c.tool, res)
 			}
 		}
@@ -186,9 +190,27 @@ func TestMCPEndToEnd(t *testing.T) {
 		cs := connect(t, cfg)
 		for _, c := range calls {
 			res := callTool(t, cs, c.tool, c.args)
-			if !res.IsError || text(t, res) != "Error: session query tools require an agent-bound caller" {
+			if !res.IsError || text(t, res) != "Error: session query tools require an agent-bound caller: DSH_SESSION_ID is not set in the environment of dshq mcp" {
 				t.Fatalf("%s: got %+v", c.tool, res)
 			}
+		}
+	})
+	t.Run("a DSH_SESSION_ID that names no stored session says so, to the model and on the log", func(t *testing.T) {
+		cfg := mcpserver.ConfigFromEnv(func(string) string { return "ghost" }, "")
+		cfg.Conn = p.Conn
+		logged := &lockedBuffer{}
+		cfg.Logger = slog.New(slog.NewTextHandler(logged, nil))
+		cs := connect(t, cfg)
+		res := callTool(t, cs, calls[0].tool, calls[0].args)
+		if !res.IsError || text(t, res) != "Error: session query tools require an agent-bound caller: DSH_SESSION_ID names no stored session (or one not projected yet)" {
+			t.Fatalf("got %+v", res)
+		}
+		sc, _ := json.Marshal(res.StructuredContent)
+		if !strings.Contains(string(sc), "SESSION_QUERY_TOOL_MISSING_AGENT") {
+			t.Fatalf("structured content %s", sc)
+		}
+		if l := logged.String(); !strings.Contains(l, "the caller session is not stored") || !strings.Contains(l, "session=ghost") {
+			t.Errorf("log:\n%s", l)
 		}
 	})
 }
@@ -231,4 +253,22 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after its context ended")
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

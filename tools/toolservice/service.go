@@ -339,7 +339,7 @@ func prefix(s string, n int) string {
 func (s *server) spillRead(ctx context.Context, r micro.Request, b binding) any {
 	caller := r.Headers().Get(CallerHeader)
 	if caller == "" {
-		return errorReply(dshq.CodeToolMissingAgent, authz.MsgMissingAgent)
+		return errorReply(dshq.CodeToolMissingAgent, authz.MsgNoCaller)
 	}
 	var req SpillReadRequest
 	dec := json.NewDecoder(bytes.NewReader(r.Data()))
