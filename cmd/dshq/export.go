@@ -57,7 +57,7 @@ one frame for the header line, one for the events.`,
 			}
 			zstd = zstd || strings.HasSuffix(out, ".zstd")
 			if zstd && out == "" && isTerminal(g.stdout) {
-				return errors.New("refusing to write Zstandard data to a terminal: give -o FILE or redirect stdout")
+				return usageErrorf("refusing to write Zstandard data to a terminal: give -o FILE or redirect stdout")
 			}
 			nc, err := g.dial()
 			if err != nil {

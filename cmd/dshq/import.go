@@ -102,16 +102,16 @@ when any file was refused.`,
 			if o.fixtureCwd != "" {
 				abs, err := filepath.Abs(o.fixtureCwd)
 				if err != nil {
-					return fmt.Errorf("--fixture-cwd: %w", err)
+					return usageErrorf("--fixture-cwd: %w", err)
 				}
 				o.fixtureCwd = abs
 			}
 			if o.fixtureSessionID != "" {
 				if o.fixtureCwd == "" {
-					return errors.New("--fixture-session-id needs --fixture-cwd")
+					return usageErrorf("--fixture-session-id needs --fixture-cwd")
 				}
 				if err := record.ValidateSessionID(o.fixtureSessionID); err != nil {
-					return fmt.Errorf("--fixture-session-id: %w", err)
+					return usageErrorf("--fixture-session-id: %w", err)
 				}
 			}
 			files, skipped, err := discover(args)
@@ -139,7 +139,7 @@ when any file was refused.`,
 				return err
 			}
 			if n := len(sum.Refused); n > 0 {
-				return &exitError{code: 1, msg: fmt.Sprintf("%d of %d files refused", n, len(files))}
+				return &exitError{code: 1, msg: fmt.Sprintf("%d of %d files refused", n, len(files)), errCode: CodeRefused}
 			}
 			return nil
 		},

@@ -48,7 +48,7 @@ messages. It runs until SIGINT, or until --count messages were printed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if workspace != "" && session != "" {
-				return errors.New("--workspace and --session do not go together")
+				return usageErrorf("--workspace and --session do not go together")
 			}
 			var f feed.Filter
 			if workspace != "" {
@@ -57,7 +57,7 @@ messages. It runs until SIGINT, or until --count messages were printed.`,
 			f.SessionID = session
 			for _, k := range kinds {
 				if !feed.Kind(k).Valid() {
-					return fmt.Errorf("--kinds: unknown kind %q (session, event, surface, title, lease, quarantine)", k)
+					return usageErrorf("--kinds: unknown kind %q (session, event, surface, title, lease, quarantine)", k)
 				}
 				f.Kinds = append(f.Kinds, feed.Kind(k))
 			}
@@ -296,7 +296,7 @@ when set and not blank, else ~/.dsh, made absolute. It needs no server.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if session != "" {
 				if err := record.ValidateSessionID(session); err != nil {
-					return fmt.Errorf("--session: %w", err)
+					return usageErrorf("--session: %w", err)
 				}
 			}
 			var configured *string

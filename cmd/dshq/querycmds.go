@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -66,8 +65,9 @@ with --session it returns that session's matching events (events.search).
 
 Filters narrow the search: --cwd (a workspace, repeatable), --type and
 --surface (event filters, repeatable). --limit is the page size (1..100,
-default 20); --all follows every page. --json prints the raw replies, one
-JSON document per page.`,
+default 20); --all follows every page. --json prints one JSON document: the
+reply, or with --all every page's items in one reply (generation and
+nextCursor those of the last page).`,
 		Example: `  dshq search "flaky test"
   dshq search "permission denied" --cwd /home/me/project --type tool/result --all
   dshq search retry --session 3f2a0c1e-… --surface current --json`,
@@ -84,7 +84,7 @@ JSON document per page.`,
 				ctx := cmd.Context()
 				if session != "" {
 					if len(cwds) > 0 {
-						return errors.New("--cwd filters sessions; it does not go with --session")
+						return usageErrorf("--cwd filters sessions; it does not go with --session")
 					}
 					return g.searchEvents(ctx, c, dshq.EventSearchRequest{SessionID: session, Query: args[0], Filters: eventFilters, Limit: limit}, all, qf.opts())
 				}
@@ -119,14 +119,18 @@ func listFilter(kind string, values []string) dshq.Filter {
 func (g *globals) searchSessions(ctx context.Context, c *query.Client, req dshq.SessionSearchRequest, all bool, opts []query.CallOption) error {
 	tw := newTable(g.stdout)
 	n := 0
+	var merged *dshq.SessionSearchPage // --json: every page's items in one reply
 	for {
 		page, err := c.SearchSessions(ctx, req, opts...)
 		if err != nil {
 			return err
 		}
 		if g.json {
-			if err := writeJSON(g.stdout, page); err != nil {
-				return err
+			if merged == nil {
+				merged = page
+			} else {
+				merged.Items = append(merged.Items, page.Items...)
+				merged.NextCursor, merged.Generation = page.NextCursor, page.Generation
 			}
 		} else {
 			if n == 0 && len(page.Items) > 0 {
@@ -140,6 +144,9 @@ func (g *globals) searchSessions(ctx context.Context, c *query.Client, req dshq.
 		}
 		n += len(page.Items)
 		if !all || page.NextCursor == "" {
+			if g.json {
+				return writeJSON(g.stdout, merged)
+			}
 			return g.endTable(tw, n, "sessions", page.NextCursor, page.Generation)
 		}
 		req.Cursor = page.NextCursor
@@ -150,14 +157,18 @@ func (g *globals) searchSessions(ctx context.Context, c *query.Client, req dshq.
 func (g *globals) searchEvents(ctx context.Context, c *query.Client, req dshq.EventSearchRequest, all bool, opts []query.CallOption) error {
 	tw := newTable(g.stdout)
 	n := 0
+	var merged *dshq.EventSearchPage // --json: every page's items in one reply
 	for {
 		page, err := c.SearchEvents(ctx, req, opts...)
 		if err != nil {
 			return err
 		}
 		if g.json {
-			if err := writeJSON(g.stdout, page); err != nil {
-				return err
+			if merged == nil {
+				merged = page
+			} else {
+				merged.Items = append(merged.Items, page.Items...)
+				merged.NextCursor, merged.Generation = page.NextCursor, page.Generation
 			}
 		} else {
 			if n == 0 && len(page.Items) > 0 {
@@ -169,6 +180,9 @@ func (g *globals) searchEvents(ctx context.Context, c *query.Client, req dshq.Ev
 		}
 		n += len(page.Items)
 		if !all || page.NextCursor == "" {
+			if g.json {
+				return writeJSON(g.stdout, merged)
+			}
 			return g.endTable(tw, n, "events", page.NextCursor, page.Generation)
 		}
 		req.Cursor = page.NextCursor
@@ -304,15 +318,15 @@ func newReadCmd(g *globals) *cobra.Command {
 every page): seq, time, type and the start of each event's semantic text.
 With --seq it reads a window around one event (events.read): --before and
 --after events on either side (at most 50 each), the target marked with ">".
---json prints the raw replies (one JSON document per page), events exactly as
-written.`,
+--json prints one JSON document, events exactly as written: the window, or
+every page of the session in one sessions.read reply.`,
 		Example: `  dshq read 3f2a0c1e-…
   dshq read 3f2a0c1e-… --seq 42 --before 3 --after 3
   dshq read 3f2a0c1e-… --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("seq") && (cmd.Flags().Changed("before") || cmd.Flags().Changed("after")) {
-				return errors.New("--before and --after need --seq")
+				return usageErrorf("--before and --after need --seq")
 			}
 			return g.withClient(func(c *query.Client) error {
 				if cmd.Flags().Changed("seq") {
@@ -349,14 +363,18 @@ func (g *globals) readSession(ctx context.Context, c *query.Client, id string, o
 	req := dshq.SessionReadRequest{SessionID: id}
 	tw := newTable(g.stdout)
 	n := 0
+	var merged *dshq.SessionRead // --json: every page's events in one reply
 	for {
 		page, err := c.ReadSession(ctx, req, opts...)
 		if err != nil {
 			return err
 		}
 		if g.json {
-			if err := writeJSON(g.stdout, page); err != nil {
-				return err
+			if merged == nil {
+				merged = page
+			} else {
+				merged.Events = append(merged.Events, page.Events...)
+				merged.NextCursor, merged.Generation = page.NextCursor, page.Generation
 			}
 		} else {
 			if n == 0 {
@@ -370,7 +388,7 @@ func (g *globals) readSession(ctx context.Context, c *query.Client, id string, o
 		n += len(page.Events)
 		if page.NextCursor == "" {
 			if g.json {
-				return nil
+				return writeJSON(g.stdout, merged)
 			}
 			if err := tw.Flush(); err != nil {
 				return err

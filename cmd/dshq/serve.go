@@ -54,7 +54,7 @@ It logs one line when ready and shuts down cleanly on SIGINT or SIGTERM.`,
 			}
 			level := slog.LevelInfo
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return fmt.Errorf("--log-level: %w", err)
+				return usageErrorf("--log-level: %w", err)
 			}
 			log := slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: level}))
 			cfg := node.Config{

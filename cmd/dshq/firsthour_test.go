@@ -1,0 +1,92 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/dshq/dshq"
+)
+
+// tour is a pipeline holding the README's tour sessions (s-7f3c and its
+// fork s-9a01, both in /home/u/proj).
+func tour(t *testing.T) *pipeline {
+	t.Helper()
+	p := startPipeline(t)
+	var sum importSummary
+	p.dshq("import", "--json", "../../testdata/sample.jsonl", "../../testdata/fork.jsonl").ok(t).decode(t, &sum)
+	waitStats(t, p, sum.Generation)
+	return p
+}
+
+// jsonError decodes a --json run's stderr as one error object.
+func jsonError(t *testing.T, r result) dshq.ErrorBody {
+	t.Helper()
+	var e dshq.ErrorReply
+	if strings.Count(r.stderr, "\n") != 1 {
+		t.Fatalf("stderr is not one line: %q", r.stderr)
+	}
+	if err := json.Unmarshal([]byte(r.stderr), &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
+		t.Fatalf("stderr is not {\"error\":{\"code\",\"message\"}}: %q (%v)", r.stderr, err)
+	}
+	return e.Error
+}
+
+func TestJSONErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "nats://" + ln.Addr().String()
+	ln.Close()
+	t.Run("an unreachable server is DSHQ_UNAVAILABLE", func(t *testing.T) {
+		r := runCLI(t, map[string]string{"DSH_NATS_URL": closed}, "", "search", "x", "--json")
+		if e := jsonError(t, r); r.code != 1 || e.Code != CodeUnavailable || !strings.Contains(e.Message, "is dshq serve running?") || r.stdout != "" {
+			t.Errorf("exit %d, %+v, stdout %q", r.code, e, r.stdout)
+		}
+	})
+	t.Run("a bad flag is DSHQ_USAGE, whatever its place", func(t *testing.T) {
+		for _, args := range [][]string{{"search", "--json", "--no-such-flag", "x"}, {"--json", "trace"}, {"read", "x", "--after", "1", "--json"}} {
+			r := runCLI(t, map[string]string{"DSH_NATS_URL": closed}, "", args...)
+			if e := jsonError(t, r); r.code != 1 || e.Code != CodeUsage {
+				t.Errorf("%v: exit %d, %+v", args, r.code, e)
+			}
+		}
+	})
+	t.Run("without --json an error stays one line of text", func(t *testing.T) {
+		r := runCLI(t, map[string]string{"DSH_NATS_URL": closed}, "", "trace")
+		if r.code != 1 || r.stderr != "dshq: accepts 1 arg(s), received 0\n" {
+			t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+		}
+	})
+}
+
+func TestJSONOutput(t *testing.T) {
+	p := tour(t)
+	t.Run("a service error keeps its code", func(t *testing.T) {
+		r := p.dshq("read", "no-such-session", "--json")
+		if e := jsonError(t, r); r.code != 1 || e.Code != dshq.CodeSessionNotFound {
+			t.Errorf("exit %d, %+v", r.code, e)
+		}
+	})
+	t.Run("search --all --json is one document holding every page", func(t *testing.T) {
+		r := p.dshq("search", "retry budget", "--limit", "1", "--all", "--json").ok(t)
+		var page dshq.SessionSearchPage
+		dec := json.NewDecoder(strings.NewReader(r.stdout))
+		if err := dec.Decode(&page); err != nil {
+			t.Fatal(err)
+		}
+		if dec.More() {
+			t.Fatalf("more than one document:\n%s", r.stdout)
+		}
+		if len(page.Items) != 2 || page.NextCursor != "" || page.Generation == 0 {
+			t.Errorf("%d items, cursor %q, generation %d", len(page.Items), page.NextCursor, page.Generation)
+		}
+		var events dshq.EventSearchPage
+		p.dshq("search", "retry", "--session", "s-7f3c", "--limit", "1", "--all", "--json").ok(t).decode(t, &events)
+		if len(events.Items) < 2 || events.NextCursor != "" {
+			t.Errorf("events: %d items, cursor %q", len(events.Items), events.NextCursor)
+		}
+	})
+}
