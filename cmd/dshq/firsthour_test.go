@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
+	"os"
 	"strings"
 	"testing"
 
@@ -87,6 +89,50 @@ func TestJSONOutput(t *testing.T) {
 		p.dshq("search", "retry", "--session", "s-7f3c", "--limit", "1", "--all", "--json").ok(t).decode(t, &events)
 		if len(events.Items) < 2 || events.NextCursor != "" {
 			t.Errorf("events: %d items, cursor %q", len(events.Items), events.NextCursor)
+		}
+	})
+}
+
+func TestMessagesInTheFlagsTerms(t *testing.T) {
+	p := tour(t)
+	refusals := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a bogus --surface names the flag", []string{"search", "retry", "--surface", "bogus"}, `dshq: --surface "bogus": a surface is current, shadowed or log-only` + "\n"},
+		{"--limit 0 is refused as help says", []string{"search", "retry", "--limit", "0"}, "dshq: --limit 0: the page size is 1..100\n"},
+		{"--limit 101 is refused", []string{"search", "retry", "--limit", "101"}, "dshq: --limit 101: the page size is 1..100\n"},
+		{"an empty trace id is invalid, not missing", []string{"trace", ""}, `dshq: session "" is not a session id: session id is empty` + "\n"},
+		{"an empty read id is invalid", []string{"read", ""}, `dshq: session "" is not a session id: session id is empty` + "\n"},
+		{"a --session with a control character is invalid", []string{"search", "x", "--session", "a\x01b"}, `dshq: --session "a\x01b" is not a session id: session id contains control character U+0001 at byte 1` + "\n"},
+	}
+	for _, tt := range refusals {
+		t.Run(tt.name, func(t *testing.T) {
+			r := p.dshq(tt.args...)
+			if r.code != 1 || r.stderr != tt.want {
+				t.Errorf("exit %d, stderr %q; want %q", r.code, r.stderr, tt.want)
+			}
+		})
+	}
+	t.Run("tail --from past the stream's end says so instead of waiting", func(t *testing.T) {
+		last := stats(t, p).StreamLastSeq
+		r := p.dshq("tail", "--from", fmt.Sprint(last+100))
+		want := fmt.Sprintf("dshq: --from %d is past the end of the session stream (its last generation is %d): nothing follows it\n", last+100, last)
+		if r.code != 1 || r.stderr != want {
+			t.Errorf("exit %d, stderr %q; want %q", r.code, r.stderr, want)
+		}
+	})
+	t.Run("tail --workspace with a relative path follows its absolute form", func(t *testing.T) {
+		wd, err := os.Getwd()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum importSummary
+		p.dshq("import", "--json", "--fixture-cwd", wd, "--fixture-session-id", "here-1", "testdata/minimal-preset.jsonl").ok(t).decode(t, &sum)
+		r := p.dshq("tail", "--workspace", ".", "--from", "0", "-n", "1", "--kinds", "session").ok(t)
+		if !strings.Contains(r.stdout, "here-1") || !strings.Contains(r.stdout, wd) {
+			t.Errorf("tail of . (%s):\n%s", wd, r.stdout)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/dshq/dshq/admin"
+	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/feed"
 	"github.com/dshq/dshq/record"
 	"github.com/dshq/dshq/shellenv"
@@ -37,11 +39,13 @@ func newTailCmd(g *globals) *cobra.Command {
 appended events with their text, surface changes, titles, lease changes and
 quarantined records, one line per message (--json: one feed message per line).
 
---workspace CWD or --session ID narrows it; --kinds picks message kinds
-(session, event, surface, title, lease, quarantine). Without --from it starts
-with the next message; --from GEN resumes after generation GEN (0 = the whole
-retained feed) with nothing dropped or repeated at the hand-off to live
-messages. It runs until SIGINT, or until --count messages were printed.`,
+--workspace CWD or --session ID narrows it (a relative CWD is made absolute
+against the current directory, as session cwds are absolute); --kinds picks
+message kinds (session, event, surface, title, lease, quarantine). Without
+--from it starts with the next message; --from GEN resumes after generation
+GEN (0 = the whole retained feed) with nothing dropped or repeated at the
+hand-off to live messages; a GEN past the session stream's last sequence is
+refused. It runs until SIGINT, or until --count messages were printed.`,
 		Example: `  dshq tail --workspace /home/me/project
   dshq tail --session 3f2a0c1e-… --from 1200 --kinds event,title
   dshq tail --from 0 --json --count 100`,
@@ -51,8 +55,20 @@ messages. It runs until SIGINT, or until --count messages were printed.`,
 				return usageErrorf("--workspace and --session do not go together")
 			}
 			var f feed.Filter
+			if workspace != "" && !filepath.IsAbs(workspace) {
+				abs, err := filepath.Abs(workspace)
+				if err != nil {
+					return usageErrorf("--workspace: %w", err)
+				}
+				workspace = abs
+			}
 			if workspace != "" {
 				f.Workspace = record.WorkspaceKey(&workspace)
+			}
+			if session != "" {
+				if err := checkSessionID("--session", session); err != nil {
+					return err
+				}
 			}
 			f.SessionID = session
 			for _, k := range kinds {
@@ -76,6 +92,11 @@ messages. It runs until SIGINT, or until --count messages were printed.`,
 			js, err := jetstream.New(nc)
 			if err != nil {
 				return err
+			}
+			if cmd.Flags().Changed("from") {
+				if err := checkFrom(cmd.Context(), js, from); err != nil {
+					return err
+				}
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
@@ -104,6 +125,19 @@ messages. It runs until SIGINT, or until --count messages were printed.`,
 	fl.StringSliceVar(&kinds, "kinds", nil, "message kinds to print (comma-separated)")
 	fl.IntVarP(&count, "count", "n", 0, "stop after this many messages (0 = follow until SIGINT)")
 	return cmd
+}
+
+// checkFrom refuses a --from past the session stream's last sequence: no
+// feed message will ever follow it, and tail would wait in silence.
+func checkFrom(ctx context.Context, js jetstream.JetStream, from uint64) error {
+	st, err := js.Stream(ctx, bus.DefaultStreamName)
+	if err != nil {
+		return fmt.Errorf("session stream %s: %w", bus.DefaultStreamName, err)
+	}
+	if last := st.CachedInfo().State.LastSeq; from > last {
+		return usageErrorf("--from %d is past the end of the session stream (its last generation is %d): nothing follows it", from, last)
+	}
+	return nil
 }
 
 // printFeed prints one feed message: a JSON line, or a readable line.

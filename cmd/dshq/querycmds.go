@@ -14,6 +14,7 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/fold"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/record"
 )
 
 // queryFlags are the consistency flags of every query command.
@@ -73,6 +74,17 @@ nextCursor those of the last page).`,
   dshq search retry --session 3f2a0c1e-… --surface current --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("limit") && (limit < 1 || limit > dshq.MaxSearchLimit) {
+				return usageErrorf("--limit %d: the page size is 1..%d", limit, dshq.MaxSearchLimit)
+			}
+			if err := checkSurfaces(surfaces); err != nil {
+				return err
+			}
+			if session != "" {
+				if err := checkSessionID("--session", session); err != nil {
+					return err
+				}
+			}
 			var eventFilters []dshq.Filter
 			if len(types) > 0 {
 				eventFilters = append(eventFilters, listFilter(dshq.FilterType, types))
@@ -105,6 +117,28 @@ nextCursor those of the last page).`,
 	f.BoolVar(&all, "all", false, "follow every page")
 	qf.add(cmd)
 	return cmd
+}
+
+// checkSurfaces refuses a --surface value that is not a surface, in the
+// flag's terms (the service would name the request's JSON path).
+func checkSurfaces(values []string) error {
+	for _, v := range values {
+		switch dshq.Surface(v) {
+		case dshq.SurfaceCurrent, dshq.SurfaceShadowed, dshq.SurfaceLogOnly:
+		default:
+			return usageErrorf("--surface %q: a surface is current, shadowed or log-only", v)
+		}
+	}
+	return nil
+}
+
+// checkSessionID refuses an id no session can have (the service would
+// answer that no such session exists); what names it the error.
+func checkSessionID(what, id string) error {
+	if err := record.ValidateSessionID(id); err != nil {
+		return fmt.Errorf("%s %q is not a session id: %w", what, id, err)
+	}
+	return nil
 }
 
 // listFilter is a list filter of kind with values.
@@ -226,6 +260,9 @@ replaced, the events it cites as sources and the events derived from it.`,
   dshq trace 3f2a0c1e-… --seq 42 --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkSessionID("session", args[0]); err != nil {
+				return err
+			}
 			return g.withClient(func(c *query.Client) error {
 				if cmd.Flags().Changed("seq") {
 					tr, err := c.TraceEvent(cmd.Context(), dshq.EventTraceRequest{SessionID: args[0], Seq: seq}, qf.opts()...)
@@ -327,6 +364,9 @@ every page of the session in one sessions.read reply.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("seq") && (cmd.Flags().Changed("before") || cmd.Flags().Changed("after")) {
 				return usageErrorf("--before and --after need --seq")
+			}
+			if err := checkSessionID("session", args[0]); err != nil {
+				return err
 			}
 			return g.withClient(func(c *query.Client) error {
 				if cmd.Flags().Changed("seq") {

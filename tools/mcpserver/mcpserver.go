@@ -72,7 +72,8 @@ func ConfigFromEnv(getenv func(string) string, natsURL string) Config {
 // caller runs one tool and returns the full result; err only when ctx ended.
 type caller func(ctx context.Context, name string, args json.RawMessage) (tools.Result, error)
 
-// Run serves MCP on in/out until the client disconnects or ctx ends.
+// Run serves MCP on in/out until the client disconnects or ctx ends. When
+// in ends, the requests already read are answered before Run returns.
 func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -95,7 +96,8 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	}
 	call = explainCaller(call, cfg)
 	server := newServer(call, cfg.Logger)
-	t := &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}
+	a := newAnswered(ctx, in, out)
+	t := &mcp.IOTransport{Reader: io.NopCloser(a.reader()), Writer: nopWriteCloser{a.writer()}}
 	if err := server.Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("mcp: %w", err)
 	}

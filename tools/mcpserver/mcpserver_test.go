@@ -255,6 +255,36 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	}
 }
 
+func TestRunAnswersWhatItReadBeforeItsInputEnded(t *testing.T) {
+	p := startPipeline(t)
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"echo","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":"three","method":"tools/call","params":{"name":"session_trace","arguments":{}}}`,
+	}, "\n") // the last request without its newline, as echo -n sends it
+	var out lockedBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := mcpserver.Run(ctx, strings.NewReader(in), &out, mcpserver.Config{Conn: p.Conn, SessionID: "s-7f3c"}); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	answers := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil || m.Result == nil {
+			t.Fatalf("not a result: %q (%v)", line, err)
+		}
+		answers[string(m.ID)] = true
+	}
+	if !answers["1"] || !answers["2"] || !answers[`"three"`] || len(answers) != 3 {
+		t.Fatalf("answered %v; want 1, 2 and \"three\":\n%s", answers, out.String())
+	}
+}
+
 // lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
 type lockedBuffer struct {
 	mu sync.Mutex // guards b
