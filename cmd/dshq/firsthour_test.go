@@ -1,14 +1,23 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/admin"
+	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/node"
+	"github.com/dshq/dshq/projection"
 )
 
 // tour is a pipeline holding the README's tour sessions (s-7f3c and its
@@ -135,4 +144,79 @@ func TestMessagesInTheFlagsTerms(t *testing.T) {
 			t.Errorf("tail of . (%s):\n%s", wd, r.stdout)
 		}
 	})
+}
+
+func TestCatchingUpNote(t *testing.T) {
+	// Batches of one record: any record pending after a pull is a backlog.
+	p := startPipelineConfig(t, true, func(c *node.Config) { c.Projection.BatchSize = 1 })
+	nc, err := node.Connect(node.ConnectOptions{URL: p.url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// The projector's consumer is held: what is imported now stays pending.
+	if _, err := js.PauseConsumer(ctx, bus.DefaultStreamName, projection.DefaultDurable, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	var sum importSummary
+	p.dshq("import", "--json", "../../testdata/sample.jsonl", "../../testdata/fork.jsonl").ok(t).decode(t, &sum)
+	waitCatchingUp(t, nc, true) // the projector learns it when its pull ends
+	note := fmt.Sprintf("dshq: catching up: generation 0 of %d (answers may be incomplete until the projection has caught up)\n", sum.Generation)
+	t.Run("a search behind the stream says so on stderr", func(t *testing.T) {
+		r := p.dshq("search", "retry budget").ok(t)
+		if r.stderr != note || !strings.HasPrefix(r.stdout, "no sessions match (generation 0)") {
+			t.Errorf("stdout %q, stderr %q; want the note %q", r.stdout, r.stderr, note)
+		}
+		r = p.dshq("read", "s-7f3c", "--json")
+		if !strings.Contains(r.stderr, `{"catchingUp":{"generation":0,"streamLastSeq":`+fmt.Sprint(sum.Generation)+`}}`) {
+			t.Errorf("--json: stderr %q", r.stderr)
+		}
+	})
+	t.Run("stats says it first", func(t *testing.T) {
+		text := p.dshq("stats").ok(t).stdout
+		if want := strings.TrimPrefix(note, "dshq: "); !strings.HasPrefix(text, want) {
+			t.Errorf("stats:\n%s", text)
+		}
+	})
+	if _, err := js.ResumeConsumer(ctx, bus.DefaultStreamName, projection.DefaultDurable); err != nil {
+		t.Fatal(err)
+	}
+	waitStats(t, p, sum.Generation)
+	t.Run("once caught up nothing is said", func(t *testing.T) {
+		waitCatchingUp(t, nc, false)
+		r := p.dshq("search", "retry budget").ok(t)
+		if r.stderr != "" || !strings.Contains(r.stdout, "s-7f3c") {
+			t.Errorf("stdout %q, stderr %q", r.stdout, r.stderr)
+		}
+		if text := p.dshq("stats").ok(t).stdout; strings.HasPrefix(text, "catching up") {
+			t.Errorf("stats:\n%s", text)
+		}
+	})
+}
+
+// waitCatchingUp polls dsh-admin until its status says catching up is want.
+func waitCatchingUp(t *testing.T, nc *nats.Conn, want bool) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	for {
+		st, err := admin.NewClient(nc).Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.CatchingUp == want {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("status never had catchingUp %v: %+v", want, st)
+		}
+	}
 }

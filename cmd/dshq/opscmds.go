@@ -283,7 +283,9 @@ func newStatsCmd(g *globals) *cobra.Command {
 		Long: `stats asks the running projector (dsh.admin.v1.stats) for its counts, taken
 from one consistent snapshot: sessions (and how many are invalid or live),
 events, quarantined records, the index, and the generation beside the session
-stream's last sequence (lag = records not yet applied).`,
+stream's last sequence (lag = records not yet applied). While the projector
+works off a backlog (after a start or an automatic rebuild) its first line
+says "catching up: generation X of Y".`,
 		Example: `  dshq stats
   dshq stats --json`,
 		Args: cobra.NoArgs,
@@ -299,6 +301,9 @@ stream's last sequence (lag = records not yet applied).`,
 			}
 			if g.json {
 				return writeJSON(g.stdout, st)
+			}
+			if st.CatchingUp {
+				fmt.Fprintln(g.stdout, catchingUpLine(st.Generation, st.StreamLastSeq))
 			}
 			tw := newTable(g.stdout)
 			fmt.Fprintf(tw, "sessions\t%d\t(%d invalid, %d live)\n", st.Sessions, st.InvalidSessions, st.LiveSessions)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -9,9 +10,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/admin"
 	"github.com/dshq/dshq/fold"
 	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/record"
@@ -36,14 +39,47 @@ func (q *queryFlags) opts() []query.CallOption {
 	return opts
 }
 
-// withClient dials and runs fn with a query client.
-func (g *globals) withClient(fn func(c *query.Client) error) error {
+// withClient dials and runs fn with a query client. When the service
+// answered (a reply, or an error of its own) and the projection is catching
+// up with the stream, it says so on stderr: the answer may be incomplete.
+func (g *globals) withClient(ctx context.Context, fn func(c *query.Client) error) error {
 	nc, err := g.dial()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	return fn(query.NewClient(nc))
+	err = fn(query.NewClient(nc))
+	if err == nil || dshq.ErrorCode(err) != "" {
+		g.noteCatchingUp(ctx, nc)
+	}
+	return err
+}
+
+// catchingUpWait bounds the status request behind a read's answer.
+const catchingUpWait = 2 * time.Second
+
+// noteCatchingUp writes "catching up: generation X of Y" on stderr (a JSON
+// object with --json) when the projector says it is working off a backlog.
+// A deployment without a reachable dsh-admin says nothing.
+func (g *globals) noteCatchingUp(ctx context.Context, nc *nats.Conn) {
+	ctx, cancel := context.WithTimeout(ctx, catchingUpWait)
+	defer cancel()
+	st, err := admin.NewClient(nc).Status(ctx)
+	if err != nil || !st.CatchingUp {
+		return
+	}
+	if g.json {
+		b, _ := json.Marshal(map[string]any{"catchingUp": map[string]uint64{"generation": st.Generation, "streamLastSeq": st.StreamLastSeq}})
+		fmt.Fprintf(g.stderr, "%s\n", b)
+		return
+	}
+	fmt.Fprintln(g.stderr, "dshq:", catchingUpLine(st.Generation, st.StreamLastSeq))
+}
+
+// catchingUpLine is the note of a projection at generation gen of a stream
+// whose last sequence is last.
+func catchingUpLine(gen, last uint64) string {
+	return fmt.Sprintf("catching up: generation %d of %d (answers may be incomplete until the projection has caught up)", gen, last)
 }
 
 func newSearchCmd(g *globals) *cobra.Command {
@@ -92,7 +128,7 @@ nextCursor those of the last page).`,
 			if len(surfaces) > 0 {
 				eventFilters = append(eventFilters, listFilter(dshq.FilterSurface, surfaces))
 			}
-			return g.withClient(func(c *query.Client) error {
+			return g.withClient(cmd.Context(), func(c *query.Client) error {
 				ctx := cmd.Context()
 				if session != "" {
 					if len(cwds) > 0 {
@@ -263,7 +299,7 @@ replaced, the events it cites as sources and the events derived from it.`,
 			if err := checkSessionID("session", args[0]); err != nil {
 				return err
 			}
-			return g.withClient(func(c *query.Client) error {
+			return g.withClient(cmd.Context(), func(c *query.Client) error {
 				if cmd.Flags().Changed("seq") {
 					tr, err := c.TraceEvent(cmd.Context(), dshq.EventTraceRequest{SessionID: args[0], Seq: seq}, qf.opts()...)
 					if err != nil {
@@ -368,7 +404,7 @@ every page of the session in one sessions.read reply.`,
 			if err := checkSessionID("session", args[0]); err != nil {
 				return err
 			}
-			return g.withClient(func(c *query.Client) error {
+			return g.withClient(cmd.Context(), func(c *query.Client) error {
 				if cmd.Flags().Changed("seq") {
 					win, err := c.ReadEvent(cmd.Context(), dshq.EventReadRequest{SessionID: args[0], Seq: seq, Before: before, After: after}, qf.opts()...)
 					if err != nil {
