@@ -5,6 +5,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dshq/dshq/index"
 )
 
 // lockedLog is a log destination safe for concurrent writes.
@@ -87,5 +91,28 @@ func itoa(n uint64) string {
 		if n == 0 {
 			return string(b[i:])
 		}
+	}
+}
+
+func TestAppliedCountersStartAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := newMetrics(reg, func() (index.Stats, error) { return index.Stats{}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "dshq_projector_records_applied_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			kinds[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	if len(kinds) != 4 || kinds["header"] != 0 || kinds["event"] != 0 || kinds["invalid"] != 0 || kinds["quarantined"] != 0 {
+		t.Errorf("before any record: %v; want header, event, invalid and quarantined at 0", kinds)
 	}
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/authz"
@@ -89,6 +90,7 @@ type config struct {
 	maxPayload  int
 	callTimeout time.Duration
 	log         *slog.Logger
+	registerer  prometheus.Registerer
 }
 
 // WithSpillBucket names the object store bucket of spilled results.
@@ -145,9 +147,10 @@ type SpillPage struct {
 }
 
 type server struct {
-	cfg   config
-	tools *tools.Tools
-	store jetstream.ObjectStore
+	cfg     config
+	tools   *tools.Tools
+	store   jetstream.ObjectStore
+	metrics *metrics // nil without WithRegisterer
 }
 
 // Serve starts dsh-tools on nc over t. It creates (or updates) the spill
@@ -173,7 +176,11 @@ func Serve(ctx context.Context, nc *nats.Conn, t *tools.Tools, opts ...Option) (
 	if err != nil {
 		return nil, fmt.Errorf("spill bucket %s: %w", cfg.bucket, err)
 	}
-	s := &server{cfg: cfg, tools: t, store: store}
+	m, err := newMetrics(cfg.registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{cfg: cfg, tools: t, store: store, metrics: m}
 	return s.serve(ctx, nc)
 }
 
@@ -284,7 +291,9 @@ func (s *server) call(ctx context.Context, name string, r micro.Request, b bindi
 		}
 		ctx = tools.WithMinGeneration(ctx, n)
 	}
+	start := time.Now()
 	res, err := b.call(ctx, s.tools, caller, name, r.Data())
+	s.metrics.observe(name, start, res, err)
 	if err != nil {
 		return errorReply(dshq.CodeAborted, "session query was cancelled")
 	}
