@@ -5,8 +5,10 @@ BIN := bin
 .PHONY: run build setup test vet bench bench-1m bench-ui fuzz clean
 
 ## run: build everything and serve the all-in-one corpus (data under $DSH_HOME).
+## Options of dshq serve go in ARGS: make run ARGS="--listen 127.0.0.1:4333 --home /tmp/dsh --metrics 127.0.0.1:9464".
+ARGS ?=
 run: build
-	./$(BIN)/dshq serve
+	./$(BIN)/dshq serve $(ARGS)
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
