@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -219,4 +220,63 @@ func waitCatchingUp(t *testing.T, nc *nats.Conn, want bool) {
 			t.Fatalf("status never had catchingUp %v: %+v", want, st)
 		}
 	}
+}
+
+func TestReadShowsChunksAndTitles(t *testing.T) {
+	ev := func(typ, data string) dshq.Event { return dshq.Event{Type: typ, Data: json.RawMessage(data)} }
+	for _, tt := range []struct {
+		e    dshq.Event
+		want string
+	}{
+		{ev("assistant/chunk", `{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"Hel"}}`), `text-delta "Hel"`},
+		{ev("assistant/chunk", `{"turn":1,"step":1,"chunk":{"type":"reasoning-delta","index":0,"text":" user"}}`), `reasoning-delta " user"`},
+		{ev("assistant/chunk", `{"turn":1,"step":1,"chunk":{"type":"tool-call-delta","index":1,"id":"c1","name":"bash","argumentsDelta":"{\"cmd\""}}`), `tool-call-delta bash "{\"cmd\""`},
+		{ev("assistant/chunk", `{"turn":1,"step":1,"chunk":{"type":"block-start","index":0,"blockType":"reasoning"}}`), "block-start reasoning"},
+		{ev("assistant/chunk", `{"turn":1,"step":1,"chunk":{"type":"block-end","index":0,"block":{"type":"text","text":"Done."}}}`), "block-end text Done."},
+		{ev("session/title", `{"title":"Find where the retry budget","messageSeqs":[1]}`), "Find where the retry budget"},
+		{ev("user/message", `{"content":[{"type":"text","text":"semantic text first"}]}`), "semantic text first"},
+		{ev("step/start", `{}`), ""},
+	} {
+		if got := preview(tt.e); got != tt.want {
+			t.Errorf("%s %s: %q, want %q", tt.e.Type, tt.e.Data, got, tt.want)
+		}
+	}
+}
+
+func TestTextOutputReadsRight(t *testing.T) {
+	p := tour(t)
+	t.Run("read shows a title row's title", func(t *testing.T) {
+		out := p.dshq("read", "s-7f3c").ok(t).stdout
+		if !regexp.MustCompile(`(?m)^  2 .*session/title\s+Find where the retry budget$`).MatchString(out) {
+			t.Errorf("read:\n%s", out)
+		}
+	})
+	t.Run("one is singular", func(t *testing.T) {
+		if out := p.dshq("search", "retry budget", "--session", "s-9a01").ok(t).stdout; !strings.Contains(out, "\n1 event at generation") {
+			t.Errorf("search:\n%s", out)
+		}
+		if out := p.dshq("import", "../../testdata/sample.jsonl").ok(t).stdout; !strings.HasPrefix(out, "imported  0 sessions (0 events)\npresent   1 session (already stored, nothing written)\nrefused   0 files\n") {
+			t.Errorf("import:\n%s", out)
+		}
+	})
+	t.Run("tail's columns line up", func(t *testing.T) {
+		out := p.dshq("tail", "--from", "0", "-n", "12", "--kinds", "session,event,title").ok(t).stdout
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if len(lines) != 12 {
+			t.Fatalf("%d lines:\n%s", len(lines), out)
+		}
+		kindAt, sessionAt := strings.Index(lines[0], "session"), strings.Index(lines[0], "s-7f3c")
+		for _, l := range lines {
+			k := strings.IndexAny(l, "set") // session, event, title: the kind column
+			if k != kindAt || strings.Index(l, "s-") != sessionAt {
+				t.Errorf("misaligned:\n%s", out)
+				break
+			}
+		}
+	})
+	t.Run("a single Chinese character finds the text that holds it", func(t *testing.T) {
+		if out := p.dshq("search", "文").ok(t).stdout; !strings.Contains(out, "s-9a01") {
+			t.Errorf("search 文:\n%s", out)
+		}
+	})
 }

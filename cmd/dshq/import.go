@@ -387,15 +387,15 @@ func (g *globals) printImport(sum importSummary, verbose bool) error {
 		events += r.Events
 	}
 	w := g.stdout
-	fmt.Fprintf(w, "imported  %d sessions (%d events)\n", len(sum.Imported), events)
-	fmt.Fprintf(w, "present   %d sessions (already stored, nothing written)\n", len(sum.Present))
-	fmt.Fprintf(w, "refused   %d files\n", len(sum.Refused))
+	fmt.Fprintf(w, "imported  %s (%s)\n", count(len(sum.Imported), "session"), count(events, "event"))
+	fmt.Fprintf(w, "present   %s (already stored, nothing written)\n", count(len(sum.Present), "session"))
+	fmt.Fprintf(w, "refused   %s\n", count(len(sum.Refused), "file"))
 	if n := len(sum.Skipped); n > 0 {
 		note := ""
 		if !verbose {
 			note = "; -v lists them"
 		}
-		fmt.Fprintf(w, "skipped   %d files (not session logs%s)\n", n, note)
+		fmt.Fprintf(w, "skipped   %s (not session logs%s)\n", count(n, "file"), note)
 	}
 	if sum.Generation > 0 {
 		fmt.Fprintf(w, "generation %d (read it back with --min-generation %d)\n", sum.Generation, sum.Generation)

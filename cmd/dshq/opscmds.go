@@ -161,7 +161,7 @@ func (g *globals) printFeed(m feed.Message) error {
 		if e.Invalid {
 			surface = "invalid"
 		}
-		detail = fmt.Sprintf("%d %s %s %s", e.Seq, e.Type, surface, flat(e.Text, 100))
+		detail = fmt.Sprintf("%5d  %-20s  %-8s  %s", e.Seq, e.Type, surface, flat(e.Text, 100))
 	case m.Surface != nil:
 		detail = fmt.Sprintf("%d %s → %s", m.Surface.Seq, orDash(m.Surface.From), m.Surface.To)
 	case m.Title != nil:
@@ -171,7 +171,9 @@ func (g *globals) printFeed(m feed.Message) error {
 	case m.Quarantine != nil:
 		detail = flat(m.Quarantine.Reason, 160)
 	}
-	_, err := fmt.Fprintf(g.stdout, "%d  %-10s %s  %s\n", m.Generation, m.Kind, orDash(m.SessionID), detail)
+	// Fixed widths keep the columns of a stream aligned: a generation of up
+	// to 8 digits, a session id up to a UUID's 36 characters.
+	_, err := fmt.Fprintf(g.stdout, "%8d  %-10s  %-36s  %s\n", m.Generation, m.Kind, orDash(m.SessionID), detail)
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -276,7 +277,7 @@ func (g *globals) endTable(tw *tabwriter.Writer, n int, what, next string, gen u
 		fmt.Fprintf(g.stdout, "no %s match (generation %d)\n", what, gen)
 		return nil
 	}
-	fmt.Fprintf(g.stdout, "%d %s at generation %d%s\n", n, what, gen, more)
+	fmt.Fprintf(g.stdout, "%s at generation %d%s\n", count(n, strings.TrimSuffix(what, "s")), gen, more)
 	return nil
 }
 
@@ -469,7 +470,7 @@ func (g *globals) readSession(ctx context.Context, c *query.Client, id string, o
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "%d events at generation %d\n", n, page.Generation)
+			fmt.Fprintf(g.stdout, "%s at generation %d\n", count(n, "event"), page.Generation)
 			return nil
 		}
 		req.Cursor = page.NextCursor
@@ -483,7 +484,56 @@ func printEvent(tw io.Writer, e dshq.Event, target bool) {
 	if target {
 		mark = ">"
 	}
-	fmt.Fprintf(tw, "%s %d\t%s\t%s\t%s\n", mark, e.Seq, isoTime(e.Time), e.Type, flat(fold.Text(e), 100))
+	fmt.Fprintf(tw, "%s %d\t%s\t%s\t%s\n", mark, e.Seq, isoTime(e.Time), e.Type, flat(preview(e), 100))
+}
+
+// preview is the text read shows for an event: its semantic text (what
+// search finds), else what the rows that have none carry: a chunk's delta
+// or block, a title.
+func preview(e dshq.Event) string {
+	if t := fold.Text(e); t != "" {
+		return t
+	}
+	switch e.Type {
+	case "assistant/chunk":
+		var d struct {
+			Chunk struct {
+				Type           string `json:"type"`
+				Text           string `json:"text"`
+				Name           string `json:"name"`
+				ArgumentsDelta string `json:"argumentsDelta"`
+				BlockType      string `json:"blockType"`
+				Block          struct {
+					Type string `json:"type"`
+					Text string `json:"text"`
+					Name string `json:"name"`
+				} `json:"block"`
+			} `json:"chunk"`
+		}
+		if json.Unmarshal(e.Data, &d) != nil {
+			return ""
+		}
+		c := d.Chunk
+		switch c.Type {
+		case "text-delta", "reasoning-delta":
+			return c.Type + " " + strconv.Quote(c.Text)
+		case "tool-call-delta":
+			return words(c.Type, c.Name, strconv.Quote(c.ArgumentsDelta))
+		case "block-start":
+			return words(c.Type, c.BlockType)
+		case "block-end":
+			return words(c.Type, c.Block.Type, c.Block.Name, c.Block.Text)
+		}
+		return c.Type
+	case "session/title":
+		var d struct {
+			Title string `json:"title"`
+		}
+		if json.Unmarshal(e.Data, &d) == nil {
+			return d.Title
+		}
+	}
+	return ""
 }
 
 // newTable returns an aligned table writer.
@@ -508,6 +558,25 @@ func flat(s string, max int) string {
 		s = string(r[:max-1]) + "…"
 	}
 	return s
+}
+
+// words joins the non-empty ws with spaces.
+func words(ws ...string) string {
+	var out []string
+	for _, w := range ws {
+		if w != "" {
+			out = append(out, w)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// count is "1 session", "2 sessions": n and noun, plural unless n is 1.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // seqList renders seqs as "1, 2, 3" or "—".
