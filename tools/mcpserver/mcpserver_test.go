@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -263,26 +264,46 @@ func TestRunAnswersWhatItReadBeforeItsInputEnded(t *testing.T) {
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
 		`{"jsonrpc":"2.0","id":"three","method":"tools/call","params":{"name":"session_trace","arguments":{}}}`,
 	}, "\n") // the last request without its newline, as echo -n sends it
-	var out lockedBuffer
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := mcpserver.Run(ctx, strings.NewReader(in), &out, mcpserver.Config{Conn: p.Conn, SessionID: "s-7f3c"}); err != nil {
-		t.Fatalf("Run: %v", err)
+	for name, r := range map[string]func() io.Reader{
+		"an input ending after its last bytes": func() io.Reader { return strings.NewReader(in) },
+		"an input ending with its last bytes":  func() io.Reader { return iotest.DataErrReader(strings.NewReader(in)) },
+		"an input read one byte at a time":     func() io.Reader { return iotest.OneByteReader(strings.NewReader(in)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out lockedBuffer
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if err := mcpserver.Run(ctx, r(), &out, mcpserver.Config{Conn: p.Conn, SessionID: "s-7f3c"}); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			results := map[string]map[string]json.RawMessage{}
+			for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				var m struct {
+					ID     json.RawMessage            `json:"id"`
+					Result map[string]json.RawMessage `json:"result"`
+				}
+				if err := json.Unmarshal([]byte(line), &m); err != nil || m.Result == nil {
+					t.Fatalf("not a result: %q (%v)", line, err)
+				}
+				results[string(m.ID)] = m.Result
+			}
+			if results["1"] == nil || results["2"] == nil || results[`"three"`] == nil || len(results) != 3 {
+				t.Fatalf("answered %d of 1, 2 and \"three\":\n%s", len(results), out.String())
+			}
+			list := results["2"]
+			if list["tools"] == nil || list["ttlMs"] != nil || list["cacheScope"] != nil {
+				t.Errorf("tools/list of a 2025-06-18 session holds members outside that revision: %v", keys(list))
+			}
+		})
 	}
-	answers := map[string]bool{}
-	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Result json.RawMessage `json:"result"`
-		}
-		if err := json.Unmarshal([]byte(line), &m); err != nil || m.Result == nil {
-			t.Fatalf("not a result: %q (%v)", line, err)
-		}
-		answers[string(m.ID)] = true
+}
+
+func keys(m map[string]json.RawMessage) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
 	}
-	if !answers["1"] || !answers["2"] || !answers[`"three"`] || len(answers) != 3 {
-		t.Fatalf("answered %v; want 1, 2 and \"three\":\n%s", answers, out.String())
-	}
+	return out
 }
 
 // lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
