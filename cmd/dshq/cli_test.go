@@ -297,7 +297,8 @@ func checkImport(t *testing.T, p *pipeline, dir string, facts importFacts) impor
 	var first importSummary
 	t.Run("every valid file imports and the invalid ones are refused with their reason", func(t *testing.T) {
 		r := p.dshq("import", "--fixture-cwd", fixtureCwd, "--rename-on-conflict", "--json", dir)
-		if want := fmt.Sprintf("dshq: %d of %d files refused\n", facts.refused, facts.files); r.code != 1 || r.stderr != want {
+		want := fmt.Sprintf(`{"error":{"code":"DSHQ_IMPORT_REFUSED","message":"%d of %d files refused"}}`+"\n", facts.refused, facts.files)
+		if r.code != 1 || r.stderr != want {
 			t.Fatalf("exit %d, stderr %q; want 1, %q", r.code, r.stderr, want)
 		}
 		r.decode(t, &first)
