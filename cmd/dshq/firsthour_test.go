@@ -139,7 +139,7 @@ func TestMessagesInTheFlagsTerms(t *testing.T) {
 			t.Fatal(err)
 		}
 		var sum importSummary
-		p.dshq("import", "--json", "--fixture-cwd", wd, "--fixture-session-id", "here-1", "testdata/minimal-preset.jsonl").ok(t).decode(t, &sum)
+		p.dshq("import", "--json", "--fixture-cwd", wd, "--fixture-session-id", "here-1", webPreset(t)).ok(t).decode(t, &sum)
 		r := p.dshq("tail", "--workspace", ".", "--from", "0", "-n", "1", "--kinds", "session").ok(t)
 		if !strings.Contains(r.stdout, "here-1") || !strings.Contains(r.stdout, wd) {
 			t.Errorf("tail of . (%s):\n%s", wd, r.stdout)

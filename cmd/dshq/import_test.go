@@ -198,7 +198,7 @@ func TestImport(t *testing.T) {
 		if code := <-done; code != 0 || stderr.Len() != 0 {
 			t.Errorf("exit %d, stderr %q", code, stderr.String())
 		}
-		if !strings.Contains(out.String(), "session    conf-1  created") {
+		if !strings.Contains(strings.Join(strings.Fields(out.String()), " "), "session conf-1 created") {
 			t.Errorf("tail output:\n%s", out.String())
 		}
 	})
@@ -264,7 +264,7 @@ func TestImport(t *testing.T) {
 // skipped.
 func TestImportOrdinaryZstd(t *testing.T) {
 	p := startPipeline(t)
-	plain, err := os.ReadFile("testdata/minimal-preset.jsonl")
+	plain, err := os.ReadFile(webPreset(t))
 	if err != nil {
 		t.Fatal(err)
 	}
