@@ -1,8 +1,8 @@
 // Package admin is dshq's operator API: the NATS micro service dsh-admin,
 // served next to a projector, with three endpoints on dsh.admin.v1.<name>:
 //
-//	status   {}  → Status: generation, epoch, and the last (or running) rebuild
-//	stats    {}  → Stats: sessions, events, quarantined records, lag, generation
+//	status   {}  → Status: generation, epoch, catching up, the last (or running) rebuild
+//	stats    {}  → Stats: sessions, events, quarantined records, lag, generation, catching up
 //	rebuild  {}  → RebuildStatus: starts a rebuild (or reports the running one)
 //
 // A rebuild runs in a goroutine owned by the service (stopping the service
@@ -48,6 +48,13 @@ type Status struct {
 	Generation uint64 `json:"generation"`
 	// Epoch identifies the serving projection; a rebuild swap changes it.
 	Epoch string `json:"epoch"`
+	// StreamLastSeq is the session stream's last sequence as the
+	// projector last learnt it (from its consumer, at no extra cost).
+	StreamLastSeq uint64 `json:"streamLastSeq"`
+	// CatchingUp is true while the projector works off a backlog (after a
+	// start or an automatic rebuild with records to apply): answers may be
+	// incomplete until it is false.
+	CatchingUp bool `json:"catchingUp"`
 	// Rebuild is the running rebuild, or the last one this service ran;
 	// nil when none ran.
 	Rebuild *RebuildStatus `json:"rebuild,omitempty"`
@@ -90,6 +97,8 @@ type Stats struct {
 	StreamRecords uint64 `json:"streamRecords"`
 	// Lag is StreamLastSeq - Generation: records not yet applied.
 	Lag uint64 `json:"lag"`
+	// CatchingUp is Status.CatchingUp.
+	CatchingUp bool `json:"catchingUp"`
 	// Sessions counts sessions with a valid header record.
 	Sessions int64 `json:"sessions"`
 	// InvalidSessions counts sessions whose surface is invalid.
@@ -201,7 +210,8 @@ func (s *server) handler(fn func(context.Context) (any, error)) microhost.Handle
 }
 
 func (s *server) status() Status {
-	st := Status{Generation: s.p.Generation(), Epoch: s.p.Epoch()}
+	pr := s.p.Progress()
+	st := Status{Generation: pr.Generation, Epoch: s.p.Epoch(), StreamLastSeq: pr.StreamLastSeq, CatchingUp: pr.CatchingUp}
 	s.mu.Lock()
 	if s.rebuild != nil {
 		r := *s.rebuild
@@ -290,6 +300,7 @@ func (s *server) stats(ctx context.Context) (any, error) {
 	if st.StreamLastSeq > st.Generation {
 		st.Lag = st.StreamLastSeq - st.Generation
 	}
+	st.CatchingUp = s.p.Progress().CatchingUp && st.Lag > 0
 	return st, nil
 }
 

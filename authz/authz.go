@@ -21,7 +21,11 @@ import (
 
 // Safe messages of the authorization failures. They never name a target.
 const (
-	MsgMissingAgent   = "session query tools require an agent-bound caller"
+	MsgMissingAgent = "session query tools require an agent-bound caller"
+	// MsgNoCaller and MsgUnknownCaller are MsgMissingAgent saying which it
+	// is: no caller was named, or the one named is not a stored session.
+	MsgNoCaller       = MsgMissingAgent + ": no caller session is named"
+	MsgUnknownCaller  = MsgMissingAgent + ": the caller session is not stored (or not projected yet)"
 	MsgUnauthorized   = "session target is outside the caller workspace"
 	MsgNoWorkspace    = "cross-session search is unavailable because the caller session has no workspace"
 	MsgNoCurrentStep  = "current-session search requires an active step boundary"
@@ -30,9 +34,16 @@ const (
 	MsgSubtreeMarker  = "[outside workspace subtree]"
 )
 
-// ErrMissingAgent returns the SESSION_QUERY_TOOL_MISSING_AGENT error.
-func ErrMissingAgent() *dshq.Error {
-	return &dshq.Error{Code: dshq.CodeToolMissingAgent, Message: MsgMissingAgent}
+// ErrNoCaller returns the SESSION_QUERY_TOOL_MISSING_AGENT error of a call
+// that names no caller.
+func ErrNoCaller() *dshq.Error {
+	return &dshq.Error{Code: dshq.CodeToolMissingAgent, Message: MsgNoCaller}
+}
+
+// ErrUnknownCaller returns the SESSION_QUERY_TOOL_MISSING_AGENT error of a
+// caller id that names no stored session.
+func ErrUnknownCaller() *dshq.Error {
+	return &dshq.Error{Code: dshq.CodeToolMissingAgent, Message: MsgUnknownCaller}
 }
 
 // ErrUnauthorized returns the SESSION_QUERY_TOOL_UNAUTHORIZED error for a
@@ -60,8 +71,11 @@ type Caller struct {
 // SESSION_QUERY_TOOL_MISSING_AGENT when id is empty or the observed record is
 // not that session's.
 func NewCaller(id string, observed dshq.SessionRecord) (Caller, error) {
-	if id == "" || observed.Header.ID != id {
-		return Caller{}, ErrMissingAgent()
+	if id == "" {
+		return Caller{}, ErrNoCaller()
+	}
+	if observed.Header.ID != id {
+		return Caller{}, ErrUnknownCaller()
 	}
 	return Caller{header: observed.Header, tenant: observed.Tenant, ok: true}, nil
 }
@@ -70,11 +84,12 @@ func NewCaller(id string, observed dshq.SessionRecord) (Caller, error) {
 // of tenant, where the server lets only that tenant's credential publish: the
 // caller is bound to the credential, not to the header alone. A caller whose
 // session is not tenant's — another tenant's, or one of no tenant — fails
-// with SESSION_QUERY_TOOL_MISSING_AGENT, exactly as a missing caller does,
-// and so does an empty tenant.
+// with SESSION_QUERY_TOOL_MISSING_AGENT and the text of an id the projection
+// does not hold (ErrUnknownCaller), so that a credential learns nothing of
+// other tenants' ids; so does an empty tenant.
 func NewTenantCaller(tenant, id string, observed dshq.SessionRecord) (Caller, error) {
 	if tenant == "" || observed.Tenant != tenant {
-		return Caller{}, ErrMissingAgent()
+		return Caller{}, ErrUnknownCaller()
 	}
 	return NewCaller(id, observed)
 }

@@ -40,8 +40,8 @@ func TestNewTenantCallerBindsTheCallerToTheCredentialsTenant(t *testing.T) {
 				t.Fatalf("err = %v, want ok=%v", err, tc.ok)
 			}
 			if err != nil {
-				if dshq.ErrorCode(err) != dshq.CodeToolMissingAgent || err.Error() != MsgMissingAgent {
-					t.Fatalf("err = %v: not the missing caller's answer", err)
+				if dshq.ErrorCode(err) != dshq.CodeToolMissingAgent || err.Error() != MsgUnknownCaller {
+					t.Fatalf("err = %v: not the answer of an id the projection does not hold", err)
 				}
 				return
 			}

@@ -100,11 +100,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		lock.Close()
 		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
+	fatal := &fatalLog{err: make(chan error, 1)}
 	if cfg.Logger {
 		srv.ConfigureLogger()
+	} else {
+		srv.SetLogger(fatal, false, false)
 	}
 	go srv.Start() // Start returns once the server runs; Shutdown stops it.
-	if err := waitReady(ctx, srv, cfg.ReadyTimeout); err != nil {
+	if err := waitReady(ctx, srv, cfg.ReadyTimeout, fatal.err); err != nil {
 		srv.Shutdown()
 		srv.WaitForShutdown()
 		lock.Close()
@@ -155,21 +158,63 @@ func embeddedOptions(cfg Config, dir string) (*server.Options, error) {
 	return opts, nil
 }
 
-func waitReady(ctx context.Context, srv *server.Server, timeout time.Duration) error {
+// waitReady waits until srv accepts connections, failing at once with the
+// error the server reports as fatal (a listen address in use wraps
+// syscall.EADDRINUSE).
+func waitReady(ctx context.Context, srv *server.Server, timeout time.Duration, fatal <-chan error) error {
 	if timeout <= 0 {
 		timeout = DefaultReadyTimeout
 	}
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
 		timeout = time.Until(d)
 	}
-	if !srv.ReadyForConnections(timeout) {
-		return fmt.Errorf("start embedded nats: not ready after %v", timeout)
+	deadline := time.Now().Add(timeout)
+	for !srv.ReadyForConnections(50 * time.Millisecond) {
+		select {
+		case err := <-fatal:
+			return fmt.Errorf("start embedded nats: %w", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("start embedded nats: not ready after %v", timeout)
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("start embedded nats: %w", err)
+		}
 	}
 	if !srv.JetStreamEnabled() {
 		return errors.New("start embedded nats: JetStream is not enabled")
 	}
 	return ctx.Err()
 }
+
+// fatalLog is the server's logger when its own log is off: it drops every
+// line but a fatal one, which it hands to waitReady, so that a start that
+// cannot succeed (the client port taken) fails at once with its cause
+// instead of waiting out the ready timeout.
+type fatalLog struct{ err chan error }
+
+func (l *fatalLog) Fatalf(format string, v ...any) {
+	err := fmt.Errorf(format, v...)
+	for _, a := range v {
+		if e, ok := a.(error); ok && errors.Is(e, syscall.EADDRINUSE) {
+			if oe := (*net.OpError)(nil); errors.As(e, &oe) && oe.Addr != nil {
+				err = fmt.Errorf("cannot listen on %s: %w", oe.Addr, syscall.EADDRINUSE)
+			} else {
+				err = fmt.Errorf("cannot listen: %w", syscall.EADDRINUSE)
+			}
+		}
+	}
+	select {
+	case l.err <- err:
+	default: // the first fatal error is the cause
+	}
+}
+func (*fatalLog) Noticef(string, ...any) {}
+func (*fatalLog) Warnf(string, ...any)   {}
+func (*fatalLog) Errorf(string, ...any)  {}
+func (*fatalLog) Debugf(string, ...any)  {}
+func (*fatalLog) Tracef(string, ...any)  {}
 
 // lockDir takes an exclusive, non-blocking flock on dir/.dshq-nats.lock.
 // flock locks belong to the open file description, so a second Server in

@@ -206,7 +206,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 		if err != nil {
 			return fmt.Errorf("tools: %w", err)
 		}
-		stop, err := toolservice.Serve(ctx, nc, t, toolservice.WithLogger(log))
+		stop, err := toolservice.Serve(ctx, nc, t, toolservice.WithLogger(log), toolservice.WithRegisterer(reg))
 		if err != nil {
 			return fmt.Errorf("start tools service: %w", err)
 		}

@@ -66,6 +66,11 @@ func newMetrics(reg prometheus.Registerer, stats func() (index.Stats, error)) (*
 			Help: "Rebuilt projections swapped in.",
 		}),
 	}
+	// Every kind's series exists from the start, at 0: a scrape before the
+	// first record (and rate() over it) sees the counter.
+	for _, kind := range []string{"header", "event", "invalid", "quarantined"} {
+		m.applied.WithLabelValues(kind)
+	}
 	m.collectors = []prometheus.Collector{m.applied, m.quarantined, m.batchSeconds, m.lag, m.generation, m.indexDocs, m.indexBytes, m.cacheBytes, m.rebuilds}
 	if reg == nil {
 		return m, nil

@@ -115,6 +115,9 @@ type Projector struct {
 	gen   uint64
 	genCh chan struct{} // closed and replaced when gen advances
 
+	// catchUp tracks how far the loop is behind the stream (Progress).
+	catchUp catchUp
+
 	// liveMu guards live and liveVersion.
 	liveMu      sync.RWMutex
 	live        map[string]bool

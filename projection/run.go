@@ -154,7 +154,8 @@ func (p *Projector) drain(ctx context.Context, inst *instance, mb jetstream.Mess
 
 // checkDelivered asks the server how many records the consumer delivered
 // after a pull that ended short: more than were read means a pull cut off
-// by its deadline dropped some (errDeliveryGap).
+// by its deadline dropped some (errDeliveryGap). Its pending count tells
+// the loop how far behind the stream it is.
 func (p *Projector) checkDelivered(ctx context.Context, cons jetstream.Consumer, next uint64) error {
 	info, err := cons.Info(ctx)
 	if err != nil {
@@ -163,6 +164,9 @@ func (p *Projector) checkDelivered(ctx context.Context, cons jetstream.Consumer,
 	if info.Delivered.Consumer >= next {
 		return fmt.Errorf("%w: %d deliveries, %d read", errDeliveryGap, info.Delivered.Consumer, next-1)
 	}
+	// Everything delivered was applied: what the stream holds beyond is
+	// pending (a pull that ended short with records pending is behind).
+	p.noteBatch(p.Generation(), info.NumPending)
 	return nil
 }
 
@@ -238,6 +242,7 @@ func (p *Projector) applyMsgs(ctx context.Context, inst *instance, msgs []jetstr
 	if err != nil {
 		return err
 	}
+	p.noteBatch(recs[len(recs)-1].seq, pending)
 	if herr := p.hook("before-ack", recs[len(recs)-1].seq); herr != nil {
 		return herr
 	}
@@ -291,6 +296,7 @@ func (p *Projector) consumer(ctx context.Context, inst *instance) (jetstream.Con
 	if err != nil {
 		return nil, fmt.Errorf("create consumer %s: %w", p.cfg.durable, err)
 	}
+	p.learnStreamEnd(cp, stream.CachedInfo().State.LastSeq)
 	return c, nil
 }
 

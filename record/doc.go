@@ -30,7 +30,8 @@
 // line may span two frames. A torn final frame is an error, or in upstream
 // mode the end of the input, keeping the complete lines the decoder
 // recovers from it (those of its complete blocks); damage inside a complete
-// frame is fatal in both modes.
+// frame is fatal in both modes. WithStandardZstd reads any zstd stream
+// instead, as the zstd tool writes it (lines may span frames).
 //
 // The package does no I/O of its own beyond the io.Reader and io.Writer it
 // is given, and starts no goroutines (the zstd coders run synchronously).

@@ -48,7 +48,9 @@ const (
 	RuleTornTail Rule = "torn-tail"
 	// RuleZstd: a zstd stream that does not decompress.
 	RuleZstd Rule = "zstd"
-	// RulePlaceholder: a header that still holds a {{cwd}} placeholder.
+	// RulePlaceholder: a header that still holds a template placeholder: a
+	// relative "{{cwd}}" cwd always, any "{{name}}" in id, parentSession
+	// or cwd with WithoutPlaceholders.
 	RulePlaceholder Rule = "placeholder"
 	// RuleInvalidEvent: an event that cannot be written (Writer input).
 	RuleInvalidEvent Rule = "invalid-event"

@@ -127,7 +127,7 @@ func readCommonHeader(f map[string][]byte, h *dshq.Header) error {
 	}
 	if h.Cwd != nil && !strings.HasPrefix(*h.Cwd, "/") {
 		if strings.Contains(*h.Cwd, "{{cwd}}") {
-			return &RecordError{Rule: RulePlaceholder, Msg: "session header cwd " + strconv.Quote(*h.Cwd) + " still holds the {{cwd}} placeholder: substitute it (WithPlaceholders) before import"}
+			return &RecordError{Rule: RulePlaceholder, Msg: "session header cwd " + strconv.Quote(*h.Cwd) + " holds the {{cwd}} placeholder of a test fixture template"}
 		}
 		return headerErr("cwd must be an absolute path, got %q", *h.Cwd)
 	}

@@ -1,6 +1,12 @@
 package record
 
-import "bytes"
+import (
+	"bytes"
+	"strconv"
+	"strings"
+
+	"github.com/dshq/dshq"
+)
 
 // Substitute returns line with every "{{name}}" placeholder whose name is a
 // key of vars replaced by that value, written as the inside of a JSON string
@@ -77,4 +83,43 @@ func (f *fixture) apply(line []byte) []byte {
 	}
 	line = replace(line, "{{cwd}}", f.cwd)
 	return replace(line, "{{sessionId}}", f.sessionID)
+}
+
+// Placeholder returns the first "{{name}}" template placeholder in s (name
+// non-empty, without braces), or "" when s holds none.
+func Placeholder(s string) string {
+	for i := 0; ; {
+		j := strings.Index(s[i:], "{{")
+		if j < 0 {
+			return ""
+		}
+		start := i + j
+		end := strings.Index(s[start+2:], "}}")
+		if end < 0 {
+			return ""
+		}
+		name := s[start+2 : start+2+end]
+		if name != "" && !strings.ContainsAny(name, "{}") {
+			return s[start : start+2+end+2]
+		}
+		i = start + 1
+	}
+}
+
+// headerPlaceholder refuses a header whose id, parentSession or cwd holds a
+// placeholder (RulePlaceholder).
+func headerPlaceholder(h dshq.Header) error {
+	fields := []struct {
+		name  string
+		value *string
+	}{{"id", &h.ID}, {"parentSession", h.ParentSession}, {"cwd", h.Cwd}}
+	for _, f := range fields {
+		if f.value == nil {
+			continue
+		}
+		if p := Placeholder(*f.value); p != "" {
+			return &RecordError{Rule: RulePlaceholder, Msg: "session header " + f.name + " " + strconv.Quote(*f.value) + " holds the " + p + " placeholder of a test fixture template"}
+		}
+	}
+	return nil
 }

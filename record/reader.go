@@ -50,6 +50,26 @@ func WithFixturePlaceholders(cwd, sessionID string) Option {
 	return func(r *Reader) { r.fixture = &fixture{cwd: cwd, sessionID: sessionID} }
 }
 
+// WithoutPlaceholders refuses a log whose header id, parentSession or cwd
+// still holds a "{{name}}" template placeholder once any substitution is
+// done (RulePlaceholder at line 1): an upstream test fixture is a template,
+// not a session, and a session stored under an id like "{{sessionId}}"
+// could never be taken back out of an append-only stream. An import wants
+// it.
+func WithoutPlaceholders() Option { return func(r *Reader) { r.noPlaceholders = true } }
+
+// WithStandardZstd reads a zstd input the way the standard zstd tool does:
+// one stream of concatenated frames (skippable frames skipped) whose
+// plaintext is JSONL, with lines free to span frames and the header free to
+// share its frame; each frame's checksum is verified and its window bounded
+// by MaxZstdWindow. Without it the Reader holds a zstd input to the
+// original harness's framing (the first frame holds the header line alone,
+// each later frame whole lines), which upstream-tail reading relies on to
+// recover a torn final frame. A stream that ends inside a frame is
+// RuleTornTail; one that does not decompress, RuleZstd. An import wants it:
+// in strict reading the framing changes nothing but what is refused.
+func WithStandardZstd() Option { return func(r *Reader) { r.standardZstd = true } }
+
 // WithUpstreamTail reads damage at the end of a log as UPSTREAM §11.6 does
 // instead of refusing it: final bytes without a newline (or a torn final
 // zstd frame) are dropped, and the first unparsable line, malformed row or
@@ -73,6 +93,11 @@ type Reader struct {
 	vars         map[string]string
 	fixture      *fixture
 	upstreamTail bool
+	// standardZstd reads zstd as one stream (WithStandardZstd).
+	standardZstd bool
+	// noPlaceholders refuses a header holding a placeholder
+	// (WithoutPlaceholders).
+	noPlaceholders bool
 
 	src     io.Reader
 	in      *bufio.Reader
@@ -135,7 +160,7 @@ func (r *Reader) fail(err error) error {
 func (r *Reader) open() error {
 	br := bufio.NewReaderSize(r.src, 64<<10)
 	magic, _ := br.Peek(len(zstdMagic))
-	if !bytes.Equal(magic, zstdMagic) {
+	if !bytes.Equal(magic, zstdMagic) && !(r.standardZstd && isSkippableMagic(magic)) {
 		r.in = br
 		return nil
 	}
@@ -145,9 +170,39 @@ func (r *Reader) open() error {
 		return recErr(RuleZstd, "open zstd stream: %v", err)
 	}
 	r.dec = dec
+	if r.standardZstd {
+		if err := dec.Reset(br); err != nil {
+			return recErr(RuleZstd, "zstd stream: %v", err)
+		}
+		r.in = bufio.NewReaderSize(zstdStream{dec}, 64<<10)
+		return nil
+	}
 	r.frames = &frameReader{src: br, dec: dec, upstream: r.upstreamTail}
 	r.in = bufio.NewReaderSize(r.frames, 64<<10)
 	return nil
+}
+
+// isSkippableMagic reports the magic of a zstd skippable frame
+// (0x184D2A50 to 0x184D2A5F, little-endian).
+func isSkippableMagic(m []byte) bool {
+	return len(m) == 4 && m[0]&0xF0 == 0x50 && m[1] == 0x2A && m[2] == 0x4D && m[3] == 0x18
+}
+
+// zstdStream is the plaintext of a standard zstd stream, its errors made
+// *RecordError: RuleTornTail when the stream ends inside a frame, else
+// RuleZstd.
+type zstdStream struct{ dec *zstd.Decoder }
+
+func (z zstdStream) Read(p []byte) (int, error) {
+	n, err := z.dec.Read(p)
+	switch {
+	case err == nil || err == io.EOF:
+		return n, err
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return n, recErr(RuleTornTail, "the zstd stream ends inside a frame")
+	default:
+		return n, &RecordError{Rule: RuleZstd, Msg: fmt.Sprintf("the zstd stream does not decompress: %v", err), Err: err}
+	}
 }
 
 // errTorn marks final bytes without a newline.
@@ -264,6 +319,9 @@ func (r *Reader) Header() (dshq.HeaderRecord, error) {
 		r.fixture.collapse = bytes.Contains(line, []byte(`"cwd":"{{cwd}}/workspace"`))
 	}
 	h, err := ParseHeader(r.substitute(line))
+	if err == nil && r.noPlaceholders {
+		err = headerPlaceholder(h.Header)
+	}
 	if err != nil {
 		return dshq.HeaderRecord{}, r.fail(err)
 	}

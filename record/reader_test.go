@@ -387,3 +387,103 @@ func TestReaderZstdFrameRules(t *testing.T) {
 		}
 	})
 }
+
+func TestReaderWithoutPlaceholders(t *testing.T) {
+	refused := []struct {
+		name, header, msg string
+		opts              []Option
+	}{
+		{"an id that is a placeholder", `{"type":"session","version":0,"id":"{{sessionId}}","createdAt":1}`, `header id "{{sessionId}}" holds the {{sessionId}} placeholder`, nil},
+		{"a parent that is a placeholder", `{"type":"session","version":0,"id":"c","createdAt":1,"parentSession":"{{parent}}"}`, `parentSession "{{parent}}" holds the {{parent}} placeholder`, nil},
+		{"an absolute cwd holding a placeholder", `{"type":"session","version":0,"id":"c","createdAt":1,"cwd":"/tmp/{{cwd}}"}`, `cwd "/tmp/{{cwd}}" holds the {{cwd}} placeholder`, nil},
+		{"a relative placeholder cwd", `{"type":"session","version":0,"id":"c","createdAt":1,"cwd":"{{cwd}}/workspace"}`, `holds the {{cwd}} placeholder`, nil},
+		{"an id the fixture substitution leaves", `{"type":"session","version":0,"id":"{{child-1}}","createdAt":1,"cwd":"{{cwd}}"}`, `id "{{child-1}}" holds the {{child-1}} placeholder`,
+			[]Option{WithFixturePlaceholders("/ws", "fresh")}},
+	}
+	for _, tt := range refused {
+		t.Run("it refuses "+tt.name+" at line 1", func(t *testing.T) {
+			opts := append([]Option{WithName("f.jsonl"), WithoutPlaceholders()}, tt.opts...)
+			_, _, err := ReadAll(strings.NewReader(tt.header+"\n"), opts...)
+			var re *RecordError
+			if !errors.As(err, &re) || re.Rule != RulePlaceholder || re.Line != 1 || !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("err = %v, want %s at line 1 saying %q", err, RulePlaceholder, tt.msg)
+			}
+		})
+	}
+	t.Run("it reads a substituted fixture and braces that are not placeholders", func(t *testing.T) {
+		for _, h := range []string{
+			`{"type":"session","version":0,"id":"{{sessionId}}","createdAt":1,"cwd":"{{cwd}}","parentSession":"p"}`,
+			`{"type":"session","version":0,"id":"a{}b{{}}c","createdAt":1,"cwd":"/x/{y}"}`,
+		} {
+			if _, _, err := ReadAll(strings.NewReader(h+"\n"), WithoutPlaceholders(), WithFixturePlaceholders("/ws", "fresh")); err != nil {
+				t.Errorf("%s: %v", h, err)
+			}
+		}
+	})
+	t.Run("without the option an id placeholder reads, as the projector reads it", func(t *testing.T) {
+		h, _, err := ReadAll(strings.NewReader(`{"type":"session","version":0,"id":"{{sessionId}}","createdAt":1}` + "\n"))
+		if err != nil || h.Header.ID != "{{sessionId}}" {
+			t.Fatalf("header %+v, err %v", h.Header, err)
+		}
+	})
+}
+
+func TestPlaceholder(t *testing.T) {
+	for in, want := range map[string]string{
+		"": "", "plain": "", "{{cwd}}/workspace": "{{cwd}}", "a{{}}b": "", "{{x": "", "{{{a}}}": "{{a}}", "x{{child-1}}y{{z}}": "{{child-1}}",
+	} {
+		if got := Placeholder(in); got != want {
+			t.Errorf("Placeholder(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestReaderStandardZstd(t *testing.T) {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	log := hdr + ev(0, "a") + ev(1, "b") + ev(2, "turn/end")
+	one := enc.EncodeAll([]byte(log), nil) // the zstd tool's output: one frame
+	split := enc.EncodeAll([]byte(log[:10]), nil)
+	split = enc.EncodeAll([]byte(log[10:len(hdr)+7]), split)
+	split = enc.EncodeAll([]byte(log[len(hdr)+7:]), split)
+	skippable := append([]byte{0x50, 0x2A, 0x4D, 0x18, 3, 0, 0, 0, 'p', 'z', 's'}, one...)
+	for name, in := range map[string][]byte{
+		"one frame holding the whole log": one,
+		"frames cut inside lines":         split,
+		"a skippable frame first":         skippable,
+	} {
+		t.Run("it reads "+name, func(t *testing.T) {
+			h, evs, err := ReadAll(bytes.NewReader(in), WithStandardZstd())
+			if err != nil || h.Header.ID != "s" || len(evs) != 3 || evs[2].Type != "turn/end" {
+				t.Fatalf("ReadAll = %+v, %d events, %v", h.Header, len(evs), err)
+			}
+		})
+	}
+	t.Run("without it the harness framing refuses the zstd tool's single frame", func(t *testing.T) {
+		if _, _, err := ReadAll(bytes.NewReader(one)); RuleOf(err) != RuleZstd {
+			t.Fatalf("err = %v, want %s", err, RuleZstd)
+		}
+	})
+	refusals := []struct {
+		name string
+		in   []byte
+		rule Rule
+	}{
+		{"a stream that ends inside a frame", split[:len(split)-3], RuleTornTail},
+		{"a stream that ends inside the header's frame", one[:len(one)-3], RuleMissingHeader},
+		{"a corrupt frame", func() []byte { b := bytes.Clone(one); b[len(b)-2] ^= 0xFF; return b }(), RuleZstd},
+		{"garbage after the last frame", append(bytes.Clone(one), 'x', 'y', 'z', 'w', 0), RuleZstd},
+		{"a seq gap", enc.EncodeAll([]byte(hdr+ev(0, "a")+ev(2, "b")), nil), RuleSeqGap},
+	}
+	for _, tt := range refusals {
+		t.Run("it refuses "+tt.name, func(t *testing.T) {
+			_, _, err := ReadAll(bytes.NewReader(tt.in), WithStandardZstd())
+			if RuleOf(err) != tt.rule {
+				t.Fatalf("err = %v, want %s", err, tt.rule)
+			}
+		})
+	}
+}

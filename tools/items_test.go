@@ -101,10 +101,10 @@ func item37(t *testing.T, tl *tools.Tools) {
 		code                     dshq.Code
 		text                     string
 	}{
-		{"no caller fails with the missing-agent code", "", tools.NameSessionTrace, `{}`,
-			dshq.CodeToolMissingAgent, "Error: session query tools require an agent-bound caller"},
-		{"a caller the corpus does not hold is no agent", "ghost", tools.NameSessionTrace, `{}`,
-			dshq.CodeToolMissingAgent, "Error: session query tools require an agent-bound caller"},
+		{"no caller fails with the missing-agent code, saying none was named", "", tools.NameSessionTrace, `{}`,
+			dshq.CodeToolMissingAgent, "Error: session query tools require an agent-bound caller: no caller session is named"},
+		{"a caller the corpus does not hold is no agent, and the text says so", "ghost", tools.NameSessionTrace, `{}`,
+			dshq.CodeToolMissingAgent, "Error: session query tools require an agent-bound caller: the caller session is not stored (or not projected yet)"},
 		{"a caller without cwd cannot search across sessions", "n-caller", tools.NameSessionSearch, `{"query":"retry budget"}`,
 			dshq.CodeToolUnauthorized, "Error: cross-session search is unavailable because the caller session has no workspace"},
 		{"a caller without cwd cannot trace another cwd-less session", "n-caller", tools.NameSessionTrace, `{"session_id":"n-nocwd"}`,

@@ -77,9 +77,11 @@ func TestToolsInATenantSeeOnlyItsSessions(t *testing.T) {
 	if hidden != missing || hidden.Code != dshq.CodeToolUnauthorized {
 		t.Errorf("another tenant's target: %+v, a missing one: %+v", hidden, missing)
 	}
+	unknown := callIn(t, tl, "teamA", "nope", tools.NameSessionTrace, `{}`)
 	for _, caller := range []string{"b-root", "plain-child", "nope"} {
-		if r := callIn(t, tl, "teamA", caller, tools.NameSessionTrace, `{}`); r.Code != dshq.CodeToolMissingAgent {
-			t.Errorf("caller %s bound to teamA: %+v", caller, r)
+		// Another tenant's session reads exactly as an unknown id.
+		if r := callIn(t, tl, "teamA", caller, tools.NameSessionTrace, `{}`); r.Code != dshq.CodeToolMissingAgent || r != unknown {
+			t.Errorf("caller %s bound to teamA: %+v, an unknown one: %+v", caller, r, unknown)
 		}
 	}
 	if r := callIn(t, tl, "", "a-child", tools.NameSessionTrace, `{}`); r.Code != dshq.CodeToolMissingAgent {

@@ -142,17 +142,18 @@ func (t *Tools) run(ctx context.Context, callerID, name string, raw json.RawMess
 // caller resolves the trusted caller id to its session record. No id, an id
 // the projection does not hold, or (for a call bound to a tenant,
 // CallInTenant) a session of another tenant is
-// SESSION_QUERY_TOOL_MISSING_AGENT.
+// SESSION_QUERY_TOOL_MISSING_AGENT, its message saying which (a session of
+// another tenant reads as an id the projection does not hold).
 func (t *Tools) caller(ctx context.Context, callerID string) (authz.Caller, error) {
 	if callerID == "" {
-		return authz.Caller{}, authz.ErrMissingAgent()
+		return authz.Caller{}, authz.ErrNoCaller()
 	}
 	recs, err := t.svc.FilterSessions(ctx, []dshq.Filter{{Kind: dshq.FilterID, Values: []*string{dshq.Str(callerID)}}})
 	if err != nil {
 		return authz.Caller{}, sanitize(ctx, t.log, "resolve caller", err)
 	}
 	if len(recs) != 1 {
-		return authz.Caller{}, authz.ErrMissingAgent()
+		return authz.Caller{}, authz.ErrUnknownCaller()
 	}
 	if tenant, bound := boundTenant(ctx); bound {
 		return authz.NewTenantCaller(tenant, callerID, recs[0])

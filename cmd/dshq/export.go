@@ -52,12 +52,12 @@ one frame for the header line, one for the events.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
-			if err := record.ValidateSessionID(id); err != nil {
+			if err := checkSessionID("session", id); err != nil {
 				return err
 			}
-			zstd = zstd || strings.HasSuffix(out, ".zstd")
+			zstd = zstd || strings.HasSuffix(out, ".zstd") || strings.HasSuffix(out, ".zst")
 			if zstd && out == "" && isTerminal(g.stdout) {
-				return errors.New("refusing to write Zstandard data to a terminal: give -o FILE or redirect stdout")
+				return usageErrorf("refusing to write Zstandard data to a terminal: give -o FILE or redirect stdout")
 			}
 			nc, err := g.dial()
 			if err != nil {

@@ -45,6 +45,13 @@ func startPipeline(t testing.TB) *pipeline {
 // write (relaxed=false, the serve default) or periodically.
 func startPipelineSync(t testing.TB, relaxed bool) *pipeline {
 	t.Helper()
+	return startPipelineConfig(t, relaxed, nil)
+}
+
+// startPipelineConfig is startPipelineSync with adjust applied to the
+// node's configuration (when not nil).
+func startPipelineConfig(t testing.TB, relaxed bool, adjust func(*node.Config)) *pipeline {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan node.Info, 1)
 	done := make(chan error, 1)
@@ -54,6 +61,9 @@ func startPipelineSync(t testing.TB, relaxed bool) *pipeline {
 		RelaxedSync: relaxed, // tests need no power-loss durability
 		Parts:       node.All,
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	if adjust != nil {
+		adjust(&cfg)
 	}
 	go func() { done <- node.Run(ctx, cfg, func(i node.Info) { ready <- i }) }()
 	var info node.Info
@@ -90,7 +100,10 @@ func (p *pipeline) dshq(args ...string) result {
 // runCLI runs the CLI in-process with env as its whole environment.
 func runCLI(t testing.TB, env map[string]string, stdin string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	// The bound of one run: the corpus import (154 files) has taken more
+	// than 90 s under the race detector on two cores shared with other
+	// test runs.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out, errb bytes.Buffer
 	getenv := func(k string) string { return env[k] }

@@ -57,6 +57,9 @@ type importSummary struct {
 	Imported []importResult `json:"imported"`
 	Present  []importResult `json:"present"`
 	Refused  []importResult `json:"refused"`
+	// Skipped lists the files a directory walk passed over (not session
+	// logs), each with its reason.
+	Skipped []importResult `json:"skipped"`
 	// Generation is the stream sequence of the last record this run stored
 	// (0 when none): pass it as --min-generation to read the import back.
 	Generation uint64 `json:"generation"`
@@ -66,11 +69,14 @@ func newImportCmd(g *globals) *cobra.Command {
 	var o importOptions
 	cmd := &cobra.Command{
 		Use:   "import PATH...",
-		Short: "Import session logs (.jsonl, .jsonl.zstd files, or a harness session root)",
+		Short: "Import session logs (.jsonl, .jsonl.zst[d] files, or a harness session root)",
 		Long: `import publishes session logs in the original harness's JSONL format to the
-session stream: .jsonl and .jsonl.zstd files, or directories — a session root of
-the original harness (<root>/--<project>--/<id>/session.jsonl[.zstd]) or any
-directory of log files, walked recursively.
+session stream: .jsonl files, zstd-compressed .jsonl.zst and .jsonl.zstd files
+(any zstd stream, as the zstd tool writes it, or the harness's own framing), or
+directories — a session root of the original harness
+(<root>/--<project>--/<id>/session.jsonl[.zstd]) or any directory of log files,
+walked recursively. Other files a walk meets are skipped: the summary counts
+them and -v lists them.
 
 Import is idempotent: a session whose stored records equal the file's is
 reported as already present, and a partial earlier import is completed. A
@@ -89,31 +95,31 @@ substitutes them as the original's web seeder does ({{sessionId}} becomes
 A progress bar is shown on stderr when it is a terminal. The exit status is 1
 when any file was refused.`,
 		Example: `  dshq import ~/.dsh/sessions
-  dshq import session.jsonl other.jsonl.zstd
+  dshq import session.jsonl other.jsonl.zst
   dshq import --fixture-cwd /tmp/ws --rename-on-conflict corpus/logs --json`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.fixtureCwd != "" {
 				abs, err := filepath.Abs(o.fixtureCwd)
 				if err != nil {
-					return fmt.Errorf("--fixture-cwd: %w", err)
+					return usageErrorf("--fixture-cwd: %w", err)
 				}
 				o.fixtureCwd = abs
 			}
 			if o.fixtureSessionID != "" {
 				if o.fixtureCwd == "" {
-					return errors.New("--fixture-session-id needs --fixture-cwd")
+					return usageErrorf("--fixture-session-id needs --fixture-cwd")
 				}
 				if err := record.ValidateSessionID(o.fixtureSessionID); err != nil {
-					return fmt.Errorf("--fixture-session-id: %w", err)
+					return usageErrorf("--fixture-session-id: %w", err)
 				}
 			}
-			files, err := discover(args)
+			files, skipped, err := discover(args)
 			if err != nil {
 				return err
 			}
 			if len(files) == 0 {
-				return fmt.Errorf("no .jsonl or .jsonl.zstd files under %s", strings.Join(args, " "))
+				return fmt.Errorf("no .jsonl, .jsonl.zst or .jsonl.zstd files under %s (%d other files skipped)", strings.Join(args, " "), len(skipped))
 			}
 			nc, err := g.dial()
 			if err != nil {
@@ -128,11 +134,12 @@ when any file was refused.`,
 			if err != nil {
 				return err
 			}
+			sum.Skipped = skipped
 			if err := g.printImport(sum, o.verbose); err != nil {
 				return err
 			}
 			if n := len(sum.Refused); n > 0 {
-				return &exitError{code: 1, msg: fmt.Sprintf("%d of %d files refused", n, len(files))}
+				return &exitError{code: 1, msg: fmt.Sprintf("%d of %d files refused", n, len(files)), errCode: CodeRefused}
 			}
 			return nil
 		},
@@ -173,7 +180,7 @@ type progressFunc func(n int, desc string)
 // runImport imports files one by one. Only a failure to talk to the server
 // (the context ending) stops it; every problem with a file refuses that file.
 func runImport(ctx context.Context, store *bus.Store, files []importFile, o importOptions, progress progressFunc) (importSummary, error) {
-	sum := importSummary{Imported: []importResult{}, Present: []importResult{}, Refused: []importResult{}}
+	sum := importSummary{Imported: []importResult{}, Present: []importResult{}, Refused: []importResult{}, Skipped: []importResult{}}
 	for _, f := range files {
 		progress(0, filepath.Base(f.path))
 		res, gen, err := importOne(ctx, store, f, o)
@@ -240,7 +247,9 @@ func readLog(f importFile, o importOptions) (dshq.HeaderRecord, []dshq.Event, er
 			return dshq.HeaderRecord{}, nil, err
 		}
 	}
-	var opts []record.Option // the summary names the file
+	// Any zstd stream: a file the zstd tool compressed reads as the harness's
+	// framed files do (the records are the same). The summary names the file.
+	opts := []record.Option{record.WithStandardZstd(), record.WithoutPlaceholders()}
 	if o.fixtureCwd != "" {
 		id := o.fixtureSessionID
 		if id == "" {
@@ -250,17 +259,22 @@ func readLog(f importFile, o importOptions) (dshq.HeaderRecord, []dshq.Event, er
 		opts = append(opts, record.WithFixturePlaceholders(o.fixtureCwd, id))
 	}
 	hdr, events, err := record.ReadAll(bytes.NewReader(data), opts...)
-	var re *record.RecordError
-	if errors.As(err, &re) && re.Rule == record.RulePlaceholder {
-		return hdr, nil, errors.New("the header cwd holds the {{cwd}} placeholder of an upstream test fixture: give --fixture-cwd DIR to substitute it")
+	if record.RuleOf(err) == record.RulePlaceholder {
+		return hdr, nil, fmt.Errorf("%w; %s", err, placeholderHint(o))
 	}
 	if err != nil {
 		return hdr, nil, err
 	}
-	if hdr.Header.Cwd != nil && strings.Contains(*hdr.Header.Cwd, "{{") {
-		return hdr, nil, fmt.Errorf("header cwd %q holds a placeholder: give --fixture-cwd DIR to substitute it", *hdr.Header.Cwd)
-	}
 	return hdr, events, nil
+}
+
+// placeholderHint says what to do about a header placeholder: substitute
+// the fixture's, or leave a template that is not a session.
+func placeholderHint(o importOptions) string {
+	if o.fixtureCwd == "" {
+		return "an upstream test fixture: give --fixture-cwd DIR to substitute {{cwd}} and {{sessionId}}"
+	}
+	return "--fixture-cwd substitutes only {{cwd}} and {{sessionId}}: this file is a template, not a session"
 }
 
 // logRecords returns a log's records as written, header record first.
@@ -373,9 +387,16 @@ func (g *globals) printImport(sum importSummary, verbose bool) error {
 		events += r.Events
 	}
 	w := g.stdout
-	fmt.Fprintf(w, "imported  %d sessions (%d events)\n", len(sum.Imported), events)
-	fmt.Fprintf(w, "present   %d sessions (already stored, nothing written)\n", len(sum.Present))
-	fmt.Fprintf(w, "refused   %d files\n", len(sum.Refused))
+	fmt.Fprintf(w, "imported  %s (%s)\n", count(len(sum.Imported), "session"), count(events, "event"))
+	fmt.Fprintf(w, "present   %s (already stored, nothing written)\n", count(len(sum.Present), "session"))
+	fmt.Fprintf(w, "refused   %s\n", count(len(sum.Refused), "file"))
+	if n := len(sum.Skipped); n > 0 {
+		note := ""
+		if !verbose {
+			note = "; -v lists them"
+		}
+		fmt.Fprintf(w, "skipped   %s (not session logs%s)\n", count(n, "file"), note)
+	}
 	if sum.Generation > 0 {
 		fmt.Fprintf(w, "generation %d (read it back with --min-generation %d)\n", sum.Generation, sum.Generation)
 	}
@@ -392,6 +413,9 @@ func (g *globals) printImport(sum importSummary, verbose bool) error {
 		}
 		for _, r := range sum.Present {
 			fmt.Fprintf(w, "  present  %s → %s\n", r.File, r.SessionID)
+		}
+		for _, r := range sum.Skipped {
+			fmt.Fprintf(w, "  skipped  %s: %s\n", r.File, r.Reason)
 		}
 	}
 	for _, r := range sum.Refused {

@@ -8,11 +8,14 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/internal/corpus"
@@ -34,6 +37,43 @@ func TestImport(t *testing.T) {
 		r.decode(t, &sum)
 		if r.code != 1 || len(sum.Refused) != 1 || !strings.Contains(sum.Refused[0].Reason, "{{cwd}} placeholder") || !strings.Contains(sum.Refused[0].Reason, "--fixture-cwd DIR") {
 			t.Fatalf("exit %d, %+v", r.code, sum)
+		}
+		if st := stats(t, p); st.StreamRecords != 0 {
+			t.Errorf("%d records stored", st.StreamRecords)
+		}
+	})
+
+	t.Run("a placeholder in the header's id, parent or cwd refuses the file with its line", func(t *testing.T) {
+		dir := t.TempDir()
+		files := map[string]string{
+			"id.jsonl":     `{"type":"session","version":0,"id":"{{sessionId}}","createdAt":1}`,
+			"parent.jsonl": `{"type":"session","version":0,"id":"child-of-a-template","createdAt":1,"cwd":"/work/p","parentSession":"{{parent}}"}`,
+			"cwd.jsonl":    `{"type":"session","version":0,"id":"abs-template","createdAt":1,"cwd":"/work/{{cwd}}"}`,
+		}
+		for name, hdr := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(hdr+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var sum importSummary
+		r := p.dshq("import", "--json", dir)
+		r.decode(t, &sum)
+		if r.code != 1 || len(sum.Refused) != 3 {
+			t.Fatalf("exit %d, %+v", r.code, sum)
+		}
+		for _, f := range sum.Refused {
+			if !strings.HasPrefix(f.Reason, "line 1: placeholder: session header ") || !strings.Contains(f.Reason, "give --fixture-cwd DIR") {
+				t.Errorf("%s: reason %q", f.File, f.Reason)
+			}
+		}
+		text := p.dshq("import", filepath.Join(dir, "id.jsonl")).stdout
+		if want := `id.jsonl: line 1: placeholder: session header id "{{sessionId}}" holds the {{sessionId}} placeholder`; !strings.Contains(text, want) {
+			t.Errorf("text output lacks %q:\n%s", want, text)
+		}
+		r = p.dshq("import", "--json", "--fixture-cwd", "/work/p", filepath.Join(dir, "parent.jsonl"))
+		r.decode(t, &sum)
+		if r.code != 1 || len(sum.Refused) != 1 || !strings.Contains(sum.Refused[0].Reason, `parentSession "{{parent}}"`) || !strings.Contains(sum.Refused[0].Reason, "substitutes only {{cwd}} and {{sessionId}}") {
+			t.Fatalf("with --fixture-cwd: exit %d, %+v", r.code, sum)
 		}
 		if st := stats(t, p); st.StreamRecords != 0 {
 			t.Errorf("%d records stored", st.StreamRecords)
@@ -159,7 +199,7 @@ func TestImport(t *testing.T) {
 		if code := <-done; code != 0 || stderr.Len() != 0 {
 			t.Errorf("exit %d, stderr %q", code, stderr.String())
 		}
-		if !strings.Contains(out.String(), "session    conf-1  created") {
+		if !strings.Contains(strings.Join(strings.Fields(out.String()), " "), "session conf-1 created") {
 			t.Errorf("tail output:\n%s", out.String())
 		}
 	})
@@ -218,6 +258,67 @@ func TestImport(t *testing.T) {
 			t.Errorf("exit %d, results %v", r.code, got)
 		}
 	})
+}
+
+// TestImportOrdinaryZstd: a log compressed as one stream, by the zstd tool
+// or any zstd library, imports under either suffix, and a walk says what it
+// skipped.
+func TestImportOrdinaryZstd(t *testing.T) {
+	p := startPipeline(t)
+	plain, err := os.ReadFile(webPreset(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One frame holding the header and the events, as the zstd tool writes.
+	if err := os.WriteFile(filepath.Join(dir, "lib.jsonl.zst"), enc.EncodeAll(plain, nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	enc.Close()
+	want := []string{"lib.jsonl.zst"}
+	if tool, err := exec.LookPath("zstd"); err == nil {
+		src := filepath.Join(t.TempDir(), "tool.jsonl")
+		if err := os.WriteFile(src, plain, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(tool, "-q", "-19", src, "-o", filepath.Join(dir, "tool.jsonl.zstd")).CombinedOutput(); err != nil {
+			t.Fatalf("zstd: %v\n%s", err, out)
+		}
+		want = append(want, "tool.jsonl.zstd")
+	} else {
+		t.Log("no zstd tool on PATH: only the library-written file is imported")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("notes.txt", filepath.Join(dir, "link.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	var sum importSummary
+	r := p.dshq("import", "--fixture-cwd", "/work/zst", "--json", dir)
+	r.decode(t, &sum)
+	if r.code != 0 || len(sum.Refused) != 0 || len(sum.Imported)+len(sum.Present) != len(want) {
+		t.Fatalf("exit %d, stderr %q, %+v", r.code, r.stderr, sum)
+	}
+	skipped := map[string]string{}
+	for _, s := range sum.Skipped {
+		skipped[filepath.Base(s.File)] = s.Reason
+	}
+	if !strings.Contains(skipped["notes.txt"], "not a session log") || !strings.Contains(skipped["link.jsonl"], "symbolic link") || len(skipped) != 2 {
+		t.Errorf("skipped %v", skipped)
+	}
+	text := p.dshq("import", "--fixture-cwd", "/work/zst", dir).ok(t).stdout
+	if !strings.Contains(text, "skipped   2 files (not session logs; -v lists them)") {
+		t.Errorf("summary without -v:\n%s", text)
+	}
+	text = p.dshq("import", "--fixture-cwd", "/work/zst", "-v", dir).ok(t).stdout
+	if !strings.Contains(text, "  skipped  "+filepath.Join(dir, "notes.txt")+": not a session log") {
+		t.Errorf("summary with -v:\n%s", text)
+	}
 }
 
 func TestLayoutNames(t *testing.T) {

@@ -99,25 +99,50 @@ func isProjectDir(name string) bool {
 	return name == noCwdDir || len(name) > 4 && strings.HasPrefix(name, projectDirWrap) && strings.HasSuffix(name, projectDirWrap)
 }
 
+// logSuffixes are the file names a directory walk imports: JSONL, and
+// JSONL compressed with zstd under the zstd tool's suffix or the harness's.
+var logSuffixes = []string{".jsonl", ".jsonl.zst", ".jsonl.zstd"}
+
 // isLog reports a session log file name.
 func isLog(name string) bool {
-	return strings.HasSuffix(name, ".jsonl") || strings.HasSuffix(name, ".jsonl.zstd")
+	for _, s := range logSuffixes {
+		if strings.HasSuffix(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// skipReason says why a directory walk passes over an entry that is not a
+// directory ("" when it imports it).
+func skipReason(d fs.DirEntry) string {
+	switch {
+	case d.Type()&fs.ModeSymlink != 0:
+		return "a symbolic link (not followed; name its target to import it)"
+	case !d.Type().IsRegular():
+		return "not a regular file"
+	case !isLog(d.Name()):
+		return "not a session log (.jsonl, .jsonl.zst, .jsonl.zstd)"
+	}
+	return ""
 }
 
 // discover expands the import arguments into files, in a stable order: a
-// file is itself; a directory is walked for *.jsonl and *.jsonl.zstd files.
-// Inside a session root a file is recognised by its place; a session
-// directory holding both encodings, and a flat <project>/<id>.jsonl file
-// (an older layout), are refused as upstream refuses them.
-func discover(paths []string) ([]importFile, error) {
-	var out []importFile
+// file is itself; a directory is walked for *.jsonl, *.jsonl.zst and
+// *.jsonl.zstd files, and every other file it holds is returned as skipped,
+// with its reason. Inside a session root a file is recognised by its place;
+// a session directory holding both encodings, and a flat
+// <project>/<id>.jsonl file (an older layout), are refused as upstream
+// refuses them.
+func discover(paths []string) (files []importFile, skipped []importResult, err error) {
+	skipped = []importResult{}
 	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
-			return nil, fmt.Errorf("import %s: %w", p, unwrapPathError(err))
+			return nil, nil, fmt.Errorf("import %s: %w", p, unwrapPathError(err))
 		}
 		if !fi.IsDir() {
-			out = append(out, classify(p))
+			files = append(files, classify(p))
 			continue
 		}
 		var found []importFile
@@ -125,17 +150,22 @@ func discover(paths []string) ([]importFile, error) {
 			if err != nil {
 				return err
 			}
-			if d.Type().IsRegular() && isLog(d.Name()) {
-				found = append(found, classify(path))
+			if d.IsDir() {
+				return nil
 			}
+			if why := skipReason(d); why != "" {
+				skipped = append(skipped, importResult{File: path, Reason: why})
+				return nil
+			}
+			found = append(found, classify(path))
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("import %s: %w", p, unwrapPathError(err))
+			return nil, nil, fmt.Errorf("import %s: %w", p, unwrapPathError(err))
 		}
-		out = append(out, mixedEncodings(found)...)
+		files = append(files, mixedEncodings(found)...)
 	}
-	return out, nil
+	return files, skipped, nil
 }
 
 // classify recognises a file's place in a session root.

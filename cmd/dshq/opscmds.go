@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/admin"
 	"github.com/dshq/dshq/feed"
 	"github.com/dshq/dshq/record"
@@ -37,27 +39,41 @@ func newTailCmd(g *globals) *cobra.Command {
 appended events with their text, surface changes, titles, lease changes and
 quarantined records, one line per message (--json: one feed message per line).
 
---workspace CWD or --session ID narrows it; --kinds picks message kinds
-(session, event, surface, title, lease, quarantine). Without --from it starts
-with the next message; --from GEN resumes after generation GEN (0 = the whole
-retained feed) with nothing dropped or repeated at the hand-off to live
-messages. It runs until SIGINT, or until --count messages were printed.`,
+--workspace CWD or --session ID narrows it (a relative CWD is made absolute
+against the current directory, as session cwds are absolute); --kinds picks
+message kinds (session, event, surface, title, lease, quarantine). Without
+--from it starts with the next message; --from GEN resumes after generation
+GEN (0 = the whole retained feed) with nothing dropped or repeated at the
+hand-off to live messages; a GEN past the session stream's last sequence is
+refused. It runs until SIGINT, or until --count messages were printed.`,
 		Example: `  dshq tail --workspace /home/me/project
   dshq tail --session 3f2a0c1e-… --from 1200 --kinds event,title
   dshq tail --from 0 --json --count 100`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if workspace != "" && session != "" {
-				return errors.New("--workspace and --session do not go together")
+				return usageErrorf("--workspace and --session do not go together")
 			}
 			var f feed.Filter
+			if workspace != "" && !filepath.IsAbs(workspace) {
+				abs, err := filepath.Abs(workspace)
+				if err != nil {
+					return usageErrorf("--workspace: %w", err)
+				}
+				workspace = abs
+			}
 			if workspace != "" {
 				f.Workspace = record.WorkspaceKey(&workspace)
+			}
+			if session != "" {
+				if err := checkSessionID("--session", session); err != nil {
+					return err
+				}
 			}
 			f.SessionID = session
 			for _, k := range kinds {
 				if !feed.Kind(k).Valid() {
-					return fmt.Errorf("--kinds: unknown kind %q (session, event, surface, title, lease, quarantine)", k)
+					return usageErrorf("--kinds: unknown kind %q (session, event, surface, title, lease, quarantine)", k)
 				}
 				f.Kinds = append(f.Kinds, feed.Kind(k))
 			}
@@ -76,6 +92,11 @@ messages. It runs until SIGINT, or until --count messages were printed.`,
 			js, err := jetstream.New(nc)
 			if err != nil {
 				return err
+			}
+			if cmd.Flags().Changed("from") {
+				if err := checkFrom(cmd.Context(), js, from); err != nil {
+					return err
+				}
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
@@ -106,6 +127,19 @@ messages. It runs until SIGINT, or until --count messages were printed.`,
 	return cmd
 }
 
+// checkFrom refuses a --from past the session stream's last sequence: no
+// feed message will ever follow it, and tail would wait in silence.
+func checkFrom(ctx context.Context, js jetstream.JetStream, from uint64) error {
+	st, err := js.Stream(ctx, dshq.SessionStream)
+	if err != nil {
+		return fmt.Errorf("session stream %s: %w", dshq.SessionStream, err)
+	}
+	if last := st.CachedInfo().State.LastSeq; from > last {
+		return usageErrorf("--from %d is past the end of the session stream (its last generation is %d): nothing follows it", from, last)
+	}
+	return nil
+}
+
 // printFeed prints one feed message: a JSON line, or a readable line.
 func (g *globals) printFeed(m feed.Message) error {
 	if g.json {
@@ -127,7 +161,7 @@ func (g *globals) printFeed(m feed.Message) error {
 		if e.Invalid {
 			surface = "invalid"
 		}
-		detail = fmt.Sprintf("%d %s %s %s", e.Seq, e.Type, surface, flat(e.Text, 100))
+		detail = fmt.Sprintf("%5d  %-20s  %-8s  %s", e.Seq, e.Type, surface, flat(e.Text, 100))
 	case m.Surface != nil:
 		detail = fmt.Sprintf("%d %s → %s", m.Surface.Seq, orDash(m.Surface.From), m.Surface.To)
 	case m.Title != nil:
@@ -137,7 +171,9 @@ func (g *globals) printFeed(m feed.Message) error {
 	case m.Quarantine != nil:
 		detail = flat(m.Quarantine.Reason, 160)
 	}
-	_, err := fmt.Fprintf(g.stdout, "%d  %-10s %s  %s\n", m.Generation, m.Kind, orDash(m.SessionID), detail)
+	// Fixed widths keep the columns of a stream aligned: a generation of up
+	// to 8 digits, a session id up to a UUID's 36 characters.
+	_, err := fmt.Fprintf(g.stdout, "%8d  %-10s  %-36s  %s\n", m.Generation, m.Kind, orDash(m.SessionID), detail)
 	return err
 }
 
@@ -249,7 +285,9 @@ func newStatsCmd(g *globals) *cobra.Command {
 		Long: `stats asks the running projector (dsh.admin.v1.stats) for its counts, taken
 from one consistent snapshot: sessions (and how many are invalid or live),
 events, quarantined records, the index, and the generation beside the session
-stream's last sequence (lag = records not yet applied).`,
+stream's last sequence (lag = records not yet applied). While the projector
+works off a backlog (after a start or an automatic rebuild) its first line
+says "catching up: generation X of Y".`,
 		Example: `  dshq stats
   dshq stats --json`,
 		Args: cobra.NoArgs,
@@ -265,6 +303,9 @@ stream's last sequence (lag = records not yet applied).`,
 			}
 			if g.json {
 				return writeJSON(g.stdout, st)
+			}
+			if st.CatchingUp {
+				fmt.Fprintln(g.stdout, catchingUpLine(st.Generation, st.StreamLastSeq))
 			}
 			tw := newTable(g.stdout)
 			fmt.Fprintf(tw, "sessions\t%d\t(%d invalid, %d live)\n", st.Sessions, st.InvalidSessions, st.LiveSessions)
@@ -296,7 +337,7 @@ when set and not blank, else ~/.dsh, made absolute. It needs no server.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if session != "" {
 				if err := record.ValidateSessionID(session); err != nil {
-					return fmt.Errorf("--session: %w", err)
+					return usageErrorf("--session: %w", err)
 				}
 			}
 			var configured *string
@@ -337,8 +378,9 @@ func newMCPCmd(g *globals) *cobra.Command {
 		Long: `mcp runs an MCP server on stdin/stdout exposing session_search,
 session_event_search, session_trace, session_event_trace and session_event_read.
 The caller is the session named by DSH_SESSION_ID in this process's environment
-(the harness sets it for its shell children); without it every call fails with
-SESSION_QUERY_TOOL_MISSING_AGENT. Tools see only sessions of the caller's
+(the harness sets it for its shell children); unset, or naming no stored
+session, every call fails with SESSION_QUERY_TOOL_MISSING_AGENT, its text
+saying which (and a warning on stderr). Tools see only sessions of the caller's
 workspace (its tenant and cwd). It reaches a running dshq at --nats-url; with
 --via-tools it calls the dsh-tools service on its trusted subjects instead of
 the trusted query API. With --tenant (a tenant's credential) it calls the

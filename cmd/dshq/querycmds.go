@@ -2,19 +2,23 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/admin"
 	"github.com/dshq/dshq/fold"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/record"
 )
 
 // queryFlags are the consistency flags of every query command.
@@ -36,14 +40,47 @@ func (q *queryFlags) opts() []query.CallOption {
 	return opts
 }
 
-// withClient dials and runs fn with a query client.
-func (g *globals) withClient(fn func(c *query.Client) error) error {
+// withClient dials and runs fn with a query client. When the service
+// answered (a reply, or an error of its own) and the projection is catching
+// up with the stream, it says so on stderr: the answer may be incomplete.
+func (g *globals) withClient(ctx context.Context, fn func(c *query.Client) error) error {
 	nc, err := g.dial()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	return fn(query.NewClient(nc))
+	err = fn(query.NewClient(nc))
+	if err == nil || dshq.ErrorCode(err) != "" {
+		g.noteCatchingUp(ctx, nc)
+	}
+	return err
+}
+
+// catchingUpWait bounds the status request behind a read's answer.
+const catchingUpWait = 2 * time.Second
+
+// noteCatchingUp writes "catching up: generation X of Y" on stderr (a JSON
+// object with --json) when the projector says it is working off a backlog.
+// A deployment without a reachable dsh-admin says nothing.
+func (g *globals) noteCatchingUp(ctx context.Context, nc *nats.Conn) {
+	ctx, cancel := context.WithTimeout(ctx, catchingUpWait)
+	defer cancel()
+	st, err := admin.NewClient(nc).Status(ctx)
+	if err != nil || !st.CatchingUp {
+		return
+	}
+	if g.json {
+		b, _ := json.Marshal(map[string]any{"catchingUp": map[string]uint64{"generation": st.Generation, "streamLastSeq": st.StreamLastSeq}})
+		fmt.Fprintf(g.stderr, "%s\n", b)
+		return
+	}
+	fmt.Fprintln(g.stderr, "dshq:", catchingUpLine(st.Generation, st.StreamLastSeq))
+}
+
+// catchingUpLine is the note of a projection at generation gen of a stream
+// whose last sequence is last.
+func catchingUpLine(gen, last uint64) string {
+	return fmt.Sprintf("catching up: generation %d of %d (answers may be incomplete until the projection has caught up)", gen, last)
 }
 
 func newSearchCmd(g *globals) *cobra.Command {
@@ -66,13 +103,25 @@ with --session it returns that session's matching events (events.search).
 
 Filters narrow the search: --cwd (a workspace, repeatable), --type and
 --surface (event filters, repeatable). --limit is the page size (1..100,
-default 20); --all follows every page. --json prints the raw replies, one
-JSON document per page.`,
+default 20); --all follows every page. --json prints one JSON document: the
+reply, or with --all every page's items in one reply (generation and
+nextCursor those of the last page).`,
 		Example: `  dshq search "flaky test"
   dshq search "permission denied" --cwd /home/me/project --type tool/result --all
   dshq search retry --session 3f2a0c1e-… --surface current --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("limit") && (limit < 1 || limit > dshq.MaxSearchLimit) {
+				return usageErrorf("--limit %d: the page size is 1..%d", limit, dshq.MaxSearchLimit)
+			}
+			if err := checkSurfaces(surfaces); err != nil {
+				return err
+			}
+			if session != "" {
+				if err := checkSessionID("--session", session); err != nil {
+					return err
+				}
+			}
 			var eventFilters []dshq.Filter
 			if len(types) > 0 {
 				eventFilters = append(eventFilters, listFilter(dshq.FilterType, types))
@@ -80,11 +129,11 @@ JSON document per page.`,
 			if len(surfaces) > 0 {
 				eventFilters = append(eventFilters, listFilter(dshq.FilterSurface, surfaces))
 			}
-			return g.withClient(func(c *query.Client) error {
+			return g.withClient(cmd.Context(), func(c *query.Client) error {
 				ctx := cmd.Context()
 				if session != "" {
 					if len(cwds) > 0 {
-						return errors.New("--cwd filters sessions; it does not go with --session")
+						return usageErrorf("--cwd filters sessions; it does not go with --session")
 					}
 					return g.searchEvents(ctx, c, dshq.EventSearchRequest{SessionID: session, Query: args[0], Filters: eventFilters, Limit: limit}, all, qf.opts())
 				}
@@ -107,6 +156,28 @@ JSON document per page.`,
 	return cmd
 }
 
+// checkSurfaces refuses a --surface value that is not a surface, in the
+// flag's terms (the service would name the request's JSON path).
+func checkSurfaces(values []string) error {
+	for _, v := range values {
+		switch dshq.Surface(v) {
+		case dshq.SurfaceCurrent, dshq.SurfaceShadowed, dshq.SurfaceLogOnly:
+		default:
+			return usageErrorf("--surface %q: a surface is current, shadowed or log-only", v)
+		}
+	}
+	return nil
+}
+
+// checkSessionID refuses an id no session can have (the service would
+// answer that no such session exists); what names it the error.
+func checkSessionID(what, id string) error {
+	if err := record.ValidateSessionID(id); err != nil {
+		return fmt.Errorf("%s %q is not a session id: %w", what, id, err)
+	}
+	return nil
+}
+
 // listFilter is a list filter of kind with values.
 func listFilter(kind string, values []string) dshq.Filter {
 	f := dshq.Filter{Kind: kind}
@@ -119,14 +190,18 @@ func listFilter(kind string, values []string) dshq.Filter {
 func (g *globals) searchSessions(ctx context.Context, c *query.Client, req dshq.SessionSearchRequest, all bool, opts []query.CallOption) error {
 	tw := newTable(g.stdout)
 	n := 0
+	var merged *dshq.SessionSearchPage // --json: every page's items in one reply
 	for {
 		page, err := c.SearchSessions(ctx, req, opts...)
 		if err != nil {
 			return err
 		}
 		if g.json {
-			if err := writeJSON(g.stdout, page); err != nil {
-				return err
+			if merged == nil {
+				merged = page
+			} else {
+				merged.Items = append(merged.Items, page.Items...)
+				merged.NextCursor, merged.Generation = page.NextCursor, page.Generation
 			}
 		} else {
 			if n == 0 && len(page.Items) > 0 {
@@ -140,6 +215,9 @@ func (g *globals) searchSessions(ctx context.Context, c *query.Client, req dshq.
 		}
 		n += len(page.Items)
 		if !all || page.NextCursor == "" {
+			if g.json {
+				return writeJSON(g.stdout, merged)
+			}
 			return g.endTable(tw, n, "sessions", page.NextCursor, page.Generation)
 		}
 		req.Cursor = page.NextCursor
@@ -150,14 +228,18 @@ func (g *globals) searchSessions(ctx context.Context, c *query.Client, req dshq.
 func (g *globals) searchEvents(ctx context.Context, c *query.Client, req dshq.EventSearchRequest, all bool, opts []query.CallOption) error {
 	tw := newTable(g.stdout)
 	n := 0
+	var merged *dshq.EventSearchPage // --json: every page's items in one reply
 	for {
 		page, err := c.SearchEvents(ctx, req, opts...)
 		if err != nil {
 			return err
 		}
 		if g.json {
-			if err := writeJSON(g.stdout, page); err != nil {
-				return err
+			if merged == nil {
+				merged = page
+			} else {
+				merged.Items = append(merged.Items, page.Items...)
+				merged.NextCursor, merged.Generation = page.NextCursor, page.Generation
 			}
 		} else {
 			if n == 0 && len(page.Items) > 0 {
@@ -169,6 +251,9 @@ func (g *globals) searchEvents(ctx context.Context, c *query.Client, req dshq.Ev
 		}
 		n += len(page.Items)
 		if !all || page.NextCursor == "" {
+			if g.json {
+				return writeJSON(g.stdout, merged)
+			}
 			return g.endTable(tw, n, "events", page.NextCursor, page.Generation)
 		}
 		req.Cursor = page.NextCursor
@@ -192,7 +277,7 @@ func (g *globals) endTable(tw *tabwriter.Writer, n int, what, next string, gen u
 		fmt.Fprintf(g.stdout, "no %s match (generation %d)\n", what, gen)
 		return nil
 	}
-	fmt.Fprintf(g.stdout, "%d %s at generation %d%s\n", n, what, gen, more)
+	fmt.Fprintf(g.stdout, "%s at generation %d%s\n", count(n, strings.TrimSuffix(what, "s")), gen, more)
 	return nil
 }
 
@@ -212,7 +297,10 @@ replaced, the events it cites as sources and the events derived from it.`,
   dshq trace 3f2a0c1e-… --seq 42 --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withClient(func(c *query.Client) error {
+			if err := checkSessionID("session", args[0]); err != nil {
+				return err
+			}
+			return g.withClient(cmd.Context(), func(c *query.Client) error {
 				if cmd.Flags().Changed("seq") {
 					tr, err := c.TraceEvent(cmd.Context(), dshq.EventTraceRequest{SessionID: args[0], Seq: seq}, qf.opts()...)
 					if err != nil {
@@ -304,17 +392,20 @@ func newReadCmd(g *globals) *cobra.Command {
 every page): seq, time, type and the start of each event's semantic text.
 With --seq it reads a window around one event (events.read): --before and
 --after events on either side (at most 50 each), the target marked with ">".
---json prints the raw replies (one JSON document per page), events exactly as
-written.`,
+--json prints one JSON document, events exactly as written: the window, or
+every page of the session in one sessions.read reply.`,
 		Example: `  dshq read 3f2a0c1e-…
   dshq read 3f2a0c1e-… --seq 42 --before 3 --after 3
   dshq read 3f2a0c1e-… --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("seq") && (cmd.Flags().Changed("before") || cmd.Flags().Changed("after")) {
-				return errors.New("--before and --after need --seq")
+				return usageErrorf("--before and --after need --seq")
 			}
-			return g.withClient(func(c *query.Client) error {
+			if err := checkSessionID("session", args[0]); err != nil {
+				return err
+			}
+			return g.withClient(cmd.Context(), func(c *query.Client) error {
 				if cmd.Flags().Changed("seq") {
 					win, err := c.ReadEvent(cmd.Context(), dshq.EventReadRequest{SessionID: args[0], Seq: seq, Before: before, After: after}, qf.opts()...)
 					if err != nil {
@@ -349,14 +440,18 @@ func (g *globals) readSession(ctx context.Context, c *query.Client, id string, o
 	req := dshq.SessionReadRequest{SessionID: id}
 	tw := newTable(g.stdout)
 	n := 0
+	var merged *dshq.SessionRead // --json: every page's events in one reply
 	for {
 		page, err := c.ReadSession(ctx, req, opts...)
 		if err != nil {
 			return err
 		}
 		if g.json {
-			if err := writeJSON(g.stdout, page); err != nil {
-				return err
+			if merged == nil {
+				merged = page
+			} else {
+				merged.Events = append(merged.Events, page.Events...)
+				merged.NextCursor, merged.Generation = page.NextCursor, page.Generation
 			}
 		} else {
 			if n == 0 {
@@ -370,12 +465,12 @@ func (g *globals) readSession(ctx context.Context, c *query.Client, id string, o
 		n += len(page.Events)
 		if page.NextCursor == "" {
 			if g.json {
-				return nil
+				return writeJSON(g.stdout, merged)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "%d events at generation %d\n", n, page.Generation)
+			fmt.Fprintf(g.stdout, "%s at generation %d\n", count(n, "event"), page.Generation)
 			return nil
 		}
 		req.Cursor = page.NextCursor
@@ -389,7 +484,56 @@ func printEvent(tw io.Writer, e dshq.Event, target bool) {
 	if target {
 		mark = ">"
 	}
-	fmt.Fprintf(tw, "%s %d\t%s\t%s\t%s\n", mark, e.Seq, isoTime(e.Time), e.Type, flat(fold.Text(e), 100))
+	fmt.Fprintf(tw, "%s %d\t%s\t%s\t%s\n", mark, e.Seq, isoTime(e.Time), e.Type, flat(preview(e), 100))
+}
+
+// preview is the text read shows for an event: its semantic text (what
+// search finds), else what the rows that have none carry: a chunk's delta
+// or block, a title.
+func preview(e dshq.Event) string {
+	if t := fold.Text(e); t != "" {
+		return t
+	}
+	switch e.Type {
+	case "assistant/chunk":
+		var d struct {
+			Chunk struct {
+				Type           string `json:"type"`
+				Text           string `json:"text"`
+				Name           string `json:"name"`
+				ArgumentsDelta string `json:"argumentsDelta"`
+				BlockType      string `json:"blockType"`
+				Block          struct {
+					Type string `json:"type"`
+					Text string `json:"text"`
+					Name string `json:"name"`
+				} `json:"block"`
+			} `json:"chunk"`
+		}
+		if json.Unmarshal(e.Data, &d) != nil {
+			return ""
+		}
+		c := d.Chunk
+		switch c.Type {
+		case "text-delta", "reasoning-delta":
+			return c.Type + " " + strconv.Quote(c.Text)
+		case "tool-call-delta":
+			return words(c.Type, c.Name, strconv.Quote(c.ArgumentsDelta))
+		case "block-start":
+			return words(c.Type, c.BlockType)
+		case "block-end":
+			return words(c.Type, c.Block.Type, c.Block.Name, c.Block.Text)
+		}
+		return c.Type
+	case "session/title":
+		var d struct {
+			Title string `json:"title"`
+		}
+		if json.Unmarshal(e.Data, &d) == nil {
+			return d.Title
+		}
+	}
+	return ""
 }
 
 // newTable returns an aligned table writer.
@@ -414,6 +558,25 @@ func flat(s string, max int) string {
 		s = string(r[:max-1]) + "…"
 	}
 	return s
+}
+
+// words joins the non-empty ws with spaces.
+func words(ws ...string) string {
+	var out []string
+	for _, w := range ws {
+		if w != "" {
+			out = append(out, w)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// count is "1 session", "2 sessions": n and noun, plural unless n is 1.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // seqList renders seqs as "1, 2, 3" or "—".

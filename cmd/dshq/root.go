@@ -65,7 +65,25 @@ a running dshq over NATS (--nats-url, default ` + defaultNATSURL + `).`,
 	root.AddCommand(newServeCmd(g), newImportCmd(g), newExportCmd(g), newSearchCmd(g), newTraceCmd(g),
 		newReadCmd(g), newTailCmd(g), newRebuildCmd(g), newStatsCmd(g), newEnvCmd(g), newMCPCmd(g), newUICmd(g),
 		newTenantCmd(g))
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &codedError{code: CodeUsage, err: err} })
+	usageArgs(root)
 	return root
+}
+
+// usageArgs makes the argument errors of cmd's subcommands, at any depth,
+// CodeUsage errors.
+func usageArgs(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		if args := c.Args; args != nil {
+			c.Args = func(cmd *cobra.Command, a []string) error {
+				if err := args(cmd, a); err != nil {
+					return &codedError{code: CodeUsage, err: err}
+				}
+				return nil
+			}
+		}
+		usageArgs(c)
+	}
 }
 
 // dial connects to the NATS deployment of the global flags. An unreachable
@@ -81,7 +99,7 @@ func (g *globals) dial() (*nats.Conn, error) {
 	}
 	nc, err := natsconn.Connect(o)
 	if err != nil {
-		return nil, fmt.Errorf("%w (is dshq serve running? --nats-url or DSH_NATS_URL say where)", err)
+		return nil, &codedError{code: CodeUnavailable, err: fmt.Errorf("%w (is dshq serve running? --nats-url or DSH_NATS_URL say where)", err)}
 	}
 	return nc, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -37,7 +38,9 @@ tools service (dsh-tools), and the web UI on --http (` + web.DefaultAddr + ` by
 default; --http off for none; see 'dshq ui --help'). With --nats-url it joins an
 existing NATS deployment instead of starting its own server.
 
-It logs one line when ready and shuts down cleanly on SIGINT or SIGTERM.`,
+It logs one line when ready ("dshq ready"), shuts down cleanly on SIGINT or
+SIGTERM, and logs when it begins ("dshq shutting down") and when it is done
+("dshq stopped").`,
 		Example: `  dshq serve
   dshq serve --home /var/lib/dshq --listen 127.0.0.1:4333 --metrics 127.0.0.1:9464
   dshq serve --nats-url nats://nats-1:4222,nats://nats-2:4222 --creds dshq.creds
@@ -54,7 +57,7 @@ It logs one line when ready and shuts down cleanly on SIGINT or SIGTERM.`,
 			}
 			level := slog.LevelInfo
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return fmt.Errorf("--log-level: %w", err)
+				return usageErrorf("--log-level: %w", err)
 			}
 			log := slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: level}))
 			cfg := node.Config{
@@ -77,6 +80,9 @@ It logs one line when ready and shuts down cleanly on SIGINT or SIGTERM.`,
 			defer cancel(nil)
 			uiDone := make(chan error, 1)
 			uiDone <- nil
+			var uiFailed error // the web UI's start failure (--http given), which ends serve
+			stopping := context.AfterFunc(cmd.Context(), func() { log.Info("dshq shutting down", "reason", context.Cause(cmd.Context()).Error()) })
+			defer stopping()
 			err = node.Run(ctx, cfg, func(info node.Info) {
 				uiURL := ""
 				if h.addr != "off" {
@@ -91,6 +97,7 @@ It logs one line when ready and shuts down cleanly on SIGINT or SIGTERM.`,
 						<-uiDone
 						go func() { <-ctx.Done(); uiDone <- u.stop() }()
 					case cmd.Flags().Changed("http"):
+						uiFailed = err
 						cancel(err)
 						return
 					default:
@@ -109,7 +116,16 @@ It logs one line when ready and shuts down cleanly on SIGINT or SIGTERM.`,
 				}
 			})
 			cancel(nil)
-			return errors.Join(err, <-uiDone)
+			err = errors.Join(err, <-uiDone)
+			if err != nil {
+				log.Error("dshq stopped", "err", err)
+			} else {
+				log.Info("dshq stopped")
+			}
+			if errors.Is(err, syscall.EADDRINUSE) && !external && uiFailed == nil {
+				err = fmt.Errorf("%w (another dshq serve or NATS server listens there; --listen HOST:PORT picks another address)", err)
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()

@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/authz"
 	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/tools"
 	"github.com/dshq/dshq/tools/toolservice"
@@ -71,7 +72,8 @@ func ConfigFromEnv(getenv func(string) string, natsURL string) Config {
 // caller runs one tool and returns the full result; err only when ctx ended.
 type caller func(ctx context.Context, name string, args json.RawMessage) (tools.Result, error)
 
-// Run serves MCP on in/out until the client disconnects or ctx ends.
+// Run serves MCP on in/out until the client disconnects or ctx ends. When
+// in ends, the requests already read are answered before Run returns.
 func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -89,8 +91,13 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	if cfg.SessionID == "" {
+		cfg.Logger.Warn(EnvSessionID + " is not set: every tool call fails with " + string(dshq.CodeToolMissingAgent))
+	}
+	call = explainCaller(call, cfg)
 	server := newServer(call, cfg.Logger)
-	t := &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}
+	a := newAnswered(ctx, in, out)
+	t := &mcp.IOTransport{Reader: io.NopCloser(a.reader()), Writer: nopWriteCloser{a.writer()}}
 	if err := server.Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("mcp: %w", err)
 	}
@@ -131,6 +138,26 @@ func newCaller(nc *nats.Conn, cfg Config) (caller, error) {
 	return func(ctx context.Context, name string, args json.RawMessage) (tools.Result, error) {
 		return tl.Call(ctx, cfg.SessionID, name, args)
 	}, nil
+}
+
+// explainCaller makes a missing-agent failure say which it is in the terms
+// of this process's environment, to the model (the result's text) and to
+// the operator (a warning on the logger): DSH_SESSION_ID unset, or naming
+// no stored session. The code stays SESSION_QUERY_TOOL_MISSING_AGENT.
+func explainCaller(call caller, cfg Config) caller {
+	return func(ctx context.Context, name string, args json.RawMessage) (tools.Result, error) {
+		r, err := call(ctx, name, args)
+		if err != nil || r.Code != dshq.CodeToolMissingAgent {
+			return r, err
+		}
+		if cfg.SessionID == "" {
+			r.Text = "Error: " + authz.MsgMissingAgent + ": " + EnvSessionID + " is not set in the environment of dshq mcp"
+			return r, nil
+		}
+		r.Text = "Error: " + authz.MsgMissingAgent + ": " + EnvSessionID + " names no stored session (or one not projected yet)"
+		cfg.Logger.Warn("the caller session is not stored", "tool", name, "env", EnvSessionID, "session", cfg.SessionID)
+		return r, nil
+	}
 }
 
 // newServer returns an MCP server exposing the five tools through call, with

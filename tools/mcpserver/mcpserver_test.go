@@ -1,13 +1,17 @@
 package mcpserver_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -171,11 +175,12 @@ func TestMCPEndToEnd(t *testing.T) {
 		})
 	}
 	t.Run("with a tenant the calls go to its tool subjects, bound to it", func(t *testing.T) {
-		// s-caller is of no tenant: on teamA's subjects it is no caller.
+		// s-caller is of no tenant: on teamA's subjects it is no caller, and
+		// the answer is an unknown id's.
 		cs := connect(t, mcpserver.Config{Conn: p.Conn, SessionID: "s-caller", Tenant: "teamA"})
 		for _, c := range calls {
 			res := callTool(t, cs, c.tool, c.args)
-			if !res.IsError || text(t, res) != "Error: session query tools require an agent-bound caller" {
+			if !res.IsError || text(t, res) != "Error: session query tools require an agent-bound caller: DSH_SESSION_ID names no stored session (or one not projected yet)" {
 				t.Fatalf("%s: got %+v", c.tool, res)
 			}
 		}
@@ -186,9 +191,27 @@ func TestMCPEndToEnd(t *testing.T) {
 		cs := connect(t, cfg)
 		for _, c := range calls {
 			res := callTool(t, cs, c.tool, c.args)
-			if !res.IsError || text(t, res) != "Error: session query tools require an agent-bound caller" {
+			if !res.IsError || text(t, res) != "Error: session query tools require an agent-bound caller: DSH_SESSION_ID is not set in the environment of dshq mcp" {
 				t.Fatalf("%s: got %+v", c.tool, res)
 			}
+		}
+	})
+	t.Run("a DSH_SESSION_ID that names no stored session says so, to the model and on the log", func(t *testing.T) {
+		cfg := mcpserver.ConfigFromEnv(func(string) string { return "ghost" }, "")
+		cfg.Conn = p.Conn
+		logged := &lockedBuffer{}
+		cfg.Logger = slog.New(slog.NewTextHandler(logged, nil))
+		cs := connect(t, cfg)
+		res := callTool(t, cs, calls[0].tool, calls[0].args)
+		if !res.IsError || text(t, res) != "Error: session query tools require an agent-bound caller: DSH_SESSION_ID names no stored session (or one not projected yet)" {
+			t.Fatalf("got %+v", res)
+		}
+		sc, _ := json.Marshal(res.StructuredContent)
+		if !strings.Contains(string(sc), "SESSION_QUERY_TOOL_MISSING_AGENT") {
+			t.Fatalf("structured content %s", sc)
+		}
+		if l := logged.String(); !strings.Contains(l, "the caller session is not stored") || !strings.Contains(l, "session=ghost") {
+			t.Errorf("log:\n%s", l)
 		}
 	})
 }
@@ -231,4 +254,72 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after its context ended")
 	}
+}
+
+func TestRunAnswersWhatItReadBeforeItsInputEnded(t *testing.T) {
+	p := startPipeline(t)
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"echo","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":"three","method":"tools/call","params":{"name":"session_trace","arguments":{}}}`,
+	}, "\n") // the last request without its newline, as echo -n sends it
+	for name, r := range map[string]func() io.Reader{
+		"an input ending after its last bytes": func() io.Reader { return strings.NewReader(in) },
+		"an input ending with its last bytes":  func() io.Reader { return iotest.DataErrReader(strings.NewReader(in)) },
+		"an input read one byte at a time":     func() io.Reader { return iotest.OneByteReader(strings.NewReader(in)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out lockedBuffer
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if err := mcpserver.Run(ctx, r(), &out, mcpserver.Config{Conn: p.Conn, SessionID: "s-7f3c"}); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			results := map[string]map[string]json.RawMessage{}
+			for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				var m struct {
+					ID     json.RawMessage            `json:"id"`
+					Result map[string]json.RawMessage `json:"result"`
+				}
+				if err := json.Unmarshal([]byte(line), &m); err != nil || m.Result == nil {
+					t.Fatalf("not a result: %q (%v)", line, err)
+				}
+				results[string(m.ID)] = m.Result
+			}
+			if results["1"] == nil || results["2"] == nil || results[`"three"`] == nil || len(results) != 3 {
+				t.Fatalf("answered %d of 1, 2 and \"three\":\n%s", len(results), out.String())
+			}
+			list := results["2"]
+			if list["tools"] == nil || list["ttlMs"] != nil || list["cacheScope"] != nil {
+				t.Errorf("tools/list of a 2025-06-18 session holds members outside that revision: %v", keys(list))
+			}
+		})
+	}
+}
+
+func keys(m map[string]json.RawMessage) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/authz"
@@ -84,6 +85,7 @@ type config struct {
 	maxPayload  int
 	callTimeout time.Duration
 	log         *slog.Logger
+	registerer  prometheus.Registerer
 }
 
 // WithSpillBucket names the object store bucket of spilled results.
@@ -140,9 +142,10 @@ type SpillPage struct {
 }
 
 type server struct {
-	cfg   config
-	tools *tools.Tools
-	store jetstream.ObjectStore
+	cfg     config
+	tools   *tools.Tools
+	store   jetstream.ObjectStore
+	metrics *metrics // nil without WithRegisterer
 }
 
 // Serve starts dsh-tools on nc over t. It creates (or updates) the spill
@@ -168,7 +171,11 @@ func Serve(ctx context.Context, nc *nats.Conn, t *tools.Tools, opts ...Option) (
 	if err != nil {
 		return nil, fmt.Errorf("spill bucket %s: %w", cfg.bucket, err)
 	}
-	s := &server{cfg: cfg, tools: t, store: store}
+	m, err := newMetrics(cfg.registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{cfg: cfg, tools: t, store: store, metrics: m}
 	return s.serve(ctx, nc)
 }
 
@@ -258,7 +265,9 @@ func (s *server) call(ctx context.Context, name string, r *nats.Msg, b binding) 
 		}
 		ctx = tools.WithMinGeneration(ctx, n)
 	}
+	start := time.Now()
 	res, err := b.call(ctx, s.tools, caller, name, r.Data)
+	s.metrics.observe(name, start, res, err)
 	if err != nil {
 		return errorReply(dshq.CodeAborted, "session query was cancelled")
 	}
@@ -313,7 +322,7 @@ func prefix(s string, n int) string {
 func (s *server) spillRead(ctx context.Context, r *nats.Msg, b binding) any {
 	caller := r.Header.Get(CallerHeader)
 	if caller == "" {
-		return errorReply(dshq.CodeToolMissingAgent, authz.MsgMissingAgent)
+		return errorReply(dshq.CodeToolMissingAgent, authz.MsgNoCaller)
 	}
 	var req SpillReadRequest
 	dec := json.NewDecoder(bytes.NewReader(r.Data))

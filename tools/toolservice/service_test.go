@@ -134,7 +134,7 @@ func TestToolEndpoints(t *testing.T) {
 		name, tool, caller, body, want string
 	}{
 		{"a missing caller header is the missing-agent error", tools.NameSessionTrace, "", `{}`,
-			`{"text":"Error: session query tools require an agent-bound caller","isError":true,"error":{"code":"SESSION_QUERY_TOOL_MISSING_AGENT"}}`},
+			`{"text":"Error: session query tools require an agent-bound caller: no caller session is named","isError":true,"error":{"code":"SESSION_QUERY_TOOL_MISSING_AGENT"}}`},
 		{"a foreign target is unauthorized", tools.NameSessionTrace, "me", `{"session_id":"other"}`,
 			`{"text":"Error: session target is outside the caller workspace","isError":true,"error":{"code":"SESSION_QUERY_TOOL_UNAUTHORIZED"}}`},
 		{"a body that is not an object is invalid arguments", tools.NameSessionEventRead, "me", `not json`,
