@@ -178,15 +178,23 @@ func skipSpace(raw []byte, i int) int {
 	return i
 }
 
-// skipString returns the index after the string starting at raw[i].
+// skipString returns the index after the string starting at raw[i]: the
+// next quote not escaped by an odd run of backslashes.
 func skipString(raw []byte, i int) int {
-	for i++; i < len(raw); i++ {
-		switch raw[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
+	for i++; i < len(raw); {
+		j := bytes.IndexByte(raw[i:], '"')
+		if j < 0 {
+			return len(raw)
 		}
+		q := i + j
+		n := 0
+		for k := q - 1; k >= i && raw[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		i = q + 1
 	}
 	return len(raw)
 }
