@@ -360,3 +360,53 @@ func headLines(data []byte, n int) []byte {
 	}
 	return data[:off]
 }
+
+func TestTheHeaderWaitsForItsFactsButNotForever(t *testing.T) {
+	snapshot := `{"type":"file-history-snapshot","messageId":"m","snapshot":{"trackedFileBackups":{}}}` + "\n"
+	prompt := `{"type":"user","uuid":"u","sessionId":"late","cwd":"/w","timestamp":"2026-01-01T00:00:00Z","message":{"content":"hi"}}` + "\n"
+	t.Run("it waits while the lines have not stated the header", func(t *testing.T) {
+		c := claudecode.New(capture.Config{Path: "p/late.jsonl"})
+		for i, l := range capture.SplitLines([]byte(strings.Repeat(snapshot, 3))) {
+			if ups, _ := c.Feed(l); len(ups) != 0 || c.Stats().Pending != int64(i+1) {
+				t.Fatalf("line %d gave %d updates, %d pending", i+1, len(ups), c.Stats().Pending)
+			}
+		}
+		ups, _ := c.Feed(capture.Line{No: 4, Text: []byte(strings.TrimSuffix(prompt, "\n")), EOL: "\n"})
+		if len(ups) != 1 || ups[0].Header == nil || *ups[0].Header.Header.Cwd != "/w" {
+			t.Fatalf("the line stating the header gave %d updates", len(ups))
+		}
+		if got := types(ups[0].Events); got != "claude-code/file-history-snapshot claude-code/file-history-snapshot claude-code/file-history-snapshot turn/start user/message" {
+			t.Fatalf("the held lines and the line stating the header gave %q", got)
+		}
+	})
+	t.Run("it stops waiting after MaxPendingLines lines", func(t *testing.T) {
+		data := []byte(strings.Repeat(snapshot, capture.MaxPendingLines) + prompt)
+		logs, _ := capturetest.Check(t, converterFor("p/late.jsonl", 0), data, 0)
+		h := logs[0].Header.Header
+		if h.ID != "cc-late" || h.Cwd != nil || len(logs[0].Notices) != 1 {
+			t.Fatalf("header %s, notices %q: want the name's id and no cwd", logs[0].Header.Raw, logs[0].Notices)
+		}
+	})
+	t.Run("Finish decides it, and a file growing after that continues the session", func(t *testing.T) {
+		c := claudecode.New(capture.Config{Path: "p/early.jsonl"})
+		lines := capture.SplitLines([]byte(snapshot + prompt))
+		if ups, _ := c.Feed(lines[0]); len(ups) != 0 {
+			t.Fatal("a snapshot alone decided the header")
+		}
+		first := c.Finish()
+		if len(first) != 1 || first[0].Header == nil || first[0].Header.Header.ID != "cc-early" || first[0].Header.Header.Cwd != nil {
+			t.Fatalf("Finish gave %+v", first)
+		}
+		more, _ := c.Feed(lines[1])
+		if len(more) != 1 || more[0].Header != nil || more[0].Events[0].Seq != 1 {
+			t.Fatalf("the next line gave %+v", more)
+		}
+		logs, err := capture.Collect(append(first, more...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src, err := capture.Source(logs[0].Events); err != nil || string(src) != snapshot+prompt {
+			t.Fatalf("Source = %q, %v", src, err)
+		}
+	})
+}
