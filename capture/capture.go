@@ -9,8 +9,9 @@ import (
 
 // DefaultMaxEventBytes is the largest event a converter writes, encoded:
 // the bus's default maximum payload (1 MiB) less room for the record's NATS
-// headers. A longer source line is split over several events (docs/harnesses.md
-// "Long lines"), so every converted event can be published.
+// headers. A longer source line is split over several events
+// (docs/harnesses.md#source-lines), so every converted event can be
+// published.
 const DefaultMaxEventBytes = 1<<20 - 16<<10
 
 // MinMaxEventBytes is the smallest Config.MaxEventBytes a converter accepts.
@@ -43,8 +44,10 @@ type Config struct {
 	// session that holds its lines) is already stored: the converter takes
 	// it as decided from the first line instead of waiting for the lines to
 	// state it, and emits no header record for it. A conversion resumed from
-	// a stored log sets it (docs/harnesses.md "Resuming"), so a header that
-	// was decided by Finish or by the waiting limits is reproduced exactly.
+	// a stored log sets it
+	// (docs/harnesses.md#prefix-stable-incremental-resumable), so a header
+	// that was decided by Finish or by the waiting limits is reproduced
+	// exactly.
 	Own *dshq.HeaderRecord
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// The capture member (docs/harnesses.md "Source lines"). Every event a
+// The capture member (docs/harnesses.md#source-lines). Every event a
 // converter writes has data.capture naming the source line it came from;
 // exactly one event per line (the first derived from it, in the session
 // that holds the file) carries the line's bytes.

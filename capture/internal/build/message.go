@@ -1,8 +1,8 @@
 package build
 
-// The message and content shapes of a dshq log (docs/harnesses.md
-// "Events"): what the fold checks at its strict level and what semantic
-// text is read from.
+// The message and content shapes of a dshq log (docs/harnesses.md#events,
+// docs/events-and-surfaces.md): what the fold checks at its strict level
+// and what semantic text is read from.
 
 // Message returns an identified message.
 func Message(id, role string, source Obj, content Arr) Obj {

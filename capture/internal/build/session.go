@@ -1,6 +1,6 @@
 // Package build writes the dshq session logs of the harness converters
 // (capture/claudecode, capture/codex): events with their capture members
-// (docs/harnesses.md "Source lines"), long lines split to fit one event,
+// (docs/harnesses.md#source-lines), long lines split to fit one event,
 // and the bookkeeping every mapping needs — seqs, turns, the current
 // surface with the source line of each node, tool calls awaiting results.
 // It does no I/O.
