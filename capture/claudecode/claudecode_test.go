@@ -410,3 +410,20 @@ func TestTheHeaderWaitsForItsFactsButNotForever(t *testing.T) {
 		}
 	})
 }
+
+func TestThousandsOfShortBlocksStillFitOneEvent(t *testing.T) {
+	var blocks []string
+	for i := range 3000 {
+		blocks = append(blocks, fmt.Sprintf(`{"type":"text","text":"block %d of a reply made of many short blocks"}`, i))
+	}
+	data := []byte(`{"type":"user","uuid":"u","sessionId":"many","cwd":"/w","timestamp":"2026-01-01T00:00:00Z","message":{"content":"go"}}` + "\n" +
+		`{"type":"assistant","uuid":"a","parentUuid":"u","message":{"role":"assistant","content":[` + strings.Join(blocks, ",") + `]}}` + "\n")
+	logs, stats := capturetest.Check(t, converterFor("many.jsonl", capture.MinMaxEventBytes), data, capture.MinMaxEventBytes)
+	if stats.Truncated == 0 {
+		t.Fatal("nothing was truncated")
+	}
+	f := foldLog(t, logs[0])
+	if txt := f.res.Texts[f.eventsOfLine(t, 2)[0].Seq]; !strings.HasPrefix(txt, "block 0 of a reply") {
+		t.Errorf("the cut reply's text %q", txt[:min(len(txt), 60)])
+	}
+}

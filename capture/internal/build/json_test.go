@@ -55,7 +55,7 @@ func FuzzSplitEscapedKeepsEveryByteWithinTheBudgets(f *testing.F) {
 func TestCapStringsCutsOnlyLongStringsAndLeavesTheInputAlone(t *testing.T) {
 	long := strings.Repeat("é", 400) // 800 bytes
 	in := O("id", "short", "content", Arr{O("type", "text", "text", long)})
-	out := capStrings(in, 300)
+	out := capStrings(in, 300, -1)
 	if got := out[1].V.(Arr)[0].(Obj)[1].V.(string); len(got) > 300 || !utf8.ValidString(got) {
 		t.Fatalf("cut to %d bytes, valid %v", len(got), utf8.ValidString(got))
 	}

@@ -311,25 +311,41 @@ const minCap = 256
 
 // shrink returns ev with the strings of its data cut to the largest length
 // that brings it within limit (never below minCap), and the truncated flag
-// in its capture member; ev itself when it fits.
+// in its capture member; ev itself when it fits. When cutting strings is
+// not enough (thousands of short blocks), arrays are cut too, to the
+// largest length that fits (never below one element, so a message keeps
+// the block the fold requires).
 func (s *Session) shrink(ev eventSpec, limit int) (eventSpec, bool) {
 	if len(ev.encode().Raw) <= limit {
 		return ev, false
 	}
 	ev = ev.with(Field{capture.FieldTruncated, true})
-	lo, hi := minCap, longestString(ev.data)
+	fits := func(n, k int) bool {
+		try := ev
+		try.data = capStrings(ev.data, n, k)
+		return len(try.encode().Raw) <= limit
+	}
+	n := largest(minCap, longestString(ev.data), func(n int) bool { return fits(n, -1) })
+	k := -1
+	if !fits(n, -1) {
+		k = largest(1, longestArray(ev.data), func(k int) bool { return fits(minCap, k) })
+	}
+	ev.data = capStrings(ev.data, n, k)
+	return ev, true
+}
+
+// largest returns the largest x in [lo, hi] for which ok holds, assuming
+// ok is monotone (true up to some point), and lo when it holds nowhere.
+func largest(lo, hi int, ok func(int) bool) int {
 	for lo < hi {
 		mid := lo + (hi-lo+1)/2
-		try := ev
-		try.data = capStrings(ev.data, mid)
-		if len(try.encode().Raw) <= limit {
+		if ok(mid) {
 			lo = mid
 		} else {
 			hi = mid - 1
 		}
 	}
-	ev.data = capStrings(ev.data, lo)
-	return ev, true
+	return lo
 }
 
 // encode returns the event record: type, seq, time, data (with the
@@ -410,9 +426,27 @@ func longestString(v Value) int {
 	return n
 }
 
+// longestArray returns the length of the longest array in v.
+func longestArray(v Value) int {
+	n := 0
+	switch v := v.(type) {
+	case Obj:
+		for _, f := range v {
+			n = max(n, longestArray(f.V))
+		}
+	case Arr:
+		n = len(v)
+		for _, e := range v {
+			n = max(n, longestArray(e))
+		}
+	}
+	return n
+}
+
 // capStrings returns v with every string longer than max(n, minCap)
-// bytes cut to that length (at a UTF-8 boundary); v is not changed.
-func capStrings[T Value](v T, n int) T {
+// bytes cut to that length (at a UTF-8 boundary) and, when k >= 0, every
+// array longer than max(k, 1) elements cut to that many; v is not changed.
+func capStrings[T Value](v T, n, k int) T {
 	n = max(n, minCap)
 	var out Value
 	switch x := any(v).(type) {
@@ -421,13 +455,16 @@ func capStrings[T Value](v T, n int) T {
 	case Obj:
 		o := make(Obj, len(x))
 		for i, f := range x {
-			o[i] = Field{f.K, capStrings(f.V, n)}
+			o[i] = Field{f.K, capStrings(f.V, n, k)}
 		}
 		out = o
 	case Arr:
+		if k >= 0 {
+			x = x[:min(len(x), max(k, 1))]
+		}
 		a := make(Arr, len(x))
 		for i, e := range x {
-			a[i] = capStrings(e, n)
+			a[i] = capStrings(e, n, k)
 		}
 		out = a
 	default:
