@@ -28,10 +28,15 @@ import (
 func TestConvertedLogsGoThroughTheHarnessSDK(t *testing.T) {
 	dir := corpus.RequireHarnesses(t)
 	files := []struct{ harness, path, rel string }{
-		{dshq.HarnessClaudeCode, filepath.Join(dir, "claude-code/marot__spotter/test/fixtures/transcripts/258c7280-ae70-4798-800f-63464d01a85d.jsonl"), "258c7280-ae70-4798-800f-63464d01a85d.jsonl"},
+		// Lines of over 100 KB, and a subagent's header.
+		{dshq.HarnessClaudeCode, filepath.Join(dir, "claude-code/marot__spotter/test/fixtures/transcripts/258c7280-ae70-4798-800f-63464d01a85d/subagents/agent-a881341.jsonl"), "258c7280-ae70-4798-800f-63464d01a85d/subagents/agent-a881341.jsonl"},
+		// Inline sidechains: three sessions from one file.
 		{dshq.HarnessClaudeCode, filepath.Join(dir, "claude-code/daaain__claude-code-log/test/test_data/sidechain_integrated.jsonl"), "sidechain_integrated.jsonl"},
 		{dshq.HarnessClaudeCode, filepath.Join("claudecode", "testdata", "odd.jsonl"), "odd.jsonl"},
-		{dshq.HarnessCodex, filepath.Join(dir, "codex/madshn__localpush/src-tauri/tests/fixtures/codex/2026-02-23/raw/sessions/rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"), "rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl"},
+		// 816 events: copies, tool calls of every kind, web searches.
+		{dshq.HarnessCodex, filepath.Join(dir, "codex/madshn__localpush/src-tauri/tests/fixtures/codex/2026-02-23/raw/sessions/rollout-2026-02-23T12-40-23-019c8a4c-ed82-79a1-aa28-7738fc5ab61a.jsonl"), "rollout-2026-02-23T12-40-23-019c8a4c-ed82-79a1-aa28-7738fc5ab61a.jsonl"},
+		// A compaction.
+		{dshq.HarnessCodex, filepath.Join("codex", "testdata", "rollout-2026-03-11T10-00-00-1b1b1b1b-2222-4333-8444-555566667777.jsonl"), "rollout-2026-03-11T10-00-00-1b1b1b1b-2222-4333-8444-555566667777.jsonl"},
 		{dshq.HarnessCodex, filepath.Join("codex", "testdata", "rollout-odd.jsonl"), "rollout-odd.jsonl"},
 	}
 	ctx := context.Background()
