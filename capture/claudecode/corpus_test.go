@@ -3,6 +3,7 @@ package claudecode_test
 import (
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/dshq/dshq"
@@ -30,10 +31,17 @@ func corpusFiles(t corpus.TB) []corpus.HarnessFile {
 	return out
 }
 
+// converted caches convertCorpus's logs by file suffix: several tests read
+// the largest transcript.
+var converted sync.Map
+
 // convertCorpus converts one corpus file whole (the full checks run in
 // package capture's corpus test).
 func convertCorpus(t *testing.T, suffix string) []folded {
 	t.Helper()
+	if v, ok := converted.Load(suffix); ok {
+		return v.([]folded)
+	}
 	for _, file := range corpusFiles(t) {
 		if !strings.HasSuffix(file.Rel, suffix) {
 			continue
@@ -54,6 +62,7 @@ func convertCorpus(t *testing.T, suffix string) []folded {
 		for _, l := range logs {
 			out = append(out, foldLog(t, l))
 		}
+		converted.Store(suffix, out)
 		return out
 	}
 	t.Fatalf("no corpus file ends with %s", suffix)
