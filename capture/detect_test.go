@@ -33,18 +33,19 @@ func TestDetect(t *testing.T) {
 }
 
 func TestDetectTellsTheOriginalHarnessLogs(t *testing.T) {
-	dir := corpus.Require(t)
-	paths, _ := filepath.Glob(filepath.Join(dir, "*.jsonl*"))
-	if len(paths) == 0 {
-		t.Fatalf("no logs in %s", dir)
-	}
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
+	corpus.Each(t, func(t *testing.T, dir string, _ bool) {
+		paths, _ := filepath.Glob(filepath.Join(dir, "*.jsonl*"))
+		if len(paths) == 0 {
+			t.Fatalf("no logs in %s", dir)
 		}
-		if got := capture.Detect(p, data[:min(len(data), 64<<10)]); got != capture.FormatDeepseek {
-			t.Errorf("%s: Detect = %q", filepath.Base(p), got)
+		for _, p := range paths {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := capture.Detect(p, data[:min(len(data), 64<<10)]); got != capture.FormatDeepseek {
+				t.Errorf("%s: Detect = %q", filepath.Base(p), got)
+			}
 		}
-	}
+	})
 }
