@@ -11,6 +11,20 @@ const (
 // OriginSubagent is the only allowed value of Header.Origin.
 const OriginSubagent = "subagent"
 
+// Harness names a session header's Harness can hold: the session was
+// converted from that harness's own session file (docs/harnesses.md). A
+// session written through the SDK by a harness of the original vocabulary
+// has no Harness. Readers accept any name of the form record.ValidHarness
+// checks, so a later converter needs no reader upgrade.
+const (
+	// HarnessClaudeCode is a Claude Code transcript
+	// (~/.claude/projects/<project>/<session>.jsonl and its subagents).
+	HarnessClaudeCode = "claude-code"
+	// HarnessCodex is an OpenAI Codex CLI rollout
+	// (~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl).
+	HarnessCodex = "codex"
+)
+
 // Header is a session header in version 2 shape, the form every reply carries
 // whatever version the log was written in (CONTRACT §3). Version is always 2.
 type Header struct {
@@ -23,6 +37,9 @@ type Header struct {
 	Origin          string  `json:"origin,omitempty"`
 	DelegationDepth *int64  `json:"delegationDepth,omitempty"`
 	AgentPreset     *string `json:"agentPreset,omitempty"`
+	// Harness names the harness whose own file the session was converted
+	// from (HarnessClaudeCode, HarnessCodex); "" for a native session.
+	Harness string `json:"harness,omitempty"`
 }
 
 // CwdOrEmpty returns the header's cwd and whether it has one.

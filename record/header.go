@@ -15,6 +15,30 @@ var headerKeysV2 = map[string]bool{
 	"type": true, "version": true, "id": true, "createdAt": true, "cwd": true,
 	"parentSession": true, "isSeeded": true, "origin": true,
 	"delegationDepth": true, "agentPreset": true, "inheritedEventCount": true,
+	"harness": true,
+}
+
+// MaxHarnessBytes bounds a header's harness name.
+const MaxHarnessBytes = 64
+
+// ValidHarness reports whether s may be a header's harness name: 1 to
+// MaxHarnessBytes bytes of lowercase ASCII letters, digits, '-', '_' and
+// '.', starting with a letter or digit (dshq.HarnessClaudeCode,
+// dshq.HarnessCodex, and names later converters may add).
+func ValidHarness(s string) bool {
+	if s == "" || len(s) > MaxHarnessBytes {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case i > 0 && (c == '-' || c == '_' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // ParseHeader decodes a header record (CONTRACT §2, UPSTREAM §1.2, §11.2).
@@ -27,7 +51,8 @@ var headerKeysV2 = map[string]bool{
 // createdAt a non-negative safe integer; cwd, when present, an absolute
 // (slash-led) path; parentSession a string; origin absent or "subagent";
 // delegationDepth a non-negative safe integer when present (absent reads as
-// absent, meaning 0); agentPreset a string; no retired sandboxMode or
+// absent, meaning 0); agentPreset a string; harness, when present, a name
+// ValidHarness accepts (absent for a native session); no retired sandboxMode or
 // approvalPolicy. Version 0 reads seedLength (isSeeded = present,
 // inheritedEventCount = its value) and refuses isSeeded and
 // inheritedEventCount; version 2 requires a boolean isSeeded, takes an
@@ -147,8 +172,20 @@ func readCommonHeader(f map[string][]byte, h *dshq.Header) error {
 	if h.DelegationDepth, err = optCount(f, "delegationDepth"); err != nil {
 		return err
 	}
-	h.AgentPreset, err = optString(f, "agentPreset")
-	return err
+	if h.AgentPreset, err = optString(f, "agentPreset"); err != nil {
+		return err
+	}
+	harness, err := optString(f, "harness")
+	if err != nil {
+		return err
+	}
+	if harness != nil {
+		if !ValidHarness(*harness) {
+			return headerErr("harness %q is not a harness name (1 to %d bytes of a-z, 0-9, '-', '_', '.')", *harness, MaxHarnessBytes)
+		}
+		h.Harness = *harness
+	}
+	return nil
 }
 
 func readSeedV0(f map[string][]byte, rec *dshq.HeaderRecord) error {
@@ -233,8 +270,8 @@ func show(v []byte) string {
 
 // EncodeHeader returns the version 2 wire header record of rec (CONTRACT
 // §2) in the writer's field order: type, version, id, createdAt, cwd?,
-// parentSession?, isSeeded, origin?, delegationDepth?, agentPreset?, then
-// inheritedEventCount when the session is seeded. It refuses (RuleHeader) a
+// parentSession?, isSeeded, origin?, delegationDepth?, agentPreset?,
+// harness?, then inheritedEventCount when the session is seeded. It refuses (RuleHeader) a
 // header that ParseHeader would refuse, or an inherited count without
 // isSeeded. rec.Raw and rec.FormatVersion are ignored: to reproduce a
 // record as received, write rec.Raw.
@@ -265,6 +302,9 @@ func EncodeHeader(rec dshq.HeaderRecord) ([]byte, error) {
 		b.WriteString(strconv.FormatInt(*h.DelegationDepth, 10))
 	}
 	optField(&b, "agentPreset", h.AgentPreset)
+	if h.Harness != "" {
+		optField(&b, "harness", &h.Harness)
+	}
 	if h.IsSeeded {
 		b.WriteString(`,"inheritedEventCount":`)
 		b.WriteString(strconv.FormatInt(rec.InheritedEventCount, 10))

@@ -225,10 +225,13 @@ func TestHarnessFilterReadsTheHeaderMember(t *testing.T) {
 	s.importLines(t, header)
 	s.importLines(t, `{"type":"session","version":2,"id":"codex-1","createdAt":1788000001000,"cwd":"/w","isSeeded":false,"harness":"codex"}`)
 	s.waitGeneration(t, s.importLines(t, `{"type":"session","version":2,"id":"cc-2","createdAt":1788000002000,"cwd":"/w","isSeeded":false,"harness":"claude-code"}`))
+	// One session a page: the first page has seen only cc-2, so the filter
+	// offers the one harness seen; filtering scans the API's pages, which
+	// shows the UI the other.
 	body := s.page(t, "/")
-	mustContain(t, "list", body, `name="harness"`, "Claude Code", "Codex")
+	mustContain(t, "list", body, `name="harness"`, "Claude Code")
 	body = s.page(t, "/?harness=claude-code")
-	mustContain(t, "claude-code", body, `data-sid="cc-2"`)
+	mustContain(t, "claude-code", body, `data-sid="cc-2"`, "Codex")
 	next := regexp.MustCompile(`href="(/\?[^"]*cursor=[^"]*)"`).FindStringSubmatch(body)
 	if next == nil {
 		t.Fatal("no next page")

@@ -1,0 +1,279 @@
+package codex_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/capture"
+	"github.com/dshq/dshq/capture/codex"
+	"github.com/dshq/dshq/capture/internal/capturetest"
+	"github.com/dshq/dshq/fold"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+func converterFor(path string, maxEvent int) capturetest.New {
+	return func(cfg capture.Config) capture.Converter {
+		cfg.Path, cfg.MaxEventBytes = path, maxEvent
+		return codex.New(cfg)
+	}
+}
+
+// The rollouts in testdata, written for these tests.
+const (
+	turnsFile     = "rollout-2026-03-10T09-00-00-0a0b0c0d-1111-4222-8333-444455556666.jsonl"
+	compactedFile = "rollout-2026-03-11T10-00-00-1b1b1b1b-2222-4333-8444-555566667777.jsonl"
+	childFile     = "rollout-2026-03-12T11-00-00-3d3d3d3d-4444-4555-8666-777788889999.jsonl"
+	noMetaFile    = "rollout-2026-03-13T12-00-00-4e4e4e4e-5555-4666-8777-88889999aaaa.jsonl"
+	legacyFile    = "rollout-2c2c2c2c-3333-4444-8555-666677778888.jsonl"
+	oddFile       = "rollout-odd.jsonl"
+)
+
+var fixtures = []string{turnsFile, compactedFile, childFile, noMetaFile, legacyFile, oddFile}
+
+func convertFixture(t *testing.T, name string) (folded, capture.Stats) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, stats := capturetest.Check(t, converterFor(path, 0), data, 0)
+	if len(logs) != 1 {
+		t.Fatalf("%d sessions, want 1", len(logs))
+	}
+	return foldLog(t, logs[0]), stats
+}
+
+func TestFixturesMatchTheirGoldenFiles(t *testing.T) {
+	for _, name := range fixtures {
+		t.Run(name, func(t *testing.T) {
+			f, _ := convertFixture(t, name)
+			got := capturetest.Render(t, []capture.Log{f.Log})
+			golden := filepath.Join("testdata", strings.TrimSuffix(name, ".jsonl")+".golden")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to write it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("conversion differs from %s (go test -update rewrites it; review the diff):\n%s", golden, got)
+			}
+		})
+	}
+}
+
+type folded struct {
+	capture.Log
+	res *fold.Result
+}
+
+func foldLog(t *testing.T, l capture.Log) folded {
+	t.Helper()
+	res, err := fold.Fold(l.Header, l.Events, fold.Strict)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return folded{l, res}
+}
+
+func (f folded) eventsOfLine(t *testing.T, n int64) []dshq.Event {
+	t.Helper()
+	var out []dshq.Event
+	for _, e := range f.Events {
+		var d struct {
+			Capture struct {
+				Line int64 `json:"line"`
+			} `json:"capture"`
+		}
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Capture.Line == n {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func types(evs []dshq.Event) string {
+	var s []string
+	for _, e := range evs {
+		s = append(s, e.Type)
+	}
+	return strings.Join(s, " ")
+}
+
+func TestARolloutsTurnsCallsAndCopies(t *testing.T) {
+	f, _ := convertFixture(t, turnsFile)
+	h := f.Header.Header
+	if h.ID != "codex-0a0b0c0d-1111-4222-8333-444455556666" || *h.Cwd != "/home/dev/ledger" || h.Harness != dshq.HarnessCodex || h.ParentSession != nil {
+		t.Fatalf("header %s", f.Header.Raw)
+	}
+	for _, tt := range []struct {
+		line int64
+		want string
+	}{
+		{1, "codex/session_meta"},
+		{2, "codex/response_item"}, // a developer message
+		{3, "turn/start user/message"},
+		{4, "codex/event_msg"}, // task_started joins the turn the context opened
+		{5, "user/message"},
+		{6, "codex/event_msg"}, // the prompt's copy
+		{7, "codex/turn_context"},
+		{8, "assistant/message"},
+		{9, "codex/response_item"}, // the reasoning's copy
+		{10, "assistant/message tool/call"},
+		{12, "tool/result"},
+		{13, "assistant/message tool/call"},
+		{14, "tool/result"},
+		{15, "assistant/message tool/call"},
+		{16, "tool/result"},
+		{17, "tool/call"}, // web search: no result awaited
+		{18, "assistant/message"},
+		{19, "codex/event_msg"},
+		{20, "codex/event_msg turn/end"},
+		{21, "codex/event_msg turn/start"},
+		{22, "user/message"},
+		{25, "codex/event_msg turn/end"},
+		{26, "codex/future_record_kind"},
+	} {
+		if got := types(f.eventsOfLine(t, tt.line)); got != tt.want {
+			t.Errorf("line %d gave %q, want %q", tt.line, got, tt.want)
+		}
+	}
+	copyOf := f.eventsOfLine(t, 6)[0]
+	if want := fmt.Sprintf(`"copyOf":%d`, f.eventsOfLine(t, 5)[0].Seq); !strings.Contains(string(copyOf.Data), want) {
+		t.Errorf("the copy %s does not name the prompt it repeats (%s)", copyOf.Data, want)
+	}
+	reasoning := f.eventsOfLine(t, 8)[0]
+	if f.res.Texts[reasoning.Seq] != "" || !strings.Contains(string(reasoning.Data), `"type":"reasoning"`) {
+		t.Errorf("reasoning %s has text %q", reasoning.Data, f.res.Texts[reasoning.Seq])
+	}
+	if !strings.Contains(string(reasoning.Data), `"model":"gpt-5.3-codex"`) {
+		t.Errorf("the model of the turn_context is not the assistant's: %s", reasoning.Data)
+	}
+	for _, tt := range []struct{ call, result int64 }{{10, 12}, {13, 14}, {15, 16}} {
+		call, res := f.eventsOfLine(t, tt.call)[1], f.eventsOfLine(t, tt.result)[0]
+		if string(res.SourceEventSeqs) != fmt.Sprintf("[%d]", call.Seq) {
+			t.Errorf("the result on line %d cites %s, want %d", tt.result, res.SourceEventSeqs, call.Seq)
+		}
+	}
+	if txt := f.res.Texts[f.eventsOfLine(t, 14)[0].Seq]; txt != "Success. Updated ledger/march.csv" {
+		t.Errorf("the custom tool's array output gave %q", txt)
+	}
+	if txt := f.res.Texts[f.eventsOfLine(t, 17)[0].Seq]; !strings.Contains(txt, "bank export transposed digits") {
+		t.Errorf("the web search's query is not searchable: %q", txt)
+	}
+	aborted := f.eventsOfLine(t, 25)[1]
+	if !strings.Contains(string(aborted.Data), `"kind":"aborted"`) || f.res.State.TurnOpen() {
+		t.Errorf("turn_aborted gave %s; turn open %v", aborted.Data, f.res.State.TurnOpen())
+	}
+}
+
+func TestCompactedReplacesTheWholeSurface(t *testing.T) {
+	f, _ := convertFixture(t, compactedFile)
+	first := f.eventsOfLine(t, 5)[0]
+	if first.Type != dshq.TypeUserMessage || f.res.Records[first.Seq].Surface != dshq.SurfaceShadowed {
+		t.Fatalf("the first compaction: %s %s", first.Type, f.res.Records[first.Seq].Surface)
+	}
+	if got := f.res.Texts[first.Seq]; got != "Summarise the quarter's discrepancies.\nThree discrepancies, all transpositions." {
+		t.Errorf("the replacement history's text: %q", got)
+	}
+	if n := len(f.res.ReplacedEventSeqs[first.Seq]); n != 2 {
+		t.Errorf("the first compaction replaced %d nodes, want the prompt and the reply", n)
+	}
+	second := f.eventsOfLine(t, 8)[0]
+	if got := fmt.Sprint(f.res.Surface); got != fmt.Sprintf("[%d]", second.Seq) {
+		t.Errorf("surface %s, want only the last summary %d", got, second.Seq)
+	}
+	for _, e := range f.Events[:second.Seq] {
+		if dshq.IsSurfaceType(e.Type) && f.res.Records[e.Seq].Surface != dshq.SurfaceShadowed {
+			t.Errorf("event %d before the last compaction is %s", e.Seq, f.res.Records[e.Seq].Surface)
+		}
+	}
+}
+
+func TestASpawnedThreadIsAChild(t *testing.T) {
+	f, _ := convertFixture(t, childFile)
+	h := f.Header.Header
+	if h.ParentSession == nil || *h.ParentSession != "codex-0a0b0c0d-1111-4222-8333-444455556666" ||
+		h.Origin != dshq.OriginSubagent || *h.DelegationDepth != 1 {
+		t.Fatalf("header %s", f.Header.Raw)
+	}
+	if got := types(f.Events); got != "codex/session_meta turn/start user/message user/message assistant/message" {
+		t.Errorf("events %q: the replayed prompt and the child's own should be one turn", got)
+	}
+}
+
+func TestLegacyAndMetalessRollouts(t *testing.T) {
+	legacy, _ := convertFixture(t, legacyFile)
+	if h := legacy.Header.Header; h.ID != "codex-2c2c2c2c-3333-4444-8555-666677778888" || h.Cwd != nil || len(legacy.Notices) != 1 {
+		t.Errorf("legacy header %s, notices %q", legacy.Header.Raw, legacy.Notices)
+	}
+	if got := types(legacy.Events); got != "codex/legacy-header turn/start user/message assistant/message tool/call tool/result assistant/message codex/state" {
+		t.Errorf("legacy events %q", got)
+	}
+	noMeta, _ := convertFixture(t, noMetaFile)
+	if h := noMeta.Header.Header; h.ID != "codex-4e4e4e4e-5555-4666-8777-88889999aaaa" || h.Cwd == nil || *h.Cwd != "/home/dev/ledger" {
+		t.Errorf("a rollout without session_meta: header %s (want the file name's id and the turn_context's cwd)", noMeta.Header.Raw)
+	}
+}
+
+func TestOddRolloutLinesAreKept(t *testing.T) {
+	f, stats := convertFixture(t, oddFile)
+	if stats.InvalidLines != 3 {
+		t.Errorf("%d invalid lines, want 3", stats.InvalidLines)
+	}
+	for line, want := range map[int64]string{
+		1: `"eol":"\r\n"`, 2: `"base64":"`, 3: `"error":"not JSON: a torn or malformed object"`,
+		4: `"error":"a JSON number, not an object"`, 6: `codex/event_msg`, 7: `"eol":"","text":"`,
+	} {
+		if e := f.eventsOfLine(t, line)[0]; !strings.Contains(string(e.Raw), want) {
+			t.Errorf("line %d: %s, want %s", line, e.Raw, want)
+		}
+	}
+}
+
+func FuzzConvert(f *testing.F) {
+	for _, name := range fixtures {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	for _, file := range corpusFiles(f) {
+		data, err := os.ReadFile(file.Path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(headLines(data, 12))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		capturetest.Quick(t, converterFor("s/rollout-fz.jsonl", capture.MinMaxEventBytes), data, capture.MinMaxEventBytes)
+	})
+}
+
+func headLines(data []byte, n int) []byte {
+	off := 0
+	for i := 0; i < n; i++ {
+		j := bytes.IndexByte(data[off:], '\n')
+		if j < 0 {
+			return data
+		}
+		off += j + 1
+	}
+	return data[:off]
+}

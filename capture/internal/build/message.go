@@ -1,0 +1,58 @@
+package build
+
+// The message and content shapes of a dshq log (docs/harnesses.md#events,
+// docs/events-and-surfaces.md): what the fold checks at its strict level
+// and what semantic text is read from.
+
+// Message returns an identified message.
+func Message(id, role string, source Obj, content Arr) Obj {
+	if content == nil {
+		content = Arr{}
+	}
+	return Obj{{"id", id}, {"role", role}, {"source", source}, {"content", content}}
+}
+
+// UserSource is the source of a human prompt.
+func UserSource() Obj { return Obj{{"kind", "user"}} }
+
+// CompactSource is the source of a compaction summary.
+func CompactSource(compactionID string) Obj {
+	return Obj{{"kind", "plugin"}, {"plugin", "compact"}, {"compactionId", compactionID}}
+}
+
+// ModelSource is the source of model output.
+func ModelSource(provider, model string) Obj {
+	if provider == "" {
+		provider = "unknown"
+	}
+	if model == "" {
+		model = "unknown"
+	}
+	return Obj{{"kind", "model"}, {"provider", provider}, {"model", model}}
+}
+
+// Text is a text block.
+func Text(s string) Obj { return Obj{{"type", "text"}, {"text", s}} }
+
+// Reasoning is a reasoning block: kept, never searchable.
+func Reasoning(s string) Obj { return Obj{{"type", "reasoning"}, {"text", s}} }
+
+// ToolCall is a tool-call block.
+func ToolCall(id, name, arguments string) Obj {
+	return Obj{{"type", "tool-call"}, {"id", id}, {"name", name}, {"arguments", arguments}}
+}
+
+// ToolResultMessage returns the message of a tool/result answering callID.
+func ToolResultMessage(id, callID string, isError bool, content Arr) Obj {
+	if content == nil {
+		content = Arr{}
+	}
+	block := Obj{{"type", "tool-result"}, {"toolCallId", callID}, {"isError", isError}, {"content", content}}
+	return Message(id, "user", Obj{{"kind", "tool"}, {"callId", callID}}, Arr{block})
+}
+
+// Completed and Aborted are turn/end reasons.
+func Completed() Obj { return Obj{{"kind", "completed"}} }
+
+// Aborted is the reason of a turn the user interrupted.
+func Aborted(by string) Obj { return Obj{{"kind", "aborted"}, {"reason", Obj{{"kind", by}}}} }
