@@ -10,10 +10,10 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
-	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/capture"
 	"github.com/dshq/dshq/capture/claudecode"
 	"github.com/dshq/dshq/capture/codex"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/internal/corpus"
 )
 
