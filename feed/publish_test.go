@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dshq/dshq"
 )
@@ -82,6 +83,61 @@ func TestPartlyPublishedCommitIsCompletedByRepublishing(t *testing.T) {
 	expectSame(t, "completed commit", readN(t, sub, 4), []Message{commit[0], commit[1], commit[3], commit[2]})
 	if n := streamMsgs(t, pub); n != uint64(len(commitAt(t, 4))+len(commit)) {
 		t.Fatalf("stream holds %d messages, want %d", n, len(commitAt(t, 4))+len(commit))
+	}
+}
+
+func TestResumeStoresOnlyWhatTheFeedLacksWhateverTheDuplicateWindow(t *testing.T) {
+	const window = 100 * time.Millisecond // the shortest the server takes
+	pub, js := setup(t, StreamConfig{Duplicates: window})
+	ctx := testContext(t)
+	if err := pub.Publish(ctx, commitAt(t, 4)); err != nil {
+		t.Fatal(err)
+	}
+	commit := append(commitAt(t, 8), commitAt(t, 9)...)
+	for i := range commit {
+		commit[i].Generation = 9
+	}
+	out, _, err := pub.prepare(commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.publishOnce(ctx, out[:2]); err != nil { // a crash after two messages
+		t.Fatal(err)
+	}
+	time.Sleep(window) // the server would store those two again
+	rederived := []Message{commit[3], commit[1], commit[2], commit[0]}
+	restarted := NewPublisher(js)
+	for i := 0; i < 2; i++ { // a second Resume finds the commit complete
+		if err := restarted.Resume(ctx, rederived); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := streamMsgs(t, pub); n != uint64(len(commitAt(t, 4))+len(commit)) {
+		t.Fatalf("stream holds %d messages, want %d", n, len(commitAt(t, 4))+len(commit))
+	}
+	if cp, err := restarted.Checkpoint(ctx); err != nil || cp != (Checkpoint{Generation: 9}) {
+		t.Fatalf("after resuming: checkpoint %+v, %v; want generation 9 complete", cp, err)
+	}
+}
+
+func TestCheckpointOfAFeedWhoseMessagesAllAgedOut(t *testing.T) {
+	pub, _ := setup(t, StreamConfig{MaxAge: 200 * time.Millisecond, Duplicates: 100 * time.Millisecond})
+	ctx := testContext(t)
+	if _, err := pub.Checkpoint(ctx); !errors.Is(err, ErrNoCheckpoint) || errors.Is(err, ErrAgedOut) {
+		t.Fatalf("new feed: %v, want ErrNoCheckpoint alone", err)
+	}
+	if err := pub.Publish(ctx, commitAt(t, 4)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for streamMsgs(t, pub) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the feed's messages did not age out")
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+	if _, err := pub.Checkpoint(ctx); !errors.Is(err, ErrNoCheckpoint) || !errors.Is(err, ErrAgedOut) {
+		t.Fatalf("aged-out feed: %v, want ErrNoCheckpoint wrapping ErrAgedOut", err)
 	}
 }
 
