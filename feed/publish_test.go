@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/dshq/dshq"
 )
 
@@ -237,4 +239,55 @@ func TestEnsureStreamRefusesAConflictingStream(t *testing.T) {
 	if _, err := EnsureStream(ctx, js, StreamConfig{MaxMsgs: 10}); err != nil {
 		t.Fatalf("ensure after update: %v", err)
 	}
+}
+
+func TestEnsureStreamAdoptsAnExistingStreamsLimitsAndAppliesTheOnesGiven(t *testing.T) {
+	_, js := setup(t, StreamConfig{MaxBytes: 64 << 20, MaxAge: time.Hour})
+	ctx := testContext(t)
+	st, err := EnsureStream(ctx, js, StreamConfig{Adopt: true})
+	if err != nil {
+		t.Fatalf("adopt with nothing given: %v", err)
+	}
+	if c := st.CachedInfo().Config; c.MaxBytes != 64<<20 || c.MaxAge != time.Hour {
+		t.Fatalf("adopting changed the limits: max bytes %d, max age %v", c.MaxBytes, c.MaxAge)
+	}
+	st, err = EnsureStream(ctx, js, StreamConfig{MaxBytes: 32 << 20, Adopt: true})
+	if err != nil {
+		t.Fatalf("adopt with max bytes given: %v", err)
+	}
+	if c := st.CachedInfo().Config; c.MaxBytes != 32<<20 || c.MaxAge != time.Hour {
+		t.Fatalf("after adopting with max bytes: max bytes %d, max age %v; want 32 MiB and the hour kept", c.MaxBytes, c.MaxAge)
+	}
+}
+
+func TestEnsureStreamSizesANewStreamToTheStorageJetStreamHas(t *testing.T) {
+	const store = 2 << 30 // a 2 GiB store, as on a small disk
+	small := func(o *server.Options) { o.JetStreamMaxStore = store }
+	t.Run("the default size cannot be reserved on a small store", func(t *testing.T) {
+		_, js := connect(t, startServer(t, small))
+		_, err := EnsureStream(testContext(t), js, StreamConfig{MaxBytes: 8 << 30})
+		if err == nil || !strings.Contains(err.Error(), "cannot reserve") || !strings.Contains(err.Error(), "insufficient storage resources") {
+			t.Fatalf("an 8 GiB feed on a 2 GiB store: %v, want the server's refusal explained", err)
+		}
+	})
+	t.Run("a budget sizes the default to a quarter of it", func(t *testing.T) {
+		_, js := connect(t, startServer(t, small))
+		st, err := EnsureStream(testContext(t), js, StreamConfig{Budget: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.CachedInfo().Config.MaxBytes; got != store/4 {
+			t.Fatalf("max bytes %d, want a quarter of the budget (%d)", got, store/4)
+		}
+	})
+	t.Run("a large budget keeps the default", func(t *testing.T) {
+		_, js := connect(t, startServer(t))
+		st, err := EnsureStream(testContext(t), js, StreamConfig{Budget: 1 << 40})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.CachedInfo().Config.MaxBytes; got != DefaultMaxBytes {
+			t.Fatalf("max bytes %d, want DefaultMaxBytes", got)
+		}
+	})
 }
