@@ -346,7 +346,9 @@ var ErrNoCheckpoint = errors.New("feed stream holds no message")
 
 // ErrAgedOut is wrapped by Checkpoint's ErrNoCheckpoint when the stream
 // held messages once and all of them aged out: the feed's last generation
-// is unknown.
+// is unknown. Checkpoint also returns it (with the partial commit's
+// fields set) when the oldest retained messages are a partly published
+// commit: where that commit began is unknown.
 var ErrAgedOut = errors.New("every feed message aged out")
 
 // Checkpoint is where the feed's publication stands.
@@ -417,7 +419,7 @@ func (p *Publisher) Checkpoint(ctx context.Context) (Checkpoint, error) {
 		return cp, nil // the feed began with this partly published commit
 	}
 	if seq < state.FirstSeq {
-		return Checkpoint{}, fmt.Errorf("read feed checkpoint: the commit before the partly published generation %d aged out of the feed", last.gen)
+		return cp, fmt.Errorf("read feed checkpoint: the commit before the partly published generation %d: %w", last.gen, ErrAgedOut)
 	}
 	_, prev, err := r.dataBefore(seq + 1)
 	cp.Generation = prev.gen

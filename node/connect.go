@@ -1,14 +1,12 @@
 package node
 
 import (
-	"context"
 	"fmt"
-	"path/filepath"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/dshq/dshq/bus"
 )
 
 // ConnectOptions says how to reach an existing NATS deployment.
@@ -45,9 +43,29 @@ func Connect(o ConnectOptions) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(o.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", o.URL, err)
+		return nil, fmt.Errorf("connect to %s: %w", Redacted(o.URL), err)
 	}
 	return nc, nil
+}
+
+// Redacted returns a NATS URL list with the credentials in its URLs (a
+// password, or a token in the user position) replaced by "xxxxx", for logs
+// and errors.
+func Redacted(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			continue
+		}
+		if _, ok := u.User.Password(); ok {
+			parts[i] = u.Redacted()
+		} else {
+			u.User = url.User("xxxxx")
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 func (o ConnectOptions) natsOptions() ([]nats.Option, error) {
@@ -85,42 +103,6 @@ func (o ConnectOptions) natsOptions() ([]nats.Option, error) {
 		opts = append(opts, nats.ClientCert(o.TLSCert, o.TLSKey))
 	}
 	return opts, nil
-}
-
-// connect returns the node's connection: to cfg.Conn.URL, or to an embedded
-// server started under Home/nats (stopped by stack).
-func connect(ctx context.Context, cfg Config, stack *stopStack) (*nats.Conn, Info, error) {
-	if cfg.Conn.URL != "" {
-		nc, err := Connect(cfg.Conn)
-		if err != nil {
-			return nil, Info{}, err
-		}
-		stack.push(func() error { return drain(nc) })
-		return nc, Info{ClientURL: cfg.Conn.URL}, nil
-	}
-	listen := cfg.Listen
-	if listen == "" {
-		listen = DefaultListen
-	}
-	sync := bus.SyncAlways
-	if cfg.RelaxedSync {
-		sync = bus.SyncRelaxed
-	}
-	e, err := bus.StartEmbedded(ctx, bus.EmbeddedConfig{Dir: filepath.Join(cfg.Home, "nats"), Listen: listen, Sync: sync})
-	if err != nil {
-		return nil, Info{}, err
-	}
-	stack.push(func() error {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		return e.Shutdown(sctx)
-	})
-	nc, err := e.InProcessConn(nats.Name("dshq-serve"))
-	if err != nil {
-		return nil, Info{}, fmt.Errorf("in-process connection: %w", err)
-	}
-	stack.push(func() error { return drain(nc) })
-	return nc, Info{ClientURL: e.ClientURL(), Embedded: true}, nil
 }
 
 // drain drains nc and waits for it to close.
