@@ -32,6 +32,81 @@ accounts {
 system_account: SYS
 `
 
+// reconnectNATS is a nats-server whose users the test can change.
+type reconnectNATS struct {
+	url  string
+	srv  *proc
+	conf string
+	dir  string
+	sys  *nats.Conn // the system account: the server's client kick
+}
+
+// startReconnectNATS runs a nats-server with reconnectConf, the trusted
+// user's password "first".
+func startReconnectNATS(t *testing.T) *reconnectNATS {
+	t.Helper()
+	r := &reconnectNATS{dir: t.TempDir()}
+	r.conf = filepath.Join(r.dir, "nats.conf")
+	r.setPassword(t, "first")
+	r.url, r.srv = runNATS(t, []string{"-c", r.conf}, nil)
+	sys, err := nats.Connect(r.url, nats.UserInfo("sys", "sys"), nats.Name("e2e-sys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sys.Close)
+	r.sys = sys
+	return r
+}
+
+// setPassword writes the configuration with the trusted user's password.
+func (r *reconnectNATS) setPassword(t *testing.T, password string) {
+	t.Helper()
+	if err := os.WriteFile(r.conf, fmt.Appendf(nil, reconnectConf, filepath.Join(r.dir, "js"), password), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reload has the server read its configuration again (SIGHUP).
+func (r *reconnectNATS) reload(t *testing.T) {
+	t.Helper()
+	if err := r.srv.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// trusted connects as the trusted user; the connection ignores the
+// violation it gets once the password changes.
+func (r *reconnectNATS) trusted(t *testing.T) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(r.url, nats.UserInfo("trusted", "first"), nats.Name("e2e-client"), nats.MaxReconnects(-1),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// refuseAndExpectExits changes the trusted password and reloads the
+// server, which closes the connections of procs and refuses them from then
+// on: each must exit non-zero, saying why, without printing the password.
+func (r *reconnectNATS) refuseAndExpectExits(t *testing.T, procs ...*proc) {
+	t.Helper()
+	r.setPassword(t, "second")
+	r.reload(t)
+	for _, p := range procs {
+		if err := p.wait(t, time.Minute); err == nil {
+			t.Errorf("%s exited 0 after its credentials were refused", p.name)
+		}
+		if !p.out.contains("nats connection closed") || !p.out.contains("authorization violation") {
+			t.Errorf("%s does not say why it exited:\n%s", p.name, p.out.tail(20))
+		}
+		if p.out.contains("trusted:first@") {
+			t.Errorf("%s printed its password:\n%s", p.name, p.out.tail(20))
+		}
+	}
+}
+
 // TestProcessesWhoseConnectionTheServerClosesReconnectOrExit runs
 // cmd/projector, cmd/query and `dshq mcp` against a nats-server, has the
 // server kick each one's connection (they reconnect and serve), then
@@ -41,65 +116,55 @@ system_account: SYS
 func TestProcessesWhoseConnectionTheServerClosesReconnectOrExit(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 3*time.Minute)
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "nats.conf")
-	writeConf := func(password string) {
-		if err := os.WriteFile(conf, fmt.Appendf(nil, reconnectConf, filepath.Join(dir, "js"), password), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeConf("first")
-	url, srv := runNATS(t, []string{"-c", conf}, nil)
-	cred := strings.Replace(url, "nats://", "nats://trusted:first@", 1)
-
-	projector := startProc(t, "projector", bins.projector, []string{"--nats-url", url, "--user", "trusted", "--password", "first", "--data", filepath.Join(dir, "p")}, nil)
+	r := startReconnectNATS(t)
+	cred := strings.Replace(r.url, "nats://", "nats://trusted:first@", 1)
+	projector := startProc(t, "projector", bins.projector, []string{"--nats-url", r.url, "--user", "trusted", "--password", "first", "--data", filepath.Join(r.dir, "p")}, nil)
 	projector.waitLine(t, startTimeout, `"projector running"`, func(l string) bool { return strings.Contains(l, `"projector running"`) })
 	qp := startProc(t, "query", bins.query, []string{"--nats-url", cred}, nil)
 	qp.waitLine(t, startTimeout, "the query service", func(l string) bool { return strings.Contains(l, "msg=serving") })
-	mcp := startMCP(t, url)
+	mcp := startMCP(t, r.url)
 
-	nc, err := nats.Connect(url, nats.UserInfo("trusted", "first"), nats.Name("e2e-client"), nats.MaxReconnects(-1),
-		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})) // refused too, at the end
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := r.trusted(t)
 	q := query.NewClient(nc)
 	publishSession(t, ctx, nc, "s-kick-0") // the MCP caller, not among its results
 	publishSession(t, ctx, nc, "s-kick-1")
 	waitSessions(t, ctx, q, 2)
 	mcp.search(t, "retry budget", "Session search results (1)")
 
-	sys, err := nats.Connect(url, nats.UserInfo("sys", "sys"), nats.Name("e2e-sys"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sys.Close)
 	t.Run("a kicked connection reconnects and serves", func(t *testing.T) {
 		for _, name := range []string{"dshq-projector", query.ServiceName, "dshq-cli"} {
-			kick(t, sys, name)
+			kick(t, r.sys, name)
 		}
 		publishSession(t, ctx, nc, "s-kick-2")
 		waitSessions(t, ctx, q, 3) // the projector applies it, bin/query answers
 		mcp.search(t, "retry budget", "Session search results (2)")
 	})
-
 	t.Run("a connection closed for good exits non-zero with the reason", func(t *testing.T) {
-		writeConf("second")
-		if err := srv.cmd.Process.Signal(syscall.SIGHUP); err != nil { // reload
-			t.Fatal(err)
-		}
-		for _, p := range []*proc{projector, qp, mcp.proc} {
-			if err := p.wait(t, time.Minute); err == nil {
-				t.Errorf("%s exited 0 after its credentials were refused", p.name)
-			}
-			if !p.out.contains("nats connection closed") || !p.out.contains("authorization violation") {
-				t.Errorf("%s does not say why it exited:\n%s", p.name, p.out.tail(20))
-			}
-			if p.out.contains("trusted:first@") {
-				t.Errorf("%s printed its password:\n%s", p.name, p.out.tail(20))
-			}
-		}
+		r.refuseAndExpectExits(t, projector, qp, mcp.proc)
+	})
+}
+
+// TestServeWhoseConnectionTheServerClosesReconnectsOrExits is the same for
+// `dshq serve --nats-url` (projector, query and tools in one process).
+func TestServeWhoseConnectionTheServerClosesReconnectsOrExits(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 3*time.Minute)
+	r := startReconnectNATS(t)
+	serve := startProc(t, "dshq serve", bins.dshq, []string{"serve", "--nats-url", r.url, "--user", "trusted", "--home", filepath.Join(r.dir, "home")},
+		[]string{"DSH_NATS_PASSWORD=first"})
+	serve.waitLine(t, startTimeout, `"dshq ready"`, func(l string) bool { return strings.Contains(l, `"dshq ready"`) })
+	nc := r.trusted(t)
+	q := query.NewClient(nc)
+	publishSession(t, ctx, nc, "s-kick-1")
+	waitSessions(t, ctx, q, 1)
+
+	t.Run("a kicked connection reconnects and serves", func(t *testing.T) {
+		kick(t, r.sys, "dshq")
+		publishSession(t, ctx, nc, "s-kick-2")
+		waitSessions(t, ctx, q, 2)
+	})
+	t.Run("a connection closed for good exits non-zero with the reason", func(t *testing.T) {
+		r.refuseAndExpectExits(t, serve)
 	})
 }
 

@@ -60,7 +60,7 @@ func (n *Node) serveMetrics() error {
 			n.log.Error("metrics server failed", "err", err)
 		}
 	}()
-	n.stack.push(func() error {
+	n.shutdown.push(func() error {
 		defer wg.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

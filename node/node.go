@@ -162,12 +162,12 @@ type Info struct {
 // and, through a life, what lives as long as one NATS connection (the
 // connection, the metrics registry, the parts and their stop stack).
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	stack   stopStack        // what Run started for the process, stopped in reverse
-	emb     *bus.Embedded    // nil with Conn.URL
-	metrics *metricsEndpoint // nil without Config.Metrics
-	info    Info
+	cfg      Config
+	log      *slog.Logger
+	shutdown stopStack        // what Run started for the process, stopped in reverse
+	emb      *bus.Embedded    // nil with Conn.URL
+	metrics  *metricsEndpoint // nil without Config.Metrics
+	info     Info
 	// lastWait is the wait before the last restart (0 before the first).
 	lastWait time.Duration
 }
@@ -195,7 +195,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 // cannot connect within reconnectFor, Run returns that error, so that the
 // process exits non-zero for a supervisor to restart it.
 func (n *Node) Run(ctx context.Context, ready func(Info)) (err error) {
-	defer func() { err = errors.Join(err, n.stack.stop()) }()
+	defer func() { err = errors.Join(err, n.shutdown.stop()) }()
 	if err := n.startServer(ctx); err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ func (n *Node) startServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.stack.push(func() error {
+	n.shutdown.push(func() error {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		return e.Shutdown(sctx)
