@@ -66,20 +66,66 @@ type KVCursorStore struct {
 	kv jetstream.KeyValue
 }
 
+// DefaultCursorMaxBytes bounds the memory of the cursor bucket.
+const DefaultCursorMaxBytes = 128 << 20
+
+// KVCursorOption configures NewKVCursorStore.
+type KVCursorOption func(*jetstream.KeyValueConfig)
+
+// WithCursorMaxBytes bounds the cursor bucket's memory (bytes;
+// DefaultCursorMaxBytes when 0, no bound when negative). When it is full,
+// the oldest stored hits go first: a cursor that needed them then reports
+// SESSION_QUERY_STALE_CURSOR, as after CursorTTL.
+func WithCursorMaxBytes(n int64) KVCursorOption {
+	return func(c *jetstream.KeyValueConfig) {
+		switch {
+		case n > 0:
+			c.MaxBytes = n
+		case n < 0:
+			c.MaxBytes = -1
+		}
+	}
+}
+
 // NewKVCursorStore creates or binds the KV bucket dshq.CursorBucket (memory
-// storage, TTL CursorTTL).
-func NewKVCursorStore(ctx context.Context, js jetstream.JetStream) (*KVCursorStore, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+// storage, TTL CursorTTL, DefaultCursorMaxBytes), and sets it to drop its
+// oldest entries when full rather than refuse new ones.
+func NewKVCursorStore(ctx context.Context, js jetstream.JetStream, opts ...KVCursorOption) (*KVCursorStore, error) {
+	cfg := jetstream.KeyValueConfig{
 		Bucket:      dshq.CursorBucket,
 		Description: "dshq: stored hits of paged searches",
 		TTL:         CursorTTL,
 		History:     1,
 		Storage:     jetstream.MemoryStorage,
-	})
+		MaxBytes:    DefaultCursorMaxBytes,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cursor bucket %s: %w", dshq.CursorBucket, err)
 	}
+	if err := discardOldest(ctx, js, "KV_"+dshq.CursorBucket); err != nil {
+		return nil, fmt.Errorf("cursor bucket %s: %w", dshq.CursorBucket, err)
+	}
 	return &KVCursorStore{kv: kv}, nil
+}
+
+// discardOldest makes a key-value bucket's stream drop its oldest entries
+// at its limits (a bucket refuses new ones by default).
+func discardOldest(ctx context.Context, js jetstream.JetStream, stream string) error {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	cfg := st.CachedInfo().Config
+	if cfg.Discard == jetstream.DiscardOld {
+		return nil
+	}
+	cfg.Discard = jetstream.DiscardOld
+	_, err = js.UpdateStream(ctx, cfg)
+	return err
 }
 
 // Put stores value under key.

@@ -84,8 +84,12 @@
 // Each message of a commit that is not lease-only carries a Nats-Msg-Id
 // derived from the change it reports (MsgID), so a commit published again
 // within the duplicate window is stored once, in whatever order it was
-// re-derived. On start the projector reads Publisher.Checkpoint and
-// re-publishes what the feed lacks before anything else.
+// re-derived; a retry, and Resume (the completion of a commit a crash left
+// half published), publish only the messages the feed's tail does not hold.
+// The projector's rule — publish a commit as it is only when it continues
+// what the feed holds, re-derive what the feed lacks otherwise, never
+// publish again what it holds — is feed/feedcommit.Feeder, which reads
+// Publisher.Checkpoint on start.
 //
 // # Permissions
 //

@@ -105,8 +105,11 @@ var ErrGenerationRegressed = errors.New("feed generation regressed")
 // (*dshq.Error wrapping ErrMalformed); a generation below the last one
 // published wraps ErrGenerationRegressed.
 //
-// If Publish fails, the commit may be partly published: the caller must
-// publish it again (same messages) before any later commit.
+// A retry after a failed attempt publishes only the messages the stream
+// does not hold yet (see Resume), so it stores nothing twice whatever the
+// duplicate window. If Publish fails, the commit may be partly published:
+// the caller must Resume it (same changes, in any order) before any later
+// commit.
 func (p *Publisher) Publish(ctx context.Context, msgs []Message) error {
 	if len(msgs) == 0 {
 		return nil
@@ -115,7 +118,9 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) error {
 	if err != nil {
 		return err
 	}
-	return p.publishPrepared(ctx, out, gen, p.publishRetrying)
+	return p.publishPrepared(ctx, out, gen, func(ctx context.Context, out []outgoing) error {
+		return p.publishRetrying(ctx, out, p.publishOnce)
+	})
 }
 
 // publishPrepared publishes a prepared commit with send (one attempt or
@@ -194,7 +199,10 @@ func headerSize(m *nats.Msg) int {
 	return n
 }
 
-func (p *Publisher) publishRetrying(ctx context.Context, out []outgoing) error {
+// publishRetrying publishes out with first, then retries with publishRest
+// (a failed attempt may have stored part of it) until ctx ends or the
+// publish timeout passes.
+func (p *Publisher) publishRetrying(ctx context.Context, out []outgoing, first func(context.Context, []outgoing) error) error {
 	if _, ok := ctx.Deadline(); !ok && p.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.timeout)
@@ -205,11 +213,13 @@ func (p *Publisher) publishRetrying(ctx context.Context, out []outgoing) error {
 	b.MaxInterval = 2 * time.Second
 	b.MaxElapsedTime = 0 // ctx bounds the retries
 	var last error
+	send := first
 	err := backoff.Retry(func() error {
-		last = p.publishOnce(ctx, out)
+		last = send(ctx, out)
 		if last != nil && ctx.Err() != nil {
 			return backoff.Permanent(last)
 		}
+		send = p.publishRest
 		return last
 	}, backoff.WithContext(b, ctx))
 	if err == nil {
@@ -219,6 +229,80 @@ func (p *Publisher) publishRetrying(ctx context.Context, out []outgoing) error {
 		return last
 	}
 	return err
+}
+
+// Resume publishes the messages of one commit (as for Publish) that the
+// feed does not hold yet: a message whose id is among those of its
+// generation at the feed's tail — the part of the commit stored before a
+// crash or a failed attempt, in whatever order it was derived — is left
+// out; the rest is published as Publish does, each message keeping its
+// place "<index>/<count>" in the whole commit, so that Checkpoint then
+// counts the commit complete. It reads the tail (one direct get per stored
+// message of the commit), so it is for the first publication after a
+// start or a failure, not for every commit. Errors are Publish's.
+func (p *Publisher) Resume(ctx context.Context, msgs []Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	out, gen, err := p.prepare(msgs)
+	if err != nil {
+		return err
+	}
+	return p.publishPrepared(ctx, out, gen, func(ctx context.Context, out []outgoing) error {
+		return p.publishRetrying(ctx, out, p.publishRest)
+	})
+}
+
+// publishRest publishes the messages of out whose ids the feed's tail does
+// not hold (one attempt).
+func (p *Publisher) publishRest(ctx context.Context, out []outgoing) error {
+	rest, err := p.unstored(ctx, out)
+	if err != nil {
+		return err
+	}
+	return p.publishOnce(ctx, rest)
+}
+
+// unstored returns the messages of out (one commit) that are not among
+// the messages of its generation at the feed's tail. Lease-only commits
+// carry no ids: all of them are returned.
+func (p *Publisher) unstored(ctx context.Context, out []outgoing) ([]outgoing, error) {
+	if len(out) == 0 || out[0].id == "" {
+		return out, nil
+	}
+	st, err := p.js.Stream(ctx, p.stream)
+	if err != nil {
+		return nil, fmt.Errorf("read feed tail: %w", err)
+	}
+	state := st.CachedInfo().State
+	prefix := out[0].id[:strings.IndexByte(out[0].id, ':')+1]
+	r := &tailReader{ctx: ctx, st: st, first: state.FirstSeq}
+	stored := map[string]bool{}
+	// At most the whole commit, and the lease-only messages that may follow
+	// a data commit, can be at the tail.
+	for seq, budget := state.LastSeq, 2*len(out)+64; seq >= state.FirstSeq && seq > 0 && budget > 0; seq, budget = seq-1, budget-1 {
+		pl, err := r.read(seq)
+		if err != nil {
+			return nil, err
+		}
+		if pl.id == "" {
+			continue // a lease-only commit
+		}
+		if !strings.HasPrefix(pl.id, prefix) {
+			break
+		}
+		stored[pl.id] = true
+	}
+	if len(stored) == 0 {
+		return out, nil
+	}
+	rest := make([]outgoing, 0, len(out)-min(len(stored), len(out)))
+	for _, o := range out {
+		if !stored[o.id] {
+			rest = append(rest, o)
+		}
+	}
+	return rest, nil
 }
 
 // publishWindow bounds the acknowledgements Publish waits for at once
@@ -258,8 +342,15 @@ func (p *Publisher) publishOnce(ctx context.Context, out []outgoing) error {
 
 // ErrNoCheckpoint is returned by Checkpoint and LastPublishedGeneration
 // when the feed stream holds no message (it is new, or everything aged
-// out).
+// out: then the error also wraps ErrAgedOut).
 var ErrNoCheckpoint = errors.New("feed stream holds no message")
+
+// ErrAgedOut is wrapped by Checkpoint's ErrNoCheckpoint when the stream
+// held messages once and all of them aged out: the feed's last generation
+// is unknown. Checkpoint also returns it (with the partial commit's
+// fields set) when the oldest retained messages are a partly published
+// commit: where that commit began is unknown.
+var ErrAgedOut = errors.New("every feed message aged out")
 
 // Checkpoint is where the feed's publication stands.
 type Checkpoint struct {
@@ -295,6 +386,9 @@ func (p *Publisher) Checkpoint(ctx context.Context) (Checkpoint, error) {
 	}
 	state := st.CachedInfo().State
 	if state.Msgs == 0 {
+		if state.LastSeq > 0 {
+			return Checkpoint{}, fmt.Errorf("%w: %w", ErrNoCheckpoint, ErrAgedOut)
+		}
 		return Checkpoint{}, ErrNoCheckpoint
 	}
 	r := &tailReader{ctx: ctx, st: st, first: state.FirstSeq}
@@ -326,7 +420,7 @@ func (p *Publisher) Checkpoint(ctx context.Context) (Checkpoint, error) {
 		return cp, nil // the feed began with this partly published commit
 	}
 	if seq < state.FirstSeq {
-		return Checkpoint{}, fmt.Errorf("read feed checkpoint: the commit before the partly published generation %d aged out of the feed", last.gen)
+		return cp, fmt.Errorf("read feed checkpoint: the commit before the partly published generation %d: %w", last.gen, ErrAgedOut)
 	}
 	_, prev, err := r.dataBefore(seq + 1)
 	cp.Generation = prev.gen

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/dshq/dshq"
 )
@@ -82,6 +85,61 @@ func TestPartlyPublishedCommitIsCompletedByRepublishing(t *testing.T) {
 	expectSame(t, "completed commit", readN(t, sub, 4), []Message{commit[0], commit[1], commit[3], commit[2]})
 	if n := streamMsgs(t, pub); n != uint64(len(commitAt(t, 4))+len(commit)) {
 		t.Fatalf("stream holds %d messages, want %d", n, len(commitAt(t, 4))+len(commit))
+	}
+}
+
+func TestResumeStoresOnlyWhatTheFeedLacksWhateverTheDuplicateWindow(t *testing.T) {
+	const window = 100 * time.Millisecond // the shortest the server takes
+	pub, js := setup(t, StreamConfig{Duplicates: window})
+	ctx := testContext(t)
+	if err := pub.Publish(ctx, commitAt(t, 4)); err != nil {
+		t.Fatal(err)
+	}
+	commit := append(commitAt(t, 8), commitAt(t, 9)...)
+	for i := range commit {
+		commit[i].Generation = 9
+	}
+	out, _, err := pub.prepare(commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.publishOnce(ctx, out[:2]); err != nil { // a crash after two messages
+		t.Fatal(err)
+	}
+	time.Sleep(window) // the server would store those two again
+	rederived := []Message{commit[3], commit[1], commit[2], commit[0]}
+	restarted := NewPublisher(js)
+	for i := 0; i < 2; i++ { // a second Resume finds the commit complete
+		if err := restarted.Resume(ctx, rederived); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := streamMsgs(t, pub); n != uint64(len(commitAt(t, 4))+len(commit)) {
+		t.Fatalf("stream holds %d messages, want %d", n, len(commitAt(t, 4))+len(commit))
+	}
+	if cp, err := restarted.Checkpoint(ctx); err != nil || cp != (Checkpoint{Generation: 9}) {
+		t.Fatalf("after resuming: checkpoint %+v, %v; want generation 9 complete", cp, err)
+	}
+}
+
+func TestCheckpointOfAFeedWhoseMessagesAllAgedOut(t *testing.T) {
+	pub, _ := setup(t, StreamConfig{MaxAge: 200 * time.Millisecond, Duplicates: 100 * time.Millisecond})
+	ctx := testContext(t)
+	if _, err := pub.Checkpoint(ctx); !errors.Is(err, ErrNoCheckpoint) || errors.Is(err, ErrAgedOut) {
+		t.Fatalf("new feed: %v, want ErrNoCheckpoint alone", err)
+	}
+	if err := pub.Publish(ctx, commitAt(t, 4)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for streamMsgs(t, pub) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the feed's messages did not age out")
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+	if _, err := pub.Checkpoint(ctx); !errors.Is(err, ErrNoCheckpoint) || !errors.Is(err, ErrAgedOut) {
+		t.Fatalf("aged-out feed: %v, want ErrNoCheckpoint wrapping ErrAgedOut", err)
 	}
 }
 
@@ -181,4 +239,55 @@ func TestEnsureStreamRefusesAConflictingStream(t *testing.T) {
 	if _, err := EnsureStream(ctx, js, StreamConfig{MaxMsgs: 10}); err != nil {
 		t.Fatalf("ensure after update: %v", err)
 	}
+}
+
+func TestEnsureStreamAdoptsAnExistingStreamsLimitsAndAppliesTheOnesGiven(t *testing.T) {
+	_, js := setup(t, StreamConfig{MaxBytes: 64 << 20, MaxAge: time.Hour})
+	ctx := testContext(t)
+	st, err := EnsureStream(ctx, js, StreamConfig{Adopt: true})
+	if err != nil {
+		t.Fatalf("adopt with nothing given: %v", err)
+	}
+	if c := st.CachedInfo().Config; c.MaxBytes != 64<<20 || c.MaxAge != time.Hour {
+		t.Fatalf("adopting changed the limits: max bytes %d, max age %v", c.MaxBytes, c.MaxAge)
+	}
+	st, err = EnsureStream(ctx, js, StreamConfig{MaxBytes: 32 << 20, Adopt: true})
+	if err != nil {
+		t.Fatalf("adopt with max bytes given: %v", err)
+	}
+	if c := st.CachedInfo().Config; c.MaxBytes != 32<<20 || c.MaxAge != time.Hour {
+		t.Fatalf("after adopting with max bytes: max bytes %d, max age %v; want 32 MiB and the hour kept", c.MaxBytes, c.MaxAge)
+	}
+}
+
+func TestEnsureStreamSizesANewStreamToTheStorageJetStreamHas(t *testing.T) {
+	const store = 2 << 30 // a 2 GiB store, as on a small disk
+	small := func(o *server.Options) { o.JetStreamMaxStore = store }
+	t.Run("the default size cannot be reserved on a small store", func(t *testing.T) {
+		_, js := connect(t, startServer(t, small))
+		_, err := EnsureStream(testContext(t), js, StreamConfig{MaxBytes: 8 << 30})
+		if err == nil || !strings.Contains(err.Error(), "cannot reserve") || !strings.Contains(err.Error(), "insufficient storage resources") {
+			t.Fatalf("an 8 GiB feed on a 2 GiB store: %v, want the server's refusal explained", err)
+		}
+	})
+	t.Run("a budget sizes the default to a quarter of it", func(t *testing.T) {
+		_, js := connect(t, startServer(t, small))
+		st, err := EnsureStream(testContext(t), js, StreamConfig{Budget: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.CachedInfo().Config.MaxBytes; got != store/4 {
+			t.Fatalf("max bytes %d, want a quarter of the budget (%d)", got, store/4)
+		}
+	})
+	t.Run("a large budget keeps the default", func(t *testing.T) {
+		_, js := connect(t, startServer(t))
+		st, err := EnsureStream(testContext(t), js, StreamConfig{Budget: 1 << 40})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.CachedInfo().Config.MaxBytes; got != DefaultMaxBytes {
+			t.Fatalf("max bytes %d, want DefaultMaxBytes", got)
+		}
+	})
 }

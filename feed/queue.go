@@ -225,10 +225,12 @@ func (q *Queue) next() (queued, bool) {
 // refused as regressed (returned), or the queue is abandoned.
 func (q *Queue) publish(c queued) error {
 	wait := 50 * time.Millisecond
+	send := q.pub.publishOnce
 	for {
 		ctx, cancel := context.WithTimeout(q.ctx, attemptTimeout)
-		err := q.pub.publishPrepared(ctx, c.out, c.gen, q.pub.publishOnce)
+		err := q.pub.publishPrepared(ctx, c.out, c.gen, send)
 		cancel()
+		send = q.pub.publishRest // a failed attempt may have stored part of it
 		if err == nil || errors.Is(err, ErrGenerationRegressed) || q.ctx.Err() != nil {
 			return err
 		}

@@ -21,8 +21,11 @@ const (
 	// DefaultMaxAge is how long a feed message is retained.
 	DefaultMaxAge = 7 * 24 * time.Hour
 	// DefaultMaxBytes bounds the feed stream's size (oldest messages go
-	// first).
-	DefaultMaxBytes = 8 << 30
+	// first): about a million events' messages. A new stream with a Budget
+	// gets at most a quarter of it.
+	DefaultMaxBytes = 1 << 30
+	// MinDefaultMaxBytes is the least a Budget cuts the default size to.
+	MinDefaultMaxBytes = 16 << 20
 	// DefaultDuplicates is the duplicate window: a commit re-published
 	// within it (a projector restarting after a crash between its bbolt
 	// commit and the feed publication) is stored once.
@@ -45,6 +48,16 @@ type StreamConfig struct {
 	Duplicates time.Duration
 	// Replicas is the replica count (0 = 1).
 	Replicas int
+	// Budget, when positive, is the storage JetStream can still reserve
+	// for the stream (bytes): a new stream whose MaxBytes is left at 0 gets
+	// DefaultMaxBytes or a quarter of Budget, whichever is less (at least
+	// MinDefaultMaxBytes), so that a small disk does not refuse the feed.
+	Budget int64
+	// Adopt makes EnsureStream take an existing stream's limits (MaxAge,
+	// MaxBytes, MaxMsgs, Duplicates) for the ones left at 0 here, and
+	// update the ones set here when they differ, instead of refusing them.
+	// Subjects, storage, retention and replicas must match either way.
+	Adopt bool
 }
 
 func (c StreamConfig) withDefaults() StreamConfig {
@@ -59,6 +72,9 @@ func (c StreamConfig) withDefaults() StreamConfig {
 	}
 	if c.MaxBytes == 0 {
 		c.MaxBytes = DefaultMaxBytes
+		if c.Budget > 0 {
+			c.MaxBytes = max(min(c.MaxBytes, c.Budget/4), MinDefaultMaxBytes)
+		}
 	}
 	if c.MaxBytes < 0 {
 		c.MaxBytes = -1
@@ -107,7 +123,11 @@ var ErrStreamConflict = errors.New("feed stream configuration conflict")
 // retention, limits, duplicate window, replicas) is refused with an error
 // wrapping ErrStreamConflict naming every difference; it is never updated
 // silently — change limits with UpdateStream.
+//
+// A server that cannot reserve MaxBytes refuses to create the stream
+// ("insufficient storage resources available", error code 10047): the error then says so and names the size asked for.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
+	given := cfg
 	cfg = cfg.withDefaults()
 	want := cfg.jsConfig()
 	st, err := js.CreateStream(ctx, want)
@@ -116,16 +136,67 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		if err != nil {
 			return nil, fmt.Errorf("ensure feed stream %s: %w", cfg.Name, err)
 		}
-		if err := compareStream(want, st.CachedInfo().Config); err != nil {
+		got := st.CachedInfo().Config
+		if given.Adopt {
+			return adopt(ctx, js, given, want, got)
+		}
+		if err := compareStream(want, got); err != nil {
 			return nil, err
 		}
 		return st, nil
 	}
 	if err != nil {
+		if isInsufficientStorage(err) {
+			return nil, fmt.Errorf("ensure feed stream %s: the server cannot reserve its %d max bytes (size it with a smaller MaxBytes): %w", cfg.Name, cfg.MaxBytes, err)
+		}
 		return nil, fmt.Errorf("ensure feed stream %s: %w", cfg.Name, err)
 	}
 	return st, nil
 }
+
+// adopt keeps an existing stream's limits where given leaves them at 0 and
+// updates the ones given sets when they differ.
+func adopt(ctx context.Context, js jetstream.JetStream, given StreamConfig, want, got jetstream.StreamConfig) (jetstream.Stream, error) {
+	if given.MaxAge == 0 {
+		want.MaxAge = got.MaxAge
+	}
+	if given.MaxBytes == 0 {
+		want.MaxBytes = got.MaxBytes
+	}
+	if given.MaxMsgs == 0 {
+		want.MaxMsgs = got.MaxMsgs
+	}
+	if given.Duplicates == 0 {
+		want.Duplicates = got.Duplicates
+	}
+	if err := compareStream(want, got); err == nil {
+		return js.Stream(ctx, want.Name)
+	}
+	limits := got
+	limits.MaxAge, limits.MaxBytes, limits.MaxMsgs, limits.Duplicates = want.MaxAge, want.MaxBytes, want.MaxMsgs, want.Duplicates
+	if err := compareStream(want, limits); err != nil {
+		return nil, err // more than limits differ
+	}
+	st, err := js.UpdateStream(ctx, limits)
+	if err != nil {
+		if isInsufficientStorage(err) {
+			return nil, fmt.Errorf("update feed stream %s limits: the server cannot reserve %d max bytes: %w", want.Name, want.MaxBytes, err)
+		}
+		return nil, fmt.Errorf("update feed stream %s limits: %w", want.Name, err)
+	}
+	return st, nil
+}
+
+// isInsufficientStorage reports whether err is the server's refusal to
+// reserve a stream's storage.
+func isInsufficientStorage(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrStorageResourcesExceeded
+}
+
+// jsErrStorageResourcesExceeded is the server's error code for "insufficient
+// storage resources available".
+const jsErrStorageResourcesExceeded jetstream.ErrorCode = 10047
 
 // UpdateStream changes an existing feed stream's limits (age, bytes,
 // messages, duplicate window) to cfg's. Shrinking a limit removes the

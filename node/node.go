@@ -3,10 +3,14 @@
 // projector with its query shard, the live feed of its commits (DSH_FEED), the
 // admin service (dsh-admin: status, stats, rebuild), the query service, the
 // tools service and the metrics endpoint. `dshq serve` runs all of them;
-// cmd/projector runs the projector part against --nats-url (cmd/query serves
-// dsh-query without node, so that it links no store). There is one code
-// path: the all-in-one process talks to its parts over an in-process NATS
-// connection exactly as separate processes do over the network.
+// cmd/projector and cmd/query run a subset against --nats-url. There is one
+// code path: the all-in-one process talks to its parts over an in-process
+// NATS connection exactly as separate processes do over the network.
+//
+// A connection the server closes for good (nats.go reconnects by itself
+// after network failures, not after a protocol error) ends the parts that
+// ran on it; the node then connects again and restarts them, so a process
+// never stays alive serving nothing (see Node.Run).
 package node
 
 import (
@@ -14,25 +18,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/admin"
 	"github.com/dshq/dshq/bus"
-	"github.com/dshq/dshq/engine"
-	"github.com/dshq/dshq/feed"
-	"github.com/dshq/dshq/internal/metricsrv"
+	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/projection"
-	"github.com/dshq/dshq/query"
-	"github.com/dshq/dshq/tools"
-	"github.com/dshq/dshq/tools/toolservice"
 )
 
 // Parts selects what a node runs.
@@ -45,7 +38,7 @@ type Parts struct {
 // All is every part: what `dshq serve` runs.
 var All = Parts{Projector: true, Query: true, Tools: true}
 
-// Config configures Run.
+// Config configures a Node.
 type Config struct {
 	// Home is the data directory ($DSH_HOME); the embedded server keeps its
 	// JetStream store under Home/nats and the projector under Home/projection.
@@ -63,18 +56,41 @@ type Config struct {
 	Parts Parts
 	// Stream configures the session stream and lease bucket.
 	Stream bus.StreamConfig
+	// Feed sizes the live feed stream.
+	Feed FeedConfig
 	// Projection configures the projector part.
 	Projection ProjectionConfig
 	// QueryShard is the projection shard the query part asks
-	// ("" = dshq.DefaultShard).
+	// ("" = query.DefaultShard).
 	QueryShard string
 	// Logger receives structured logs (nil = slog.Default()).
 	Logger *slog.Logger
 
-	// feedFault, when set, runs before each commit's feed publication; an
-	// error stops the node with it before that commit is published (tests:
-	// a crash between the bbolt commit and the feed publication).
+	// feedFault, when set, runs before each commit's feed publication
+	// (feedcommit.WithFault; tests).
 	feedFault func(gen uint64) error
+	// configureServer, when set, adjusts the embedded server's options
+	// (tests: a small JetStream store).
+	configureServer func(*serverOptions)
+	// onConnect, when set, receives each connection the node makes
+	// (tests: make the server close it).
+	onConnect func(*nats.Conn)
+}
+
+// FeedConfig sizes the live feed stream (DSH_FEED). A limit left at 0 is
+// the default when the stream is created and, for an existing stream,
+// whatever it has; a limit set here is applied to an existing stream that
+// differs.
+type FeedConfig struct {
+	// MaxBytes bounds the stream's size, oldest messages first (0 =
+	// feed.DefaultMaxBytes, or a quarter of the storage JetStream can
+	// still reserve when that is less; negative = no limit).
+	MaxBytes int64
+	// MaxAge bounds how long a message is kept (0 = feed.DefaultMaxAge;
+	// negative = no limit).
+	MaxAge time.Duration
+	// Duplicates is the duplicate window (0 = feed.DefaultDuplicates).
+	Duplicates time.Duration
 }
 
 // ProjectionConfig configures the projector part; zero values are the
@@ -82,7 +98,7 @@ type Config struct {
 type ProjectionConfig struct {
 	// Dir is the projection's data directory ("" = Home/projection).
 	Dir string
-	// Durable is the durable consumer's name (dshq.ProjectorDurable).
+	// Durable is the durable consumer's name (projection.DefaultDurable).
 	Durable string
 	// BatchSize bounds the records applied per transaction
 	// (projection.DefaultBatchSize).
@@ -98,6 +114,9 @@ type ProjectionConfig struct {
 	RebuildOnStart bool
 	// NoShard does not serve the projection's query shard.
 	NoShard bool
+	// CursorMaxBytes bounds the memory of the search cursor bucket
+	// DSH_CURSORS (0 = query.DefaultCursorMaxBytes; negative = no bound).
+	CursorMaxBytes int64
 }
 
 // options returns the projection options of c.
@@ -140,222 +159,123 @@ type Info struct {
 	Generation uint64
 }
 
-// Run starts the configured parts, calls ready once they all serve, and runs
-// until ctx is done; then it stops every part in reverse order and returns.
-// A part that fails stops the node and its error is returned.
-func Run(ctx context.Context, cfg Config, ready func(Info)) (err error) {
+// Node is one process's assembly of the parts. It owns what lives as long
+// as the process (the embedded server, the metrics endpoint, the logger)
+// and, through a life, what lives as long as one NATS connection (the
+// connection, the metrics registry, the parts and their stop stack).
+type Node struct {
+	cfg      Config
+	log      *slog.Logger
+	shutdown stopStack        // what Run started for the process, stopped in reverse
+	emb      *embedded.Server // nil with Conn.URL
+	metrics  *metricsEndpoint // nil without Config.Metrics
+	info     Info
+	// lastWait is the wait before the last restart (0 before the first).
+	lastWait time.Duration
+}
+
+// New returns a Node for cfg; Run starts it.
+func New(cfg Config) *Node {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	var stack stopStack
-	defer func() { err = errors.Join(err, stack.stop()) }()
+	return &Node{cfg: cfg, log: log}
+}
 
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+// Run starts the configured parts of cfg (New(cfg).Run).
+func Run(ctx context.Context, cfg Config, ready func(Info)) error {
+	return New(cfg).Run(ctx, ready)
+}
 
-	nc, info, err := connect(ctx, cfg, &stack)
+// Run starts the configured parts, calls ready once they all serve, and runs
+// until ctx is done; then it stops every part in reverse order and returns.
+// A part that fails stops the node and its error is returned. When the
+// server closes the node's connection for good, the parts on it stop, the
+// node connects again (backing off from restartWait to maxRestartWait)
+// and starts them again; if the server refuses its credentials, or it
+// cannot connect within reconnectFor, Run returns that error, so that the
+// process exits non-zero for a supervisor to restart it.
+func (n *Node) Run(ctx context.Context, ready func(Info)) (err error) {
+	defer func() { err = errors.Join(err, n.shutdown.stop()) }()
+	if err := n.startServer(ctx); err != nil {
+		return err
+	}
+	if err := n.serveMetrics(); err != nil {
+		return err
+	}
+	l, err := n.start(ctx, true)
 	if err != nil {
 		return err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
-	}
-	if cfg.Parts.Projector {
-		// Only the projector needs the log; a query or tools node runs with
-		// credentials that may not manage streams.
-		if _, err := bus.EnsureStream(ctx, js, cfg.Stream); err != nil {
-			return err
-		}
-		if _, err := bus.EnsureLeaseBucket(ctx, js, cfg.Stream); err != nil {
-			return err
-		}
-	}
-
-	reg := metricsrv.NewRegistry()
-
-	var wg sync.WaitGroup
-	stack.push(func() error { wg.Wait(); return nil })
-	var shard query.Shard // the query shard this process serves, if any
-	if cfg.Parts.Projector {
-		var gen uint64
-		gen, shard, err = startProjector(ctx, cancel, cfg, js, nc, reg, log, &stack, &wg)
-		if err != nil {
-			return err
-		}
-		info.Generation = gen
-	}
-	if cfg.Parts.Query {
-		qopts := []query.ServiceOption{query.WithLogger(log), query.WithRegisterer(reg)}
-		if cfg.QueryShard != "" {
-			qopts = append(qopts, query.WithShard(cfg.QueryShard))
-		}
-		if shard != nil && (cfg.QueryShard == "" || cfg.QueryShard == dshq.DefaultShard) {
-			// The shard is in this process: no second hop.
-			qopts = append(qopts, query.WithLocalShard(shard))
-		}
-		stop, err := query.Serve(ctx, nc, qopts...)
-		if err != nil {
-			return fmt.Errorf("start query service: %w", err)
-		}
-		stack.push(stop)
-	}
-	if cfg.Parts.Tools {
-		t, err := tools.New(tools.FromQueryClient(query.NewClient(nc)), tools.WithLogger(log))
-		if err != nil {
-			return fmt.Errorf("tools: %w", err)
-		}
-		stop, err := toolservice.Serve(ctx, nc, t, toolservice.WithLogger(log), toolservice.WithRegisterer(reg))
-		if err != nil {
-			return fmt.Errorf("start tools service: %w", err)
-		}
-		stack.push(stop)
-	}
-	if cfg.Metrics != "" {
-		url, stop, err := metricsrv.Serve(cfg.Metrics, reg, log)
-		if err != nil {
-			return err
-		}
-		stack.push(stop)
-		info.MetricsURL = url
-	}
+	n.info.Generation = l.generation()
 	if ready != nil {
-		ready(info)
+		ready(n.info)
 	}
-	<-ctx.Done()
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		return cause
+	for {
+		began := time.Now()
+		err := l.wait(ctx)
+		if !errors.Is(err, natsconn.ErrConnectionClosed) || ctx.Err() != nil {
+			return err
+		}
+		if l, err = n.restart(ctx, err, time.Since(began)); l == nil {
+			return err // nil when ctx ended
+		}
 	}
-	return nil
 }
 
-// startProjector opens the projector under Home/projection (or
-// Projection.Dir), republishes what the live feed lacks up to its checkpoint,
-// runs it in a goroutine owned by wg (a failure cancels the node), publishes
-// its commits to the live feed, and serves its query shard (returned; nil
-// without one) and the admin service.
-func startProjector(ctx context.Context, cancel context.CancelCauseFunc, cfg Config, js jetstream.JetStream, nc *nats.Conn, reg prometheus.Registerer, log *slog.Logger, stack *stopStack, wg *sync.WaitGroup) (gen uint64, shard query.Shard, err error) {
-	if _, err := feed.EnsureStream(ctx, js, feed.StreamConfig{}); err != nil {
-		return 0, nil, fmt.Errorf("feed stream: %w", err)
+// Restart pacing after a connection closed for good.
+const (
+	restartWait    = 250 * time.Millisecond
+	maxRestartWait = 30 * time.Second
+	// stableLife is how long a life must have lasted for the next restart
+	// to wait restartWait again rather than twice the last wait.
+	stableLife = time.Minute
+	// reconnectFor bounds how long a node tries to connect again.
+	reconnectFor = time.Minute
+)
+
+// restart starts a new life after the last one lost its connection
+// (cause), backing off while connecting fails or the connection keeps
+// closing. It returns nil and no error when ctx ends.
+func (n *Node) restart(ctx context.Context, cause error, lived time.Duration) (*life, error) {
+	wait := restartWait
+	if lived < stableLife && n.lastWait > 0 {
+		wait = min(2*n.lastWait, maxRestartWait)
 	}
-	popts, err := cfg.Projection.options()
-	if err != nil {
-		return 0, nil, err
+	defer func() { n.lastWait = wait }()
+	deadline := time.Now().Add(reconnectFor)
+	for {
+		n.log.Error("nats connection closed by the server; connecting again", "err", cause, "in", wait)
+		if sleep(ctx, wait) != nil {
+			return nil, nil
+		}
+		l, err := n.start(ctx, false)
+		if err == nil {
+			n.log.Info("dshq reconnected", "nats", n.info.ClientURL, "generation", l.generation())
+			return l, nil
+		}
+		var de *dialError
+		retry := errors.Is(err, natsconn.ErrConnectionClosed) || (errors.As(err, &de) && !natsconn.IsAuthError(err))
+		if !retry || time.Now().After(deadline) {
+			return nil, fmt.Errorf("connect again after the connection closed (%v): %w", cause, err)
+		}
+		cause, wait = err, min(2*wait, maxRestartWait)
 	}
-	fp := &feedPublisher{pub: feed.NewPublisher(js), log: log, fault: cfg.feedFault, stop: cancel, queue: make(chan projection.Commit)}
-	quitFeed, feedDone := make(chan struct{}), make(chan struct{})
-	var p *projection.Projector // set before the publisher and the loop start
-	opts := append([]projection.Option{projection.WithLogger(log), projection.WithRegisterer(reg), projection.WithOnCommit(fp.hook(quitFeed, feedDone))}, popts...)
-	stream := dshq.SessionStream
-	if cfg.Stream.Name != "" {
-		stream = cfg.Stream.Name
-		opts = append(opts, projection.WithStream(cfg.Stream.Name))
-	}
-	if cfg.Stream.LeaseBucket != "" {
-		opts = append(opts, projection.WithLeaseBucket(cfg.Stream.LeaseBucket))
-	}
-	dir := cfg.Projection.Dir
-	if dir == "" {
-		dir = filepath.Join(cfg.Home, "projection")
-	}
-	p, err = projection.Open(ctx, js, dir, opts...)
-	if err != nil {
-		return 0, nil, fmt.Errorf("open projector: %w", err)
-	}
-	stack.push(p.Close)
-	if err := fp.catchUp(ctx, p); err != nil {
-		return 0, nil, err
-	}
-	// The feed's publisher runs beside the projector's loop: it stops after
-	// the loop (the stack stops in reverse), finishing the publication in
-	// progress within feedDrain.
-	feedCtx, stopFeed := context.WithCancel(ctx)
-	stack.push(func() error {
-		close(quitFeed)
-		t := time.AfterFunc(feedDrain, stopFeed)
-		defer t.Stop()
-		<-feedDone
-		stopFeed()
+}
+
+// sleep waits d or until ctx ends (ctx.Err()).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
 		return nil
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(feedDone)
-		fp.run(feedCtx, quitFeed, func() *projection.Projector { return p })
-	}()
-	runCtx, stopRun := context.WithCancel(ctx)
-	done := make(chan struct{})
-	stack.push(func() error { stopRun(); <-done; return nil })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(done)
-		if err := p.Run(runCtx); err != nil && runCtx.Err() == nil {
-			cancel(fmt.Errorf("projector: %w", err))
-		}
-	}()
-	if !cfg.Projection.NoShard {
-		cursors, err := engine.NewKVCursorStore(ctx, js)
-		if err != nil {
-			return 0, nil, fmt.Errorf("cursor store: %w", err)
-		}
-		eng := engine.New(engine.FromProjector(p), engine.WithSearcher(engine.FromIndexFunc(p.Index)), engine.WithCursorStore(cursors))
-		stop, err := engine.ServeShard(ctx, nc, dshq.DefaultShard, eng, query.WithLogger(log))
-		if err != nil {
-			return 0, nil, fmt.Errorf("start query shard: %w", err)
-		}
-		stack.push(stop)
-		shard = eng
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	stopAdmin, err := admin.Serve(ctx, nc, p, admin.WithStream(stream), admin.WithLogger(log))
-	if err != nil {
-		return 0, nil, fmt.Errorf("start admin service: %w", err)
-	}
-	stack.push(stopAdmin)
-	if cfg.Projection.RebuildOnStart {
-		startRebuild(runCtx, cancel, p, log, stack, wg)
-	}
-	return p.Generation(), shard, nil
 }
 
 // feedDrain bounds how long a stopping node lets the feed's publisher finish
 // the publication in progress; what it leaves, the next start publishes.
 const feedDrain = 5 * time.Second
-
-// startRebuild rebuilds p beside the serving projection in a goroutine
-// owned by wg; a failure stops the node.
-func startRebuild(ctx context.Context, cancel context.CancelCauseFunc, p *projection.Projector, log *slog.Logger, stack *stopStack, wg *sync.WaitGroup) {
-	done := make(chan struct{})
-	stack.push(func() error { <-done; return nil })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(done)
-		err := p.Rebuild(ctx, func(pr projection.RebuildProgress) {
-			log.Info("rebuild progress", "applied", pr.Applied, "target", pr.Target, "records", pr.Records, "swapped", pr.Swapped)
-		})
-		if err != nil && ctx.Err() == nil {
-			cancel(fmt.Errorf("rebuild: %w", err))
-		}
-	}()
-}
-
-// stopStack runs stop functions in reverse order of registration.
-type stopStack struct {
-	fns []func() error
-}
-
-func (s *stopStack) push(fn func() error) { s.fns = append(s.fns, fn) }
-
-func (s *stopStack) stop() error {
-	var errs []error
-	for i := len(s.fns) - 1; i >= 0; i-- {
-		if err := s.fns[i](); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	s.fns = nil
-	return errors.Join(errs...)
-}

@@ -2,12 +2,15 @@ package node
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +22,7 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/feed"
+	"github.com/dshq/dshq/feed/feedcommit"
 	"github.com/dshq/dshq/internal/natsconn"
 )
 
@@ -173,7 +177,7 @@ func TestRun_StopsWithTheErrorOfAFailingPart(t *testing.T) {
 		}
 	})
 	t.Run("a part failing while running stops the node with its error", func(t *testing.T) {
-		errKilled := errors.New("killed between commit and publish")
+		errKilled := fmt.Errorf("killed between commit and publish: %w", feedcommit.ErrStop)
 		n := start(t, Config{Home: t.TempDir(), Listen: "127.0.0.1:0", RelaxedSync: true, Parts: Parts{Projector: true},
 			feedFault: func(uint64) error { return errKilled }})
 		_, js := dial(t, n.info.ClientURL)
@@ -186,7 +190,7 @@ func TestRun_StopsWithTheErrorOfAFailingPart(t *testing.T) {
 
 func TestRun_FeedHasEveryCommitOnceAfterACrashBeforePublishing(t *testing.T) {
 	home := t.TempDir()
-	errKilled := errors.New("killed between commit and publish")
+	errKilled := fmt.Errorf("killed between commit and publish: %w", feedcommit.ErrStop)
 	base := Config{Home: home, Listen: "127.0.0.1:0", RelaxedSync: true, Parts: Parts{Projector: true}, Projection: ProjectionConfig{BatchSize: 3}}
 
 	// First life: commits through generation 6 reach the feed, the commit
@@ -278,7 +282,7 @@ func TestRun_AFailedPublicationIsRepublishedWithTheNextCommit(t *testing.T) {
 			if gen > 4 {
 				select {
 				case failed <- gen: // the first commit past 4 fails once
-					return errPublishFailed
+					return errors.New("injected feed publication failure")
 				default:
 				}
 			}
@@ -314,4 +318,149 @@ func TestRun_AFailedPublicationIsRepublishedWithTheNextCommit(t *testing.T) {
 			t.Errorf("event %d is in the feed %d times, want once", seq, events[seq])
 		}
 	}
+}
+
+// publishAs publishes the sample session's records as session id and
+// returns the stream sequence of the last.
+func publishAs(t *testing.T, js jetstream.JetStream, id string) uint64 {
+	t.Helper()
+	data, err := os.ReadFile("../projection/testdata/upstream-2.5.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for sc := bufio.NewScanner(bytes.NewReader(data)); sc.Scan(); {
+		line := strings.Replace(sc.Text(), `"id":"s-7f3c"`, `"id":"`+id+`"`, 1)
+		ack, err := js.Publish(context.Background(), "dsh.log."+id, []byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ack.Sequence
+	}
+	return last
+}
+
+// waitFeed waits until the feed's checkpoint is generation gen, complete.
+func waitFeed(t *testing.T, js jetstream.JetStream, gen uint64) {
+	t.Helper()
+	pub := feed.NewPublisher(js)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		cp, err := pub.Checkpoint(context.Background())
+		if err == nil && cp.Generation == gen && !cp.Partial {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("feed checkpoint %+v (%v), want generation %d", cp, err, gen)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+}
+
+// The issue's reproduction: a projection rebuilt from the stream (its
+// directory lost), a rebuild swapped in, then plain restarts, with a
+// duplicate window every restart outlasts.
+func TestRun_TheFeedNeitherDropsNorRepeatsAcrossRebuildsAndRestarts(t *testing.T) {
+	home := t.TempDir()
+	const window = 100 * time.Millisecond
+	logs := &logBuffer{}
+	base := Config{Home: home, Listen: "127.0.0.1:0", RelaxedSync: true, Parts: Parts{Projector: true},
+		Projection: ProjectionConfig{BatchSize: 3}, Feed: FeedConfig{Duplicates: window},
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	n := start(t, base)
+	_, js := dial(t, n.info.ClientURL)
+	waitFeed(t, js, publishAs(t, js, "s-a"))
+	n.stop(t)
+
+	if err := os.RemoveAll(filepath.Join(home, "projection")); err != nil {
+		t.Fatal(err)
+	}
+	rebuilt := base
+	rebuilt.Projection = ProjectionConfig{BatchSize: 7, RebuildOnStart: true}
+	n = start(t, rebuilt)
+	_, js = dial(t, n.info.ClientURL)
+	waitFeed(t, js, publishAs(t, js, "s-b"))
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(logs.String(), "rebuilt projection swapped in") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the rebuild was not swapped in:\n%s", logs)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+	n.stop(t)
+
+	for i := 0; i < 3; i++ {
+		time.Sleep(window) // what the feed holds is outside the duplicate window
+		mark := len(logs.String())
+		n = start(t, base)
+		_, js = dial(t, n.info.ClientURL)
+		msgs := readFeed(t, js)
+		n.stop(t)
+		if l := logs.String()[mark:]; strings.Contains(l, "published the changes") || strings.Contains(l, "re-published") {
+			t.Errorf("plain restart %d published again:\n%s", i+1, l)
+		}
+		checkOnce(t, msgs, "s-a", "s-b")
+	}
+}
+
+// checkOnce checks that msgs hold each session's session message and
+// events exactly once, in non-decreasing feed order.
+func checkOnce(t *testing.T, msgs []feed.Message, ids ...string) {
+	t.Helper()
+	count := map[string]int{}
+	var key uint64
+	for i, m := range msgs {
+		k := 2 * m.Generation
+		if m.Kind == feed.KindLease {
+			k++
+		}
+		if k < key {
+			t.Errorf("feed message %d at generation %d after key %d: generations decreased", i, m.Generation, key)
+		}
+		key = k
+		switch m.Kind {
+		case feed.KindSession:
+			count[m.SessionID+" session"]++
+		case feed.KindEvent:
+			count[fmt.Sprintf("%s event %d", m.SessionID, m.Event.Seq)]++
+		}
+	}
+	for _, id := range ids {
+		want := []string{id + " session"}
+		for seq := 0; seq < 18; seq++ {
+			want = append(want, fmt.Sprintf("%s event %d", id, seq))
+		}
+		for _, w := range want {
+			if count[w] != 1 {
+				t.Errorf("%s is in the feed %d times, want once", w, count[w])
+			}
+		}
+	}
+}
+
+func TestRun_ServeStartsOnASmallDisk(t *testing.T) {
+	const store = 2_000_000_000 // JetStream's store on a 2 GB file system
+	small := func(o *serverOptions) { o.JetStreamMaxStore = store }
+	t.Run("the feed is sized to the store", func(t *testing.T) {
+		n := start(t, Config{Home: t.TempDir(), Listen: "127.0.0.1:0", RelaxedSync: true, Parts: All, configureServer: small})
+		_, js := dial(t, n.info.ClientURL)
+		st, err := js.Stream(context.Background(), dshq.FeedStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.CachedInfo().Config.MaxBytes; got <= 0 || got > store/4 {
+			t.Fatalf("feed max bytes %d, want at most a quarter of the %d-byte store", got, store)
+		}
+		serves(t, js.Conn(), "on a small disk")
+		if err := n.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("a feed size the store cannot hold is refused with the reason", func(t *testing.T) {
+		err := Run(context.Background(), Config{Home: t.TempDir(), Listen: "127.0.0.1:0", RelaxedSync: true, Parts: All, configureServer: small,
+			Feed: FeedConfig{MaxBytes: 8 << 30}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, nil)
+		if err == nil || !strings.Contains(err.Error(), "insufficient storage resources") || !strings.Contains(err.Error(), "8589934592") {
+			t.Fatalf("an 8 GiB feed on a 2 GB store: %v, want the server's refusal with the size", err)
+		}
+	})
 }

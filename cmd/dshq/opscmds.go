@@ -19,6 +19,7 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/admin"
 	"github.com/dshq/dshq/feed"
+	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/record"
 	"github.com/dshq/dshq/shellenv"
 	"github.com/dshq/dshq/tools/mcpserver"
@@ -98,8 +99,8 @@ refused. It runs until SIGINT, or until --count messages were printed.`,
 					return err
 				}
 			}
-			ctx, cancel := context.WithCancel(cmd.Context())
-			defer cancel()
+			ctx, stop := natsconn.WatchConnection(cmd.Context(), nc)
+			defer stop()
 			n := 0
 			errDone := errors.New("done")
 			err = feed.Subscribe(ctx, js, f, start, func(m feed.Message) error {
@@ -112,6 +113,9 @@ refused. It runs until SIGINT, or until --count messages were printed.`,
 				}
 				return nil
 			})
+			if cause := context.Cause(ctx); errors.Is(cause, natsconn.ErrConnectionClosed) {
+				return cause
+			}
 			if errors.Is(err, errDone) || cmd.Context().Err() != nil {
 				return nil
 			}
@@ -403,7 +407,14 @@ Diagnostics go to stderr.`,
 			cfg.ViaToolService = viaTools
 			cfg.Tenant = g.tenant
 			cfg.Logger = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			err = mcpserver.Run(cmd.Context(), g.stdin, g.stdout, cfg)
+			// A connection the server closed for good serves no tool call
+			// again: exit non-zero so that the MCP client restarts us.
+			ctx, stop := natsconn.WatchConnection(cmd.Context(), nc)
+			defer stop()
+			err = mcpserver.Run(ctx, g.stdin, g.stdout, cfg)
+			if cause := context.Cause(ctx); errors.Is(cause, natsconn.ErrConnectionClosed) {
+				return cause
+			}
 			if err != nil && (cmd.Context().Err() != nil || errors.Is(err, io.EOF)) {
 				return nil
 			}

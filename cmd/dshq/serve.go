@@ -8,10 +8,14 @@ import (
 	"log/slog"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/engine"
+	"github.com/dshq/dshq/internal/bytesize"
 	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/node"
 	"github.com/dshq/dshq/shellenv"
@@ -28,6 +32,9 @@ func newServeCmd(g *globals) *cobra.Command {
 		replicas    int
 		logLevel    string
 		h           httpFlags
+		feedBytes   bytesize.Size
+		feedAge     time.Duration
+		cursorBytes = bytesize.Size(engine.DefaultCursorMaxBytes)
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -68,6 +75,8 @@ SIGTERM, and logs when it begins ("dshq shutting down") and when it is done
 				Parts:       node.All,
 				Logger:      log,
 				Stream:      bus.StreamConfig{Replicas: replicas},
+				Feed:        node.FeedConfig{MaxBytes: int64(feedBytes), MaxAge: feedAge},
+				Projection:  node.ProjectionConfig{CursorMaxBytes: int64(cursorBytes)},
 			}
 			external = cmd.Flags().Changed("nats-url")
 			if external {
@@ -136,7 +145,16 @@ SIGTERM, and logs when it begins ("dshq shutting down") and when it is done
 	f.BoolVar(&relaxedSync, "relaxed-sync", false, "let the embedded server fsync periodically instead of on every write (faster; a power loss can lose acknowledged records)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	h.add(cmd, g, true)
+	addSizeFlags(f, &feedBytes, &feedAge, &cursorBytes)
 	return cmd
+}
+
+// addSizeFlags adds the flags that size the live feed stream and the
+// search cursor bucket.
+func addSizeFlags(f *pflag.FlagSet, feedBytes *bytesize.Size, feedAge *time.Duration, cursorBytes *bytesize.Size) {
+	f.Var(feedBytes, "feed-max-bytes", "size bound of the live feed stream DSH_FEED, oldest messages first (default 1GiB, or a quarter of the storage JetStream can reserve when less; an existing stream keeps its size unless this is given; -1 = none)")
+	f.DurationVar(feedAge, "feed-max-age", 0, "how long the live feed keeps a message (default 168h; an existing stream keeps its age unless this is given)")
+	f.Var(cursorBytes, "cursor-max-bytes", "memory bound of the search cursor bucket DSH_CURSORS; when full, the oldest stored hits go first (-1 = none)")
 }
 
 // resolveHome resolves the data directory (UPSTREAM §7): --home when given,

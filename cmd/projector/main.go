@@ -29,6 +29,8 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/engine"
+	"github.com/dshq/dshq/internal/bytesize"
 	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/node"
 	"github.com/dshq/dshq/projection"
@@ -58,6 +60,9 @@ type options struct {
 	batchSize   int
 	cacheBytes  int64
 	logLevel    string
+	feedBytes   bytesize.Size
+	feedAge     time.Duration
+	cursorBytes bytesize.Size
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -83,6 +88,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.batchSize, "batch-size", projection.DefaultBatchSize, "records applied per transaction, at most")
 	fs.Int64Var(&o.cacheBytes, "fold-cache-bytes", projection.DefaultFoldCacheBytes, "memory budget of the fold-state cache")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.Var(&o.feedBytes, "feed-max-bytes", "size bound of the live feed stream DSH_FEED, oldest messages first (default 1GiB, or a quarter of the storage JetStream can reserve when less; an existing stream keeps its size unless this is given; -1 = none)")
+	fs.DurationVar(&o.feedAge, "feed-max-age", 0, "how long the live feed keeps a message (default 168h; an existing stream keeps its age unless this is given)")
+	o.cursorBytes = bytesize.Size(engine.DefaultCursorMaxBytes)
+	fs.Var(&o.cursorBytes, "cursor-max-bytes", "memory bound of the search cursor bucket DSH_CURSORS; when full, the oldest stored hits go first (-1 = none)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -137,7 +146,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 			SkipVerify:     o.noVerify,
 			RebuildOnStart: o.rebuild,
 			NoShard:        o.noQueries,
+			CursorMaxBytes: int64(o.cursorBytes),
 		},
+		Feed:   node.FeedConfig{MaxBytes: int64(o.feedBytes), MaxAge: o.feedAge},
 		Logger: log,
 	}
 	err = node.Run(ctx, cfg, func(info node.Info) {

@@ -17,8 +17,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/internal/metricsrv"
@@ -58,36 +60,92 @@ func run(ctx context.Context, args []string, ready chan<- string) error {
 	return err
 }
 
-// serve connects, starts the service and the metrics endpoint, and runs
-// until ctx is done; then it stops them in reverse order and drains the
-// connection.
-func serve(ctx context.Context, conn natsconn.Options, shard, metricsAddr string, log *slog.Logger, ready chan<- string) (err error) {
-	nc, err := natsconn.Connect(conn)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, natsconn.Drain(nc)) }()
+// Reconnection pacing after the server closes the connection for good.
+const (
+	restartWait    = 250 * time.Millisecond
+	maxRestartWait = 30 * time.Second
+	reconnectFor   = time.Minute // then the process exits for a supervisor
+)
+
+// serve serves on a connection until ctx is done. When the server closes the
+// connection for good (a protocol error, a kick that is not followed by a
+// reconnect), it connects again, backing off from restartWait to
+// maxRestartWait, and serves again; when the server refuses the credentials,
+// or no connection succeeds within reconnectFor, it returns the error, so
+// that the process exits non-zero rather than stay alive serving nothing.
+func serve(ctx context.Context, conn natsconn.Options, shard, metricsAddr string, log *slog.Logger, ready chan<- string) error {
 	reg := metricsrv.NewRegistry()
-	stop, err := query.Serve(ctx, nc, query.WithLogger(log), query.WithRegisterer(reg), query.WithShard(shard))
-	if err != nil {
-		return fmt.Errorf("start query service: %w", err)
-	}
-	defer func() { err = errors.Join(err, stop()) }()
-	var metricsURL string
 	if metricsAddr != "" {
 		url, stopMetrics, err := metricsrv.Serve(metricsAddr, reg, log)
 		if err != nil {
 			return err
 		}
-		defer func() { err = errors.Join(err, stopMetrics()) }()
-		metricsURL = url
+		defer stopMetrics()
+		log.Info("metrics", "url", url)
 	}
-	log.Info("serving", "service", dshq.QueryService, "subjects", dshq.QuerySubjectPrefix+".>", "shard", shard, "nats", conn.URL, "metrics", metricsURL)
+	nc, err := natsconn.Connect(conn)
+	if err != nil {
+		return err
+	}
+	for {
+		cause := serveOn(ctx, nc, conn, shard, reg, log, ready)
+		ready = nil
+		if ctx.Err() != nil || !errors.Is(cause, natsconn.ErrConnectionClosed) {
+			return cause
+		}
+		if nc, err = reconnect(ctx, conn, cause, log); nc == nil {
+			return err
+		}
+	}
+}
+
+// serveOn serves dsh-query on nc until ctx is done (nil) or the connection
+// closes for good (an error wrapping natsconn.ErrConnectionClosed); either
+// way the service is stopped and the connection drained.
+func serveOn(ctx context.Context, nc *nats.Conn, conn natsconn.Options, shard string, reg prometheus.Registerer, log *slog.Logger, ready chan<- string) (err error) {
+	watched, stopWatch := natsconn.WatchConnection(ctx, nc)
+	defer func() { err = errors.Join(err, natsconn.Drain(nc)) }()
+	defer stopWatch()
+	stop, err := query.Serve(watched, nc, query.WithLogger(log), query.WithRegisterer(reg), query.WithShard(shard))
+	if err != nil {
+		return fmt.Errorf("start query service: %w", err)
+	}
+	defer func() { err = errors.Join(err, stop()) }()
+	log.Info("serving", "service", dshq.QueryService, "subjects", dshq.QuerySubjectPrefix+".>", "shard", shard, "nats", natsconn.Redacted(conn.URL))
 	if ready != nil {
 		ready <- conn.URL
 	}
-	<-ctx.Done()
+	<-watched.Done()
+	if cause := context.Cause(watched); errors.Is(cause, natsconn.ErrConnectionClosed) {
+		return cause
+	}
 	return nil
+}
+
+// reconnect connects again after the connection closed for good (cause). It
+// returns a nil connection and nil error when ctx ends first.
+func reconnect(ctx context.Context, conn natsconn.Options, cause error, log *slog.Logger) (*nats.Conn, error) {
+	wait := restartWait
+	deadline := time.Now().Add(reconnectFor)
+	for {
+		log.Error("nats connection closed by the server; connecting again", "err", cause, "in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil
+		case <-t.C:
+		}
+		nc, err := natsconn.Connect(conn)
+		if err == nil {
+			log.Info("reconnected", "nats", natsconn.Redacted(conn.URL))
+			return nc, nil
+		}
+		if natsconn.IsAuthError(err) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("connect again after the connection closed (%v): %w", cause, err)
+		}
+		cause, wait = err, min(2*wait, maxRestartWait)
+	}
 }
 
 func envOr(key, def string) string {

@@ -1,5 +1,8 @@
 // Package feedcommit turns the projector's commits into live feed
-// messages (package feed). It is separate from feed so that a subscriber
+// messages (package feed), re-derives the commit of a range of records
+// from a projection snapshot (Rederive), and publishes a projector's
+// commits without a gap or a repeat across restarts and rebuilds (Feeder,
+// docs/protocol.md §5.5). It is separate from feed so that a subscriber
 // links only NATS and the vocabulary, not the projector's stores.
 package feedcommit
 

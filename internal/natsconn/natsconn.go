@@ -6,6 +6,8 @@ package natsconn
 
 import (
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,9 +50,29 @@ func Connect(o Options) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(o.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", o.URL, err)
+		return nil, fmt.Errorf("connect to %s: %w", Redacted(o.URL), err)
 	}
 	return nc, nil
+}
+
+// Redacted returns a NATS URL list with the credentials in its URLs (a
+// password, or a token in the user position) replaced by "xxxxx", for logs
+// and errors.
+func Redacted(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			continue
+		}
+		if _, ok := u.User.Password(); ok {
+			parts[i] = u.Redacted()
+		} else {
+			u.User = url.User("xxxxx")
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 func (o Options) natsOptions() ([]nats.Option, error) {

@@ -92,3 +92,16 @@ func TestConnect(t *testing.T) {
 		}
 	})
 }
+
+func TestRedactedHidesCredentialsInURLs(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"nats://127.0.0.1:4222", "nats://127.0.0.1:4222"},
+		{"nats://trusted:secret@n1:4222,nats://n2:4222", "nats://trusted:xxxxx@n1:4222,nats://n2:4222"},
+		{"nats://s3cr3t-token@n1:4222", "nats://xxxxx@n1:4222"},
+	}
+	for _, tt := range tests {
+		if got := Redacted(tt.in); got != tt.want {
+			t.Errorf("Redacted(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
