@@ -134,12 +134,12 @@ func TestDeploymentSeparatesTenants(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		none, err := toolservice.NewClient(a, "").InTenant("teamA").Call(ctx, tools.NameSessionEventRead, json.RawMessage(`{"seq":1}`))
+		none, err := toolservice.NewClient(a, "s-never-stored").InTenant("teamA").Call(ctx, tools.NameSessionEventRead, json.RawMessage(`{"seq":1}`))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(forged, none) || forged.Error == nil || forged.Error.Code != dshq.CodeToolMissingAgent || strings.Contains(forged.Text, "team B") {
-			t.Fatalf("forged caller: %+v\nno caller: %+v", forged, none)
+			t.Fatalf("forged caller: %+v\na caller never stored: %+v", forged, none)
 		}
 	})
 	t.Run("the trusted API names each session's tenant", func(t *testing.T) {

@@ -125,6 +125,9 @@ SIGTERM, and logs when it begins ("dshq shutting down") and when it is done
 				}
 			})
 			cancel(nil)
+			if uiFailed != nil && !errors.Is(err, uiFailed) {
+				err = errors.Join(uiFailed, err) // Run ends without error when its context is canceled
+			}
 			err = errors.Join(err, <-uiDone)
 			if err != nil {
 				log.Error("dshq stopped", "err", err)
