@@ -92,20 +92,21 @@ func callAt(t *testing.T, nc *nats.Conn, subject, caller, body string) string {
 
 // TestATenantCallsAsItsOwnSessionsOnly: on a tenant's tool subjects the
 // caller is bound to the tenant — another tenant's session (or one of no
-// tenant) named as Dsh-Caller-Session answers exactly as a missing caller —
+// tenant) named as Dsh-Caller-Session answers exactly as a caller that was
+// never stored —
 // and the tools see only the tenant's sessions, although every session has
 // the same cwd and the same text.
 func TestATenantCallsAsItsOwnSessionsOnly(t *testing.T) {
 	e := tenantService(t)
 	a, _ := tenanttest.ConnectTenant(t, e, "teamA")
 	at := func(tool string) string { return tenancy.ToolSubject("teamA", tool) }
-	missing := callAt(t, a, at(tools.NameSessionTrace), "", `{}`)
+	missing := callAt(t, a, at(tools.NameSessionTrace), "never-stored", `{}`)
 	if !strings.Contains(missing, `"SESSION_QUERY_TOOL_MISSING_AGENT"`) {
-		t.Fatalf("no caller: %s", missing)
+		t.Fatalf("a caller never stored: %s", missing)
 	}
 	for _, caller := range []string{"b-me", "plain-me", "nobody"} {
 		if got := callAt(t, a, at(tools.NameSessionTrace), caller, `{}`); got != missing {
-			t.Errorf("caller %s on teamA's subject: %s, want the missing caller's %s", caller, got, missing)
+			t.Errorf("caller %s on teamA's subject: %s, want the never-stored caller's %s", caller, got, missing)
 		}
 	}
 	if got := callAt(t, a, at(tools.NameSessionTrace), "a-me", `{}`); !strings.Contains(got, `"isError":false`) {
