@@ -71,7 +71,7 @@ func Serve(ctx context.Context, nc *nats.Conn, opts ...ServiceOption) (stop func
 	}
 	spec := Spec{
 		Name:        dshq.QueryService,
-		Description: "dshq trusted query API (CONTRACT §3)",
+		Description: "dshq trusted query API (docs/protocol.md §3)",
 		Metadata:    map[string]string{"shard": cfg.shard},
 		Subject:     func(endpoint string) string { return dshq.QuerySubjectPrefix + "." + endpoint },
 	}
