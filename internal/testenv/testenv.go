@@ -6,11 +6,14 @@
 // the server and the stream; StartProjector (or OpenProjector and
 // RunProjector) and ServeQuery add the rest.
 //
-// The query shard, dsh-tools and dsh-admin are not started here: their
-// tests serve them on top of this stack (engine's own tests the engine
-// under test, tools/toolstest the shard the tools read), because this
-// package cannot import what its users' internal tests build. The whole
-// `dshq serve` runs in a test through node/nodetest.
+// The layers below and above it are packages of their own, so that each
+// test links only what it starts: testnats (a server alone, for the tests
+// of the packages this stack is built from), tenanttest (the users of
+// tenant mode) and node/nodetest (the whole of `dshq serve`). The query
+// shard, dsh-tools and dsh-admin are served by their own packages' tests on
+// top of this stack (engine's tests serve the engine under test,
+// tools/toolstest the shard the tools read), since this package cannot
+// import what its users' internal tests build.
 package testenv
 
 import (
@@ -25,7 +28,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
@@ -46,8 +48,7 @@ const WaitTimeout = 30 * time.Second
 type Env struct {
 	// Server is the embedded nats-server.
 	Server *testnats.Server
-	// Conn is an in-process connection: the trusted user's when the server
-	// has tenants.
+	// Conn is an in-process connection.
 	Conn *nats.Conn
 	// JS is Conn's JetStream context.
 	JS jetstream.JetStream
@@ -61,11 +62,9 @@ type Env struct {
 }
 
 type config struct {
-	server    embedded.Config
-	stream    bus.StreamConfig
-	bare      bool
-	tenants   []string
-	configure []func(*server.Options)
+	server embedded.Config
+	stream bus.StreamConfig
+	bare   bool
 }
 
 // Option configures Start.
@@ -88,18 +87,6 @@ func StreamConfig(cfg bus.StreamConfig) Option { return func(c *config) { c.stre
 // the stream itself.
 func Unprovisioned() Option { return func(c *config) { c.bare = true } }
 
-// Tenants adds the server's users: the trusted user ("trusted", whose
-// connection Env.Conn is) and one user per tenant, named as the tenant,
-// with the permissions package tenancy generates (see ConnectTenant).
-func Tenants(names ...string) Option {
-	return func(c *config) { c.tenants = append(c.tenants, names...) }
-}
-
-// Configure adjusts the server's options (limits, TLS) after the others.
-func Configure(fn func(*server.Options)) Option {
-	return func(c *config) { c.configure = append(c.configure, fn) }
-}
-
 // Start starts the server and, unless Unprovisioned, creates the session
 // stream and the lease bucket, all stopped when t ends.
 func Start(t testing.TB, opts ...Option) *Env {
@@ -108,20 +95,8 @@ func Start(t testing.TB, opts ...Option) *Env {
 	for _, o := range opts {
 		o(&c)
 	}
-	var conn []nats.Option
-	if len(c.tenants) > 0 {
-		c.configure = append([]func(*server.Options){tenantUsers(t, c.tenants)}, c.configure...)
-		conn = append(conn, nats.UserInfo(TrustedUser, TrustedPassword), nats.Name("trusted"))
-	}
-	if len(c.configure) > 0 {
-		c.server.Configure = func(o *server.Options) {
-			for _, fn := range c.configure {
-				fn(o)
-			}
-		}
-	}
 	e := &Env{Server: testnats.Start(t, c.server), Stream: c.stream}
-	e.Conn = e.Server.Conn(t, conn...)
+	e.Conn = e.Server.Conn(t)
 	e.JS = testnats.JetStream(t, e.Conn)
 	if c.bare {
 		return e

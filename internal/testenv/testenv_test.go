@@ -74,24 +74,3 @@ func TestStack(t *testing.T) {
 		}
 	})
 }
-
-func TestTenants(t *testing.T) {
-	env := testenv.Start(t, testenv.Tenants("teamA", "teamB"))
-	nc, v := env.ConnectTenant(t, "teamA")
-	if err := nc.Publish(dshq.LogSubjectPrefix+"teamB.s-1", []byte(`{}`)); err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(testenv.WaitTimeout)
-	for len(v.Take()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("a tenant published on another tenant's subject without a violation")
-		}
-		time.Sleep(5 * time.Millisecond) // poll interval, not a wait for a condition
-	}
-	if !env.ConnectTrusted(t).IsConnected() {
-		t.Fatal("the trusted user is not connected")
-	}
-}

@@ -1,9 +1,10 @@
 // Package testnats starts the embedded nats-server with JetStream of one
-// test, shut down at the test's cleanup, and the connections to it, closed
-// there too. It is the first layer of the test stack (package testenv adds
-// the session stream, a projector and the services); the tests of the
-// packages that stack is built from (bus, query, microhost, projection,
-// feed) and of the processes that need only a server use it directly.
+// test, shut down when the test ends, and connections to it, closed then
+// too. It is the first layer of the test stack (testenv adds the stream, a
+// projector and dsh-query; tenanttest the users of tenant mode). The tests
+// of the packages that stack is built from (bus, query, microhost,
+// projection, feed) and of the processes that need only a server use it
+// directly.
 package testnats
 
 import (
