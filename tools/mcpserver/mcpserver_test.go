@@ -15,18 +15,15 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/goleak"
 
+	"github.com/dshq/dshq/internal/testenv"
 	"github.com/dshq/dshq/tools"
 	"github.com/dshq/dshq/tools/mcpserver"
 	"github.com/dshq/dshq/tools/toolservice"
 	"github.com/dshq/dshq/tools/toolstest"
 )
 
-func TestMain(m *testing.M) {
-	// Bleve starts its analysis workers once per process, at package init.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
-}
+func TestMain(m *testing.M) { testenv.VerifyNoLeaks(m) }
 
 var corpus = map[string]bool{"s-7f3c": true, "s-9a01": false, "s-b77c": false, "s-a-grand": false, "b-secret": false, "s-caller": true}
 
