@@ -6,7 +6,8 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// Service is what the tools need from the trusted query API (CONTRACT §3).
+// Service is what the tools need from the trusted query API
+// (docs/protocol.md#3-the-trusted-query-api).
 // Implementations return failures as *dshq.Error with the taxonomy's codes;
 // the tools sanitize every failure before a model sees it. query.Client is
 // adapted to it by FromQueryClient; tests use an in-memory implementation
