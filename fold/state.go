@@ -47,9 +47,8 @@ type node struct {
 	seq int64
 	typ nodeType
 	// yields is true when the node yields a model-history message
-	// (docs/events-and-surfaces.md#model-history):
-	// always for user/message and tool/result, for assistant/message only
-	// when its content is not empty.
+	// (docs/events-and-surfaces.md#model-history): always for user/message and
+	// tool/result, for assistant/message only when its content is not empty.
 	yields bool
 	digest [digestSize]byte
 }
@@ -136,10 +135,10 @@ func (s *State) Surface() []int64 {
 	return out
 }
 
-// MessageSeqs returns, in model order, the seqs of the current nodes that
-// yield a model-history message (docs/events-and-surfaces.md#model-history):
-// every user/message and tool/result,
-// and every assistant/message whose content is not empty.
+// MessageSeqs returns, in model order, the seqs of the current nodes that yield
+// a model-history message (docs/events-and-surfaces.md#model-history): every
+// user/message and tool/result, and every assistant/message whose content is
+// not empty.
 func (s *State) MessageSeqs() []int64 {
 	out := make([]int64, 0, len(s.nodes))
 	for _, n := range s.nodes {

@@ -12,8 +12,8 @@ const MaxLimit = 10000
 type EventQuery struct {
 	// SessionID is the session searched.
 	SessionID string
-	// Query is one literal phrase (docs/search.md#the-query-is-a-literal-phrase):
-	// never syntax. A query
+	// Query is one literal phrase
+	// (docs/search.md#the-query-is-a-literal-phrase): never syntax. A query
 	// whose analysis yields no token (`*`, punctuation) matches nothing.
 	Query string
 	// Filters are event filters (seq, time, type, surface), ANDed, applied

@@ -71,13 +71,13 @@ func WithoutPlaceholders() Option { return func(r *Reader) { r.noPlaceholders = 
 func WithStandardZstd() Option { return func(r *Reader) { r.standardZstd = true } }
 
 // WithUpstreamTail reads damage at the end of a log as the original does
-// (docs/file-format.md#reading-and-torn-lines)
-// instead of refusing it: final bytes without a newline (or a torn final
-// zstd frame) are dropped, and the first unparsable line, malformed row or
-// seq gap ends the log as a crash tail, unless a later parseable line (or
-// the damaged row itself) is a turn/end, in which case it is returned as
-// the error. Tail reports what was dropped. Without this option every such
-// damage is an error, which is what an import wants.
+// (docs/file-format.md#reading-and-torn-lines) instead of refusing it: final
+// bytes without a newline (or a torn final zstd frame) are dropped, and the
+// first unparsable line, malformed row or seq gap ends the log as a crash tail,
+// unless a later parseable line (or the damaged row itself) is a turn/end, in
+// which case it is returned as the error. Tail reports what was dropped.
+// Without this option every such damage is an error, which is what an import
+// wants.
 func WithUpstreamTail() Option { return func(r *Reader) { r.upstreamTail = true } }
 
 // Reader reads a session log file in the upstream JSONL layout
