@@ -10,8 +10,9 @@ import (
 	"github.com/dshq/dshq/internal/testnats"
 )
 
-// Hostile ids and bodies (CONTRACT §1) are refused before anything is
-// published: the stream is unchanged after each.
+// Hostile ids (docs/protocol.md#1-session-ids-subject-tokens-workspace-keys)
+// and bodies are refused before anything is published: the stream is unchanged
+// after each.
 func TestHostileInputIsRefusedBeforePublishing(t *testing.T) {
 	e := testnats.Start(t, embedded.Config{})
 	ctx := testCtx(t)

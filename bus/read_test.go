@@ -111,8 +111,9 @@ func TestRead_WindowsAcrossBatchesAndPages(t *testing.T) {
 	}
 }
 
-// CONTRACT §2: every record carries its deterministic msg id and the stream
-// sequence of the session's previous record.
+// docs/protocol.md#2-the-session-log-stream: every record carries its
+// deterministic msg id and the stream sequence of the session's previous
+// record.
 func TestRecords_CarryContractHeaders(t *testing.T) {
 	e := testnats.Start(t, embedded.Config{})
 	s := newStore(t, e)

@@ -225,8 +225,8 @@ func TestTenantStoreIsTheSeamWithinItsOwnSubjects(t *testing.T) {
 
 // TestTenantsStoresSeeOnlyTheirOwnNamespace: another tenant's Store and the
 // untenanted Store read their own subjects only; the same id may be created
-// in each namespace (the projection keeps the first header: docs/protocol.md
-// §2).
+// in each namespace (the projection keeps the first header:
+// docs/protocol.md#2-the-session-log-stream).
 func TestTenantsStoresSeeOnlyTheirOwnNamespace(t *testing.T) {
 	te := newTenantEnv(t, bus.StreamConfig{})
 	ctx := tctx(t)
