@@ -18,15 +18,15 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
-	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/feed"
+	"github.com/dshq/dshq/internal/testenv"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/record"
 )
 
-// feedEnv is an embedded JetStream with the session stream, the lease
-// bucket and the feed stream, a projection directory, and what the test
-// published.
+// feedEnv is the test stack (testenv: JetStream with the session stream and
+// the lease bucket) with the feed stream, a projection directory the test's
+// projectors restart on, and what the test published.
 type feedEnv struct {
 	t      *testing.T
 	ctx    context.Context
@@ -53,27 +53,8 @@ func newFeedEnv(t *testing.T, window time.Duration) *feedEnv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	emb, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { emb.Shutdown(context.Background()) })
-	nc, err := emb.InProcessConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bus.EnsureStream(ctx, js, bus.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	kv, err := bus.EnsureLeaseBucket(ctx, js, bus.StreamConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := testenv.Start(t)
+	js, kv := env.JS, env.Leases
 	if _, err := feed.EnsureStream(ctx, js, feed.StreamConfig{Duplicates: window}); err != nil {
 		t.Fatal(err)
 	}
