@@ -1,19 +1,19 @@
-// Package testenv starts, for one test, the dshq stack that the tests above
-// the projection share: an embedded nats-server with JetStream (package
-// testnats), the session stream and its lease bucket, a projector (bbolt
-// and Bleve) and dsh-query, each stopped when the test ends, in the reverse
-// order of their start. A test asks for the layers it needs: Start gives
-// the server and the stream; StartProjector (or OpenProjector and
-// RunProjector) and ServeQuery add the rest.
+// Package testenv is the test stack: it starts, for one test, an embedded
+// nats-server with JetStream (package testnats), the session stream and its
+// lease bucket, a projector (bbolt and Bleve) and dsh-query, each stopped
+// when the test ends, in the reverse order of their start; RunUntilReady
+// runs a whole node (`dshq serve` as a library) the same way. A test asks
+// for the layers it needs: Start gives the server and the stream;
+// StartProjector (or OpenProjector and RunProjector) and ServeQuery add the
+// rest; Publish, PublishLog and SetLease write as a harness does.
 //
-// The layers below and above it are packages of their own, so that each
-// test links only what it starts: testnats (a server alone, for the tests
-// of the packages this stack is built from), tenanttest (the users of
-// tenant mode) and node/nodetest (the whole of `dshq serve`). The query
-// shard, dsh-tools and dsh-admin are served by their own packages' tests on
-// top of this stack (engine's tests serve the engine under test,
-// tools/toolstest the shard the tools read), since this package cannot
-// import what its users' internal tests build.
+// The tests of the packages this stack is built from (bus, query,
+// microhost, projection, feed) use its first layer, testnats, directly, and
+// tenanttest adds the users of tenant mode to it. The query shard,
+// dsh-tools and dsh-admin are served by their own packages' tests on top of
+// this stack (engine's tests serve the engine under test, tools/toolstest
+// the shard the tools read): this package cannot import what its users'
+// internal tests build.
 package testenv
 
 import (
