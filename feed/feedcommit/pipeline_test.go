@@ -271,7 +271,8 @@ func checkPipelineFeed(t *testing.T, all []feed.Message, logs map[string][][]byt
 				t.Fatalf("session %q: event %d has seq %d", id, i, seq)
 			}
 		}
-		// UPSTREAM §2.5: seq 15 replaces the surface nodes 1, 5 and 7.
+		// The worked example (docs/events-and-surfaces.md#a-worked-example):
+		// seq 15 replaces the surface nodes 1, 5 and 7.
 		if len(s.shadowed) != 3 || s.shadowed[1] != 15 || s.shadowed[5] != 15 || s.shadowed[7] != 15 {
 			t.Fatalf("session %q: shadowed %v, want 1, 5, 7 by 15", id, s.shadowed)
 		}
