@@ -318,7 +318,7 @@ func waitFeed(t *testing.T, js jetstream.JetStream, gen uint64) {
 func TestRun_TheFeedNeitherDropsNorRepeatsAcrossRebuildsAndRestarts(t *testing.T) {
 	home := t.TempDir()
 	const window = 100 * time.Millisecond
-	logs := &logBuffer{}
+	logs := &testenv.Buffer{}
 	base := Config{Home: home, Listen: "127.0.0.1:0", RelaxedSync: true, Parts: Parts{Projector: true},
 		Projection: ProjectionConfig{BatchSize: 3}, Feed: FeedConfig{Duplicates: window},
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}

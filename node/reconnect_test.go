@@ -1,15 +1,15 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/dshq/dshq/internal/testenv"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -21,24 +21,6 @@ import (
 	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/tools/toolservice"
 )
-
-// logBuffer collects a node's log lines.
-type logBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // serves waits until the node answers a query and a tool call over nc.
 func serves(t *testing.T, nc *nats.Conn, what string) {
@@ -73,7 +55,7 @@ func TestRun_AConnectionTheServerClosesIsReplacedAndTheNodeServesAgain(t *testin
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			conns := make(chan *nats.Conn, 4)
-			logs := &logBuffer{}
+			logs := &testenv.Buffer{}
 			n := start(t, Config{Home: t.TempDir(), Conn: tt.conn(t), Listen: "127.0.0.1:0", RelaxedSync: true, Parts: All,
 				Logger: slog.New(slog.NewTextHandler(logs, nil)), onConnect: func(nc *nats.Conn) { conns <- nc }})
 			client, js := dial(t, n.Info.ClientURL)
@@ -116,7 +98,7 @@ func TestRun_ANodeWhoseCredentialsTheServerRefusesExitsWithTheReason(t *testing.
 			o.Users = []*server.User{{Username: "dshq", Password: "first"}}
 			opts = o
 		}})
-	logs := &logBuffer{}
+	logs := &testenv.Buffer{}
 	n := start(t, Config{Home: t.TempDir(), Conn: natsconn.Options{URL: e.ClientURL(), User: "dshq", Password: "first"},
 		Parts: Parts{Query: true, Tools: true}, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 

@@ -1,7 +1,6 @@
 package feedcommit
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -101,7 +100,7 @@ type lifeOf struct {
 	e        *feedEnv
 	p        *projection.Projector
 	f        *Feeder
-	log      *logBuffer
+	log      *testenv.Buffer
 	stopLoop context.CancelFunc
 	loopDone chan error
 	stopFeed context.CancelFunc
@@ -115,7 +114,7 @@ func (e *feedEnv) start(batch int, opts ...FeederOption) *lifeOf {
 	// With a short duplicate window, what earlier lives stored is outside
 	// it: the server would store a message published again.
 	time.Sleep(e.window)
-	l := &lifeOf{e: e, log: &logBuffer{}, loopDone: make(chan error, 1), feedDone: make(chan error, 1)}
+	l := &lifeOf{e: e, log: &testenv.Buffer{}, loopDone: make(chan error, 1), feedDone: make(chan error, 1)}
 	logger := slog.New(slog.NewTextHandler(l.log, nil))
 	l.f = NewFeeder(feed.NewPublisher(e.js), append([]FeederOption{WithFeederLogger(logger)}, opts...)...)
 	p, err := projection.Open(e.ctx, e.js, e.dir, projection.WithOnCommit(l.f.Hook), projection.WithBatchSize(batch), projection.WithLogger(logger))
@@ -372,7 +371,7 @@ func TestFeeder_APartlyPublishedCommitIsCompletedWithWhatItLacks(t *testing.T) {
 // projector dies in the middle of the publication.
 func (e *feedEnv) publishPart(after, through uint64, den int) {
 	e.t.Helper()
-	p, err := projection.Open(e.ctx, e.js, e.dir, projection.WithLogger(slog.New(slog.NewTextHandler(&logBuffer{}, nil))))
+	p, err := projection.Open(e.ctx, e.js, e.dir, projection.WithLogger(slog.New(slog.NewTextHandler(&testenv.Buffer{}, nil))))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -439,22 +438,4 @@ func TestFeeder_AFailedPublicationIsPublishedWithTheNextCommit(t *testing.T) {
 			e.restartsRepublishNothing(2, 3)
 		})
 	}
-}
-
-// logBuffer collects a test's log lines.
-type logBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,7 +1,6 @@
 package mcpserver_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -196,7 +194,7 @@ func TestMCPEndToEnd(t *testing.T) {
 	t.Run("a DSH_SESSION_ID that names no stored session says so, to the model and on the log", func(t *testing.T) {
 		cfg := mcpserver.ConfigFromEnv(func(string) string { return "ghost" }, "")
 		cfg.Conn = p.Conn
-		logged := &lockedBuffer{}
+		logged := &testenv.Buffer{}
 		cfg.Logger = slog.New(slog.NewTextHandler(logged, nil))
 		cs := connect(t, cfg)
 		res := callTool(t, cs, calls[0].tool, calls[0].args)
@@ -267,7 +265,7 @@ func TestRunAnswersWhatItReadBeforeItsInputEnded(t *testing.T) {
 		"an input read one byte at a time":     func() io.Reader { return iotest.OneByteReader(strings.NewReader(in)) },
 	} {
 		t.Run(name, func(t *testing.T) {
-			var out lockedBuffer
+			var out testenv.Buffer
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			if err := mcpserver.Run(ctx, r(), &out, mcpserver.Config{Conn: p.Conn, SessionID: "s-7f3c"}); err != nil {
@@ -301,22 +299,4 @@ func keys(m map[string]json.RawMessage) []string {
 		out = append(out, k)
 	}
 	return out
-}
-
-// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
