@@ -30,11 +30,11 @@ const (
 // (default tenancy.Options).
 func Start(t testing.TB, tenants ...string) *testnats.Server {
 	t.Helper()
-	return testnats.Start(t, embedded.Config{Sync: embedded.SyncRelaxed, Configure: Configure(t, tenants...)})
+	return testnats.Start(t, embedded.Config{Sync: embedded.SyncRelaxed, Configure: users(t, tenants)})
 }
 
-// ServerPermissions converts p to nats-server's permissions.
-func ServerPermissions(p tenancy.Permissions) *server.Permissions {
+// serverPermissions converts p to nats-server's permissions.
+func serverPermissions(p tenancy.Permissions) *server.Permissions {
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: p.PublishAllow, Deny: p.PublishDeny},
 		Subscribe: &server.SubjectPermission{Allow: p.SubscribeAllow},
@@ -42,10 +42,9 @@ func ServerPermissions(p tenancy.Permissions) *server.Permissions {
 	}
 }
 
-// Configure returns the server option hook (embedded.Config.Configure)
-// adding the trusted user and one user per tenant, for a server Start does
-// not fit.
-func Configure(t testing.TB, tenants ...string) func(*server.Options) {
+// users returns the server option hook (embedded.Config.Configure) adding
+// the trusted user and one user per tenant.
+func users(t testing.TB, tenants []string) func(*server.Options) {
 	t.Helper()
 	users := []*server.User{{Username: TrustedUser, Password: TrustedPassword}}
 	for _, name := range tenants {
@@ -53,7 +52,7 @@ func Configure(t testing.TB, tenants ...string) func(*server.Options) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		users = append(users, &server.User{Username: name, Password: TenantPassword, Permissions: ServerPermissions(p)})
+		users = append(users, &server.User{Username: name, Password: TenantPassword, Permissions: serverPermissions(p)})
 	}
 	return func(o *server.Options) { o.Users = users }
 }

@@ -74,11 +74,6 @@ type Option func(*config)
 // that dial, such as a command run in the test.
 func Listen() Option { return func(c *config) { c.server.Listen = "127.0.0.1:0" } }
 
-// SyncAlways makes the server sync every JetStream write to disk, as
-// `dshq serve` does by default; without it the stack uses the periodic
-// sync, since a test needs no power-loss durability.
-func SyncAlways() Option { return func(c *config) { c.server.Sync = embedded.SyncAlways } }
-
 // StreamConfig provisions the stream and the lease bucket with cfg
 // (default: bus's defaults).
 func StreamConfig(cfg bus.StreamConfig) Option { return func(c *config) { c.stream = cfg } }
@@ -87,7 +82,8 @@ func StreamConfig(cfg bus.StreamConfig) Option { return func(c *config) { c.stre
 // the stream itself.
 func Unprovisioned() Option { return func(c *config) { c.bare = true } }
 
-// Start starts the server and, unless Unprovisioned, creates the session
+// Start starts the server (with the periodic sync: a test needs no
+// power-loss durability) and, unless Unprovisioned, creates the session
 // stream and the lease bucket, all stopped when t ends.
 func Start(t testing.TB, opts ...Option) *Env {
 	t.Helper()
