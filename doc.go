@@ -6,7 +6,7 @@
 // named after what they wrap (bus for NATS, projection for bbolt, index for
 // Bleve) implement it.
 //
-// Wire shapes follow CONTRACT.md and the seed types: field names are the JSON
+// Wire shapes follow docs/protocol.md and the seed types: field names are the JSON
 // names, absent optionals are omitted, and every event keeps the exact bytes it
 // was written with (Event.Raw) so that nothing is lost on a round trip.
 package dshq

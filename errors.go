@@ -8,8 +8,8 @@ import (
 // Code is a stable, machine-routable failure code.
 type Code string
 
-// The closed query taxonomy (UPSTREAM §5.10) and the contract's additions
-// (CONTRACT §3).
+// The closed query taxonomy and dshq's additions to it
+// (docs/query.md#error-codes).
 const (
 	CodeAborted           Code = "SESSION_QUERY_ABORTED"
 	CodeCorruptSession    Code = "SESSION_QUERY_CORRUPT_SESSION"
@@ -37,7 +37,7 @@ const (
 	// CodeReplyTooLarge: an unpageable reply that would exceed the payload.
 	CodeReplyTooLarge Code = "SESSION_QUERY_REPLY_TOO_LARGE"
 
-	// Tool codes (UPSTREAM §6).
+	// Tool codes (docs/tools.md#sanitized-errors).
 	CodeToolMissingAgent  Code = "SESSION_QUERY_TOOL_MISSING_AGENT"
 	CodeToolUnauthorized  Code = "SESSION_QUERY_TOOL_UNAUTHORIZED"
 	CodeToolNoCurrentStep Code = "SESSION_QUERY_TOOL_NO_CURRENT_STEP"

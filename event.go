@@ -5,7 +5,7 @@ import "encoding/json"
 // Surface is an event's placement in the folded session surface.
 type Surface string
 
-// The three surfaces (UPSTREAM §3.2).
+// The three surfaces (docs/events-and-surfaces.md#classification).
 const (
 	SurfaceCurrent  Surface = "current"
 	SurfaceShadowed Surface = "shadowed"
@@ -30,7 +30,8 @@ func IsSurfaceType(t string) bool {
 	return t == TypeUserMessage || t == TypeAssistantMessage || t == TypeToolResult
 }
 
-// Event is one log entry, the upstream envelope (UPSTREAM §2.1). The decoded
+// Event is one log entry, the upstream envelope
+// (docs/events-and-surfaces.md#the-event-envelope). The decoded
 // fields are for processing; Raw holds the record exactly as it was written,
 // and is what is stored, exported and returned, so that every JSON value
 // survives a round trip.
@@ -75,7 +76,7 @@ type SearchDocument struct {
 }
 
 // Title is the latest session/title of a session with the seq and time of the
-// event that set it (UPSTREAM §2.3).
+// event that set it (docs/events-and-surfaces.md#titles).
 type Title struct {
 	Title       string          `json:"title"`
 	MessageSeqs []int64         `json:"messageSeqs"`

@@ -1,6 +1,7 @@
 package dshq
 
-// Header format versions a reader accepts (CONTRACT §2).
+// Header format versions a reader accepts
+// (docs/protocol.md#2-the-session-log-stream).
 const (
 	// FormatVersion0 is the original G0 header: seedLength instead of isSeeded.
 	FormatVersion0 = 0
@@ -26,7 +27,8 @@ const (
 )
 
 // Header is a session header in version 2 shape, the form every reply carries
-// whatever version the log was written in (CONTRACT §3). Version is always 2.
+// whatever version the log was written in
+// (docs/protocol.md#3-the-trusted-query-api). Version is always 2.
 type Header struct {
 	Version         int     `json:"version"`
 	ID              string  `json:"id"`

@@ -2,7 +2,7 @@ package dshq
 
 import "encoding/json"
 
-// Query API limits (UPSTREAM §5.5, §5.8; CONTRACT §3).
+// Query API limits (docs/search.md#limits, docs/query.md#event-read-windows).
 const (
 	DefaultSearchLimit = 20
 	MaxSearchLimit     = 100
@@ -23,15 +23,16 @@ type SessionRecord struct {
 	Header Header `json:"header"`
 	// Tenant is the tenant whose log subject holds the session
 	// (dsh.log.<tenant>.<token>), "" (and absent on the wire) for a session
-	// of no tenant. An addition to the contract (docs/protocol.md §3).
+	// of no tenant. An addition to the contract
+	// (docs/protocol.md#3-the-trusted-query-api).
 	Tenant    string `json:"tenant,omitempty"`
 	Live      bool   `json:"live"`
 	Persisted bool   `json:"persisted"`
 }
 
-// Filter kinds (docs/query.md), and FilterTenant (an addition to the
-// contract, docs/protocol.md §3): a session's tenant; a null value matches
-// the sessions of no tenant.
+// Filter kinds (docs/query.md), and FilterTenant (an addition to the contract,
+// docs/protocol.md#3-the-trusted-query-api): a session's tenant; a null value
+// matches the sessions of no tenant.
 const (
 	FilterID           = "id"
 	FilterTenant       = "tenant"
@@ -140,8 +141,8 @@ type LineageNode struct {
 	Descendants []LineageNode `json:"descendants"`
 }
 
-// LineageTrace is the sessions.trace reply (UPSTREAM §5.7). Exactly one of
-// Root (Complete) and UnresolvedParentID (!Complete) is set.
+// LineageTrace is the sessions.trace reply (docs/lineage.md#tracing-a-lineage).
+// Exactly one of Root (Complete) and UnresolvedParentID (!Complete) is set.
 type LineageTrace struct {
 	Target             SessionRecord   `json:"target"`
 	Ancestors          []SessionRecord `json:"ancestors"`
@@ -160,7 +161,7 @@ type EventReadRequest struct {
 	After     int64  `json:"after,omitempty"`
 }
 
-// EventWindow is the events.read reply (UPSTREAM §5.8).
+// EventWindow is the events.read reply (docs/query.md#event-read-windows).
 type EventWindow struct {
 	Session             Header  `json:"session"`
 	InheritedEventCount int64   `json:"inheritedEventCount"`
@@ -177,7 +178,7 @@ type EventTraceRequest struct {
 	Seq       int64  `json:"seq"`
 }
 
-// EventTrace is the events.trace reply (UPSTREAM §5.9).
+// EventTrace is the events.trace reply (docs/events-and-surfaces.md#event-traces).
 type EventTrace struct {
 	Session           Header      `json:"session"`
 	Target            EventRecord `json:"target"`
@@ -210,7 +211,8 @@ type TitleResult struct {
 	Reason    *ErrorBody  `json:"reason,omitempty"`
 }
 
-// SurfaceSnapshot is the sessions.surface reply (UPSTREAM §5.3).
+// SurfaceSnapshot is the sessions.surface reply
+// (docs/query.md#the-current-surface).
 type SurfaceSnapshot struct {
 	Session             Header  `json:"session"`
 	InheritedEventCount int64   `json:"inheritedEventCount"`

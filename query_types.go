@@ -3,9 +3,9 @@ package dshq
 import "encoding/json"
 
 // Request and reply shapes of the trusted query API that query.go does not
-// already name (CONTRACT §3). Every request may also carry minGeneration and
-// timeoutMs; the Go client adds them from its call options, so they are not
-// fields here.
+// already name (docs/protocol.md#3-the-trusted-query-api). Every request may
+// also carry minGeneration and timeoutMs; the Go client adds them from its call
+// options, so they are not fields here.
 
 // SessionListRequest is the sessions.list request.
 type SessionListRequest struct {

@@ -10,12 +10,12 @@ type SessionInfo struct {
 	Header HeaderRecord
 	// Token is the session's subject token.
 	Token string
-	// Tenant is the tenant whose log subject (dsh.log.<tenant>.<token>)
-	// holds the session; "" for a session of the untenanted namespace
+	// Tenant is the tenant whose log subject (dsh.log.<tenant>.<token>) holds
+	// the session; "" for a session of the untenanted namespace
 	// (dsh.log.<token>). The server's permissions guarantee it: a tenant
-	// publishes only on its own subjects (docs/protocol.md §2). The
-	// session's log key, which also keys its write lease, is
-	// record.LogKey(Tenant, Token).
+	// publishes only on its own subjects
+	// (docs/protocol.md#2-the-session-log-stream). The session's log key, which
+	// also keys its write lease, is record.LogKey(Tenant, Token).
 	Tenant string
 	// HeaderSeq is the stream sequence of the header record: the generation
 	// at which the session appeared.

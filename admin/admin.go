@@ -9,7 +9,7 @@
 // cancels it and waits); clients follow it by polling status until the new
 // projection is swapped in or the rebuild failed. Failures answer with the micro
 // error headers and the {"error":{code,message}} body of the query API
-// (CONTRACT §3), so Client returns a *dshq.Error.
+// (docs/protocol.md#3-the-trusted-query-api), so Client returns a *dshq.Error.
 //
 // The admin API is for trusted operators: deployments give harness
 // credentials no access to dsh.admin.>.

@@ -2,65 +2,32 @@ package admin
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
-
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testenv"
+	"github.com/dshq/dshq/internal/testnats"
 	"github.com/dshq/dshq/projection"
 )
 
-func TestMain(m *testing.M) {
-	// Bleve starts its analysis workers at package init; they live for the
-	// process.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
-}
+func TestMain(m *testing.M) { testenv.VerifyNoLeaks(m) }
 
-// fixture is an embedded server with the session stream, a projector (not
-// yet running) and dsh-admin serving it.
+// fixture is a test's stack with a projector (not yet running) and
+// dsh-admin serving it.
 type fixture struct {
-	nc     *nats.Conn
-	js     jetstream.JetStream
+	env    *testenv.Env
 	p      *projection.Projector
 	client *Client
-	last   uint64
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	ctx := context.Background()
-	emb, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = emb.Shutdown(context.Background()) })
-	nc, err := emb.InProcessConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bus.EnsureStream(ctx, js, bus.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	p, err := projection.Open(ctx, js, t.TempDir(), projection.WithLogger(log))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	stop, err := Serve(ctx, nc, p, WithLogger(log))
+	env := testenv.Start(t)
+	p := env.OpenProjector(t)
+	stop, err := Serve(context.Background(), env.Conn, p, WithLogger(testenv.Quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,30 +36,15 @@ func newFixture(t *testing.T) *fixture {
 			t.Errorf("stop: %v", err)
 		}
 	})
-	return &fixture{nc: nc, js: js, p: p, client: NewClient(nc)}
+	return &fixture{env: env, p: p, client: NewClient(env.Conn)}
 }
 
 // run runs the projector until the test ends.
-func (f *fixture) run(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.p.Run(ctx) }()
-	// Registered after newFixture's cleanups, so it runs before them.
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("projector: %v", err)
-		}
-	})
-}
+func (f *fixture) run(t *testing.T) { f.env.RunProjector(t, f.p) }
 
 func (f *fixture) publish(t *testing.T, subject, data string) {
 	t.Helper()
-	ack, err := f.js.Publish(context.Background(), subject, []byte(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.last = ack.Sequence
+	f.env.Publish(t, subject, []byte(data))
 }
 
 func (f *fixture) session(t *testing.T, id string) {
@@ -119,7 +71,7 @@ func TestStats(t *testing.T) {
 	})
 
 	f.run(t)
-	if err := f.p.WaitGeneration(ctx, f.last); err != nil {
+	if err := f.p.WaitGeneration(ctx, f.env.Last()); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("applied records are counted as sessions, events and quarantined records", func(t *testing.T) {
@@ -171,17 +123,8 @@ func TestStats(t *testing.T) {
 }
 
 func TestClientWithoutService(t *testing.T) {
-	emb, err := embedded.Start(context.Background(), embedded.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emb.Shutdown(context.Background())
-	nc, err := emb.InProcessConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	_, err = NewClient(nc).Stats(context.Background())
+	nc := testnats.Start(t, embedded.Config{}).Conn(t)
+	_, err := NewClient(nc).Stats(context.Background())
 	if dshq.ErrorCode(err) != dshq.CodeIndexFailed || !strings.Contains(err.Error(), "no projector serves dsh-admin") {
 		t.Errorf("got %v", err)
 	}

@@ -1,14 +1,16 @@
-// Package authz holds the workspace rules of the model-facing tools (UPSTREAM
-// §6.4): who the caller is, which sessions it may see, how a parent filter is
-// pre-authorized so that hidden and missing sessions are indistinguishable,
-// and how a lineage is pruned at the workspace boundary.
+// Package authz holds the workspace rules of the model-facing tools
+// (docs/tools.md#workspace-authorization): who the caller is, which sessions it
+// may see, how a parent filter is pre-authorized so that hidden and missing
+// sessions are indistinguishable, and how a lineage is pruned at the workspace
+// boundary.
 //
-// A workspace is a tenant and a cwd (docs/protocol.md §4): a caller sees
-// only sessions of its own tenant (the tenant whose log subject holds them;
-// none for the untenanted namespace), and of those only its own session and
-// the sessions with exactly its cwd. A call that arrived on a tenant's tool
-// subjects (NewTenantCaller) is further bound to that tenant: a caller of
-// another tenant is no caller at all.
+// A workspace is a tenant and a cwd
+// (docs/protocol.md#4-the-model-facing-tools): a caller sees only sessions of
+// its own tenant (the tenant whose log subject holds them; none for the
+// untenanted namespace), and of those only its own session and the sessions
+// with exactly its cwd. A call that arrived on a tenant's tool subjects
+// (NewTenantCaller) is further bound to that tenant: a caller of another tenant
+// is no caller at all.
 //
 // It is pure: it takes values (records observed from the projection, never
 // from model arguments) and returns values. Every rule fails closed:

@@ -21,7 +21,7 @@
 //     in a new on-disk index with the default mapping, queried in process
 //     with a phrase query (top 21, no grouping by session, no snippets).
 //   - SQLite FTS5 (FTS, modernc.org/sqlite): the original design's search
-//     (UPSTREAM §5.5: unicode61, one literal phrase, match-count ranking
+//     (docs/search.md#ranking: unicode61, one literal phrase, match-count ranking
 //     from highlight(), best document per session, metadata predicates
 //     before ranking, snippets) over the same documents, plus the raw logs
 //     and the sessions table for event windows and lineage. Event traces

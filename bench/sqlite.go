@@ -15,7 +15,7 @@ import (
 	"github.com/dshq/dshq/record"
 )
 
-// FTS is the original design's search backend (UPSTREAM §5.5): an FTS5
+// FTS is the original design's search backend (docs/search.md#ranking): an FTS5
 // table with the unicode61 tokenizer, one literal phrase per query,
 // match-count ranking (highlight regions), sessions grouped by their best
 // document. It also holds the raw logs, so that event windows and lineage
@@ -114,7 +114,8 @@ var markerFix = strings.NewReplacer("\x00", "\uFFFD", "\uFDD0", "\uFFFD", "\uFDD
 
 func sanitize(s string) string { return markerFix.Replace(s) }
 
-// phrase makes a query one literal FTS5 phrase (UPSTREAM §5.5).
+// phrase makes a query one literal FTS5 phrase
+// (docs/search.md#the-query-is-a-literal-phrase).
 func phrase(q string) string {
 	q = sanitize(strings.Join(strings.Fields(q), " "))
 	return `"` + strings.ReplaceAll(q, `"`, `""`) + `"`
@@ -193,7 +194,7 @@ func (f *FTS) search(ctx context.Context, q string, args ...any) ([]FTSHit, erro
 	return out, rows.Err()
 }
 
-// snippet is the original's snippet rule (UPSTREAM §5.5) on highlighted
+// snippet is the original's snippet rule (docs/search.md#snippets) on highlighted
 // text.
 func snippet(hl string, limit int) string {
 	matchStart := -1
@@ -272,9 +273,9 @@ func (f *FTS) ReadWindow(ctx context.Context, sessionID string, seq, before, aft
 	return n, nil
 }
 
-// Trace is the original's traceSession (UPSTREAM §5.7) over the sessions
-// table: ancestors nearest first, then the descendant forest, iteratively.
-// It returns the number of records in the trace.
+// Trace is the original's traceSession (docs/lineage.md#tracing-a-lineage) over
+// the sessions table: ancestors nearest first, then the descendant forest,
+// iteratively. It returns the number of records in the trace.
 func (f *FTS) Trace(ctx context.Context, sessionID string) (int, error) {
 	parentOf := func(id string) (string, bool, error) {
 		var p sql.NullString
@@ -336,7 +337,8 @@ func (f *FTS) children(ctx context.Context, id string) ([]string, error) {
 }
 
 // foldSession is the original's read path for surface-dependent reads
-// (UPSTREAM §5.9, §3): load the session's whole log and fold it.
+// (docs/events-and-surfaces.md#event-traces): load the session's whole log
+// and fold it.
 func (f *FTS) foldSession(ctx context.Context, sessionID string) (*fold.Result, error) {
 	var header string
 	if err := f.db.QueryRowContext(ctx, `SELECT header FROM persisted_sessions WHERE id = ?`, sessionID).Scan(&header); err != nil {

@@ -10,7 +10,7 @@ import (
 // reads it as it always has (streamReader: stream info and batched direct
 // gets, which name any subject); a tenant's Store reads only its own log
 // subjects, in the forms its permissions allow (tenantReader:
-// docs/protocol.md §2).
+// docs/protocol.md#2-the-session-log-stream).
 type logReader interface {
 	// first returns the first record of subject at or after stream
 	// sequence seq; jetstream.ErrMsgNotFound when there is none.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testnats"
 )
 
 // BenchmarkAppend measures Append throughput (events/s) and Append→ack
@@ -28,7 +29,7 @@ func BenchmarkAppend(b *testing.B) {
 		policy embedded.SyncPolicy
 	}{{"sync=always", embedded.SyncAlways}, {"sync=relaxed", embedded.SyncRelaxed}} {
 		b.Run(sync.name, func(b *testing.B) {
-			e := startServer(b, embedded.Config{Sync: sync.policy})
+			e := testnats.Start(b, embedded.Config{Sync: sync.policy})
 			s := newStore(b, e)
 			seq := newStore(b, e, WithAtomicMin(0))
 			atomic := newStore(b, e, WithAtomicMin(2))
@@ -80,8 +81,8 @@ func benchAppend(b *testing.B, s *Store, n int) {
 
 // benchRaw publishes the same kind of records with plain synchronous
 // JetStream publishes (msg id, no expected sequence): the bus's own limit.
-func benchRaw(b *testing.B, e *embedded.Server) {
-	nc := connect(b, e)
+func benchRaw(b *testing.B, e *testnats.Server) {
+	nc := e.Conn(b)
 	s, err := NewStore(context.Background(), nc)
 	if err != nil {
 		b.Fatal(err)
@@ -121,7 +122,7 @@ func reportLatency(b *testing.B, lat []time.Duration, eventsPerSec float64) {
 //
 //	go test -run '^$' -bench BenchmarkRead ./bus
 func BenchmarkRead(b *testing.B) {
-	e := startServer(b, embedded.Config{Sync: embedded.SyncRelaxed})
+	e := testnats.Start(b, embedded.Config{Sync: embedded.SyncRelaxed})
 	s := newStore(b, e)
 	ctx := context.Background()
 	w, err := s.Create(ctx, header("read-bench"))

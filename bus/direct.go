@@ -28,7 +28,8 @@ type directGetRequest struct {
 }
 
 // Record is one record as stored on a session subject: its bytes exactly as
-// published, its stream sequence and its Nats-Msg-Id (CONTRACT §2).
+// published, its stream sequence and its Nats-Msg-Id
+// (docs/protocol.md#2-the-session-log-stream).
 type Record struct {
 	// Data is the record (the header record or one event), as published.
 	Data []byte

@@ -1,12 +1,14 @@
 // Package bus is dshq's NATS layer: provisioning of the session log stream and
 // the write-lease bucket, and the harness SDK — the persistence seam of
-// UPSTREAM §8.1 on JetStream (Store and Handle). It links no nats-server: the
+// docs/sdk.md#the-persistence-seam on JetStream (Store and Handle). It links no
+// nats-server: the
 // embedded server is package embedded.
 //
 // # Records
 //
 // The stream is the only source of truth. Every session's records live on the
-// subject dsh.log.<token> (CONTRACT §2): the header record first, then one
+// subject dsh.log.<token> (docs/protocol.md#2-the-session-log-stream): the
+// header record first, then one
 // event per record with seq contiguous from 0. Every record is published with
 // Nats-Msg-Id <token>:h or <token>:<seq>, so a retried publish is never
 // stored twice within the stream's duplicate window.
@@ -16,7 +18,8 @@
 // A tenant's Store (WithTenant) keeps its sessions on
 // dsh.log.<tenant>.<token>, with msg ids <tenant>.<token>:h and
 // <tenant>.<token>:<seq> and leases under <tenant>.<token>, and works within
-// the NATS permissions a tenant gets (package tenancy, docs/protocol.md §2):
+// the NATS permissions a tenant gets (package tenancy,
+// docs/protocol.md#2-the-session-log-stream):
 // it provisions and inspects nothing, reads the last record of a subject by
 // the subject form of direct get and everything else through push consumers
 // on its own subjects delivering to its own inbox, and writes and reads its
@@ -31,7 +34,8 @@
 // An Append of fewer than DefaultAtomicMin records (WithAtomicMin) is
 // published record by record, each with Nats-Expected-Last-Subject-Sequence
 // set to the exact stream sequence of the session's previous record (0 for the
-// header), as CONTRACT §2 says. A larger Append is published as atomic batches
+// header), as docs/protocol.md#2-the-session-log-stream says. A larger Append
+// is published as atomic batches
 // (nats-server 2.12+; the stream has allow_atomic): nats.go v1.55 has no
 // client helper, so the SDK sets Nats-Batch-Id, Nats-Batch-Sequence and
 // Nats-Batch-Commit itself, sends the staged records without a reply and the
@@ -77,7 +81,8 @@
 // same msg ids, expected-sequence chaining, atomic-batch threshold, retries
 // and settlement — but validates it with the lenient fold the projector
 // reads with, not the strict one Append enforces: strict in what harnesses
-// write, liberal in what a shared corpus reads (DESIGN.md). It holds the
+// write, liberal in what a shared corpus reads
+// (docs/events-and-surfaces.md#strict-and-lenient-validation). It holds the
 // session's write lease while it works, so it never races a harness, and it
 // is idempotent: a log stored already is present, a stored prefix is
 // continued, anything else is ErrLogConflict. An import whose retries ran
@@ -91,7 +96,8 @@
 // at once and to others after its first Append or Flush. Revision is the
 // stream sequence of the session's last record and EventCount comes from the
 // stream's per-subject message count. List skips subjects whose token or
-// header record is invalid (they hold no session, CONTRACT §3). Durability
+// header record is invalid (they hold no session:
+// docs/events-and-surfaces.md#invalid-records-and-quarantine). Durability
 // of an acknowledged record is the server's: with sync always (the embedded
 // default) it is on disk; Flush materialises and waits for nothing else.
 package bus

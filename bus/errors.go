@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Sentinels of the persistence seam (UPSTREAM §8.1). Every error the Store and
+// Sentinels of the persistence seam (docs/sdk.md#errors). Every error the Store and
 // Handle return for one of these conditions is an *Error that matches its
 // sentinel with errors.Is and carries a message in the upstream wording.
 var (
@@ -46,7 +46,7 @@ var (
 	// stream-wide, within the duplicate window). Nothing of that append
 	// was stored and the handle stays usable; the id is free again after
 	// the stream's duplicate window. Unguessable session ids keep it from
-	// happening (docs/protocol.md §2).
+	// happening (docs/protocol.md#2-the-session-log-stream).
 	ErrMsgIDInUse = errors.New("record msg id already in use")
 )
 

@@ -177,7 +177,8 @@ func runWriter(ctx context.Context, t *testing.T, url string, w, n, rounds, maxB
 
 // startFaultServer starts an embedded server with the fault tests' sync
 // policy on loopback port port ("0" = a free one) in dir, where a restart
-// finds the same store. The caller shuts it down.
+// finds the same store. The caller shuts it down: a test restarts it on the
+// same directory and port, which testnats, one server per test, does not do.
 func startFaultServer(dir, port string) (*embedded.Server, error) {
 	return embedded.Start(context.Background(), embedded.Config{Dir: dir, Listen: "127.0.0.1:" + port, Sync: faultSync})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testnats"
 	"github.com/dshq/dshq/record"
 )
 
@@ -29,7 +30,7 @@ func FuzzAppendRaw(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	e := startServer(f, embedded.Config{Sync: embedded.SyncRelaxed})
+	e := testnats.Start(f, embedded.Config{Sync: embedded.SyncRelaxed})
 	s := newStore(f, e)
 	ctx := context.Background()
 	n := 0

@@ -15,10 +15,10 @@ import (
 	"github.com/dshq/dshq/record"
 )
 
-// Handle is a single-owner handle on one session (UPSTREAM §8.1
-// SessionHandle). A write handle holds the session's write lease until Close;
-// its heartbeat goroutine is stopped by Close. A Handle is safe for
-// concurrent use; its operations are serialised.
+// Handle is a single-owner handle on one session (the original's SessionHandle,
+// docs/sdk.md#the-persistence-seam). A write handle holds the session's write
+// lease until Close; its heartbeat goroutine is stopped by Close. A Handle is
+// safe for concurrent use; its operations are serialised.
 type Handle struct {
 	store *Store
 	id    string

@@ -7,63 +7,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"go.uber.org/goleak"
-
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testnats"
 	"github.com/dshq/dshq/record"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// Now and then (3 of 13 full runs, never with the fault test or the
-		// other tests alone) one nats-server v2.15.2 file store outlives the
-		// Shutdown of its server: its state flush loop, the access-time
-		// ticker it registered, or an idle message block flush loop remain.
-		// They are the server's goroutines and cannot be stopped from
-		// outside; every other goroutine, ours and the server's, is still
-		// checked.
-		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*msgBlock).flushLoop"),
-		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*fileStore).flushStreamStateLoop"),
-		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server/ats.Register.func1"),
-	)
-}
-
-// startServer starts an embedded server in a fresh temp dir, shut down at
-// the end of the test.
-func startServer(t testing.TB, cfg embedded.Config) *embedded.Server {
-	t.Helper()
-	if cfg.Dir == "" {
-		cfg.Dir = t.TempDir()
-	}
-	e, err := embedded.Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("start embedded: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := e.Shutdown(context.Background()); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	return e
-}
-
-// connect returns an in-process connection closed at the end of the test.
-func connect(t testing.TB, e *embedded.Server, opts ...nats.Option) *nats.Conn {
-	t.Helper()
-	nc, err := e.InProcessConn(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
+func TestMain(m *testing.M) { testnats.VerifyNoLeaks(m) }
 
 // newStore returns a Store on a fresh in-process connection to e.
-func newStore(t testing.TB, e *embedded.Server, opts ...Option) *Store {
+func newStore(t testing.TB, e *testnats.Server, opts ...Option) *Store {
 	t.Helper()
-	s, err := NewStore(context.Background(), connect(t, e), opts...)
+	s, err := NewStore(context.Background(), e.Conn(t), opts...)
 	if err != nil {
 		t.Fatalf("new store: %v", err)
 	}

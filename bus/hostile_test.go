@@ -7,12 +7,14 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testnats"
 )
 
-// Hostile ids and bodies (CONTRACT §1) are refused before anything is
-// published: the stream is unchanged after each.
+// Hostile ids (docs/protocol.md#1-session-ids-subject-tokens-workspace-keys)
+// and bodies are refused before anything is published: the stream is unchanged
+// after each.
 func TestHostileInputIsRefusedBeforePublishing(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 	w, err := s.Create(ctx, header("target"))

@@ -31,12 +31,13 @@ type ImportResult struct {
 // original harness, another deployment's export — as session hdr's
 // records: the header record, then events with seq contiguous from 0.
 //
-// It is liberal where Append is strict (DESIGN.md "be strict in what we
-// write, liberal in what a shared corpus reads"): the log is validated with
-// the lenient fold the projector reads with, so older message shapes of real
-// logs are taken and exactly what the projector would quarantine is refused.
-// Records are stored as given (hdr.Raw and each event's Raw; encoded from
-// the fields when Raw is empty).
+// It is liberal where Append is strict: strict in what we write, liberal in
+// what a shared corpus reads
+// (docs/events-and-surfaces.md#strict-and-lenient-validation). The log is
+// validated with the lenient fold the projector reads with, so older message
+// shapes of real logs are taken and exactly what the projector would quarantine
+// is refused. Records are stored as given (hdr.Raw and each event's Raw;
+// encoded from the fields when Raw is empty).
 //
 // Import holds the session's write lease while it compares and publishes,
 // so no harness can append in between, and compares the subject's stored

@@ -13,6 +13,7 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/fold"
+	"github.com/dshq/dshq/internal/testnats"
 	"github.com/dshq/dshq/record"
 )
 
@@ -57,7 +58,7 @@ func wantRecords(t testing.TB, s *Store, hdr dshq.HeaderRecord, events []dshq.Ev
 }
 
 func TestImport_Outcomes(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 
@@ -217,7 +218,7 @@ func TestImport_Outcomes(t *testing.T) {
 const userMessageOld = `{"source":{"kind":"user"},"content":[{"type":"text","text":"hello"}]}`
 
 func TestImport_Validation(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 
@@ -382,7 +383,11 @@ func TestImport_SurvivesServerRestart(t *testing.T) {
 			}()
 
 			// Restart once some records are stored and the import is still going.
-			probe := connect(t, srv)
+			probe, err := srv.InProcessConn()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer probe.Close()
 			ps, err := NewStore(ctx, probe)
 			if err != nil {
 				t.Fatal(err)

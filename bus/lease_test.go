@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testnats"
 )
 
 // testLeaseTTL is short so lapses happen within the test, and long enough
@@ -15,7 +16,7 @@ import (
 const testLeaseTTL = 2 * time.Second
 
 func TestLease_TwoWritersRace(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	ctx := testCtx(t)
 	cfg := WithStreamConfig(StreamConfig{LeaseTTL: testLeaseTTL})
 	s1, s2 := newStore(t, e, cfg), newStore(t, e, cfg)
@@ -130,7 +131,7 @@ func TestLease_TwoWritersRace(t *testing.T) {
 }
 
 func TestLease_LapseWithoutTakeoverIsRecovered(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e, WithStreamConfig(StreamConfig{LeaseTTL: testLeaseTTL}))
 	w, err := s.Create(ctx, header("lapse"))

@@ -18,8 +18,8 @@ import (
 	"github.com/nats-io/nuid"
 )
 
-// Headers of a session record (CONTRACT §2) and of an atomic batch
-// (nats-server 2.12+).
+// Headers of a session record (docs/protocol.md#2-the-session-log-stream) and
+// of an atomic batch (nats-server 2.12+).
 const (
 	hdrMsgID           = jetstream.MsgIDHeader
 	hdrExpectedSubjSeq = jetstream.ExpectedLastSubjSeqHeader
@@ -45,12 +45,13 @@ type outRecord struct {
 	data  []byte
 }
 
-// headerMsgID is the Nats-Msg-Id of a session's header record (docs/protocol.md §2):
-// <key>:h, key being the session's log key (its token, or <tenant>.<token>).
+// headerMsgID is the Nats-Msg-Id of a session's header record
+// (docs/protocol.md#2-the-session-log-stream): <key>:h, key being the session's
+// log key (its token, or <tenant>.<token>).
 func headerMsgID(key string) string { return key + ":h" }
 
-// eventMsgID is the Nats-Msg-Id of a session's event seq (docs/protocol.md §2):
-// <key>:<seq>.
+// eventMsgID is the Nats-Msg-Id of a session's event seq
+// (docs/protocol.md#2-the-session-log-stream): <key>:<seq>.
 func eventMsgID(key string, seq int64) string { return key + ":" + strconv.FormatInt(seq, 10) }
 
 // publisher publishes a session's records with deduplication and the

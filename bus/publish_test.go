@@ -9,13 +9,14 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testnats"
 )
 
 // A publish whose acknowledgement was lost is retried: the retry must find
 // the records already stored and store nothing twice, whether they went as
 // one record or as an atomic batch.
 func TestPublisher_ReplayIsRecognisedAsStored(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 	for _, n := range []int{1, 3} {
@@ -57,7 +58,7 @@ func TestPublisher_ReplayIsRecognisedAsStored(t *testing.T) {
 // An append whose outcome was unknown is settled by the next write: the
 // records the server did store are kept, nothing is published twice.
 func TestHandle_UnknownOutcomeIsSettled(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 	for _, stored := range []int{0, 2, 3} {
@@ -115,7 +116,7 @@ func TestHandle_UnknownOutcomeIsSettled(t *testing.T) {
 }
 
 func TestStoreFlush_NamesFailingSessions(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 	ok, err := s.Create(ctx, header("flush-ok"))

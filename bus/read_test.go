@@ -9,10 +9,11 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testnats"
 )
 
 func TestStore_AppendAndReadBack(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	s := newStore(t, e)
 	ctx := testCtx(t)
 	h, err := s.Create(ctx, header("s1"))
@@ -60,7 +61,7 @@ func TestStore_AppendAndReadBack(t *testing.T) {
 }
 
 func TestRead_WindowsAcrossBatchesAndPages(t *testing.T) {
-	e := startServer(t, embedded.Config{Sync: embedded.SyncRelaxed})
+	e := testnats.Start(t, embedded.Config{Sync: embedded.SyncRelaxed})
 	s := newStore(t, e)
 	ctx := testCtx(t)
 	w, err := s.Create(ctx, header("pages"))
@@ -110,10 +111,11 @@ func TestRead_WindowsAcrossBatchesAndPages(t *testing.T) {
 	}
 }
 
-// CONTRACT §2: every record carries its deterministic msg id and the stream
-// sequence of the session's previous record.
+// docs/protocol.md#2-the-session-log-stream: every record carries its
+// deterministic msg id and the stream sequence of the session's previous
+// record.
 func TestRecords_CarryContractHeaders(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	s := newStore(t, e)
 	ctx := testCtx(t)
 	w, err := s.Create(ctx, header("a b")) // an encoded token
@@ -145,7 +147,7 @@ func TestRecords_CarryContractHeaders(t *testing.T) {
 }
 
 func TestAppend_EventWithoutRawIsEncodedFromItsFields(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	s := newStore(t, e)
 	ctx := testCtx(t)
 	w, err := s.Create(ctx, header("fields"))

@@ -6,12 +6,13 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// Resume balances a crashed writer's log through write handle h: when the
-// log's last turn never ended, it appends the crash closers computed by the
-// fold (UPSTREAM §1.7: a synthetic tool/result per unanswered tool call, a
-// step/end if a step is open, then turn/end interrupted) and returns the
-// stream sequence of the last record. A balanced log gets nothing and the
-// current last sequence is returned. Errors are those of Append.
+// Resume balances a crashed writer's log through write handle h: when the log's
+// last turn never ended, it appends the crash closers computed by the fold
+// (docs/events-and-surfaces.md#crash-closers-and-the-balanced-view: a synthetic
+// tool/result per unanswered tool call, a step/end if a step is open, then
+// turn/end interrupted) and returns the stream sequence of the last record. A
+// balanced log gets nothing and the current last sequence is returned. Errors
+// are those of Append.
 func Resume(ctx context.Context, h *Handle) (uint64, error) {
 	closers, last, err := h.closers()
 	if err != nil || len(closers) == 0 {

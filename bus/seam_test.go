@@ -10,6 +10,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testnats"
 )
 
 // streamMsgs returns the number of records in the stream.
@@ -57,7 +58,7 @@ func wantKind(t testing.TB, err error, kind error, msgPart string) {
 
 // Item 44: duplicate creates, concurrent creates, close-without-append.
 func TestCreate_DuplicatesAndRaces(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	ctx := testCtx(t)
 	s1, s2 := newStore(t, e), newStore(t, e)
 
@@ -148,7 +149,7 @@ func TestCreate_DuplicatesAndRaces(t *testing.T) {
 
 // Item 45: single writer, before and after materialisation.
 func TestOpen_SingleWriter(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	ctx := testCtx(t)
 	s1, s2 := newStore(t, e), newStore(t, e)
 
@@ -213,7 +214,7 @@ func TestOpen_SingleWriter(t *testing.T) {
 
 // Item 46: read-only and closed handles.
 func TestHandle_ReadOnlyAndClosed(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 	w, err := s.Create(ctx, header("ro"))
@@ -266,7 +267,7 @@ func TestHandle_ReadOnlyAndClosed(t *testing.T) {
 
 // Item 47: unknown stored event types.
 func TestUnknownTypes(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 	w, err := s.Create(ctx, header("u"))
@@ -326,7 +327,7 @@ func TestUnknownTypes(t *testing.T) {
 
 // Every typed error of the seam that the other tests do not reach.
 func TestTypedErrors(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 
@@ -441,7 +442,7 @@ func TestTypedErrors(t *testing.T) {
 }
 
 func TestStat_RevisionAndCount(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 	w, err := s.Create(ctx, header("rev"))
@@ -476,7 +477,7 @@ func TestStat_RevisionAndCount(t *testing.T) {
 }
 
 func TestResume_AppendsCrashClosers(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 	w, err := s.Create(ctx, header("crash"))
@@ -524,7 +525,7 @@ func TestResume_AppendsCrashClosers(t *testing.T) {
 }
 
 func TestInheritedEventCount(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	ctx := testCtx(t)
 	s := newStore(t, e)
 	t.Run("a seeded session keeps its inherited count through the stream", func(t *testing.T) {

@@ -73,9 +73,10 @@ func WithKnownTypes(known func(eventType string) bool) Option {
 // (default DefaultAtomicMin; 0 = never, every record published on its own).
 func WithAtomicMin(n int) Option { return func(o *storeOptions) { o.atomicMin = n } }
 
-// Store is the persistence seam (UPSTREAM §8.1) on JetStream: it creates,
-// opens, stats and lists sessions, and flushes its write handles. It is safe
-// for concurrent use; many Stores in many processes share one stream.
+// Store is the persistence seam (docs/sdk.md#the-persistence-seam) on
+// JetStream: it creates, opens, stats and lists sessions, and flushes its write
+// handles. It is safe for concurrent use; many Stores in many processes share
+// one stream.
 type Store struct {
 	nc *nats.Conn
 	js jetstream.JetStream
@@ -379,8 +380,8 @@ type Snapshot struct {
 	Revision uint64
 	// EventCount is the number of stored events.
 	EventCount int64
-	// Live reports whether a writer holds the session's write lease (the
-	// DESIGN.md meaning of live).
+	// Live reports whether a writer holds the session's write lease
+	// (docs/architecture.md#live-and-persisted).
 	Live bool
 }
 
@@ -474,7 +475,8 @@ func (s *Store) live(ctx context.Context, tok string) (bool, error) {
 // List returns a snapshot of every stored session of the Store's namespace
 // (its tenant's, or the untenanted one) and of the sessions created in this
 // Store and not yet materialised, in no promised order. A subject whose
-// token or header is invalid holds no session (docs/protocol.md §3) and is skipped.
+// token or header is invalid holds no session
+// (docs/events-and-surfaces.md#invalid-records-and-quarantine) and is skipped.
 func (s *Store) List(ctx context.Context) ([]Snapshot, error) {
 	var subjects map[string]uint64
 	err := s.pub.retry(ctx, func(ctx context.Context) error {

@@ -26,7 +26,8 @@ const (
 )
 
 // Subject returns the subject of a session's records, dsh.log.<token>
-// (CONTRACT §2). An invalid id is refused as by record.ValidateSessionID.
+// (docs/protocol.md#2-the-session-log-stream). An invalid id is refused as by
+// record.ValidateSessionID.
 func Subject(id string) (string, error) {
 	tok, err := record.SubjectToken(id)
 	if err != nil {

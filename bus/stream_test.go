@@ -10,12 +10,13 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testnats"
 )
 
 func TestEnsureStream(t *testing.T) {
-	e := startServer(t, embedded.Config{})
+	e := testnats.Start(t, embedded.Config{})
 	ctx := testCtx(t)
-	js, err := jetstream.New(connect(t, e))
+	js, err := jetstream.New(e.Conn(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,13 +12,14 @@ import (
 	"github.com/dshq/dshq/record"
 )
 
-// WithTenant makes the Store a tenant's (docs/protocol.md §2): its sessions
-// live on dsh.log.<tenant>.<token> with msg ids <tenant>.<token>:h and
-// <tenant>.<token>:<seq>, their write leases are the keys <tenant>.<token>
-// of the lease bucket, and it reads only its own subjects, in the forms a
-// tenant's NATS permissions allow (package tenancy): the subject form of
-// direct get and push consumers on its own subjects, delivering to its own
-// inbox. The connection must use the tenant's inbox prefix
+// WithTenant makes the Store a tenant's
+// (docs/protocol.md#2-the-session-log-stream): its sessions live on
+// dsh.log.<tenant>.<token> with msg ids <tenant>.<token>:h and
+// <tenant>.<token>:<seq>, their write leases are the keys <tenant>.<token> of
+// the lease bucket, and it reads only its own subjects, in the forms a tenant's
+// NATS permissions allow (package tenancy): the subject form of direct get and
+// push consumers on its own subjects, delivering to its own inbox. The
+// connection must use the tenant's inbox prefix
 // (nats.CustomInboxPrefix(TenantInboxPrefix(tenant))): the server lets the
 // tenant receive nothing else.
 //

@@ -15,8 +15,8 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
-	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/internal/tenanttest"
+	"github.com/dshq/dshq/internal/testnats"
 	"github.com/dshq/dshq/record"
 )
 
@@ -24,7 +24,7 @@ import (
 // tenants teamA and teamB with their generated permissions (package
 // tenancy), the stream and lease bucket provisioned by the trusted user.
 type tenantEnv struct {
-	e       *embedded.Server
+	s       *testnats.Server
 	trusted *nats.Conn
 	js      jetstream.JetStream // the trusted user's
 	cfg     bus.StreamConfig
@@ -32,32 +32,19 @@ type tenantEnv struct {
 
 func newTenantEnv(t testing.TB, cfg bus.StreamConfig) *tenantEnv {
 	t.Helper()
-	e, err := embedded.Start(context.Background(), embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed,
-		Configure: tenanttest.Configure(t, "teamA", "teamB")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := e.Shutdown(context.Background()); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	trusted := tenanttest.ConnectTrusted(t, e)
+	s := tenanttest.Start(t, "teamA", "teamB")
+	trusted := tenanttest.ConnectTrusted(t, s)
 	if _, err := bus.NewStore(context.Background(), trusted, bus.WithStreamConfig(cfg)); err != nil {
 		t.Fatalf("the trusted user provisions: %v", err)
 	}
-	js, err := jetstream.New(trusted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tenantEnv{e: e, trusted: trusted, js: js, cfg: cfg}
+	return &tenantEnv{s: s, trusted: trusted, js: testnats.JetStream(t, trusted), cfg: cfg}
 }
 
 // store returns a Store of tenant on a connection of its own, and the
 // connection's asynchronous errors.
 func (te *tenantEnv) store(t testing.TB, tenant string, opts ...bus.Option) (*bus.Store, *nats.Conn, *tenanttest.Violations) {
 	t.Helper()
-	nc, v := tenanttest.ConnectTenant(t, te.e, tenant)
+	nc, v := tenanttest.ConnectTenant(t, te.s, tenant)
 	opts = append([]bus.Option{bus.WithTenant(tenant), bus.WithStreamConfig(te.cfg)}, opts...)
 	s, err := bus.NewStore(context.Background(), nc, opts...)
 	if err != nil {
@@ -238,8 +225,8 @@ func TestTenantStoreIsTheSeamWithinItsOwnSubjects(t *testing.T) {
 
 // TestTenantsStoresSeeOnlyTheirOwnNamespace: another tenant's Store and the
 // untenanted Store read their own subjects only; the same id may be created
-// in each namespace (the projection keeps the first header: docs/protocol.md
-// §2).
+// in each namespace (the projection keeps the first header:
+// docs/protocol.md#2-the-session-log-stream).
 func TestTenantsStoresSeeOnlyTheirOwnNamespace(t *testing.T) {
 	te := newTenantEnv(t, bus.StreamConfig{})
 	ctx := tctx(t)
@@ -343,7 +330,7 @@ func TestAMsgIDTakenByAnotherWriterIsAnErrorNotAStore(t *testing.T) {
 // inbox prefix, or it would receive none of its replies.
 func TestTenantStoreRefusesAForeignInbox(t *testing.T) {
 	te := newTenantEnv(t, bus.StreamConfig{})
-	nc, _ := tenanttest.ConnectTenant(t, te.e, "teamA", nats.CustomInboxPrefix("_INBOX_teamB"))
+	nc, _ := tenanttest.ConnectTenant(t, te.s, "teamA", nats.CustomInboxPrefix("_INBOX_teamB"))
 	_, err := bus.NewStore(tctx(t), nc, bus.WithTenant("teamA"))
 	if !errors.Is(err, bus.ErrInvalidArgument) || !strings.Contains(err.Error(), `want "_INBOX_teamA"`) {
 		t.Fatalf("err = %v", err)
@@ -359,14 +346,8 @@ func TestTenantStoreRefusesAForeignInbox(t *testing.T) {
 // stream, so a Store on a server without it fails (within its retry bound),
 // saying so.
 func TestTenantStoreNeedsTheTrustedSideToProvision(t *testing.T) {
-	e, err := embedded.Start(context.Background(), embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed,
-		Configure: tenanttest.Configure(t, "teamA")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
-	nc, _ := tenanttest.ConnectTenant(t, e, "teamA")
-	_, err = bus.NewStore(tctx(t), nc, bus.WithTenant("teamA"), bus.WithRetryMaxElapsed(300*time.Millisecond))
+	nc, _ := tenanttest.ConnectTenant(t, tenanttest.Start(t, "teamA"), "teamA")
+	_, err := bus.NewStore(tctx(t), nc, bus.WithTenant("teamA"), bus.WithRetryMaxElapsed(300*time.Millisecond))
 	if err == nil || !strings.Contains(err.Error(), "must be provisioned") {
 		t.Fatalf("err = %v", err)
 	}

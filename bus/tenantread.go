@@ -18,7 +18,7 @@ import (
 )
 
 // A tenant's Store reads only its own log subjects, in the two forms its
-// permissions allow (docs/protocol.md §2):
+// permissions allow (docs/protocol.md#2-the-session-log-stream):
 //
 //   - the subject form of direct get, $JS.API.DIRECT.GET.<stream>.<subject>,
 //     for the last record of a subject (the server serves nothing else in

@@ -15,6 +15,7 @@ import (
 	"github.com/dshq/dshq/capture/codex"
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/internal/corpus"
+	"github.com/dshq/dshq/internal/testnats"
 )
 
 // TestConvertedLogsGoThroughTheHarnessSDK publishes converted files the
@@ -41,17 +42,7 @@ func TestConvertedLogsGoThroughTheHarnessSDK(t *testing.T) {
 		{dshq.HarnessCodex, filepath.Join("codex", "testdata", "rollout-odd.jsonl"), "rollout-odd.jsonl"},
 	}
 	ctx := context.Background()
-	e, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
-	nc, err := e.InProcessConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	store, err := bus.NewStore(ctx, nc)
+	store, err := bus.NewStore(ctx, testnats.Start(t, embedded.Config{}).Conn(t))
 	if err != nil {
 		t.Fatal(err)
 	}

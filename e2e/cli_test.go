@@ -148,11 +148,12 @@ func feedEvents(t *testing.T, url, id string) uint64 {
 	return n
 }
 
-// checkTail follows the feed of run's workspace from generation 0 with
-// `dshq tail` and checks that every event written there arrives exactly once
-// (CONTRACT §5: a subscriber resumes from any retained generation, nothing
-// dropped or repeated). A failure says whether the feed stream itself lacks
-// the events (they were never published) or the tail did not deliver them.
+// checkTail follows the feed of run's workspace from generation 0 with `dshq
+// tail` and checks that every event written there arrives exactly once
+// (docs/protocol.md#54-retention-and-resume: a subscriber resumes from any
+// retained generation, nothing dropped or repeated). A failure says whether the
+// feed stream itself lacks the events (they were never published) or the tail
+// did not deliver them.
 func checkTail(t *testing.T, url string, c *corpus, run simfacts.Facts) {
 	t.Helper()
 	want := map[string]bool{}

@@ -45,7 +45,8 @@ func TestDeploymentSeparatesTenants(t *testing.T) {
 	a := connectTenant(t, url, "teamA", aViolations)
 	b := connectTenant(t, url, "teamB", bViolations)
 
-	// Unguessable ids, as docs/protocol.md §2 asks of tenants.
+	// Unguessable ids, as docs/protocol.md#2-the-session-log-stream asks of
+	// tenants.
 	aID, bID := "a-"+uuidish(t), "b-"+uuidish(t)
 	aTok, _ := record.SubjectToken(aID)
 	bTok, _ := record.SubjectToken(bID)

@@ -29,17 +29,17 @@ const (
 	killStreamPeriod = 12 * time.Second // how long the corpus takes to stream in
 )
 
-// TestProjectorKilledAtRandomPointsEqualsAnUninterruptedRun streams a
-// generated corpus (turns with tool calls and results, titles, compactions
-// that replace the whole surface, English and Chinese text, forks and
-// subagents) into a nats-server process, publishing each record as
-// CONTRACT §2 says, while two cmd/projector processes project it: one runs
-// uninterrupted; the other is SIGKILLed at random points (delays from a
-// seeded RNG, during start-up and while projecting) and restarted on the same
-// data directory each time. Once both have applied the whole stream, the
-// canonical dumps of their directories (projection.DumpEntries: every bbolt
-// entry and every Bleve document) are identical. Set DSHQ_KILL_SEED to replay
-// a failed run's seed.
+// TestProjectorKilledAtRandomPointsEqualsAnUninterruptedRun streams a generated
+// corpus (turns with tool calls and results, titles, compactions that replace
+// the whole surface, English and Chinese text, forks and subagents) into a
+// nats-server process, publishing each record as
+// docs/protocol.md#2-the-session-log-stream says, while two cmd/projector
+// processes project it: one runs uninterrupted; the other is SIGKILLed at
+// random points (delays from a seeded RNG, during start-up and while
+// projecting) and restarted on the same data directory each time. Once both
+// have applied the whole stream, the canonical dumps of their directories
+// (projection.DumpEntries: every bbolt entry and every Bleve document) are
+// identical. Set DSHQ_KILL_SEED to replay a failed run's seed.
 func TestProjectorKilledAtRandomPointsEqualsAnUninterruptedRun(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("DSHQ_KILL_SEED"); s != "" {
@@ -221,7 +221,8 @@ func interleave(c *bench.Corpus, rng *rand.Rand) ([]streamRecord, error) {
 type publishResult struct{ err error }
 
 // publishPaced publishes recs with their msg ids and expected subject
-// sequences (CONTRACT §2), spread over killStreamPeriod.
+// sequences (docs/protocol.md#2-the-session-log-stream), spread over
+// killStreamPeriod.
 func publishPaced(ctx context.Context, js jetstream.JetStream, recs []streamRecord) publishResult {
 	last := map[string]uint64{}
 	const tick = 20 * time.Millisecond

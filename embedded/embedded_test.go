@@ -100,7 +100,8 @@ func TestMain(m *testing.M) {
 }
 
 // startServer starts a server in a fresh temp dir, shut down at the end of
-// the test.
+// the test: testnats's Start, which this package's tests cannot import
+// (testnats is built on it).
 func startServer(t testing.TB, cfg Config) *Server {
 	t.Helper()
 	if cfg.Dir == "" {

@@ -78,10 +78,10 @@ func buildNatsCLI(t *testing.T) string {
 
 func TestNatsCLIInterop(t *testing.T) {
 	cli := buildNatsCLI(t)
-	p := newPipe(t, func(c *pipeConfig) { c.listen = "127.0.0.1:0" })
+	p := newPipe(t, func(c *pipeConfig) { c.listen = true })
 	p.session("cli-session", hdr{createdAt: 42, cwd: "/w"})
 	p.sync()
-	url := p.e.ClientURL()
+	url := p.env.URL()
 	nats := func(t *testing.T, args ...string) string {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

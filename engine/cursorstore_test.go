@@ -10,25 +10,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testenv"
 )
 
 func TestKVCursorStoreIsBoundedAndDropsTheOldestWhenFull(t *testing.T) {
 	ctx := context.Background()
-	e, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Shutdown(ctx)
-	nc, err := e.InProcessConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testenv.Start(t, testenv.Unprovisioned()).JS
 	const bound = 64 << 10
 	store, err := NewKVCursorStore(ctx, js, WithCursorMaxBytes(bound))
 	if err != nil {

@@ -1,12 +1,12 @@
 // Package engine is the projection side of the trusted query API
-// (docs/protocol.md §3): the Engine that answers normalized query.Requests
-// against a projection snapshot (reads, surfaces, lineage, event traces,
-// search and key search, paging), the cursor stores, the adapters from the
-// projector (package projection) and its index (package index) to the
-// Engine's interfaces, and the shard service dsh-projection on
-// dsh.proj.<shard>.v1.<endpoint> (ServeShard). The projector process hosts
-// it; the query service (package query) reaches it over NATS, or in the
-// same process through query.WithLocalShard, which *Engine satisfies.
+// (docs/protocol.md#3-the-trusted-query-api): the Engine that answers
+// normalized query.Requests against a projection snapshot (reads, surfaces,
+// lineage, event traces, search and key search, paging), the cursor stores, the
+// adapters from the projector (package projection) and its index (package
+// index) to the Engine's interfaces, and the shard service dsh-projection on
+// dsh.proj.<shard>.v1.<endpoint> (ServeShard). The projector process hosts it;
+// the query service (package query) reaches it over NATS, or in the same
+// process through query.WithLocalShard, which *Engine satisfies.
 //
 // Wiring: a projector process builds its Engine with NewShardEngine (or New
 // with FromProjector, FromIndexFunc and a CursorStore) and serves it with

@@ -293,8 +293,9 @@ func targetEvent(l *eventLog, req *query.Request) (dshq.StoredEvent, error) {
 	return ev, nil
 }
 
-// readEvent answers events.read (UPSTREAM §5.8): the window is clamped by
-// the log's edges and by the reply budget; the target always stays.
+// readEvent answers events.read (docs/query.md#event-read-windows): the window
+// is clamped by the log's edges and by the reply budget; the target always
+// stays.
 func (e *Engine) readEvent(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
 	info, l, target, err := resolveTarget(snap, req)
 	if err != nil {
@@ -349,9 +350,9 @@ func (e *Engine) readEvent(_ context.Context, snap Snapshot, req *query.Request)
 	return out, nil
 }
 
-// traceEvent answers events.trace (UPSTREAM §5.9): the target is checked
-// before the surface, so a seq past the end is EVENT_NOT_FOUND even in an
-// invalid session.
+// traceEvent answers events.trace (docs/events-and-surfaces.md#event-traces):
+// the target is checked before the surface, so a seq past the end is
+// EVENT_NOT_FOUND even in an invalid session.
 func (e *Engine) traceEvent(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
 	info, l, target, err := resolveTarget(snap, req)
 	if err != nil {

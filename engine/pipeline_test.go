@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -14,29 +13,25 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
-	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testenv"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/record"
 )
 
-func TestMain(m *testing.M) {
-	// Bleve starts its analysis workers once per process, at package init.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
-}
+func TestMain(m *testing.M) { testenv.VerifyNoLeaks(m) }
 
-// pipe is the real pipeline: an embedded nats-server with JetStream, the
-// projector (bbolt + Bleve) with the shard engine, and the query service.
+// pipe is the real pipeline: the test stack (testenv: an embedded
+// nats-server with JetStream, the projector, dsh-query) with the engine
+// under test serving the shard.
 type pipe struct {
 	t      testing.TB
-	e      *embedded.Server
+	env    *testenv.Env
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	leases jetstream.KeyValue
 	proj   *projection.Projector
 	client *query.Client
 	// stopShard stops the shard service on NATS (the engine stays).
@@ -63,14 +58,13 @@ func (p *pipe) inTenant(tenant string, ids ...string) {
 }
 
 type pipeConfig struct {
-	listen      string
+	listen      bool // a loopback listener (pipe.env.URL)
 	engineOpts  []Option
-	maxPayload  int32
 	serviceOpts []query.ServiceOption
 	localShard  bool // the service calls the engine in process
 }
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quiet() *slog.Logger { return testenv.Quiet() }
 
 func newPipe(t testing.TB, cfgs ...func(*pipeConfig)) *pipe {
 	t.Helper()
@@ -79,67 +73,27 @@ func newPipe(t testing.TB, cfgs ...func(*pipeConfig)) *pipe {
 		c(&cfg)
 	}
 	ctx := context.Background()
-	e, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed, Listen: cfg.listen})
-	if err != nil {
-		t.Fatalf("start embedded: %v", err)
+	opts := []testenv.Option{testenv.StreamConfig(bus.StreamConfig{LeaseTTL: time.Minute})}
+	if cfg.listen {
+		opts = append(opts, testenv.Listen())
 	}
-	t.Cleanup(func() {
-		if err := e.Shutdown(context.Background()); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	nc, err := e.InProcessConn()
+	env := testenv.Start(t, opts...)
+	proj := env.StartProjector(t)
+	engine, err := NewShardEngine(ctx, env.JS, proj, cfg.engineOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := bus.StreamConfig{LeaseTTL: time.Minute}
-	if _, err := bus.EnsureStream(ctx, js, sc); err != nil {
-		t.Fatalf("ensure stream: %v", err)
-	}
-	leases, err := bus.EnsureLeaseBucket(ctx, js, sc)
-	if err != nil {
-		t.Fatalf("ensure lease bucket: %v", err)
-	}
-	proj, err := projection.Open(ctx, js, t.TempDir(), projection.WithLogger(quiet()))
-	if err != nil {
-		t.Fatalf("open projector: %v", err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- proj.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("projector run: %v", err)
-		}
-		if err := proj.Close(); err != nil {
-			t.Errorf("close projector: %v", err)
-		}
-	})
-	engine, err := NewShardEngine(ctx, js, proj, cfg.engineOpts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopShard, err := ServeShard(ctx, nc, dshq.DefaultShard, engine, query.WithLogger(quiet()))
+	stopShard, err := ServeShard(ctx, env.Conn, dshq.DefaultShard, engine, query.WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stopShard() })
-	opts := append([]query.ServiceOption{query.WithLogger(quiet())}, cfg.serviceOpts...)
+	serviceOpts := cfg.serviceOpts
 	if cfg.localShard {
-		opts = append(opts, query.WithLocalShard(engine))
+		serviceOpts = append(serviceOpts, query.WithLocalShard(engine))
 	}
-	stopSvc, err := query.Serve(ctx, nc, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stopSvc() })
-	return &pipe{t: t, e: e, nc: nc, js: js, leases: leases, proj: proj, client: query.NewClient(nc), stopShard: stopShard, next: map[string]int64{}}
+	client := env.ServeQuery(t, serviceOpts...)
+	return &pipe{t: t, env: env, nc: env.Conn, js: env.JS, proj: proj, client: client, stopShard: stopShard, next: map[string]int64{}}
 }
 
 // publish publishes raw records on a session's subject; it returns the
@@ -255,19 +209,11 @@ func (p *pipe) sync() uint64 {
 // projection sees it.
 func (p *pipe) setLive(id string, live bool) {
 	p.t.Helper()
-	tok, _ := record.SubjectToken(id)
 	p.mu.Lock()
-	key := record.LogKey(p.tenants[id], bus.LeaseKey(tok))
+	tenant := p.tenants[id]
 	p.mu.Unlock()
+	p.env.SetLease(p.t, tenant, id, live)
 	ctx := context.Background()
-	if live {
-		v, _ := json.Marshal(bus.LeaseValue{SessionID: id, Owner: "test", AcquiredAt: 1})
-		if _, err := p.leases.Put(ctx, key, v); err != nil {
-			p.t.Fatal(err)
-		}
-	} else if err := p.leases.Delete(ctx, key); err != nil {
-		p.t.Fatal(err)
-	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var got bool

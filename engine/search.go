@@ -31,8 +31,9 @@ type searchMeta struct {
 	Keys bool `json:"keys,omitempty"`
 }
 
-// searchSessions answers sessions.search (UPSTREAM §5.5 order: cursor, then
-// the compile budget, then the index).
+// searchSessions answers sessions.search in the original's order
+// (docs/search.md#request-validation-order): cursor, then the compile budget,
+// then the index.
 func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *query.Request) (any, error) {
 	c, first, err := continueCursor(snap, req)
 	if err != nil {
@@ -89,7 +90,7 @@ func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *query.R
 }
 
 // searchEvents answers events.search: the target is resolved before the
-// cursor is decoded (UPSTREAM §5.5); an invalid target is
+// cursor is decoded (docs/search.md#request-validation-order); an invalid target is
 // SESSION_QUERY_INVALID_SURFACE.
 func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *query.Request) (any, error) {
 	info, err := lookup(snap, req.SessionID)

@@ -47,8 +47,8 @@ func noRepeat(t *testing.T, ids []string) map[string]bool {
 	return seen
 }
 
-// A trusted client pages through every match of a search, past the 100
-// hits the engine used to keep, as of the first page.
+// A trusted client pages through every match of a search, past the first
+// 100 hits, as of the first page.
 func TestSearchPagesPastOneHundred(t *testing.T) {
 	p := newPipe(t)
 	const n = 230

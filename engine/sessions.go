@@ -90,9 +90,9 @@ func rejected(id string, err error) dshq.TitleResult {
 	return dshq.TitleResult{SessionID: id, Status: "rejected", Reason: reason}
 }
 
-// traceSession answers sessions.trace (UPSTREAM §5.7) without recursion, so
-// chains of any depth work; a trace over the reply budget is
-// SESSION_QUERY_REPLY_TOO_LARGE (from Run).
+// traceSession answers sessions.trace (docs/lineage.md#tracing-a-lineage)
+// without recursion, so chains of any depth work; a trace over the reply budget
+// is SESSION_QUERY_REPLY_TOO_LARGE (from Run).
 func (e *Engine) traceSession(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
 	target, err := lookup(snap, req.SessionID)
 	if err != nil {

@@ -40,8 +40,10 @@ type Snapshot interface {
 	// SurfaceSeqs returns the session's current surface in surface order.
 	SurfaceSeqs(id string) ([]int64, error)
 	// Closers returns the synthetic crash closers of a session whose lease
-	// lapsed with a turn open (UPSTREAM §1.7), seqs continuing the log; nil
-	// for a balanced or live session. They are never stored.
+	// lapsed with a turn open
+	// (docs/events-and-surfaces.md#crash-closers-and-the-balanced-view), seqs
+	// continuing the log; nil for a balanced or live session. They are never
+	// stored.
 	Closers(id string) ([]dshq.StoredEvent, error)
 	// IsLive reports whether a harness holds the session's write lease.
 	IsLive(id string) bool

@@ -1,14 +1,16 @@
-// Package feed is dshq's live feed (CONTRACT §5): what the projector
-// commits — new sessions, appended events, surface reclassifications, title
-// changes, lease changes, quarantined records — published to the JetStream
-// stream DSH_FEED for subscribers, who can resume from any generation still
-// retained without a gap or a repeat at the hand-off from catch-up to live.
+// Package feed is dshq's live feed (docs/protocol.md#5-live-feed): what the
+// projector commits — new sessions, appended events, surface reclassifications,
+// title changes, lease changes, quarantined records — published to the
+// JetStream stream DSH_FEED for subscribers, who can resume from any generation
+// still retained without a gap or a repeat at the hand-off from catch-up to
+// live.
 //
 // # Subjects
 //
 //	dsh.feed.<workspace>.<token>.<kind>
 //
-// <workspace> is the session's workspace key (CONTRACT §1: 32 lowercase hex
+// <workspace> is the session's workspace key
+// (docs/protocol.md#1-session-ids-subject-tokens-workspace-keys: 32 lowercase hex
 // digits of SHA-256(cwd), or "_" without cwd); <token> its subject token;
 // <kind> one of session, event, surface, title, lease, quarantine. So
 // dsh.feed.<wk>.> is a workspace, dsh.feed.*.<token>.> a session, and a

@@ -9,63 +9,36 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/record"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testnats"
+	"github.com/dshq/dshq/record"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testnats.VerifyNoLeaks(m) }
 
-// startServer starts an in-process nats-server with JetStream in a temp
-// dir; configure adjusts its options (users, permissions).
-func startServer(t testing.TB, configure ...func(*server.Options)) *server.Server {
+// startServer starts a test's in-process server (testnats); configure
+// adjusts its options (users, permissions, limits).
+func startServer(t testing.TB, configure ...func(*server.Options)) *testnats.Server {
 	t.Helper()
-	opts := &server.Options{
-		ServerName: "feed-test",
-		JetStream:  true,
-		StoreDir:   t.TempDir(),
-		DontListen: true,
-		NoSigs:     true,
-		NoLog:      true,
-	}
-	for _, c := range configure {
-		c(opts)
-	}
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatalf("new server: %v", err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	})
-	return srv
+	return testnats.Start(t, embedded.Config{Sync: embedded.SyncRelaxed, Configure: func(o *server.Options) {
+		for _, c := range configure {
+			c(o)
+		}
+	}})
 }
 
 // connect opens an in-process connection and its JetStream context.
-func connect(t testing.TB, srv *server.Server, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+func connect(t testing.TB, srv *testnats.Server, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect("", append([]nats.Option{nats.InProcessServer(srv)}, opts...)...)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("jetstream: %v", err)
-	}
-	return nc, js
+	nc := srv.Conn(t, opts...)
+	return nc, testnats.JetStream(t, nc)
 }
 
 // setup starts a server with the feed stream (cfg) and returns a publisher

@@ -20,7 +20,7 @@ const Version = 1
 // message's subject.
 type Kind string
 
-// The six kinds (CONTRACT §5).
+// The six kinds (docs/protocol.md#52-messages).
 const (
 	// KindSession: a session's header record was applied.
 	KindSession Kind = "session"
@@ -80,7 +80,8 @@ type Message struct {
 	// Generation is the generation of the commit that produced the message:
 	// the session stream sequence through which the projection was applied.
 	Generation uint64 `json:"generation"`
-	// Workspace is the session's workspace key (CONTRACT §1), or
+	// Workspace is the session's workspace key
+	// (docs/protocol.md#1-session-ids-subject-tokens-workspace-keys), or
 	// QuarantineWorkspace for a refused record of no known session.
 	Workspace string `json:"workspace"`
 	// Token is the session's subject token, or UnknownToken for a refused

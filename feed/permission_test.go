@@ -15,7 +15,8 @@ import (
 )
 
 // TailerPermissions is the minimal permission set of a user confined to
-// tailing one workspace of the feed stream (documented in docs/protocol.md §5.6):
+// tailing one workspace of the feed stream (documented in
+// docs/protocol.md#56-permissions-confining-a-subscriber-to-its-workspace):
 // create consumers whose filter lies inside the workspace, pull from them,
 // delete them, and receive on a private inbox prefix.
 func TailerPermissions(stream, workspace, inboxPrefix string) *server.Permissions {

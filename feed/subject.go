@@ -52,7 +52,8 @@ func validateAddress(k Kind, ws, tok string) error {
 	return nil
 }
 
-// ValidWorkspace reports whether ws is a workspace key (CONTRACT §1): 32
+// ValidWorkspace reports whether ws is a workspace key
+// (docs/protocol.md#1-session-ids-subject-tokens-workspace-keys): 32
 // lowercase hex digits, or "_".
 func ValidWorkspace(ws string) bool {
 	if ws == "_" {

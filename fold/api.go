@@ -1,7 +1,9 @@
 // Package fold is the pure core of dshq: header and event validation,
-// foldSurface (UPSTREAM §3), classification, replacement and provenance edges,
-// semantic text (§4), titles (§2.3) and crash closers (§1.7). It does no I/O
-// and starts no goroutines.
+// foldSurface (docs/events-and-surfaces.md#the-fold), classification,
+// replacement and provenance edges, semantic text (docs/search.md#semantic-text),
+// titles (docs/events-and-surfaces.md#titles) and crash closers
+// (docs/events-and-surfaces.md#crash-closers-and-the-balanced-view). It does no
+// I/O and starts no goroutines.
 //
 // The fold is incremental: a State holds what a session's fold needs to take
 // the next event (compact and serializable, so a projector can keep millions of
@@ -44,12 +46,12 @@ import "github.com/dshq/dshq"
 type Level int
 
 const (
-	// Strict applies every original check (UPSTREAM §1.4): what a harness
-	// appends through the SDK.
+	// Strict applies every original check: what a harness appends through
+	// the SDK (docs/events-and-surfaces.md#strict-and-lenient-validation).
 	Strict Level = iota
 	// Lenient checks what correctness needs (envelope, contiguous seqs,
 	// surface and provenance rules) and accepts older message shapes found
-	// in real logs: what the projector reads (DESIGN.md).
+	// in real logs: what the projector reads.
 	Lenient
 )
 

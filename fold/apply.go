@@ -181,10 +181,11 @@ func (s *State) commit(p *plan) Effects {
 }
 
 // commitTurn keeps the open turn, open step and pending tool calls
-// (UPSTREAM §1.7): a turn/start opens a turn, a step/start a step; an
-// assistant/message's tool-call blocks become pending, a tool/call records
-// its seq on its pending call, a tool/result answers it; step/end and
-// turn/end clear the pending calls.
+// (docs/events-and-surfaces.md#crash-closers-and-the-balanced-view): a
+// turn/start opens a turn, a step/start a step; an assistant/message's
+// tool-call blocks become pending, a tool/call records its seq on its pending
+// call, a tool/result answers it; step/end and turn/end clear the pending
+// calls.
 func (s *State) commitTurn(p *plan) {
 	t := &s.turn
 	switch p.e.Type {

@@ -8,8 +8,9 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// Crash-closer error codes and the fixed model-facing texts of their
-// synthetic tool results (UPSTREAM §1.7).
+// Crash-closer error codes and the fixed model-facing texts of their synthetic
+// tool results
+// (docs/events-and-surfaces.md#crash-closers-and-the-balanced-view).
 const (
 	// ToolOutcomeUnknown marks a call whose tool/call was logged but whose
 	// result never was: it may or may not have run.
@@ -24,14 +25,15 @@ const (
 	NotStartedText = "The session was interrupted before this tool call started, so it never ran. Call it again if it is still needed."
 )
 
-// Closers returns the synthetic events that balance a log whose last turn
-// never ended (UPSTREAM §1.7), in order: one tool/result per unanswered tool
-// call of the open step (TOOL_OUTCOME_UNKNOWN citing its tool/call seq when
-// the tool/call was logged, TOOL_NOT_STARTED otherwise), a step/end if a
-// step is open, then turn/end {reason:{kind:"interrupted"}}. Their seqs
-// continue the log and their time repeats the last event's time. A balanced
-// log gets none. The closers are never written; they apply cleanly to the
-// state under Strict, in order. The state itself is not changed.
+// Closers returns the synthetic events that balance a log whose last turn never
+// ended (docs/events-and-surfaces.md#crash-closers-and-the-balanced-view), in
+// order: one tool/result per unanswered tool call of the open step
+// (TOOL_OUTCOME_UNKNOWN citing its tool/call seq when the tool/call was logged,
+// TOOL_NOT_STARTED otherwise), a step/end if a step is open, then turn/end
+// {reason:{kind:"interrupted"}}. Their seqs continue the log and their time
+// repeats the last event's time. A balanced log gets none. The closers are
+// never written; they apply cleanly to the state under Strict, in order. The
+// state itself is not changed.
 func (s *State) Closers() []dshq.Event {
 	t := s.turn
 	if !t.open {

@@ -21,8 +21,9 @@ var placeholders = strings.NewReplacer(
 	"{{parent}}", "s-parent",
 )
 
-// readLog reads a JSONL session log: a header line, then events; packed
-// chunk rows (UPSTREAM §11.4) are expanded into assistant/chunk events.
+// readLog reads a JSONL session log: a header line, then events; packed chunk
+// rows (docs/file-format.md#packed-chunk-rows) are expanded into
+// assistant/chunk events.
 func readLog(t testing.TB, path string) (dshq.HeaderRecord, []dshq.Event) {
 	t.Helper()
 	b, err := os.ReadFile(path)

@@ -1,10 +1,10 @@
 package fold
 
-// knownTypes is the event vocabulary of the original harness (UPSTREAM
-// §2.3): the core types and the plugin-merged ones. assistant/chunk (G0) and
-// assistant/attempt (G2) are both listed; the removed historical types
-// (context/message, steering/message, prompt/blocked, request/header-delta)
-// are not.
+// knownTypes is the event vocabulary of the original harness
+// (docs/events-and-surfaces.md#event-types): the core types and the
+// plugin-merged ones. assistant/chunk (G0) and assistant/attempt (G2) are both
+// listed; the removed historical types (context/message, steering/message,
+// prompt/blocked, request/header-delta) are not.
 var knownTypes = map[string]bool{
 	"turn/start": true, "turn/end": true, "step/start": true, "step/end": true,
 	"user/message": true, "assistant/message": true, "assistant/chunk": true,

@@ -7,7 +7,8 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// Message is one model-history message (§3.4) and the surface node it comes
+// Message is one model-history message
+// (docs/events-and-surfaces.md#model-history) and the surface node it comes
 // from.
 type Message struct {
 	Seq  int64  `json:"seq"`
@@ -23,12 +24,12 @@ type Message struct {
 // documents, the current surface and the model history.
 type Result struct {
 	// Records holds one record per event, index = seq, with the final
-	// surface classification (§3.2).
+	// surface classification (docs/events-and-surfaces.md#classification).
 	Records []dshq.EventRecord `json:"records"`
 	// Texts holds each event's semantic text, index = seq ("" = none).
 	Texts []string `json:"-"`
 	// ReplacedBy maps each shadowed seq to the seq of the replacement that
-	// removed it (§3.3).
+	// removed it (docs/events-and-surfaces.md#event-traces).
 	ReplacedBy map[int64]int64 `json:"replacedBy"`
 	// ReplacedEventSeqs maps each replacing seq to the seqs it removed, in
 	// surface order (direct removals only).
@@ -46,7 +47,8 @@ type Result struct {
 	Title *dshq.Title `json:"title"`
 	// LastStepStart is the seq of the last step/start, nil when none.
 	LastStepStart *int64 `json:"lastStepStart"`
-	// Messages is the model history (§3.4) in surface order.
+	// Messages is the model history (docs/events-and-surfaces.md#model-history)
+	// in surface order.
 	Messages []Message `json:"messages"`
 	// State is the fold state after the last applied event.
 	State *State `json:"-"`
@@ -127,7 +129,7 @@ func (r *Result) finish() {
 	}
 }
 
-// Documents returns the search documents (§4 buildSessionEventSearchDocuments):
+// Documents returns the search documents (docs/search.md#search-documents):
 // one per event with semantic text, ascending seq, with its final surface.
 func (r *Result) Documents() []dshq.SearchDocument {
 	docs := []dshq.SearchDocument{}
@@ -139,7 +141,8 @@ func (r *Result) Documents() []dshq.SearchDocument {
 	return docs
 }
 
-// Trace is the fold's part of an event trace (§5.9).
+// Trace is the fold's part of an event trace
+// (docs/events-and-surfaces.md#event-traces).
 type Trace struct {
 	Target dshq.EventRecord `json:"target"`
 	// ReplacedBy is the replacement that removed the target, nil when the

@@ -46,9 +46,9 @@ func (t nodeType) String() string {
 type node struct {
 	seq int64
 	typ nodeType
-	// yields is true when the node yields a model-history message (§3.4):
-	// always for user/message and tool/result, for assistant/message only
-	// when its content is not empty.
+	// yields is true when the node yields a model-history message
+	// (docs/events-and-surfaces.md#model-history): always for user/message and
+	// tool/result, for assistant/message only when its content is not empty.
 	yields bool
 	digest [digestSize]byte
 }
@@ -64,7 +64,8 @@ type pendingCall struct {
 }
 
 // turnState is what the crash closers need: the open turn, the open step and
-// the open step's unanswered tool calls (UPSTREAM §1.7).
+// the open step's unanswered tool calls
+// (docs/events-and-surfaces.md#crash-closers-and-the-balanced-view).
 type turnState struct {
 	open bool
 	// turn is the raw data.turn of the open turn's turn/start (nil if absent).
@@ -134,9 +135,10 @@ func (s *State) Surface() []int64 {
 	return out
 }
 
-// MessageSeqs returns, in model order, the seqs of the current nodes that
-// yield a model-history message (§3.4): every user/message and tool/result,
-// and every assistant/message whose content is not empty.
+// MessageSeqs returns, in model order, the seqs of the current nodes that yield
+// a model-history message (docs/events-and-surfaces.md#model-history): every
+// user/message and tool/result, and every assistant/message whose content is
+// not empty.
 func (s *State) MessageSeqs() []int64 {
 	out := make([]int64, 0, len(s.nodes))
 	for _, n := range s.nodes {

@@ -18,11 +18,11 @@ type surfaceOp struct {
 	start, end int64
 }
 
-// planSurface applies foldSurface's eligibility, provenance and replace
-// rules (UPSTREAM §3.1 steps 2–5) in upstream's order — surfaceOp, then for
-// an append the sources, for a replace the range, the sources, the cited
-// shadowed nodes and the tool-result rewrite rule — with upstream's
-// messages, and fills the plan's surface part.
+// planSurface applies foldSurface's eligibility, provenance and replace rules
+// (docs/events-and-surfaces.md#the-fold) in upstream's order — surfaceOp, then
+// for an append the sources, for a replace the range, the sources, the cited
+// shadowed nodes and the tool-result rewrite rule — with upstream's messages,
+// and fills the plan's surface part.
 func (s *State) planSurface(p *plan, data any) *ValidationError {
 	e := p.e
 	t := surfaceNodeType(e.Type)
@@ -151,11 +151,12 @@ func (s *State) bound(raw json.RawMessage) (int64, bool) {
 	return v, true
 }
 
-// parseSources decodes envelope sourceEventSeqs (§3.1 step 3): absent, or a
-// non-empty array (G0 allows an empty one on assistant/message; G2 forbids
-// the key there altogether) of non-negative safe integers, then no
-// duplicates, then each below the event's own seq — upstream's order of
-// checks. The result keeps the recorded order.
+// parseSources decodes envelope sourceEventSeqs
+// (docs/events-and-surfaces.md#provenance): absent, or a non-empty array (G0
+// allows an empty one on assistant/message; G2 forbids the key there
+// altogether) of non-negative safe integers, then no duplicates, then each
+// below the event's own seq — upstream's order of checks. The result keeps the
+// recorded order.
 func (s *State) parseSources(e dshq.Event) ([]int64, *ValidationError) {
 	if e.SourceEventSeqs == nil {
 		return nil, nil
@@ -201,7 +202,8 @@ func (s *State) parseSources(e dshq.Event) ([]int64, *ValidationError) {
 }
 
 // yieldsMessage reports whether a surface node yields a model-history
-// message (§3.4): an assistant/message with empty content does not.
+// message (docs/events-and-surfaces.md#model-history): an assistant/message
+// with empty content does not.
 func yieldsMessage(t nodeType, d map[string]any) bool {
 	if t != nodeAssistant {
 		return true

@@ -7,9 +7,9 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// Text returns an event's semantic text (UPSTREAM §4): what is indexed and
-// searched. "" means the event has no search document. Data that cannot be
-// decoded has no text.
+// Text returns an event's semantic text (docs/search.md#semantic-text): what is
+// indexed and searched. "" means the event has no search document. Data that
+// cannot be decoded has no text.
 func Text(e dshq.Event) string {
 	switch e.Type {
 	case dshq.TypeUserMessage, dshq.TypeAssistantMessage, dshq.TypeToolResult,

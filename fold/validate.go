@@ -7,7 +7,8 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// envelopeKeys is the closed key set of an event record (UPSTREAM §2.1).
+// envelopeKeys is the closed key set of an event record
+// (docs/events-and-surfaces.md#the-event-envelope).
 var envelopeKeys = map[string]bool{
 	"type": true, "seq": true, "time": true, "data": true,
 	"surfaceOp": true, "sourceEventSeqs": true, "ignorable": true,
@@ -77,11 +78,11 @@ func checkRawEnvelope(e dshq.Event) *ValidationError {
 	return nil
 }
 
-// checkStrict applies what the original harness checks on every append and
-// seed (UPSTREAM §1.4) beyond the envelope: lossless JSON, the refused
-// legacy request-header vocabulary, the request header's provider/model,
-// reasoningEffort and adapterDefaults, and the identified-message shapes,
-// with upstream's messages.
+// checkStrict applies what the original harness checks on every append and seed
+// (docs/events-and-surfaces.md#strict-and-lenient-validation) beyond the
+// envelope: lossless JSON, the refused legacy request-header vocabulary, the
+// request header's provider/model, reasoningEffort and adapterDefaults, and the
+// identified-message shapes, with upstream's messages.
 func (s *State) checkStrict(e dshq.Event, data any) *ValidationError {
 	raw := []byte(e.Raw)
 	if len(raw) == 0 {

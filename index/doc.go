@@ -1,24 +1,24 @@
 // Package index is dshq's full-text index: a Bleve (scorch) index of the
-// semantic text of events (UPSTREAM §4), with each session's immutable header
-// fields denormalized into every document so that metadata filters run inside
-// the index, before ranking.
+// semantic text of events (docs/search.md#semantic-text), with each session's
+// immutable header fields denormalized into every document so that metadata
+// filters run inside the index, before ranking.
 //
 // The projector is the only writer: it fills a Batch (upserts, surface
-// reclassifications, session deletions) and applies it together with the
-// stream sequence it has applied (the generation), in one atomic Bleve batch.
-// The query service searches: a query is one literal phrase, never syntax
-// (UPSTREAM §5.5), analyzed like the documents (case- and diacritic-folded
-// Unicode words, CJK as overlapping bigrams), ranked by BM25 with the
-// deterministic tie-breaks time desc, session id asc (byte order), seq desc.
-// Metadata filters join the text query with boost 0: they restrict the
-// candidates and never change a score. The numeric filters (time, seq,
-// createdAt, and AsOf's creation generation) are tested on each candidate
-// instead, from the rank key doc value that carries all four: the numbers
-// are stored but not indexed, since Bleve indexes a number as 16 prefix-coded
-// terms, which cost more to build and merge than the text itself. Note that Bleve v2.6.3 takes BM25's
-// average field length to be the text field's distinct terms per doc
-// (rounded up), not its mean token count, so length normalization favors
-// short docs more than textbook BM25 does.
+// reclassifications, session deletions) and applies it together with the stream
+// sequence it has applied (the generation), in one atomic Bleve batch. The
+// query service searches: a query is one literal phrase, never syntax
+// (docs/search.md#the-query-is-a-literal-phrase), analyzed like the documents
+// (case- and diacritic-folded Unicode words, CJK as overlapping bigrams),
+// ranked by BM25 with the deterministic tie-breaks time desc, session id asc
+// (byte order), seq desc. Metadata filters join the text query with boost 0:
+// they restrict the candidates and never change a score. The numeric filters
+// (time, seq, createdAt, and AsOf's creation generation) are tested on each
+// candidate instead, from the rank key doc value that carries all four: the
+// numbers are stored but not indexed, since Bleve indexes a number as 16
+// prefix-coded terms, which cost more to build and merge than the text itself.
+// Note that Bleve v2.6.3 takes BM25's average field length to be the text
+// field's distinct terms per doc (rounded up), not its mean token count, so
+// length normalization favors short docs more than textbook BM25 does.
 //
 // Ranking reads no stored document: Bleve sorts by score and one keyword doc
 // value holding the tie-break (time, session id, seq), and the doc id gives

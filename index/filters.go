@@ -12,7 +12,7 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// Filter budgets, kept from the original's SQL backend (UPSTREAM §5.5) so
+// Filter budgets, kept from the original's SQL backend (docs/search.md#budgets) so
 // that a request means the same thing on either: at most MaxPredicates
 // compiled predicates (MaxEventPredicates in event scope, where the session
 // id takes one) and MaxBoundValues values including the fixed query and

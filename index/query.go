@@ -12,7 +12,8 @@ const MaxLimit = 10000
 type EventQuery struct {
 	// SessionID is the session searched.
 	SessionID string
-	// Query is one literal phrase (UPSTREAM §5.5): never syntax. A query
+	// Query is one literal phrase
+	// (docs/search.md#the-query-is-a-literal-phrase): never syntax. A query
 	// whose analysis yields no token (`*`, punctuation) matches nothing.
 	Query string
 	// Filters are event filters (seq, time, type, surface), ANDed, applied
@@ -57,7 +58,7 @@ type Hit struct {
 	// Score is the BM25 relevance (higher is better); ties are broken by
 	// time desc, session id asc, seq desc.
 	Score float64
-	// Snippet is the doc text around the first match (UPSTREAM §5.5).
+	// Snippet is the doc text around the first match (docs/search.md#snippets).
 	Snippet string
 }
 

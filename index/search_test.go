@@ -17,9 +17,10 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// TestFiltersApplyBeforeRanking (§9 item 26): all surfaces are searchable,
-// and a surface filter picks the shadowed original as the session's best
-// match although the current replacement ranks higher unfiltered.
+// TestFiltersApplyBeforeRanking (docs/search.md#grouping-by-session): all
+// surfaces are searchable, and a surface filter picks the shadowed original as
+// the session's best match although the current replacement ranks higher
+// unfiltered.
 func TestFiltersApplyBeforeRanking(t *testing.T) {
 	x, _ := openTest(t)
 	orig := doc("s", 0, 10, "needle in the original long message text")
@@ -58,9 +59,9 @@ func TestFiltersApplyBeforeRanking(t *testing.T) {
 	}
 }
 
-// TestPhraseRanking (§9 item 27): the exact short docs rank before a longer
-// one, their tie broken by session id, and a doc with the words apart is
-// not a match.
+// TestPhraseRanking (docs/search.md#the-query-is-a-literal-phrase): the exact
+// short docs rank before a longer one, their tie broken by session id, and a
+// doc with the words apart is not a match.
 func TestPhraseRanking(t *testing.T) {
 	x, _ := openTest(t)
 	apply(t, x, 1,
@@ -76,8 +77,8 @@ func TestPhraseRanking(t *testing.T) {
 	}
 }
 
-// TestSnippetOfAHit (§9 item 27): CAFE finds café; the snippet keeps café
-// and the em dash, drops newlines and stays within the limit.
+// TestSnippetOfAHit (docs/search.md#snippets): CAFE finds café; the snippet
+// keeps café and the em dash, drops newlines and stays within the limit.
 func TestSnippetOfAHit(t *testing.T) {
 	dir := t.TempDir() + "/index"
 	x, err := Open(dir, Options{SnippetChars: 40})
@@ -101,7 +102,7 @@ func TestSnippetOfAHit(t *testing.T) {
 	}
 }
 
-// TestEqualScoresBreakTies (§9 item 28 and DESIGN): equal docs rank by time
+// TestEqualScoresBreakTies (docs/search.md#ranking): equal docs rank by time
 // desc, then session id asc in byte order, then seq desc.
 func TestEqualScoresBreakTies(t *testing.T) {
 	x, _ := openTest(t)

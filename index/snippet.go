@@ -4,14 +4,14 @@ package index
 const ellipsis = "…"
 
 // Snippet returns at most limit code points of text around a match, by the
-// original's rule (UPSTREAM §5.5). matchStart is the byte offset in text where
-// the first match begins (negative when unknown: the snippet then starts at
-// the beginning). Whitespace runs collapse to one space and the result has no
-// leading or trailing space. Text that fits is returned whole; otherwise the
-// window starts limit/3 code points before the match, with … marking each cut
-// side; when the window reaches the end, the trailing … is dropped and the
-// window slides back to fill the room, keeping the leading … even if it then
-// starts at the beginning (the original does not recompute it).
+// original's rule (docs/search.md#snippets). matchStart is the byte offset in
+// text where the first match begins (negative when unknown: the snippet then
+// starts at the beginning). Whitespace runs collapse to one space and the
+// result has no leading or trailing space. Text that fits is returned whole;
+// otherwise the window starts limit/3 code points before the match, with …
+// marking each cut side; when the window reaches the end, the trailing … is
+// dropped and the window slides back to fill the room, keeping the leading …
+// even if it then starts at the beginning (the original does not recompute it).
 func Snippet(text string, matchStart, limit int) string {
 	if limit < 1 {
 		return ""

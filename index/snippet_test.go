@@ -6,8 +6,9 @@ import (
 	"unicode/utf8"
 )
 
-// TestSnippet transcribes the rule of UPSTREAM §5.5 case by case. The text
-// "abcdefghijklmnopqrst" has 20 code points; match is a byte offset.
+// TestSnippet transcribes the snippet rule (docs/search.md#snippets) case by
+// case. The text "abcdefghijklmnopqrst" has 20 code points; match is a byte
+// offset.
 func TestSnippet(t *testing.T) {
 	const alpha = "abcdefghijklmnopqrst"
 	for _, c := range []struct {

@@ -17,67 +17,26 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/feed"
 	"github.com/dshq/dshq/feed/feedcommit"
 	"github.com/dshq/dshq/internal/natsconn"
+	"github.com/dshq/dshq/internal/testenv"
+	"github.com/dshq/dshq/internal/testnats"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
-}
+func TestMain(m *testing.M) { testenv.VerifyNoLeaks(m) }
 
-// started is a node whose Run goroutine the test owns.
-type started struct {
-	info   Info
-	cancel context.CancelFunc
-	done   chan error
-}
-
-// start runs cfg until the test ends (or stop); it fails the test when the
+// start runs cfg until the test ends (or Stop); it fails the test when the
 // node does not become ready.
-func start(t *testing.T, cfg Config) *started {
+func start(t *testing.T, cfg Config) *testenv.Running[Info] {
 	t.Helper()
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = testenv.Quiet()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &started{cancel: cancel, done: make(chan error, 1)}
-	ready := make(chan Info, 1)
-	go func() { s.done <- Run(ctx, cfg, func(i Info) { ready <- i }) }()
-	t.Cleanup(func() { s.stop(t) })
-	select {
-	case s.info = <-ready:
-	case err := <-s.done:
-		s.done <- err
-		t.Fatalf("node did not start: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("node not ready after 30s")
-	}
-	return s
-}
-
-// stop cancels the node and returns Run's error.
-func (s *started) stop(t *testing.T) error {
-	t.Helper()
-	s.cancel()
-	return s.wait(t)
-}
-
-// wait waits (bounded) for Run to return and returns its error.
-func (s *started) wait(t *testing.T) error {
-	t.Helper()
-	select {
-	case err := <-s.done:
-		s.done <- err
-		return err
-	case <-time.After(30 * time.Second):
-		t.Fatal("node did not stop within 30s")
-		return nil
-	}
+	return testenv.RunUntilReady(t, func(ctx context.Context, ready func(Info)) error { return Run(ctx, cfg, ready) })
 }
 
 // dial connects to url for the test's duration.
@@ -115,14 +74,14 @@ func publishSample(t *testing.T, js jetstream.JetStream) [][]byte {
 
 func TestRun_EmbeddedServesMetricsAndStopsCleanly(t *testing.T) {
 	n := start(t, Config{Home: t.TempDir(), Listen: "127.0.0.1:0", RelaxedSync: true, Metrics: "127.0.0.1:0", Parts: All})
-	if !n.info.Embedded || !strings.HasPrefix(n.info.ClientURL, "nats://127.0.0.1:") || !strings.HasSuffix(n.info.MetricsURL, "/metrics") {
-		t.Fatalf("ready info %+v", n.info)
+	if !n.Info.Embedded || !strings.HasPrefix(n.Info.ClientURL, "nats://127.0.0.1:") || !strings.HasSuffix(n.Info.MetricsURL, "/metrics") {
+		t.Fatalf("ready info %+v", n.Info)
 	}
-	_, js := dial(t, n.info.ClientURL)
+	_, js := dial(t, n.Info.ClientURL)
 	publishSample(t, js)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		resp, err := http.Get(n.info.MetricsURL)
+		resp, err := http.Get(n.Info.MetricsURL)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,20 +95,16 @@ func TestRun_EmbeddedServesMetricsAndStopsCleanly(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval
 	}
-	if err := n.stop(t); err != nil {
+	if err := n.Stop(t); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
 }
 
 func TestRun_ExternalServerIsUsedAsIs(t *testing.T) {
-	e, err := embedded.Start(context.Background(), embedded.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Shutdown(context.Background())
+	e := testnats.Start(t, embedded.Config{Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed})
 	n := start(t, Config{Home: t.TempDir(), Conn: natsconn.Options{URL: e.ClientURL()}, Parts: Parts{Projector: true, Query: true}})
-	if n.info.Embedded || n.info.ClientURL != e.ClientURL() {
-		t.Fatalf("ready info %+v, want the external server %s", n.info, e.ClientURL())
+	if n.Info.Embedded || n.Info.ClientURL != e.ClientURL() {
+		t.Fatalf("ready info %+v, want the external server %s", n.Info, e.ClientURL())
 	}
 	_, js := dial(t, e.ClientURL())
 	// The node provisioned the streams on the external server.
@@ -158,7 +113,7 @@ func TestRun_ExternalServerIsUsedAsIs(t *testing.T) {
 			t.Errorf("stream %s: %v", name, err)
 		}
 	}
-	if err := n.stop(t); err != nil {
+	if err := n.Stop(t); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
 }
@@ -180,9 +135,9 @@ func TestRun_StopsWithTheErrorOfAFailingPart(t *testing.T) {
 		errKilled := fmt.Errorf("killed between commit and publish: %w", feedcommit.ErrStop)
 		n := start(t, Config{Home: t.TempDir(), Listen: "127.0.0.1:0", RelaxedSync: true, Parts: Parts{Projector: true},
 			feedFault: func(uint64) error { return errKilled }})
-		_, js := dial(t, n.info.ClientURL)
+		_, js := dial(t, n.Info.ClientURL)
 		publishSample(t, js)
-		if err := n.wait(t); !errors.Is(err, errKilled) {
+		if err := n.Wait(t); !errors.Is(err, errKilled) {
 			t.Fatalf("node stopped with %v, want %v", err, errKilled)
 		}
 	})
@@ -203,15 +158,15 @@ func TestRun_FeedHasEveryCommitOnceAfterACrashBeforePublishing(t *testing.T) {
 		return nil
 	}
 	n := start(t, crashing)
-	_, js := dial(t, n.info.ClientURL)
+	_, js := dial(t, n.Info.ClientURL)
 	lines := publishSample(t, js)
-	if err := n.wait(t); !errors.Is(err, errKilled) {
+	if err := n.Wait(t); !errors.Is(err, errKilled) {
 		t.Fatalf("first life ended with %v, want %v", err, errKilled)
 	}
 
 	// Second life: the feed catches up to the projection, then follows.
 	n = start(t, base)
-	_, js = dial(t, n.info.ClientURL)
+	_, js = dial(t, n.Info.ClientURL)
 	want := uint64(len(lines))
 	pub := feed.NewPublisher(js)
 	deadline := time.Now().Add(20 * time.Second)
@@ -289,7 +244,7 @@ func TestRun_AFailedPublicationIsRepublishedWithTheNextCommit(t *testing.T) {
 			return nil
 		}}
 	n := start(t, cfg)
-	_, js := dial(t, n.info.ClientURL)
+	_, js := dial(t, n.Info.ClientURL)
 	lines := publishSample(t, js)
 	want := uint64(len(lines))
 	pub := feed.NewPublisher(js)
@@ -363,14 +318,14 @@ func waitFeed(t *testing.T, js jetstream.JetStream, gen uint64) {
 func TestRun_TheFeedNeitherDropsNorRepeatsAcrossRebuildsAndRestarts(t *testing.T) {
 	home := t.TempDir()
 	const window = 100 * time.Millisecond
-	logs := &logBuffer{}
+	logs := &testenv.Buffer{}
 	base := Config{Home: home, Listen: "127.0.0.1:0", RelaxedSync: true, Parts: Parts{Projector: true},
 		Projection: ProjectionConfig{BatchSize: 3}, Feed: FeedConfig{Duplicates: window},
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	n := start(t, base)
-	_, js := dial(t, n.info.ClientURL)
+	_, js := dial(t, n.Info.ClientURL)
 	waitFeed(t, js, publishAs(t, js, "s-a"))
-	n.stop(t)
+	n.Stop(t)
 
 	if err := os.RemoveAll(filepath.Join(home, "projection")); err != nil {
 		t.Fatal(err)
@@ -378,7 +333,7 @@ func TestRun_TheFeedNeitherDropsNorRepeatsAcrossRebuildsAndRestarts(t *testing.T
 	rebuilt := base
 	rebuilt.Projection = ProjectionConfig{BatchSize: 7, RebuildOnStart: true}
 	n = start(t, rebuilt)
-	_, js = dial(t, n.info.ClientURL)
+	_, js = dial(t, n.Info.ClientURL)
 	waitFeed(t, js, publishAs(t, js, "s-b"))
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(logs.String(), "rebuilt projection swapped in") {
@@ -387,15 +342,15 @@ func TestRun_TheFeedNeitherDropsNorRepeatsAcrossRebuildsAndRestarts(t *testing.T
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval
 	}
-	n.stop(t)
+	n.Stop(t)
 
 	for i := 0; i < 3; i++ {
 		time.Sleep(window) // what the feed holds is outside the duplicate window
 		mark := len(logs.String())
 		n = start(t, base)
-		_, js = dial(t, n.info.ClientURL)
+		_, js = dial(t, n.Info.ClientURL)
 		msgs := readFeed(t, js)
-		n.stop(t)
+		n.Stop(t)
 		if l := logs.String()[mark:]; strings.Contains(l, "published the changes") || strings.Contains(l, "re-published") {
 			t.Errorf("plain restart %d published again:\n%s", i+1, l)
 		}
@@ -443,7 +398,7 @@ func TestRun_ServeStartsOnASmallDisk(t *testing.T) {
 	small := func(o *serverOptions) { o.JetStreamMaxStore = store }
 	t.Run("the feed is sized to the store", func(t *testing.T) {
 		n := start(t, Config{Home: t.TempDir(), Listen: "127.0.0.1:0", RelaxedSync: true, Parts: All, configureServer: small})
-		_, js := dial(t, n.info.ClientURL)
+		_, js := dial(t, n.Info.ClientURL)
 		st, err := js.Stream(context.Background(), dshq.FeedStream)
 		if err != nil {
 			t.Fatal(err)
@@ -452,7 +407,7 @@ func TestRun_ServeStartsOnASmallDisk(t *testing.T) {
 			t.Fatalf("feed max bytes %d, want at most a quarter of the %d-byte store", got, store)
 		}
 		serves(t, js.Conn(), "on a small disk")
-		if err := n.stop(t); err != nil {
+		if err := n.Stop(t); err != nil {
 			t.Fatal(err)
 		}
 	})

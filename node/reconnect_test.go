@@ -1,15 +1,15 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/dshq/dshq/internal/testenv"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -17,27 +17,10 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/internal/natsconn"
+	"github.com/dshq/dshq/internal/testnats"
 	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/tools/toolservice"
 )
-
-// logBuffer collects a node's log lines.
-type logBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // serves waits until the node answers a query and a tool call over nc.
 func serves(t *testing.T, nc *nats.Conn, what string) {
@@ -60,12 +43,7 @@ func serves(t *testing.T, nc *nats.Conn, what string) {
 
 func TestRun_AConnectionTheServerClosesIsReplacedAndTheNodeServesAgain(t *testing.T) {
 	external := func(t *testing.T) natsconn.Options {
-		e, err := embedded.Start(context.Background(), embedded.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { e.Shutdown(context.Background()) })
-		return natsconn.Options{URL: e.ClientURL()}
+		return natsconn.Options{URL: testnats.Start(t, embedded.Config{Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed}).ClientURL()}
 	}
 	tests := []struct {
 		name string
@@ -77,10 +55,10 @@ func TestRun_AConnectionTheServerClosesIsReplacedAndTheNodeServesAgain(t *testin
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			conns := make(chan *nats.Conn, 4)
-			logs := &logBuffer{}
+			logs := &testenv.Buffer{}
 			n := start(t, Config{Home: t.TempDir(), Conn: tt.conn(t), Listen: "127.0.0.1:0", RelaxedSync: true, Parts: All,
 				Logger: slog.New(slog.NewTextHandler(logs, nil)), onConnect: func(nc *nats.Conn) { conns <- nc }})
-			client, js := dial(t, n.info.ClientURL)
+			client, js := dial(t, n.Info.ClientURL)
 			publishSample(t, js)
 			serves(t, client, "before")
 
@@ -106,7 +84,7 @@ func TestRun_AConnectionTheServerClosesIsReplacedAndTheNodeServesAgain(t *testin
 			if l := logs.String(); !strings.Contains(l, "nats connection closed by the server") || !strings.Contains(l, "maximum control line exceeded") {
 				t.Errorf("the log does not say why the node reconnected:\n%s", l)
 			}
-			if err := n.stop(t); err != nil {
+			if err := n.Stop(t); err != nil {
 				t.Fatalf("stop: %v", err)
 			}
 		})
@@ -115,16 +93,12 @@ func TestRun_AConnectionTheServerClosesIsReplacedAndTheNodeServesAgain(t *testin
 
 func TestRun_ANodeWhoseCredentialsTheServerRefusesExitsWithTheReason(t *testing.T) {
 	var opts *server.Options
-	e, err := embedded.Start(context.Background(), embedded.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed,
+	e := testnats.Start(t, embedded.Config{Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed,
 		Configure: func(o *server.Options) {
 			o.Users = []*server.User{{Username: "dshq", Password: "first"}}
 			opts = o
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Shutdown(context.Background())
-	logs := &logBuffer{}
+	logs := &testenv.Buffer{}
 	n := start(t, Config{Home: t.TempDir(), Conn: natsconn.Options{URL: e.ClientURL(), User: "dshq", Password: "first"},
 		Parts: Parts{Query: true, Tools: true}, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 
@@ -135,7 +109,7 @@ func TestRun_ANodeWhoseCredentialsTheServerRefusesExitsWithTheReason(t *testing.
 	if err := e.NATSServer().ReloadOptions(&changed); err != nil {
 		t.Fatal(err)
 	}
-	err = n.wait(t)
+	err := n.Wait(t)
 	if !errors.Is(err, nats.ErrAuthorization) {
 		t.Fatalf("node ended with %v, want an authorization violation", err)
 	}

@@ -82,9 +82,11 @@ type Snapshot interface {
 	// seq order until fn returns false.
 	Events(id string, fromSeq int64, fn func(dshq.StoredEvent) bool) error
 	// SurfaceSeqs returns the session's current surface nodes in model
-	// order (UPSTREAM §3.1), which is not seq order after a replacement.
+	// order (docs/events-and-surfaces.md#the-fold), which is not seq order
+	// after a replacement.
 	SurfaceSeqs(id string) []int64
-	// Closers returns the synthetic crash closers (UPSTREAM §1.7) for a
+	// Closers returns the synthetic crash closers
+	// (docs/events-and-surfaces.md#crash-closers-and-the-balanced-view) for a
 	// session whose lease is not held and whose last turn is open: the
 	// balanced view a cold reader sees, as stored events (fold.StoredClosers:
 	// surfaces, text, sources). They are never written. Nil for a balanced,
@@ -154,7 +156,8 @@ type CommittedEvent struct {
 	dshq.SearchDocument
 	// Token is the session's subject token.
 	Token string
-	// Workspace is the session's workspace key (CONTRACT §1).
+	// Workspace is the session's workspace key
+	// (docs/protocol.md#1-session-ids-subject-tokens-workspace-keys).
 	Workspace string
 	// Invalid marks an event stored raw after its session became invalid.
 	Invalid bool

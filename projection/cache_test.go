@@ -77,8 +77,8 @@ func TestProjector_FollowsLeasesAndBalancesLapsedOpenTurns(t *testing.T) {
 		leases = append(leases, c.Leases...)
 		mu.Unlock()
 	}))
-	// A session whose turn is open (§2.5 cut before its turn/end), with an
-	// id whose token is encoded (lease key "=…").
+	// A session whose turn is open (the worked example cut before its
+	// turn/end), with an id whose token is encoded (lease key "=…").
 	id := "open turn/é"
 	lines := withID(t, readLines(t, "upstream-2.5.jsonl")[:8], id)
 	_, last := e.publishLog(lines)

@@ -19,10 +19,11 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// contractPublisher publishes records as CONTRACT §2 says (Nats-Msg-Id and
-// the expected last subject sequence) and raw copies without either, in
-// pipelined rounds: within a round each subject gets records whose expected
-// sequence the previous round's acks settled.
+// contractPublisher publishes records as
+// docs/protocol.md#2-the-session-log-stream says (Nats-Msg-Id and the expected
+// last subject sequence) and raw copies without either, in pipelined rounds:
+// within a round each subject gets records whose expected sequence the previous
+// round's acks settled.
 type contractPublisher struct {
 	t       testing.TB
 	js      jetstream.JetStream

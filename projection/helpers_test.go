@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
@@ -27,6 +26,7 @@ import (
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/index"
+	"github.com/dshq/dshq/internal/testnats"
 	"github.com/dshq/dshq/record"
 )
 
@@ -34,14 +34,14 @@ var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 func TestMain(m *testing.M) {
 	// Bleve starts its analysis workers once per process, at package init.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
+	testnats.VerifyNoLeaks(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
 }
 
-// env is an embedded nats-server with the session stream and lease bucket.
+// env is a test's server with the session stream and lease bucket. The
+// projection's tests build it from testnats and bus, not testenv, because
+// testenv opens projectors of this package; each test opens its own.
 type env struct {
 	t  testing.TB
-	e  *embedded.Server
-	nc *nats.Conn
 	js jetstream.JetStream
 	kv jetstream.KeyValue
 }
@@ -49,32 +49,16 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
-	e, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed})
-	if err != nil {
-		t.Fatalf("start embedded: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := e.Shutdown(context.Background()); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	nc, err := e.InProcessConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bus.EnsureStream(ctx, js, bus.StreamConfig{LeaseTTL: 2 * time.Second}); err != nil {
+	js := testnats.JetStream(t, testnats.Start(t, embedded.Config{Sync: embedded.SyncRelaxed}).Conn(t))
+	cfg := bus.StreamConfig{LeaseTTL: 2 * time.Second}
+	if _, err := bus.EnsureStream(ctx, js, cfg); err != nil {
 		t.Fatalf("ensure stream: %v", err)
 	}
-	kv, err := bus.EnsureLeaseBucket(ctx, js, bus.StreamConfig{LeaseTTL: 2 * time.Second})
+	kv, err := bus.EnsureLeaseBucket(ctx, js, cfg)
 	if err != nil {
 		t.Fatalf("ensure lease bucket: %v", err)
 	}
-	return &env{t: t, e: e, nc: nc, js: js, kv: kv}
+	return &env{t: t, js: js, kv: kv}
 }
 
 // publish publishes one raw record on dsh.log.<tok> and returns its stream

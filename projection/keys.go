@@ -40,9 +40,9 @@ var (
 )
 
 // SchemaVersion is the store layout version. A store written with another
-// version is rebuilt from the stream on start. Version 2 keys sessions by
-// their log key (tenants, docs/protocol.md §2): a version 1 store had
-// quarantined every two-token log subject.
+// version is rebuilt from the stream on start. Version 2 keys sessions by their
+// log key (tenants, docs/protocol.md#2-the-session-log-stream): a version 1
+// store had quarantined every two-token log subject.
 const SchemaVersion = 2
 
 // sessionKey is the prefix of every per-session key: a 2-byte big-endian

@@ -13,11 +13,11 @@ import (
 	"github.com/dshq/dshq/internal/microhost"
 )
 
-// Client is a typed client of the trusted query API (CONTRACT §3) over NATS.
-// Every method sends one request to dsh.query.v1.<endpoint> and returns the
-// decoded reply; a failure the service reports is returned as a *dshq.Error
-// whose Code is the Nats-Service-Error-Code of the reply. A Client is safe
-// for concurrent use.
+// Client is a typed client of the trusted query API
+// (docs/protocol.md#3-the-trusted-query-api) over NATS. Every method sends one
+// request to dsh.query.v1.<endpoint> and returns the decoded reply; a failure
+// the service reports is returned as a *dshq.Error whose Code is the
+// Nats-Service-Error-Code of the reply. A Client is safe for concurrent use.
 type Client struct {
 	nc      *nats.Conn
 	prefix  string

@@ -88,7 +88,7 @@ func DecodeCursor(req *Request) (*Cursor, error) {
 
 // fingerprint is the canonical normalized request a cursor is bound to:
 // reordered filters or values, or an omitted default limit, give the same
-// fingerprint; any other change does not (UPSTREAM §5.6).
+// fingerprint; any other change does not (docs/search.md#cursors-and-staleness).
 func fingerprint(req *Request) string {
 	b, _ := json.Marshal(struct {
 		Endpoint       string            `json:"e"`

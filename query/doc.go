@@ -1,20 +1,21 @@
-// Package query is the wire of dshq's trusted query API (CONTRACT §3,
-// docs/protocol.md §3): the request types with their strict decoding,
-// validation and normalization, the filters (decoding, canonical form, the
-// search budgets, and what a clause matches), the cursor encoding, the typed
-// Client, and the stateless NATS micro service dsh-query. It opens no store:
-// it links neither bbolt, Bleve nor nats-server (internal/archtest checks).
+// Package query is the wire of dshq's trusted query API
+// (docs/protocol.md#3-the-trusted-query-api): the request types with their
+// strict decoding, validation and normalization, the filters (decoding,
+// canonical form, the search budgets, and what a clause matches), the cursor
+// encoding, the typed Client, and the stateless NATS micro service dsh-query.
+// It opens no store: it links neither bbolt, Bleve nor nats-server
+// (internal/archtest checks).
 //
-// A request travels in two hops. The service (Serve) decodes the body
-// strictly, validates and normalizes it in the original's order (UPSTREAM
-// §5.5) and forwards the normalized Request to the projection shard on
-// dsh.proj.<shard>.v1.<endpoint>; the shard (package engine, hosted by the
-// projector) runs it and the service relays the answer, generation
-// included. Both hops answer failures with the micro error headers and the
-// {"error":{code,message}} body. A service in the same process as its
-// shard (WithLocalShard with a Shard, the interface engine.Engine
-// satisfies; `dshq serve`) calls it directly instead of the second hop: the
-// same answers, one NATS round trip and one decode fewer.
+// A request travels in two hops. The service (Serve) decodes the body strictly,
+// validates and normalizes it in the original's order
+// (docs/search.md#request-validation-order) and forwards the normalized Request
+// to the projection shard on dsh.proj.<shard>.v1.<endpoint>; the shard (package
+// engine, hosted by the projector) runs it and the service relays the answer,
+// generation included. Both hops answer failures with the micro error headers
+// and the {"error":{code,message}} body. A service in the same process as its
+// shard (WithLocalShard with a Shard, the interface engine.Engine satisfies;
+// `dshq serve`) calls it directly instead of the second hop: the same answers,
+// one NATS round trip and one decode fewer.
 //
 // Wiring: cmd/query (any number of replicas) runs Serve; callers use
 // NewClient. Both services are hosted by internal/microhost (ServeEndpoints):
@@ -29,7 +30,8 @@
 //   - Unknown request fields are refused with SESSION_QUERY_INVALID_REQUEST
 //     (naming the field), after the body's shape and before any field check.
 //     Unknown keys inside a filter clause are SESSION_QUERY_INVALID_FILTER.
-//   - Ids compare by the byte order of their UTF-8 (CONTRACT §3).
+//   - Ids compare by the byte order of their UTF-8
+//     (docs/protocol.md#3-the-trusted-query-api).
 //   - Search compiles its metadata filters under the original's budgets: at
 //     most 14 predicates (13 event predicates in events.search) and 32 766
 //     bound values, of which 3 (sessions.search: query, limit, offset) or 4

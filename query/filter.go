@@ -27,7 +27,7 @@ var (
 	textKinds    = append(slices.Clone(eventKinds), dshq.FilterText)
 )
 
-// Search compile budgets (UPSTREAM §5.5).
+// Search compile budgets (docs/search.md#budgets).
 const (
 	// MaxSearchPredicates is the most compiled predicates a search may hold.
 	MaxSearchPredicates = 14
@@ -185,7 +185,8 @@ func closedValues(kind string) []string {
 
 // canonicalFilters returns the filters in canonical form for a cursor
 // fingerprint: list values sorted (nulls first, then byte order), ranges with
-// explicit nulls, clauses sorted by their JSON text (UPSTREAM §5.6).
+// explicit nulls, clauses sorted by their JSON text
+// (docs/search.md#cursors-and-staleness).
 func canonicalFilters(fs []dshq.Filter) []json.RawMessage {
 	out := make([]json.RawMessage, 0, len(fs))
 	for _, f := range fs {

@@ -14,8 +14,8 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// The endpoints of CONTRACT §3; each is served on dshq.QuerySubjectPrefix.<name>
-// (dsh.query.v1.<name>).
+// The endpoints of docs/protocol.md#3-the-trusted-query-api; each is served on
+// dshq.QuerySubjectPrefix.<name> (dsh.query.v1.<name>).
 const (
 	EndpointSessionsList    = "sessions.list"
 	EndpointSessionsFilter  = "sessions.filter"
@@ -91,7 +91,8 @@ var endpointFields = map[string][]string{
 }
 
 // DecodeRequest decodes body as a request of endpoint, strictly, and
-// validates and normalizes it in the original's order (UPSTREAM §5.5, §5.8).
+// validates and normalizes it in the original's order
+// (docs/search.md#request-validation-order, docs/query.md#event-read-windows).
 // The first failure wins. It returns a *dshq.Error with code
 // SESSION_QUERY_INVALID_REQUEST (body shape, unknown field, sessionId,
 // seq type, minGeneration, timeoutMs), INVALID_FILTER, INVALID_CURSOR,
@@ -334,7 +335,8 @@ func decodeWindow(f map[string]json.RawMessage, name string) (int, error) {
 	return int(v), nil
 }
 
-// decodeQuery normalizes the search phrase (UPSTREAM §5.5 "query as data").
+// decodeQuery normalizes the search phrase, which is data, never syntax
+// (docs/search.md#the-query-is-a-literal-phrase).
 func decodeQuery(f map[string]json.RawMessage) (string, error) {
 	raw, ok := f["query"]
 	var s string

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"go.uber.org/goleak"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testnats"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testnats.VerifyNoLeaks(m) }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -29,17 +29,7 @@ func ctxT(t *testing.T) context.Context {
 // conn starts an in-process server (no JetStream use) and connects to it.
 func conn(t *testing.T) *nats.Conn {
 	t.Helper()
-	e, err := embedded.Start(context.Background(), embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
-	nc, err := e.InProcessConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return testnats.Start(t, embedded.Config{Sync: embedded.SyncRelaxed}).Conn(t)
 }
 
 func serve(t *testing.T, nc *nats.Conn, opts ...ServiceOption) {

@@ -1,8 +1,10 @@
-// Package record is the codec of dshq's session records: session ids and
-// their subject tokens (docs/protocol.md §1), tenant names and log keys (the part of
-// a log subject after dsh.log., docs/protocol.md §1), the header and event records of a
-// session log (CONTRACT §2, UPSTREAM §1.2, §2.1), and the upstream JSONL file
-// format with its packed chunk rows and zstd framing (UPSTREAM §11).
+// Package record is the codec of dshq's session records: session ids and their
+// subject tokens
+// (docs/protocol.md#1-session-ids-subject-tokens-workspace-keys), tenant names
+// and log keys (the part of a log subject after dsh.log.), the header and event
+// records of a session log (docs/events-and-surfaces.md#session-headers,
+// docs/events-and-surfaces.md#the-event-envelope), and the upstream JSONL file
+// format with its packed chunk rows and zstd framing (docs/file-format.md).
 //
 // Decoding is lossless: an event keeps its exact bytes (dshq.Event.Raw,
 // compacted: insignificant whitespace dropped, every token, escape and key
@@ -17,12 +19,13 @@
 // with code SESSION_QUERY_INVALID_REQUEST wrapping ErrInvalidSessionID,
 // ErrInvalidSubjectToken or ErrInvalidTenant; everything else gives a *RecordError with a stable
 // Rule, the file (WithName) and the physical line (the header is line 1;
-// UPSTREAM's messages count from the line after the header).
+// the original's messages count from the line after the header).
 //
 // Reading a file (Reader) is strict by default, which is what an import
 // wants: a torn tail, an unparsable line, a malformed row or a seq gap is an
-// error naming the line. WithUpstreamTail gives UPSTREAM §11.6's crash-tail
-// tolerance instead. A .jsonl.zstd file (UPSTREAM §11.7) is read frame by
+// error naming the line. WithUpstreamTail gives the original's crash-tail
+// tolerance instead (docs/file-format.md#reading-and-torn-lines). A .jsonl.zstd
+// file (docs/file-format.md#zstandard-framing) is read frame by
 // frame: each frame is scanned structurally (magic, reserved bits, block
 // headers; skippable frames are refused), held compressed (at most
 // MaxZstdFrameBytes) and decompressed with its checksum verified and a

@@ -40,7 +40,8 @@ const (
 	RuleFormatUnsupported Rule = "format-unsupported"
 	// RuleMissingHeader: an empty file, or a first line that does not end.
 	RuleMissingHeader Rule = "missing-header"
-	// RuleMalformedRow: a packed chunk row that fails UPSTREAM §11.4.
+	// RuleMalformedRow: a packed chunk row that fails its validation
+	// (docs/file-format.md#row-validation).
 	RuleMalformedRow Rule = "malformed-row"
 	// RuleSeqGap: an event whose seq is not the next one.
 	RuleSeqGap Rule = "seq-gap"
@@ -57,8 +58,8 @@ const (
 )
 
 // ErrFormatUnsupported is wrapped by a refusal of a header version this
-// reader does not read (UPSTREAM §8.1 SessionFormatUnsupportedError): a
-// format refusal, not corruption.
+// reader does not read (the original's SessionFormatUnsupportedError,
+// docs/sdk.md#errors): a format refusal, not corruption.
 var ErrFormatUnsupported = errors.New("session format unsupported")
 
 // RecordError is the error of every decoding failure in this package: the

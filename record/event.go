@@ -12,11 +12,12 @@ import (
 // exactly (JavaScript's Number.MAX_SAFE_INTEGER).
 const MaxSafeInteger = 1<<53 - 1
 
-// ParseEvent decodes one event record (UPSTREAM §2.1): a JSON object with a
-// string type, safe-integer seq and time, and data; surfaceOp and
-// sourceEventSeqs are kept raw, ignorable is true only for the literal true.
-// Raw is the record compacted (insignificant whitespace removed, every token
-// kept byte for byte, key order kept); it never aliases raw.
+// ParseEvent decodes one event record
+// (docs/events-and-surfaces.md#the-event-envelope): a JSON object with a string
+// type, safe-integer seq and time, and data; surfaceOp and sourceEventSeqs are
+// kept raw, ignorable is true only for the literal true. Raw is the record
+// compacted (insignificant whitespace removed, every token kept byte for byte,
+// key order kept); it never aliases raw.
 //
 // Besides what the envelope needs, ParseEvent refuses what cannot round trip
 // losslessly: invalid JSON or UTF-8, duplicate keys, -0, numbers beyond a

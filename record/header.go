@@ -9,8 +9,9 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// headerKeysV2 is the exact key set of a version 2 header record (UPSTREAM
-// §11.10 plus CONTRACT §2's inheritedEventCount).
+// headerKeysV2 is the exact key set of a version 2 header record
+// (docs/file-format.md#version-2-files, with dshq's inheritedEventCount:
+// docs/events-and-surfaces.md#session-headers).
 var headerKeysV2 = map[string]bool{
 	"type": true, "version": true, "id": true, "createdAt": true, "cwd": true,
 	"parentSession": true, "isSeeded": true, "origin": true,
@@ -41,7 +42,8 @@ func ValidHarness(s string) bool {
 	return true
 }
 
-// ParseHeader decodes a header record (CONTRACT §2, UPSTREAM §1.2, §11.2).
+// ParseHeader decodes a header record (docs/events-and-surfaces.md#session-headers,
+// docs/file-format.md#the-header-line).
 //
 // Version refusal comes first: an object whose version is a number other
 // than 0 or 2 is refused with RuleFormatUnsupported, wrapping
@@ -94,9 +96,9 @@ func headerErr(format string, args ...any) *RecordError {
 	return recErr(RuleHeader, "first line is not a session header: "+format, args...)
 }
 
-// headerVersion checks the version before any shape check (UPSTREAM §11.2
-// step 3): a missing or non-numeric version is a shape error, a numeric one
-// other than 0 or 2 a format refusal.
+// headerVersion checks the version before any shape check
+// (docs/file-format.md#the-header-line): a missing or non-numeric version is a
+// shape error, a numeric one other than 0 or 2 a format refusal.
 func headerVersion(v []byte) (int, error) {
 	if v == nil {
 		return 0, headerErr("version is missing")
@@ -268,13 +270,13 @@ func show(v []byte) string {
 	return abbreviate(v)
 }
 
-// EncodeHeader returns the version 2 wire header record of rec (CONTRACT
-// §2) in the writer's field order: type, version, id, createdAt, cwd?,
-// parentSession?, isSeeded, origin?, delegationDepth?, agentPreset?,
-// harness?, then inheritedEventCount when the session is seeded. It refuses (RuleHeader) a
-// header that ParseHeader would refuse, or an inherited count without
-// isSeeded. rec.Raw and rec.FormatVersion are ignored: to reproduce a
-// record as received, write rec.Raw.
+// EncodeHeader returns the version 2 wire header record of rec
+// (docs/protocol.md#2-the-session-log-stream) in the writer's field order:
+// type, version, id, createdAt, cwd?, parentSession?, isSeeded, origin?,
+// delegationDepth?, agentPreset?, harness?, then inheritedEventCount when the
+// session is seeded. It refuses (RuleHeader) a header that ParseHeader would
+// refuse, or an inherited count without isSeeded. rec.Raw and rec.FormatVersion
+// are ignored: to reproduce a record as received, write rec.Raw.
 func EncodeHeader(rec dshq.HeaderRecord) ([]byte, error) {
 	h := rec.Header
 	if h.Version != 0 && h.Version != dshq.FormatVersion2 {

@@ -10,7 +10,8 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// MaxSessionIDBytes is the longest session id, in bytes (CONTRACT §1).
+// MaxSessionIDBytes is the longest session id, in bytes
+// (docs/protocol.md#1-session-ids-subject-tokens-workspace-keys).
 const MaxSessionIDBytes = 512
 
 // maxPlainToken is the longest id that is its own subject token.
@@ -80,7 +81,8 @@ func isPlain(id string) bool {
 	return true
 }
 
-// SubjectToken returns the NATS subject token of a session id (CONTRACT §1):
+// SubjectToken returns the NATS subject token of a session id
+// (docs/protocol.md#1-session-ids-subject-tokens-workspace-keys):
 // the id itself when it matches ^[A-Za-z0-9_-]{1,200}$, otherwise "~"
 // followed by the unpadded base64url of its bytes. The mapping is injective.
 // An invalid id is refused as by ValidateSessionID.
@@ -124,7 +126,8 @@ func ParseSubjectToken(tok string) (string, error) {
 	return id, nil
 }
 
-// WorkspaceKey returns the workspace key of a cwd (CONTRACT §1): the
+// WorkspaceKey returns the workspace key of a cwd
+// (docs/protocol.md#1-session-ids-subject-tokens-workspace-keys): the
 // lowercase hex of the first 16 bytes of SHA-256 of the cwd string, or "_"
 // for a session without cwd.
 func WorkspaceKey(cwd *string) string {

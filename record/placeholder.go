@@ -65,7 +65,8 @@ func replace(line []byte, from, to string) []byte {
 	return bytes.ReplaceAll(line, []byte(from), appendEscaped(nil, to))
 }
 
-// fixture is the substitution of UPSTREAM §11.8 for one file: {{cwd}} and
+// fixture is the placeholder substitution for one file
+// (docs/file-format.md#test-fixtures-and-placeholders): {{cwd}} and
 // {{sessionId}}; when the header's cwd is "{{cwd}}/workspace", every
 // "{{cwd}}/workspace" collapses to the cwd itself (the web seeder's
 // rewrite of the header cwd to the workspace root).

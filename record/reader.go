@@ -42,10 +42,10 @@ func WithPlaceholders(vars map[string]string) Option {
 }
 
 // WithFixturePlaceholders realizes an upstream test fixture the way the web
-// seeder does (UPSTREAM §11.8): {{cwd}} becomes cwd (an absolute path) and
-// {{sessionId}} becomes sessionID in every line, and when the header's cwd
-// is "{{cwd}}/workspace" every "{{cwd}}/workspace" becomes cwd itself.
-// Other placeholders stay literal.
+// seeder does (docs/file-format.md#test-fixtures-and-placeholders): {{cwd}}
+// becomes cwd (an absolute path) and {{sessionId}} becomes sessionID in every
+// line, and when the header's cwd is "{{cwd}}/workspace" every
+// "{{cwd}}/workspace" becomes cwd itself. Other placeholders stay literal.
 func WithFixturePlaceholders(cwd, sessionID string) Option {
 	return func(r *Reader) { r.fixture = &fixture{cwd: cwd, sessionID: sessionID} }
 }
@@ -70,19 +70,20 @@ func WithoutPlaceholders() Option { return func(r *Reader) { r.noPlaceholders = 
 // in strict reading the framing changes nothing but what is refused.
 func WithStandardZstd() Option { return func(r *Reader) { r.standardZstd = true } }
 
-// WithUpstreamTail reads damage at the end of a log as UPSTREAM §11.6 does
-// instead of refusing it: final bytes without a newline (or a torn final
-// zstd frame) are dropped, and the first unparsable line, malformed row or
-// seq gap ends the log as a crash tail, unless a later parseable line (or
-// the damaged row itself) is a turn/end, in which case it is returned as
-// the error. Tail reports what was dropped. Without this option every such
-// damage is an error, which is what an import wants.
+// WithUpstreamTail reads damage at the end of a log as the original does
+// (docs/file-format.md#reading-and-torn-lines) instead of refusing it: final
+// bytes without a newline (or a torn final zstd frame) are dropped, and the
+// first unparsable line, malformed row or seq gap ends the log as a crash tail,
+// unless a later parseable line (or the damaged row itself) is a turn/end, in
+// which case it is returned as the error. Tail reports what was dropped.
+// Without this option every such damage is an error, which is what an import
+// wants.
 func WithUpstreamTail() Option { return func(r *Reader) { r.upstreamTail = true } }
 
-// Reader reads a session log file in the upstream JSONL layout (UPSTREAM
-// §11): a header line, then one record per line, packed chunk rows expanded
-// into their assistant/chunk events, seqs checked contiguous from 0. It
-// reads plain JSONL and .jsonl.zstd (concatenated zstd frames) alike,
+// Reader reads a session log file in the upstream JSONL layout
+// (docs/file-format.md): a header line, then one record per line, packed chunk
+// rows expanded into their assistant/chunk events, seqs checked contiguous from
+// 0. It reads plain JSONL and .jsonl.zstd (concatenated zstd frames) alike,
 // telling them apart by the zstd magic number.
 //
 // Every error is a *RecordError naming the file (WithName), the physical
@@ -223,7 +224,8 @@ func (r *Reader) readLine() ([]byte, error) {
 		r.buf = r.grow(len(chunk))
 		r.buf = append(r.buf, chunk...)
 		if errors.Is(err, errTornFrame) {
-			// A torn final zstd frame ends the input (UPSTREAM §11.7).
+			// A torn final zstd frame ends the input
+			// (docs/file-format.md#zstandard-framing).
 			r.zstdTorn = true
 			err = io.EOF
 		}
@@ -264,7 +266,7 @@ func (r *Reader) grow(n int) []byte {
 	return b
 }
 
-// frameEnd checks a zstd frame boundary (UPSTREAM §11.7 steps 3 and 5):
+// frameEnd checks a zstd frame boundary (docs/file-format.md#zstandard-framing):
 // no line may span two frames, and the first frame holds the header line
 // alone.
 func (r *Reader) frameEnd() error {
@@ -428,7 +430,7 @@ func (r *Reader) damage(err error, evs []dshq.Event) error {
 		return r.fail(err)
 	}
 	if r.frames != nil && !r.frames.torn {
-		// Inside a complete zstd frame any damage is fatal (§11.7 step 5).
+		// Inside a complete zstd frame any damage is fatal.
 		return r.fail(err)
 	}
 	issue := r.fail(err).(*RecordError)

@@ -7,7 +7,7 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// The packed chunk row tags (UPSTREAM §11.4).
+// The packed chunk row tags (docs/file-format.md#packed-chunk-rows).
 const (
 	RowTextChunks      = "text-chunks"
 	RowReasoningChunks = "reasoning-chunks"
@@ -15,7 +15,8 @@ const (
 )
 
 // MinRun is the fewest assistant/chunk deltas the writer packs into one row
-// (UPSTREAM §11.5 MIN_RUN, a format constant).
+// (the original's MIN_RUN, a format constant:
+// docs/file-format.md#when-the-writer-packs).
 const MinRun = 3
 
 // deltaKind is the chunk type a row expands to.
@@ -109,8 +110,8 @@ func rowErr(tag, format string, args ...any) *RecordError {
 	return recErr(RuleMalformedRow, "malformed "+tag+" storage row: "+format, args...)
 }
 
-// expandRow validates a packed chunk row (UPSTREAM §11.4) given its
-// compacted bytes and top-level members, and returns its deltas.
+// expandRow validates a packed chunk row (docs/file-format.md#row-validation)
+// given its compacted bytes and top-level members, and returns its deltas.
 func expandRow(tag string, out []byte, top []member) ([]delta, error) {
 	env := map[string][]byte{}
 	for _, m := range top {
@@ -206,10 +207,10 @@ func isString(v []byte) bool { return len(v) > 0 && v[0] == '"' }
 func isNumber(v []byte) bool { return len(v) > 0 && (v[0] == '-' || v[0] >= '0' && v[0] <= '9') }
 
 // packable returns the delta an event is, when the event is exactly the
-// expansion of one (UPSTREAM §11.5's whitelist, tightened to byte equality
-// so that packing never changes a record). It reads Raw positionally in
-// the expansion's layout; the final comparison with the delta's own
-// expansion is what decides.
+// expansion of one (the original's whitelist,
+// docs/file-format.md#when-the-writer-packs, tightened to byte equality so that
+// packing never changes a record). It reads Raw positionally in the expansion's
+// layout; the final comparison with the delta's own expansion is what decides.
 func packable(ev dshq.Event) (delta, bool) {
 	if ev.Type != "assistant/chunk" || ev.Seq < 0 {
 		return delta{}, false

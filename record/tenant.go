@@ -13,7 +13,8 @@ const MaxTenantBytes = 64
 // ErrInvalidTenant is the sentinel wrapped by every tenant name refusal.
 var ErrInvalidTenant = errors.New("invalid tenant")
 
-// ValidateTenant reports whether t is a tenant name (docs/protocol.md §1): 1
+// ValidateTenant reports whether t is a tenant name
+// (docs/protocol.md#1-session-ids-subject-tokens-workspace-keys): 1
 // to 64 bytes of [A-Za-z0-9_-]. A tenant name is one NATS subject token, a
 // key-value key fragment and the tail of an inbox prefix (_INBOX_<tenant>);
 // the empty string is no tenant (the trusted, untenanted namespace) and is
@@ -41,9 +42,9 @@ func invalidTenant(format string, args ...any) error {
 }
 
 // LogKey returns the log key of a session: the part of its log subject after
-// dsh.log. (docs/protocol.md §2). It is the subject token alone for a session
-// of no tenant (tenant ""), and <tenant>.<token> for a tenant's session. It
-// does not validate its arguments.
+// dsh.log. (docs/protocol.md#2-the-session-log-stream). It is the subject token
+// alone for a session of no tenant (tenant ""), and <tenant>.<token> for a
+// tenant's session. It does not validate its arguments.
 func LogKey(tenant, token string) string {
 	if tenant == "" {
 		return token

@@ -12,12 +12,13 @@ import (
 type WriterOption func(*Writer)
 
 // WithPacking turns packing of assistant/chunk delta runs into rows
-// (UPSTREAM §11.5) on or off. It is on by default, as upstream.
+// (docs/file-format.md#when-the-writer-packs) on or off. It is on by default,
+// as upstream.
 func WithPacking(on bool) WriterOption { return func(w *Writer) { w.pack = on } }
 
-// WithZstd writes .jsonl.zstd (UPSTREAM §11.7): the header line in a frame
-// of its own, then one frame per Flush, each a standard frame with the
-// content checksum on.
+// WithZstd writes .jsonl.zstd (docs/file-format.md#zstandard-framing): the
+// header line in a frame of its own, then one frame per Flush, each a standard
+// frame with the content checksum on.
 func WithZstd() WriterOption { return func(w *Writer) { w.zstd = true } }
 
 // Writer writes a session log in the upstream JSONL layout: the header

@@ -23,10 +23,10 @@ var errFrameEnd = errors.New("end of zstd frame")
 var errTornFrame = errors.New("torn zstd frame")
 
 // frameReader yields the plaintext of a .jsonl.zstd stream frame by frame
-// (UPSTREAM §11.7): each frame is first scanned structurally (magic,
-// reserved bits, block headers), then decompressed with its checksum
-// verified. A stream that ends inside a frame is torn: an error, or with
-// upstream set, whatever the decoder recovers from the available bytes,
+// (docs/file-format.md#zstandard-framing): each frame is first scanned
+// structurally (magic, reserved bits, block headers), then decompressed with
+// its checksum verified. A stream that ends inside a frame is torn: an error,
+// or with upstream set, whatever the decoder recovers from the available bytes,
 // followed by errTornFrame.
 type frameReader struct {
 	src      *bufio.Reader

@@ -15,7 +15,8 @@ var sensitive = regexp.MustCompile(`(?i)KEY|PASSWORD|SECRET|TOKEN`)
 // page, colour or query a terminal.
 var TerminalOverrides = map[string]string{"NO_COLOR": "1", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat"}
 
-// ChildEnv builds a shell child's environment (UPSTREAM §7), in this order:
+// ChildEnv builds a shell child's environment
+// (docs/sdk.md#building-a-childs-environment), in this order:
 //  1. the parent environment (KEY=VALUE entries, as os.Environ) without any
 //     key matching /KEY|PASSWORD|SECRET|TOKEN/i and without any key whose
 //     upper-cased name starts with DSH_ (stale facts of an outer harness);

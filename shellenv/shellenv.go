@@ -1,7 +1,7 @@
 // Package shellenv is the managed DSH_* environment of a harness's shell
-// children (UPSTREAM §7): the contributor registry with its built-in facts
-// (DSH_HOME, DSH_SHELL, DSH_SESSION_ID), the sanitizing merge that builds a
-// child process's environment, and DSH_HOME resolution.
+// children (docs/sdk.md#the-shell-environment): the contributor registry with
+// its built-in facts (DSH_HOME, DSH_SHELL, DSH_SESSION_ID), the sanitizing
+// merge that builds a child process's environment, and DSH_HOME resolution.
 //
 // The variables are correlation facts for scripts, not credentials. Ordering
 // of names follows the byte order of their UTF-8 (upstream used JavaScript

@@ -30,7 +30,7 @@ func vars(kv ...string) map[string]Variable {
 	return m
 }
 
-// UPSTREAM §9 item 48: registration refusals, in the validation order.
+// Registration refusals, in the validation order (docs/sdk.md#contributors).
 func TestRegister_Refusals(t *testing.T) {
 	cases := []struct {
 		name string

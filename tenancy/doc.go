@@ -1,5 +1,7 @@
 // Package tenancy holds the names and the NATS permissions of a dshq tenant
-// (docs/protocol.md §1, §2, §4; README, "Deploying on a NATS server").
+// (docs/protocol.md#2-the-session-log-stream,
+// docs/protocol.md#4-the-model-facing-tools; README, "Deploying on a NATS
+// server").
 //
 // A tenant — a harness, or a team of them — is a NATS user whose
 // permissions the server enforces. It writes its sessions on

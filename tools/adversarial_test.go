@@ -104,13 +104,14 @@ func TestWorkspaceBoundary(t *testing.T) {
 	}
 }
 
-// The exact tools render the §6.6 examples identically on the real pipeline.
+// The exact tools render the examples of docs/tools.md#renderings identically
+// on the real pipeline.
 func TestExactToolsOnThePipeline(t *testing.T) {
 	fake := newTools(t, newFake(t, exampleCorpus))
 	real := newTools(t, tools.FromQueryClient(newPipeline(t, exampleCorpus).Client))
 	for _, tc := range goldenCases {
 		if tc.tool == tools.NameSessionSearch || tc.tool == tools.NameSessionEventSearch || strings.Contains(tc.name, "orphan") {
-			continue // ranking of larger corpora is the index's (BM25); the §6.6 search examples run on both backends
+			continue // ranking of larger corpora is the index's (BM25); the search examples run on both backends
 		}
 		t.Run(tc.name, func(t *testing.T) {
 			want := call(t, fake, tc.caller, tc.tool, tc.args)
@@ -173,8 +174,9 @@ func TestFiltersOnBothBackends(t *testing.T) {
 	}
 }
 
-// A hidden two-node cycle above a visible target (UPSTREAM §9 item 23) fails
-// the trace with the safe lineage message, naming no session.
+// A hidden two-node cycle above a visible target
+// (docs/tools.md#lineage-pruning) fails the trace with the safe lineage
+// message, naming no session.
 func TestHiddenLineageCycle(t *testing.T) {
 	header := func(id, cwd, parent string) string {
 		return `{"type":"session","version":2,"id":"` + id + `","createdAt":1788000000000,"cwd":"` + cwd + `","parentSession":"` + parent + `","isSeeded":false,"delegationDepth":1}` + "\n"
@@ -195,8 +197,9 @@ func TestHiddenLineageCycle(t *testing.T) {
 	}
 }
 
-// A session whose log breaks the fold (UPSTREAM §9 item 2): the surface
-// tools fail with the safe message, raw reads still work.
+// A session whose log breaks the fold
+// (docs/events-and-surfaces.md#surface-operations): the surface tools fail with
+// the safe message, raw reads still work.
 func TestInvalidSurfaceSession(t *testing.T) {
 	bad := `{"type":"session","version":2,"id":"s-bad","createdAt":1788000000000,"cwd":"/home/u/proj","isSeeded":false,"delegationDepth":0}
 {"type":"user/message","seq":0,"time":1788000000001,"data":{"id":"m","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":"retry budget before the break"}]},"surfaceOp":"append"}

@@ -15,7 +15,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 
-// exampleCorpus is the corpus of the UPSTREAM §6.6 examples: the §2.5 log,
+// exampleCorpus is the corpus of the examples of docs/tools.md#renderings: the
+// log of docs/events-and-surfaces.md#a-worked-example (testdata/sample.jsonl),
 // its fork child, that child's child in another workspace (and a grandchild
 // back in the caller's workspace), a root session in another workspace and
 // the calling sessions.

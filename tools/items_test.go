@@ -88,7 +88,8 @@ func countOp(f calls, op string) int {
 	return n
 }
 
-// §9 item 37, on both backends.
+// The caller rules (docs/tools.md#workspace-authorization): a missing agent, a
+// caller without cwd, a target in another workspace; on both backends.
 func TestItem37CallerRules(t *testing.T) {
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) { item37(t, newTools(t, be.open(t, fullCorpus))) })
@@ -134,7 +135,8 @@ func item37(t *testing.T, tl *tools.Tools) {
 	})
 }
 
-// §9 item 38.
+// Parent filters that name hidden or missing parents answer alike
+// (docs/tools.md#parent-filters).
 func TestItem38ParentGuesses(t *testing.T) {
 	onBackends(t, func(t *testing.T, tl *tools.Tools, rec *recorder) {
 		guess := func(parents string) tools.Result {
@@ -217,7 +219,8 @@ func hit(id, cwd string) dshq.SessionSearchHit {
 	}
 }
 
-// §9 item 39.
+// Paging, the collection cap, repeated and stale cursors
+// (docs/tools.md#collection-caps-and-timeouts).
 func TestItem39PagingAndCap(t *testing.T) {
 	const a, b = "/home/u/proj", "/home/u/other"
 	pages := map[string]dshq.SessionSearchPage{
@@ -294,7 +297,8 @@ func seqSent(rec calls) string {
 	return "no search"
 }
 
-// §9 item 40, on both backends.
+// The caller's current step is left out of its own session's search
+// (docs/tools.md#searching-the-current-session), on both backends.
 func TestItem40CurrentStepExclusion(t *testing.T) {
 	onBackends(t, func(t *testing.T, tl *tools.Tools, rec *recorder) {
 		t.Run("seq 0..99 with the last step/start at 2 sends 0..1", func(t *testing.T) {
@@ -325,7 +329,7 @@ func TestItem40CurrentStepExclusion(t *testing.T) {
 	})
 }
 
-// §9 item 41, on both backends.
+// Timestamp precision (docs/tools.md#timestamps), on both backends.
 func TestItem41TimestampPrecision(t *testing.T) {
 	onBackends(t, item41)
 }
@@ -381,7 +385,8 @@ type panicHandler struct{ slog.Handler }
 
 func (panicHandler) Handle(context.Context, slog.Record) error { panic("logger broke") }
 
-// §9 item 42.
+// The sanitizer: service failures, hostile errors and cancellation answer
+// fixed safe messages (docs/tools.md#sanitized-errors).
 func TestItem42Sanitizer(t *testing.T) {
 	const secret = "b-secret-conflicting-id"
 	conflict := &dshq.Error{Code: dshq.CodeSourceConflict, Message: "header of " + secret + " conflicts",
@@ -499,7 +504,8 @@ func (r *rejectTitles) Titles(_ context.Context, ids []string) ([]dshq.TitleResu
 	return out, nil
 }
 
-// §9 item 43, on both backends.
+// session_event_read's rendering and argument errors (docs/tools.md#renderings,
+// docs/tools.md#argument-validation), on both backends.
 func TestItem43EventRead(t *testing.T) {
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) { item43(t, newTools(t, be.open(t, fullCorpus))) })
@@ -541,7 +547,7 @@ func item43Large(t *testing.T) {
 	}
 }
 
-// Validation order of session_search (UPSTREAM §6.3).
+// Validation order of session_search (docs/tools.md#argument-validation).
 func TestSessionSearchValidationOrder(t *testing.T) {
 	tl := newTools(t, newFake(t, fullCorpus))
 	for _, tc := range []struct {

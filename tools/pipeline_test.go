@@ -3,16 +3,12 @@ package tools_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
+	"github.com/dshq/dshq/internal/testenv"
 	"github.com/dshq/dshq/tools"
 	"github.com/dshq/dshq/tools/toolstest"
 )
 
-func TestMain(m *testing.M) {
-	// Bleve starts its analysis workers once per process, at package init.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
-}
+func TestMain(m *testing.M) { testenv.VerifyNoLeaks(m) }
 
 // newPipeline starts the real stack (embedded NATS, projector, query
 // service) with the given corpus sessions.

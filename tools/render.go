@@ -13,7 +13,7 @@ import (
 	"github.com/dshq/dshq/fold"
 )
 
-// Fixed lines of the renderings (UPSTREAM §6.6).
+// Fixed lines of the renderings (docs/tools.md#renderings).
 const (
 	noSessionMatches = "No prior session matches found."
 	noEventMatches   = "No prior event matches found."

@@ -8,7 +8,8 @@ import (
 	"github.com/dshq/dshq/tools"
 )
 
-// upstreamExamples are the examples of UPSTREAM §6.6.
+// upstreamExamples are the original's rendering examples
+// (docs/tools.md#renderings).
 var upstreamExamples = []struct {
 	name, tool, args, want string
 }{
@@ -62,8 +63,8 @@ var upstreamExamples = []struct {
 	},
 }
 
-// The examples of UPSTREAM §6.6, reproduced byte for byte on both backends
-// (the in-memory service and the real pipeline).
+// The rendering examples (docs/tools.md#renderings), reproduced byte for byte
+// on both backends (the in-memory service and the real pipeline).
 func TestUpstreamExamplesByteForByte(t *testing.T) {
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) { upstreamExamplesOn(t, newTools(t, be.open(t, exampleCorpus))) })

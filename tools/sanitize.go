@@ -11,8 +11,8 @@ import (
 	"github.com/dshq/dshq/authz"
 )
 
-// Fixed safe messages of service failures (UPSTREAM §6.5). A model sees only
-// these; diagnostics go to the log.
+// Fixed safe messages of service failures (docs/tools.md#sanitized-errors). A
+// model sees only these; diagnostics go to the log.
 var safeMessages = map[dshq.Code]string{
 	dshq.CodeAborted:           "session query was cancelled",
 	dshq.CodeCorruptSession:    "session event history is corrupt",

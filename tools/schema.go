@@ -12,7 +12,7 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// The five tool names (UPSTREAM §6.2).
+// The five tool names (docs/tools.md#the-five-tools).
 const (
 	NameSessionSearch      = "session_search"
 	NameSessionEventSearch = "session_event_search"
@@ -21,8 +21,8 @@ const (
 	NameSessionEventRead   = "session_event_read"
 )
 
-// Prompt is the tools' prompt section (UPSTREAM §6.1, section
-// "tool:session-query"), written from the original's paraphrase.
+// Prompt is the tools' prompt section "tool:session-query"
+// (docs/tools.md#the-prompt-section), written from the original's paraphrase.
 const Prompt = "Use `session_search` to find relevant work in prior sessions, or " +
 	"`session_event_search` to search the earlier events of one session. Both " +
 	"return every match at once (there is no cursor to follow) and only ever " +
@@ -200,9 +200,9 @@ func (s spec) schema() json.RawMessage {
 // schema type.
 type args map[string]json.RawMessage
 
-// checkSchema is stage 1 (UPSTREAM §6.3): the generic JSON Schema check of
-// type, enum, required and integer-ness. It fails with INVALID_ARGS
-// "invalid arguments: <violations>".
+// checkSchema is stage 1 (docs/tools.md#argument-validation): the generic JSON
+// Schema check of type, enum, required and integer-ness. It fails with
+// INVALID_ARGS "invalid arguments: <violations>".
 func (s spec) checkSchema(raw json.RawMessage) (args, error) {
 	var a args
 	dec := json.NewDecoder(bytes.NewReader(raw))

@@ -6,11 +6,11 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// Service is what the tools need from the trusted query API (CONTRACT §3).
-// Implementations return failures as *dshq.Error with the taxonomy's codes;
-// the tools sanitize every failure before a model sees it. query.Client is
-// adapted to it by FromQueryClient; tests use an in-memory implementation
-// with the same semantics.
+// Service is what the tools need from the trusted query API
+// (docs/protocol.md#3-the-trusted-query-api). Implementations return failures
+// as *dshq.Error with the taxonomy's codes; the tools sanitize every failure
+// before a model sees it. query.Client is adapted to it by FromQueryClient;
+// tests use an in-memory implementation with the same semantics.
 type Service interface {
 	// FilterSessions returns every session record matching the filters
 	// (all pages), newest first.

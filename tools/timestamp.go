@@ -8,9 +8,9 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// timestampRE is the accepted ISO 8601 form (UPSTREAM §6.3): date, uppercase
-// T, hours and minutes, optional seconds with any number of fraction digits,
-// and a mandatory zone (uppercase Z or ±HH:MM).
+// timestampRE is the accepted ISO 8601 form (docs/tools.md#timestamps): date,
+// uppercase T, hours and minutes, optional seconds with any number of fraction
+// digits, and a mandatory zone (uppercase Z or ±HH:MM).
 var timestampRE = regexp.MustCompile(`^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|[+-]\d{2}:\d{2})$`)
 
 // instant is a parsed timestamp: whole epoch milliseconds (the fraction

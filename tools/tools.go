@@ -1,5 +1,5 @@
-// Package tools implements the five model-facing session tools of UPSTREAM
-// §6 — session_search, session_event_search, session_trace,
+// Package tools implements the five model-facing session tools
+// (docs/tools.md) — session_search, session_event_search, session_trace,
 // session_event_trace and session_event_read — over the trusted query API:
 // their JSON Schemas, argument validation in the original's order, workspace
 // authorization (package authz), cursor-free collection, the error sanitizer
@@ -24,7 +24,7 @@ import (
 	"github.com/dshq/dshq/authz"
 )
 
-// Defaults of the tools' configuration (UPSTREAM §6).
+// Defaults of the tools' configuration (docs/tools.md).
 const (
 	DefaultMaxSearchResults = 100
 	DefaultSearchTimeout    = 30 * time.Second

@@ -18,16 +18,14 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/internal/testenv"
 	"github.com/dshq/dshq/node"
 	"github.com/dshq/dshq/record"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreAnyFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"),
-		// chromedp's allocator reaps the browser process in the background.
-		goleak.IgnoreTopFunction("os/exec.(*Cmd).Wait"),
-	)
+	// chromedp's allocator reaps the browser process in the background.
+	testenv.VerifyNoLeaks(m, goleak.IgnoreTopFunction("os/exec.(*Cmd).Wait"))
 }
 
 // stack is a real dshq (embedded NATS with JetStream, projector, query and
@@ -43,23 +41,10 @@ type stack struct {
 // newStack starts a stack for the test's duration.
 func newStack(t testing.TB, opts ...Option) *stack {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	ready := make(chan node.Info, 1)
-	cfg := node.Config{Home: t.TempDir(), Listen: "127.0.0.1:0", RelaxedSync: true, Parts: node.All,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	go func() { done <- node.Run(ctx, cfg, func(i node.Info) { ready <- i }) }()
-	var info node.Info
-	select {
-	case info = <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("dshq did not start: %v", err)
-	case <-time.After(60 * time.Second):
-		cancel()
-		t.Fatal("dshq not ready after 60s")
-	}
-	s := &stack{natsURL: info.ClientURL}
+	cfg := node.Config{Home: t.TempDir(), Listen: "127.0.0.1:0", RelaxedSync: true, Parts: node.All, Logger: testenv.Quiet()}
+	n := testenv.RunUntilReady(t, func(ctx context.Context, ready func(node.Info)) error { return node.Run(ctx, cfg, ready) })
+	s := &stack{natsURL: n.Info.ClientURL}
+	// Registered after RunUntilReady's, so it runs before the node stops.
 	t.Cleanup(func() {
 		if s.ui != nil {
 			s.ui.Close()
@@ -70,14 +55,9 @@ func newStack(t testing.TB, opts ...Option) *stack {
 		if s.nc != nil {
 			s.nc.Close()
 		}
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("dshq did not stop within 30s")
-		}
 	})
-	nc, err := nats.Connect(info.ClientURL)
+	ctx := context.Background()
+	nc, err := nats.Connect(n.Info.ClientURL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,27 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/dshq/dshq/internal/corpus"
+	"github.com/dshq/dshq/internal/testenv"
 	"github.com/dshq/dshq/node"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-func TestMain(m *testing.M) {
-	// Bleve (linked through the projector) starts its analysis workers at
-	// package init; they live for the process.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
-}
+func TestMain(m *testing.M) { testenv.VerifyNoLeaks(m) }
 
 // pipeline is a running all-in-one node (embedded NATS with JetStream on a
 // random loopback port, projector, query, tools, admin, feed) under a
@@ -52,37 +45,18 @@ func startPipelineSync(t testing.TB, relaxed bool) *pipeline {
 // node's configuration (when not nil).
 func startPipelineConfig(t testing.TB, relaxed bool, adjust func(*node.Config)) *pipeline {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan node.Info, 1)
-	done := make(chan error, 1)
 	cfg := node.Config{
 		Home:        t.TempDir(),
 		Listen:      "127.0.0.1:0",
 		RelaxedSync: relaxed, // tests need no power-loss durability
 		Parts:       node.All,
-		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:      testenv.Quiet(),
 	}
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	go func() { done <- node.Run(ctx, cfg, func(i node.Info) { ready <- i }) }()
-	var info node.Info
-	select {
-	case info = <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("node did not start: %v", err)
-	case <-time.After(60 * time.Second):
-		cancel()
-		t.Fatal("node did not become ready within 60s")
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("node stopped with %v", err)
-		}
-	})
-	return &pipeline{t: t, url: info.ClientURL, env: map[string]string{"DSH_NATS_URL": info.ClientURL}}
+	n := testenv.RunUntilReady(t, func(ctx context.Context, ready func(node.Info)) error { return node.Run(ctx, cfg, ready) })
+	return &pipeline{t: t, url: n.Info.ClientURL, env: map[string]string{"DSH_NATS_URL": n.Info.ClientURL}}
 }
 
 // result is one CLI run.

@@ -10,7 +10,8 @@ import (
 	"unicode/utf16"
 )
 
-// The original harness's session root (UPSTREAM §11.1):
+// The original harness's session root
+// (docs/file-format.md#the-session-root-layout):
 // <root>/--<projectKey(cwd)>--/<encodeSegment(id)>/session.jsonl[.zstd], or
 // <root>/_no-cwd/… for a header without cwd.
 

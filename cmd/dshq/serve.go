@@ -160,8 +160,9 @@ func addSizeFlags(f *pflag.FlagSet, feedBytes *bytesize.Size, feedAge *time.Dura
 	f.Var(cursorBytes, "cursor-max-bytes", "memory bound of the search cursor bucket DSH_CURSORS; when full, the oldest stored hits go first (-1 = none)")
 }
 
-// resolveHome resolves the data directory (UPSTREAM §7): --home when given,
-// then $DSH_HOME when set and not blank, then ~/.dsh; ~ expanded, absolute.
+// resolveHome resolves the data directory (docs/sdk.md#dsh_home): --home when
+// given, then $DSH_HOME when set and not blank, then ~/.dsh; ~ expanded,
+// absolute.
 func resolveHome(configured *string, getenv func(string) string) (string, error) {
 	osHome, _ := os.UserHomeDir()
 	home, err := shellenv.ResolveHome(configured, getenv, osHome)

@@ -2,14 +2,14 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"io"
 	"net"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/dshq/dshq/internal/testenv"
 )
 
 func TestServeOnAPortInUse(t *testing.T) {
@@ -44,7 +44,7 @@ func TestServeLogsItsShutdown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out, w := io.Pipe()
-	var logs lockedBuffer
+	var logs testenv.Buffer
 	home := t.TempDir()
 	done := make(chan int, 1)
 	go func() {
@@ -66,22 +66,4 @@ func TestServeLogsItsShutdown(t *testing.T) {
 	if ready < 0 || shutting < ready || stopped < shutting {
 		t.Errorf("want ready, shutting down, stopped in that order:\n%s", l)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

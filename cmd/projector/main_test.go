@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -12,40 +13,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
-
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/admin"
-	"github.com/dshq/dshq/bus"
-	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/feed"
+	"github.com/dshq/dshq/internal/testenv"
+	"github.com/dshq/dshq/internal/testnats"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
-}
+func TestMain(m *testing.M) { testenv.VerifyNoLeaks(m) }
 
 func TestRun_ProjectsServesQueriesAndMetricsUntilCancelled(t *testing.T) {
 	ctx := context.Background()
-	e, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Shutdown(context.Background())
-	nc, err := nats.Connect(e.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bus.EnsureStream(ctx, js, bus.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	env := testenv.Start(t, testenv.Listen())
+	nc := env.Server.Dial(t)
+	js := testnats.JetStream(t, nc)
 	f, err := os.Open("../../projection/testdata/upstream-2.5.jsonl")
 	if err != nil {
 		t.Fatal(err)
@@ -53,18 +34,14 @@ func TestRun_ProjectsServesQueriesAndMetricsUntilCancelled(t *testing.T) {
 	defer f.Close()
 	var last uint64
 	for sc := bufio.NewScanner(f); sc.Scan(); {
-		ack, err := js.Publish(ctx, "dsh.log.s-7f3c", sc.Bytes())
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = ack.Sequence
+		last = env.Publish(t, "dsh.log.s-7f3c", bytes.Clone(sc.Bytes()))
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(runCtx, []string{"--nats-url", e.ClientURL(), "--data", t.TempDir(), "--metrics", "127.0.0.1:0", "--log-level", "warn"}, io.Discard, ready)
+		done <- run(runCtx, []string{"--nats-url", env.URL(), "--data", t.TempDir(), "--metrics", "127.0.0.1:0", "--log-level", "warn"}, io.Discard, ready)
 	}()
 	var addr string
 	select {

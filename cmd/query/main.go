@@ -1,5 +1,6 @@
 // Command query runs the dshq query service dsh-query: the stateless NATS
-// micro service of the trusted query API (docs/protocol.md §3). Run any number
+// micro service of the trusted query API
+// (docs/protocol.md#3-the-trusted-query-api). Run any number
 // of replicas; each joins the same queue group and asks the projection shard
 // (hosted by the projector) over NATS. It connects, serves query.Serve and,
 // with --metrics-addr, its Prometheus metrics; it opens no store and does not

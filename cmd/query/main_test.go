@@ -7,23 +7,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-	"go.uber.org/goleak"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testnats"
 	"github.com/dshq/dshq/query"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testnats.VerifyNoLeaks(m) }
 
 func TestRun(t *testing.T) {
-	e, err := embedded.Start(context.Background(), embedded.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Shutdown(context.Background())
+	e := testnats.Start(t, embedded.Config{Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed})
 
 	t.Run("a bad flag is an error", func(t *testing.T) {
 		if err := run(context.Background(), []string{"--log-level", "loud"}, nil); err == nil || !strings.Contains(err.Error(), "--log-level") {
@@ -50,11 +45,7 @@ func TestRun(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("service did not start")
 		}
-		nc, err := nats.Connect(e.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
+		nc := e.Dial(t)
 		// No projector is running: the request fails with a clear code.
 		msg, err := nc.Request(dshq.QuerySubjectPrefix+"."+query.EndpointSessionsList, []byte(`{}`), 20*time.Second)
 		if err != nil {

@@ -1,9 +1,10 @@
-// Package feedcommit turns the projector's commits into live feed
-// messages (package feed), re-derives the commit of a range of records
-// from a projection snapshot (Rederive), and publishes a projector's
-// commits without a gap or a repeat across restarts and rebuilds (Feeder,
-// docs/protocol.md §5.5). It is separate from feed so that a subscriber
-// links only NATS and the vocabulary, not the projector's stores.
+// Package feedcommit turns the projector's commits into live feed messages
+// (package feed), re-derives the commit of a range of records from a projection
+// snapshot (Rederive), and publishes a projector's commits without a gap or a
+// repeat across restarts and rebuilds (Feeder,
+// docs/protocol.md#55-publishing-and-the-projectors-rule). It is separate from
+// feed so that a subscriber links only NATS and the vocabulary, not the
+// projector's stores.
 package feedcommit
 
 import (
@@ -222,7 +223,8 @@ func (b *builder) surfaces() error {
 		case "":
 			body.To = feed.SurfaceInvalid
 		case dshq.SurfaceShadowed:
-			// Only current surface nodes can be replaced (UPSTREAM §3.1).
+			// Only current surface nodes can be replaced
+			// (docs/events-and-surfaces.md#replacing-a-range).
 			body.From = string(dshq.SurfaceCurrent)
 		}
 		m.Surface = body

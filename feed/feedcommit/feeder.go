@@ -39,17 +39,17 @@ const rederiveChunk = 16384
 // holds every change once: none dropped, none repeated, across restarts,
 // rebuilds (a swap, or a projection rebuilt from the stream at start) and
 // failed publications, whatever the feed stream's duplicate window
-// (docs/protocol.md §5.5). Its rule: the feed is complete through a
-// generation G (the last commit it holds completely); a commit is
-// published as it is when it continues G (the projection commit before it
-// was published, in the same epoch); otherwise the changes of the records
-// in (G, its generation] are re-derived from a snapshot (Rederive) and
-// published instead. A commit at or below G is in the feed already and is
-// not published again. A commit the feed holds only in part (the process
-// stopped in its middle) is completed with exactly the messages it lacks
-// (feed.Publisher.Resume) once the projection reaches it. Lease changes
-// are held while the feed is behind the projection and published after
-// the next commit, so generations never decrease along the feed.
+// (docs/protocol.md#55-publishing-and-the-projectors-rule). Its rule: the feed
+// is complete through a generation G (the last commit it holds completely); a
+// commit is published as it is when it continues G (the projection commit
+// before it was published, in the same epoch); otherwise the changes of the
+// records in (G, its generation] are re-derived from a snapshot (Rederive) and
+// published instead. A commit at or below G is in the feed already and is not
+// published again. A commit the feed holds only in part (the process stopped in
+// its middle) is completed with exactly the messages it lacks
+// (feed.Publisher.Resume) once the projection reaches it. Lease changes are
+// held while the feed is behind the projection and published after the next
+// commit, so generations never decrease along the feed.
 //
 // Use: open the projector with projection.WithOnCommit(f.Hook); call
 // CatchUp before the projector's loop starts; run Run in a goroutine; at

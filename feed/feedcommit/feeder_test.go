@@ -1,7 +1,6 @@
 package feedcommit
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,15 +17,15 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
-	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/feed"
+	"github.com/dshq/dshq/internal/testenv"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/record"
 )
 
-// feedEnv is an embedded JetStream with the session stream, the lease
-// bucket and the feed stream, a projection directory, and what the test
-// published.
+// feedEnv is the test stack (testenv: JetStream with the session stream and
+// the lease bucket) with the feed stream, a projection directory the test's
+// projectors restart on, and what the test published.
 type feedEnv struct {
 	t      *testing.T
 	ctx    context.Context
@@ -53,27 +52,8 @@ func newFeedEnv(t *testing.T, window time.Duration) *feedEnv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	emb, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { emb.Shutdown(context.Background()) })
-	nc, err := emb.InProcessConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bus.EnsureStream(ctx, js, bus.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	kv, err := bus.EnsureLeaseBucket(ctx, js, bus.StreamConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := testenv.Start(t)
+	js, kv := env.JS, env.Leases
 	if _, err := feed.EnsureStream(ctx, js, feed.StreamConfig{Duplicates: window}); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +100,7 @@ type lifeOf struct {
 	e        *feedEnv
 	p        *projection.Projector
 	f        *Feeder
-	log      *logBuffer
+	log      *testenv.Buffer
 	stopLoop context.CancelFunc
 	loopDone chan error
 	stopFeed context.CancelFunc
@@ -134,7 +114,7 @@ func (e *feedEnv) start(batch int, opts ...FeederOption) *lifeOf {
 	// With a short duplicate window, what earlier lives stored is outside
 	// it: the server would store a message published again.
 	time.Sleep(e.window)
-	l := &lifeOf{e: e, log: &logBuffer{}, loopDone: make(chan error, 1), feedDone: make(chan error, 1)}
+	l := &lifeOf{e: e, log: &testenv.Buffer{}, loopDone: make(chan error, 1), feedDone: make(chan error, 1)}
 	logger := slog.New(slog.NewTextHandler(l.log, nil))
 	l.f = NewFeeder(feed.NewPublisher(e.js), append([]FeederOption{WithFeederLogger(logger)}, opts...)...)
 	p, err := projection.Open(e.ctx, e.js, e.dir, projection.WithOnCommit(l.f.Hook), projection.WithBatchSize(batch), projection.WithLogger(logger))
@@ -391,7 +371,7 @@ func TestFeeder_APartlyPublishedCommitIsCompletedWithWhatItLacks(t *testing.T) {
 // projector dies in the middle of the publication.
 func (e *feedEnv) publishPart(after, through uint64, den int) {
 	e.t.Helper()
-	p, err := projection.Open(e.ctx, e.js, e.dir, projection.WithLogger(slog.New(slog.NewTextHandler(&logBuffer{}, nil))))
+	p, err := projection.Open(e.ctx, e.js, e.dir, projection.WithLogger(slog.New(slog.NewTextHandler(&testenv.Buffer{}, nil))))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -458,22 +438,4 @@ func TestFeeder_AFailedPublicationIsPublishedWithTheNextCommit(t *testing.T) {
 			e.restartsRepublishNothing(2, 3)
 		})
 	}
-}
-
-// logBuffer collects a test's log lines.
-type logBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

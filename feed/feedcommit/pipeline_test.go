@@ -6,30 +6,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
-
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/bus"
-	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/feed"
+	"github.com/dshq/dshq/internal/testenv"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/record"
 )
 
-func TestMain(m *testing.M) {
-	// Bleve (linked through projection) starts its analysis workers at
-	// package init; they live for the process.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
-}
+func TestMain(m *testing.M) { testenv.VerifyNoLeaks(m) }
 
 // readLog reads testdata/<name> (a JSONL log) and gives its header another
 // id and cwd.
@@ -66,23 +56,7 @@ func readLog(t *testing.T, name, id, cwd string) [][]byte {
 func TestProjectorCommitsReachTheFeed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	emb, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emb.Shutdown(context.Background())
-	nc, err := emb.InProcessConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bus.EnsureStream(ctx, js, bus.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	js := testenv.Start(t).JS
 	if _, err := feed.EnsureStream(ctx, js, feed.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +83,8 @@ func TestProjectorCommitsReachTheFeed(t *testing.T) {
 		commits = append(commits, c)
 		enqueued <- c.Generation
 	}
-	p, err = projection.Open(ctx, js, t.TempDir(), projection.WithOnCommit(hook), projection.WithBatchSize(7),
-		projection.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	p, err := projection.Open(ctx, js, t.TempDir(), projection.WithOnCommit(hook), projection.WithBatchSize(7),
+		projection.WithLogger(testenv.Quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +271,8 @@ func checkPipelineFeed(t *testing.T, all []feed.Message, logs map[string][][]byt
 				t.Fatalf("session %q: event %d has seq %d", id, i, seq)
 			}
 		}
-		// UPSTREAM §2.5: seq 15 replaces the surface nodes 1, 5 and 7.
+		// The worked example (docs/events-and-surfaces.md#a-worked-example):
+		// seq 15 replaces the surface nodes 1, 5 and 7.
 		if len(s.shadowed) != 3 || s.shadowed[1] != 15 || s.shadowed[5] != 15 || s.shadowed[7] != 15 {
 			t.Fatalf("session %q: shadowed %v, want 1, 5, 7 by 15", id, s.shadowed)
 		}

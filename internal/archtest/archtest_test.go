@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os/exec"
 	"slices"
 	"strings"
@@ -37,6 +38,22 @@ var rules = []rule{
 				return ""
 			}
 			return short(p.ImportPath)
+		},
+	},
+	{
+		why:      "the harness capture converters are pure: they link no NATS, no store, and of ours only the vocabulary, fold, record and capture itself",
+		packages: []string{"capture/..."},
+		forbid: func(p pkg) string {
+			if strings.HasPrefix(p.ImportPath, "github.com/nats-io/") {
+				return "NATS (" + p.ImportPath + ")"
+			}
+			if what := heavyLibrary(p); what != "" {
+				return what
+			}
+			if rel, ours := strings.CutPrefix(p.ImportPath, module+"/"); ours && rel != "fold" && rel != "record" && rel != "capture" && !strings.HasPrefix(rel, "capture/") {
+				return rel
+			}
+			return ""
 		},
 	},
 	{
@@ -84,8 +101,13 @@ type graph map[string]pkg
 
 func TestImportRules(t *testing.T) {
 	var roots []string
-	for _, r := range rules {
-		for _, p := range r.packages {
+	for i, r := range rules {
+		pkgs, err := expand(r.packages)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules[i].packages = pkgs
+		for _, p := range pkgs {
 			roots = append(roots, abs(p))
 		}
 	}
@@ -94,10 +116,58 @@ func TestImportRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range rules {
+		if len(r.packages) == 0 {
+			t.Errorf("rule: %s; names no package", r.why)
+		}
 		if v := check(g, r); len(v) > 0 {
 			t.Errorf("rule: %s; broken by\n\t%s", r.why, strings.Join(v, "\n\t"))
 		}
 	}
+}
+
+// importers are the only packages of the module that may import a package
+// themselves (its tests may always): the embedded nats-server is started by
+// the process wiring and the test stacks, so that no library links a server.
+var importers = map[string][]string{
+	"embedded": {"node", "cmd/...", "bench", "internal/testnats", "internal/testenv", "internal/tenanttest"},
+}
+
+func TestOnlyTheProcessWiringAndTheTestsImportTheEmbeddedServer(t *testing.T) {
+	g, err := load([]string{module + "/..."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for target, allowed := range importers {
+		for _, v := range strayImporters(g, abs(target), allowed) {
+			t.Errorf("only %s may import %s; broken by\n\t%s", strings.Join(allowed, ", "), target, v)
+		}
+	}
+}
+
+// strayImporters returns, sorted, one line per package of g that imports
+// target and is not named by allowed (module-relative; "dir/..." names dir
+// and everything below it).
+func strayImporters(g graph, target string, allowed []string) []string {
+	var out []string
+	for _, path := range slices.Sorted(maps.Keys(g)) {
+		rel, ours := strings.CutPrefix(path, module+"/")
+		if !ours || path == target || !slices.Contains(g[path].Imports, target) {
+			continue
+		}
+		if !slices.ContainsFunc(allowed, func(a string) bool { return matches(a, rel) }) {
+			out = append(out, fmt.Sprintf("%s imports %s", rel, short(target)))
+		}
+	}
+	return out
+}
+
+// matches reports whether the module-relative package rel is named by
+// pattern, a package or "dir/...".
+func matches(pattern, rel string) bool {
+	if dir, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return rel == dir || strings.HasPrefix(rel, dir+"/")
+	}
+	return rel == pattern
 }
 
 // TestCheck_NamesTheChain checks the checker on a graph with known faults.
@@ -119,8 +189,18 @@ func TestCheck_NamesTheChain(t *testing.T) {
 	for _, p := range []string{"fmt", "os", "encoding/json"} {
 		add(p, true)
 	}
+	add(abs("capture"), false, abs("."), "github.com/nats-io/nats.go")
+	add("github.com/nats-io/nats.go", false, "fmt")
+	add(abs("embedded"), false, "fmt")
+	add(abs("node/x"), false, abs("embedded"))
+	add(abs("tools"), false, abs("embedded"))
 	noBolt := rule{packages: []string{"cmd/query", "query"}, forbid: heavyLibrary}
-	noOS := rule{packages: []string{"."}, direct: true, forbid: rules[2].forbid}
+	if got, want := strayImporters(g, abs("embedded"), []string{"node/..."}), []string{"tools imports embedded"}; !slices.Equal(got, want) {
+		t.Errorf("stray importers %q, want %q", got, want)
+	}
+	pureCapture := rules[2]
+	pureCapture.packages = []string{"capture"}
+	noOS := rule{packages: []string{"."}, direct: true, forbid: rules[3].forbid}
 	for _, tt := range []struct {
 		rule rule
 		want []string
@@ -128,6 +208,7 @@ func TestCheck_NamesTheChain(t *testing.T) {
 		{noBolt, []string{"cmd/query links bbolt: cmd/query -> node -> projection -> go.etcd.io/bbolt"}},
 		{rules[1], []string{"fold links record: fold -> record"}},
 		{noOS, []string{"dshq (root) imports os: dshq (root) -> os"}},
+		{pureCapture, []string{"capture links NATS (github.com/nats-io/nats.go): capture -> github.com/nats-io/nats.go"}},
 	} {
 		if got := check(g, tt.rule); !slices.Equal(got, tt.want) {
 			t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
@@ -224,11 +305,34 @@ func load(roots []string) (graph, error) {
 		g[p.ImportPath] = p
 	}
 	for _, r := range roots {
-		if _, ok := g[r]; !ok {
+		if _, ok := g[r]; !ok && !strings.HasSuffix(r, "/...") {
 			return nil, fmt.Errorf("go list did not list %s", r)
 		}
 	}
 	return g, nil
+}
+
+// expand resolves the "dir/..." patterns among packages (module-relative)
+// to the packages go list finds there.
+func expand(packages []string) ([]string, error) {
+	var out []string
+	for _, p := range packages {
+		if !strings.HasSuffix(p, "/...") {
+			out = append(out, p)
+			continue
+		}
+		cmd := exec.Command("go", "list", abs(p))
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		list, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("go list %s: %v\n%s", p, err, stderr.Bytes())
+		}
+		for _, path := range strings.Fields(string(list)) {
+			out = append(out, short(path))
+		}
+	}
+	return out, nil
 }
 
 // abs returns the import path of a module-relative package.

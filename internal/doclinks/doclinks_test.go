@@ -1,13 +1,16 @@
 // Package doclinks checks that the repository explains itself: every
 // relative link in its Markdown files and every docs/ reference in a Go
 // comment names a file that exists and, with a #fragment, a heading of that
-// file (GitHub's anchor for it).
+// file (GitHub's anchor for it); and no Go comment cites a document that is
+// not in the repository, or a numbered section of one instead of its anchor.
 package doclinks
 
 import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,6 +33,13 @@ var (
 	goDocRef = regexp.MustCompile(`docs/([A-Za-z0-9_.-]+\.md)(#[A-Za-z0-9_-]+)?`)
 	// linkText drops a link's target from heading text: [text](url) → text.
 	linkText = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+	// outsideDoc names a design document of the team's that is not in this
+	// repository (a reader of a clone cannot open it).
+	outsideDoc = regexp.MustCompile(`\b(CONTRACT|UPSTREAM|DESIGN|STYLE|HARNESSES)(\.md|'s)?\b`)
+	// section is a section sign, and rfcSection the one allowed use of it: a
+	// section of an RFC, which is public and stable.
+	section    = regexp.MustCompile(`§`)
+	rfcSection = regexp.MustCompile(`RFC \d+ §`)
 )
 
 // root returns the module root (the directory holding go.mod).
@@ -244,6 +254,99 @@ func TestGoCommentsCiteDocsThatExist(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGoCommentsCiteOnlyThisRepository: a comment that cites a document
+// cites a file of this repository (docs/<file>.md#<anchor>, which
+// TestGoCommentsCiteDocsThatExist resolves), never the team's design
+// documents outside it, and never a section number, which no test can
+// check against its document.
+func TestGoCommentsCiteOnlyThisRepository(t *testing.T) {
+	r := load(t)
+	for _, bad := range goCommentCitations(t, r.root) {
+		t.Error(bad)
+	}
+}
+
+// goCommentCitations walks the Go files under root and returns one line per
+// comment line that cites what TestGoCommentsCiteOnlyThisRepository
+// forbids.
+func goCommentCitations(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() && (e.Name() == ".git" || e.Name() == "testdata" || e.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		out = append(out, commentCitations(t, path, filepath.ToSlash(rel))...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// commentCitations parses one Go file and returns its forbidden citations,
+// named by rel.
+func commentCitations(t *testing.T, path, rel string) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatalf("parse %s: %v", rel, err)
+	}
+	var out []string
+	for _, g := range f.Comments {
+		for _, c := range g.List {
+			line := fset.Position(c.Slash).Line
+			for i, text := range strings.Split(c.Text, "\n") {
+				for _, m := range outsideDoc.FindAllString(text, -1) {
+					out = append(out, fmt.Sprintf("%s:%d: cites %s, a document outside this repository: cite docs/… or say what you mean", rel, line+i, m))
+				}
+				if n := len(section.FindAllString(text, -1)) - len(rfcSection.FindAllString(text, -1)); n > 0 {
+					out = append(out, fmt.Sprintf("%s:%d: cites a section (§): cite docs/<file>.md#<anchor>, which the tests resolve", rel, line+i))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestCommentCitationsAreFound(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.go")
+	src := `// Package x is as CONTRACT §2 says (see UPSTREAM
+// §3.1 and DESIGN.md).
+package x
+
+// base64url (RFC 4648 §5) is fine; docs/protocol.md#2-the-session-log-stream too.
+var s = "UPSTREAM § in a string is not a comment"
+
+/* the §6.6 examples */
+`
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := commentCitations(t, path, "x.go")
+	want := []string{
+		"x.go:1: cites CONTRACT, a document outside this repository: cite docs/… or say what you mean",
+		"x.go:1: cites UPSTREAM, a document outside this repository: cite docs/… or say what you mean",
+		"x.go:1: cites a section (§): cite docs/<file>.md#<anchor>, which the tests resolve",
+		"x.go:2: cites DESIGN.md, a document outside this repository: cite docs/… or say what you mean",
+		"x.go:2: cites a section (§): cite docs/<file>.md#<anchor>, which the tests resolve",
+		"x.go:8: cites a section (§): cite docs/<file>.md#<anchor>, which the tests resolve",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("found\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -14,7 +14,7 @@
 // num_requests, num_errors, last_error, processing_time and
 // average_processing_time count the answers themselves, from the request's
 // arrival to its reply, and the endpoint's data (EndpointData) splits the
-// errors by code (docs/protocol.md §7).
+// errors by code (docs/protocol.md#7-monitoring-the-services).
 package microhost
 
 import (

@@ -16,21 +16,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-	"go.uber.org/goleak"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testnats"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// A nats-server file store can outlive its server's Shutdown by a
-		// flush loop or ticker of its own (see bus's TestMain).
-		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*msgBlock).flushLoop"),
-		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*fileStore).flushStreamStateLoop"),
-		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server/ats.Register.func1"),
-	)
-}
+func TestMain(m *testing.M) { testnats.VerifyNoLeaks(m) }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -38,17 +30,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // closed at the end of the test.
 func conn(t *testing.T) *nats.Conn {
 	t.Helper()
-	e, err := embedded.Start(context.Background(), embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
-	nc, err := e.InProcessConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return testnats.Start(t, embedded.Config{Sync: embedded.SyncRelaxed}).Conn(t)
 }
 
 func start(t *testing.T, nc *nats.Conn, cfg Config, eps ...Endpoint) *Service {

@@ -11,10 +11,11 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// EncodeError returns the wire form of a failure (docs/protocol.md §3,
-// Errors): the micro error headers Nats-Service-Error-Code: <code> and
-// Nats-Service-Error: <message> (control characters blanked, so that any
-// message fits a header), and the body {"error":{"code","message"}}.
+// EncodeError returns the wire form of a failure
+// (docs/protocol.md#3-the-trusted-query-api): the micro error headers
+// Nats-Service-Error-Code: <code> and Nats-Service-Error: <message> (control
+// characters blanked, so that any message fits a header), and the body
+// {"error":{"code","message"}}.
 func EncodeError(e *dshq.Error) (nats.Header, []byte) {
 	body, _ := json.Marshal(dshq.ErrorReply{Error: dshq.ErrorBody{Code: e.Code, Message: e.Message}})
 	h := nats.Header{}
@@ -57,7 +58,7 @@ func headerText(s string) string {
 // answers in its own reply shape: body is sent as a normal reply (no error
 // headers), and the request counts as failed with err's code in the
 // service's statistics. dsh-tools answers every failure this way
-// (docs/protocol.md §4).
+// (docs/protocol.md#4-the-model-facing-tools).
 func InBody(body []byte, err *dshq.Error) error { return &inBody{body: body, err: err} }
 
 type inBody struct {

@@ -1,7 +1,6 @@
 package natsconn
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -11,20 +10,16 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testnats"
 )
 
 func TestConnect(t *testing.T) {
-	e, err := embedded.Start(context.Background(), embedded.Config{
-		Dir: t.TempDir(), Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed,
+	url := testnats.Start(t, embedded.Config{
+		Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed,
 		Configure: func(o *server.Options) {
 			o.Users = []*server.User{{Username: "trusted", Password: "s3cret"}}
 		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
-	url := e.ClientURL()
+	}).ClientURL()
 
 	t.Run("the right user and password connect, named and reconnecting forever", func(t *testing.T) {
 		nc, err := Connect(Options{URL: url, Name: "dshq-test", User: "trusted", Password: "s3cret"})

@@ -1,6 +1,7 @@
-// Package tenanttest runs nats-servers whose users are a trusted user and
-// tenants with the permissions package tenancy generates, for the tests of
-// tenant mode (the harness SDK, the tools' tenant subjects).
+// Package tenanttest gives a test's server (package testnats) the users of
+// tenant mode: a trusted user and tenants with the permissions package
+// tenancy generates, for the tests of the harness SDK's tenant mode and of
+// the tools' tenant subjects.
 package tenanttest
 
 import (
@@ -12,18 +13,28 @@ import (
 
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testnats"
 	"github.com/dshq/dshq/tenancy"
 )
 
-// Passwords of the users Configure adds: the trusted user "trusted", and
-// each tenant as a user of its own name.
+// The users Start adds: the trusted user, and each tenant as a user of its
+// own name.
 const (
+	TrustedUser     = "trusted"
 	TrustedPassword = "trusted-secret"
 	TenantPassword  = "tenant-secret"
 )
 
-// ServerPermissions converts p to nats-server's permissions.
-func ServerPermissions(p tenancy.Permissions) *server.Permissions {
+// Start starts a test's in-process server (periodic sync) whose users are
+// the trusted user and one user per tenant with its generated permissions
+// (default tenancy.Options).
+func Start(t testing.TB, tenants ...string) *testnats.Server {
+	t.Helper()
+	return testnats.Start(t, embedded.Config{Sync: embedded.SyncRelaxed, Configure: users(t, tenants)})
+}
+
+// serverPermissions converts p to nats-server's permissions.
+func serverPermissions(p tenancy.Permissions) *server.Permissions {
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: p.PublishAllow, Deny: p.PublishDeny},
 		Subscribe: &server.SubjectPermission{Allow: p.SubscribeAllow},
@@ -31,18 +42,17 @@ func ServerPermissions(p tenancy.Permissions) *server.Permissions {
 	}
 }
 
-// Configure returns a server option hook (embedded.Config.Configure)
-// adding the trusted user and one user per tenant with its generated
-// permissions (default tenancy.Options).
-func Configure(t testing.TB, tenants ...string) func(*server.Options) {
+// users returns the server option hook (embedded.Config.Configure) adding
+// the trusted user and one user per tenant.
+func users(t testing.TB, tenants []string) func(*server.Options) {
 	t.Helper()
-	users := []*server.User{{Username: "trusted", Password: TrustedPassword}}
+	users := []*server.User{{Username: TrustedUser, Password: TrustedPassword}}
 	for _, name := range tenants {
 		p, err := tenancy.For(name, tenancy.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		users = append(users, &server.User{Username: name, Password: TenantPassword, Permissions: ServerPermissions(p)})
+		users = append(users, &server.User{Username: name, Password: TenantPassword, Permissions: serverPermissions(p)})
 	}
 	return func(o *server.Options) { o.Users = users }
 }
@@ -70,28 +80,20 @@ func (v *Violations) Take() []error {
 	return out
 }
 
-// ConnectTenant connects to e as tenant, with its inbox prefix; every
-// asynchronous error goes to the returned Violations.
-func ConnectTenant(t testing.TB, e *embedded.Server, tenant string, opts ...nats.Option) (*nats.Conn, *Violations) {
+// ConnectTenant connects to s in-process as tenant, with its inbox prefix;
+// every asynchronous error goes to the returned Violations. The connection
+// is closed when t ends.
+func ConnectTenant(t testing.TB, s *testnats.Server, tenant string, opts ...nats.Option) (*nats.Conn, *Violations) {
 	t.Helper()
 	v := &Violations{}
 	all := append([]nats.Option{nats.UserInfo(tenant, TenantPassword), nats.CustomInboxPrefix(bus.TenantInboxPrefix(tenant)),
 		nats.ErrorHandler(v.Handler), nats.Name("tenant " + tenant)}, opts...)
-	nc, err := e.InProcessConn(all...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc, v
+	return s.Conn(t, all...), v
 }
 
-// ConnectTrusted connects to e as the trusted user.
-func ConnectTrusted(t testing.TB, e *embedded.Server) *nats.Conn {
+// ConnectTrusted connects to s in-process as the trusted user, until t
+// ends.
+func ConnectTrusted(t testing.TB, s *testnats.Server, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	nc, err := e.InProcessConn(nats.UserInfo("trusted", TrustedPassword), nats.Name("trusted"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return s.Conn(t, append([]nats.Option{nats.UserInfo(TrustedUser, TrustedPassword), nats.Name("trusted")}, opts...)...)
 }

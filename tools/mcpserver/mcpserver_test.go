@@ -1,7 +1,6 @@
 package mcpserver_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,24 +8,20 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"testing/iotest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/goleak"
 
+	"github.com/dshq/dshq/internal/testenv"
 	"github.com/dshq/dshq/tools"
 	"github.com/dshq/dshq/tools/mcpserver"
 	"github.com/dshq/dshq/tools/toolservice"
 	"github.com/dshq/dshq/tools/toolstest"
 )
 
-func TestMain(m *testing.M) {
-	// Bleve starts its analysis workers once per process, at package init.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
-}
+func TestMain(m *testing.M) { testenv.VerifyNoLeaks(m) }
 
 var corpus = map[string]bool{"s-7f3c": true, "s-9a01": false, "s-b77c": false, "s-a-grand": false, "b-secret": false, "s-caller": true}
 
@@ -199,7 +194,7 @@ func TestMCPEndToEnd(t *testing.T) {
 	t.Run("a DSH_SESSION_ID that names no stored session says so, to the model and on the log", func(t *testing.T) {
 		cfg := mcpserver.ConfigFromEnv(func(string) string { return "ghost" }, "")
 		cfg.Conn = p.Conn
-		logged := &lockedBuffer{}
+		logged := &testenv.Buffer{}
 		cfg.Logger = slog.New(slog.NewTextHandler(logged, nil))
 		cs := connect(t, cfg)
 		res := callTool(t, cs, calls[0].tool, calls[0].args)
@@ -270,7 +265,7 @@ func TestRunAnswersWhatItReadBeforeItsInputEnded(t *testing.T) {
 		"an input read one byte at a time":     func() io.Reader { return iotest.OneByteReader(strings.NewReader(in)) },
 	} {
 		t.Run(name, func(t *testing.T) {
-			var out lockedBuffer
+			var out testenv.Buffer
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			if err := mcpserver.Run(ctx, r(), &out, mcpserver.Config{Conn: p.Conn, SessionID: "s-7f3c"}); err != nil {
@@ -304,22 +299,4 @@ func keys(m map[string]json.RawMessage) []string {
 		out = append(out, k)
 	}
 	return out
-}
-
-// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

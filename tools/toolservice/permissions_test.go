@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/internal/tenanttest"
+	"github.com/dshq/dshq/internal/testnats"
 	"github.com/dshq/dshq/record"
 	"github.com/dshq/dshq/tenancy"
 	"github.com/dshq/dshq/tools"
@@ -54,14 +54,9 @@ func tenantCorpus(t *testing.T) *toolstest.Fake {
 
 // tenantService runs dsh-tools as the trusted user over tenantCorpus, on a
 // server whose tenants have their generated permissions.
-func tenantService(t *testing.T, opts ...toolservice.Option) *embedded.Server {
+func tenantService(t *testing.T, opts ...toolservice.Option) *testnats.Server {
 	t.Helper()
-	e, err := embedded.Start(context.Background(), embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed,
-		Configure: tenanttest.Configure(t, "teamA", "teamB")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	e := tenanttest.Start(t, "teamA", "teamB")
 	tl, err := tools.New(tenantCorpus(t))
 	if err != nil {
 		t.Fatal(err)

@@ -1,16 +1,17 @@
 // Package toolservice serves the five model-facing tools as the NATS micro
-// service dsh-tools (CONTRACT §4): one endpoint per tool on
-// dsh.tools.v1.<tool>, the tool list on dsh.tools.v1.list, and the spill
-// reader on dsh.tools.v1.spill.read. The caller is the session named by the
-// Dsh-Caller-Session header, set by the trusted harness; the body is the
+// service dsh-tools (docs/protocol.md#4-the-model-facing-tools): one endpoint
+// per tool on dsh.tools.v1.<tool>, the tool list on dsh.tools.v1.list, and the
+// spill reader on dsh.tools.v1.spill.read. The caller is the session named by
+// the Dsh-Caller-Session header, set by the trusted harness; the body is the
 // model's argument object.
 //
 // Every endpoint is served for tenants too, on
-// dsh.tools.v1.tenant.<tenant>.<endpoint> (docs/protocol.md §4): the server
-// lets only that tenant's credential publish there, and the caller the
-// header names must be one of the tenant's sessions (package tenancy,
-// tools.Tools.CallInTenant), so a tenant's credential cannot choose another
-// tenant's identity. Every answer is a normal reply:
+// dsh.tools.v1.tenant.<tenant>.<endpoint>
+// (docs/protocol.md#4-the-model-facing-tools): the server lets only that
+// tenant's credential publish there, and the caller the header names must be
+// one of the tenant's sessions (package tenancy, tools.Tools.CallInTenant), so
+// a tenant's credential cannot choose another tenant's identity. Every answer
+// is a normal reply:
 //
 //	{"text":"…","isError":false}
 //	{"text":"Error: <safe message>","isError":true,"error":{"code":"<CODE>"}}
@@ -51,9 +52,10 @@ import (
 const (
 	// CallerHeader names the calling session; only the trusted harness sets it.
 	CallerHeader = "Dsh-Caller-Session"
-	// MinGenerationHeader (optional, an addition to CONTRACT §4) asks that
-	// the call be answered by a projection that has applied at least this
-	// stream sequence: the harness's last append, for read-your-writes.
+	// MinGenerationHeader (optional, an addition to the contract,
+	// docs/protocol.md#4-the-model-facing-tools) asks that the call be answered
+	// by a projection that has applied at least this stream sequence: the
+	// harness's last append, for read-your-writes.
 	MinGenerationHeader = "Dsh-Min-Generation"
 	// EndpointList and EndpointSpillRead are the non-tool endpoints.
 	EndpointList      = "list"

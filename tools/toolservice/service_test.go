@@ -10,20 +10,18 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-	"go.uber.org/goleak"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/internal/microhost"
+	"github.com/dshq/dshq/internal/testenv"
+	"github.com/dshq/dshq/internal/testnats"
 	"github.com/dshq/dshq/tools"
 	"github.com/dshq/dshq/tools/toolservice"
 	"github.com/dshq/dshq/tools/toolstest"
 )
 
-func TestMain(m *testing.M) {
-	// Bleve (linked through toolstest's pipeline) starts its analysis workers at init.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
-}
+func TestMain(m *testing.M) { testenv.VerifyNoLeaks(m) }
 
 const bigText = "retry budget "
 
@@ -55,20 +53,7 @@ type env struct {
 func start(t *testing.T, opts ...toolservice.Option) *env {
 	t.Helper()
 	ctx := context.Background()
-	e, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := e.Shutdown(context.Background()); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	nc, err := e.InProcessConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := testnats.Start(t, embedded.Config{Sync: embedded.SyncRelaxed}).Conn(t)
 	tl, err := tools.New(corpus(t))
 	if err != nil {
 		t.Fatal(err)
@@ -235,16 +220,7 @@ func TestSpill(t *testing.T) {
 
 func TestServeRefusesAShortSpillTTL(t *testing.T) {
 	ctx := context.Background()
-	e, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir(), Sync: embedded.SyncRelaxed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Shutdown(ctx)
-	nc, err := e.InProcessConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := testnats.Start(t, embedded.Config{Sync: embedded.SyncRelaxed}).Conn(t)
 	tl, _ := tools.New(toolstest.New())
 	if _, err := toolservice.Serve(ctx, nc, tl, toolservice.WithSpillTTL(time.Minute)); err == nil {
 		t.Fatal("a one-minute spill TTL was accepted")

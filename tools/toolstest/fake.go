@@ -1,5 +1,5 @@
 // Package toolstest provides an in-memory implementation of tools.Service
-// with the trusted query API's semantics (UPSTREAM §5, CONTRACT §3): real
+// with the trusted query API's semantics (docs/query.md, docs/search.md): real
 // folds (package fold), filters ANDed and ORed as the service does, search
 // that ignores workspaces (the service is trusted; the tools must authorize),
 // paging with generation-bound cursors, lineage with cycle detection, read
@@ -481,7 +481,7 @@ func (f *Fake) SearchEvents(ctx context.Context, req dshq.EventSearchRequest) (d
 	return out, nil
 }
 
-// TraceSession implements tools.Service (UPSTREAM §5.7).
+// TraceSession implements tools.Service (docs/lineage.md#tracing-a-lineage).
 func (f *Fake) TraceSession(ctx context.Context, id string) (dshq.LineageTrace, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -577,7 +577,7 @@ func (f *Fake) Titles(ctx context.Context, ids []string) ([]dshq.TitleResult, er
 	return out, nil
 }
 
-// ReadEvent implements tools.Service (UPSTREAM §5.8).
+// ReadEvent implements tools.Service (docs/query.md#event-read-windows).
 func (f *Fake) ReadEvent(ctx context.Context, req dshq.EventReadRequest) (dshq.EventWindow, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -605,7 +605,7 @@ func (f *Fake) ReadEvent(ctx context.Context, req dshq.EventReadRequest) (dshq.E
 		Events: slices.Clone(s.events[start : end+1]), StartSeq: start, EndSeq: end, Generation: f.generation}, nil
 }
 
-// TraceEvent implements tools.Service (UPSTREAM §5.9).
+// TraceEvent implements tools.Service (docs/events-and-surfaces.md#event-traces).
 func (f *Fake) TraceEvent(ctx context.Context, req dshq.EventTraceRequest) (dshq.EventTrace, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
