@@ -102,7 +102,7 @@ var handlers = map[string]handler{
 func (e *Engine) Run(ctx context.Context, req *query.Request) ([]byte, error) {
 	h, ok := handlers[req.Endpoint]
 	if !ok {
-		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "unknown endpoint %q", req.Endpoint)
+		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "unknown endpoint %s", dshq.Quote(req.Endpoint))
 	}
 	if e.search == nil && (req.Endpoint == query.EndpointSessionsSearch || req.Endpoint == query.EndpointEventsSearch) {
 		return nil, dshq.Errorf(dshq.CodeSearchDisabled, "search is disabled: this projection has no index")
@@ -166,7 +166,7 @@ func peekCursorGeneration(req *query.Request) uint64 {
 }
 
 func notFound(id string) error {
-	return dshq.Errorf(dshq.CodeSessionNotFound, "session %q was not found", id)
+	return dshq.Errorf(dshq.CodeSessionNotFound, "session %s was not found", dshq.Quote(id))
 }
 
 func invalidSurface(info dshq.SessionInfo) error {

@@ -279,7 +279,7 @@ func resolveTarget(snap Snapshot, req *query.Request) (dshq.SessionInfo, *eventL
 // targetEvent resolves the seq of events.read/trace: a seq that is not a
 // non-negative integer, or past the end, is SESSION_QUERY_EVENT_NOT_FOUND.
 func targetEvent(l *eventLog, req *query.Request) (dshq.StoredEvent, error) {
-	notFound := dshq.Errorf(dshq.CodeEventNotFound, "session %q has no event at seq %s", req.SessionID, req.SeqLit)
+	notFound := dshq.Errorf(dshq.CodeEventNotFound, "session %s has no event at seq %s", dshq.Quote(req.SessionID), req.SeqLit)
 	if req.Seq < 0 || req.Seq != math.Trunc(req.Seq) || req.Seq >= float64(l.count()) {
 		return dshq.StoredEvent{}, notFound
 	}

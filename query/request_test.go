@@ -238,3 +238,95 @@ func forge(t *testing.T, cur, offset string) string {
 	b, _ := json.Marshal(m)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
+
+// TestInvalidSessionIDsAreInvalidRequests: an id docs/protocol.md §1 calls
+// invalid names no session, so every endpoint that takes one refuses it as
+// SESSION_QUERY_INVALID_REQUEST (events.search as INVALID_FILTER, the code
+// of its sessionId) instead of looking it up, and the refusal quotes
+// nothing of it.
+func TestInvalidSessionIDsAreInvalidRequests(t *testing.T) {
+	ids := []struct{ name, json, problem string }{
+		{"an empty id", `""`, "session id is empty"},
+		{"an id holding NUL", `"a\u0000b"`, "session id contains control character U+0000 at byte 1"},
+		{"an id holding DEL", `"a\u007fb"`, "session id contains control character U+007F at byte 1"},
+		{"an id holding a C1 control", `"a\u0085"`, "session id contains control character U+0085 at byte 1"},
+		{"an id holding a lone high surrogate", `"a\ud800b"`, "it escapes a lone UTF-16 surrogate"},
+		{"an id holding a lone low surrogate", `"\udc00"`, "it escapes a lone UTF-16 surrogate"},
+		{"an id of a high surrogate before a non-surrogate escape", `"\ud800\u0041"`, "it escapes a lone UTF-16 surrogate"},
+		{"an id of 513 bytes", `"` + strings.Repeat("a", 513) + `"`, "session id is 513 bytes, more than the 512 allowed"},
+		{"an id of 1 MiB", `"` + strings.Repeat("a", 1<<20-100) + `"`, "session id is 1048476 bytes, more than the 512 allowed"},
+	}
+	bodies := map[string]string{
+		EndpointSessionsRead:    `{"sessionId":$ID}`,
+		EndpointSessionsSurface: `{"sessionId":$ID}`,
+		EndpointSessionsTrace:   `{"sessionId":$ID}`,
+		EndpointSessionsStat:    `{"sessionId":$ID}`,
+		EndpointSessionsTitles:  `{"sessionIds":["ok",$ID]}`,
+		EndpointEventsList:      `{"sessionId":$ID}`,
+		EndpointEventsFilter:    `{"sessionId":$ID,"filters":[]}`,
+		EndpointEventsSearch:    `{"sessionId":$ID,"query":"a"}`,
+		EndpointEventsRead:      `{"sessionId":$ID,"seq":0}`,
+		EndpointEventsTrace:     `{"sessionId":$ID,"seq":0}`,
+	}
+	for _, ep := range Endpoints {
+		tmpl, ok := bodies[ep]
+		if !ok {
+			continue
+		}
+		for _, id := range ids {
+			t.Run(ep+" refuses "+id.name, func(t *testing.T) {
+				_, err := DecodeRequest(ep, []byte(strings.ReplaceAll(tmpl, "$ID", id.json)))
+				want, field := dshq.CodeInvalidRequest, "sessionId"
+				switch ep {
+				case EndpointEventsSearch:
+					want = dshq.CodeInvalidFilter
+				case EndpointSessionsTitles:
+					field = "sessionIds[1]"
+				}
+				msg := field + " is not a valid session id: " + id.problem
+				if dshq.ErrorCode(err) != want || err.Error() != msg {
+					t.Fatalf("DecodeRequest = %v (%s); want %s %q", err, dshq.ErrorCode(err), want, msg)
+				}
+			})
+		}
+	}
+	t.Run("a surrogate pair is a valid id", func(t *testing.T) {
+		r, err := DecodeRequest(EndpointSessionsTrace, []byte(`{"sessionId":"a\ud83d\ude00"}`))
+		if err != nil || r.SessionID != "a😀" {
+			t.Fatalf("DecodeRequest = %+v, %v", r, err)
+		}
+	})
+	t.Run("an escaped backslash before u is no escape", func(t *testing.T) {
+		r, err := DecodeRequest(EndpointSessionsTrace, []byte(`{"sessionId":"\\ud800"}`))
+		if err != nil || r.SessionID != `\ud800` {
+			t.Fatalf("DecodeRequest = %+v, %v", r, err)
+		}
+	})
+}
+
+// TestRefusalsQuoteUntrustedValuesCutShort: a refusal quotes at most
+// dshq.MaxQuotedBytes of an untrusted value, so that its reply fits a
+// message whatever the request held.
+func TestRefusalsQuoteUntrustedValuesCutShort(t *testing.T) {
+	long := strings.Repeat("x", 1<<20-64)
+	for _, tt := range []struct{ name, endpoint, body string }{
+		{"an unknown field", EndpointSessionsList, `{"` + long + `":1}`},
+		{"a duplicated field", EndpointSessionsList, `{"` + long[:1000] + `":1,"` + long[:1000] + `":2}`},
+		{"an unknown filter kind", EndpointSessionsFilter, `{"filters":[{"kind":"` + long + `"}]}`},
+		{"an unknown clause key", EndpointSessionsFilter, `{"filters":[{"kind":"cwd","` + long + `":1}]}`},
+		{"a value outside a closed set", EndpointSessionsFilter, `{"filters":[{"kind":"availability","values":["` + long + `"]}]}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := DecodeRequest(tt.endpoint, []byte(tt.body))
+			if err == nil || len(err.Error()) > 1024 || !strings.Contains(err.Error(), `…`) {
+				t.Fatalf("DecodeRequest = %d-byte message %.200q", len(err.Error()), err)
+			}
+		})
+	}
+	t.Run("a seq's spelling is cut short", func(t *testing.T) {
+		r, err := DecodeRequest(EndpointEventsRead, []byte(`{"sessionId":"s","seq":1`+strings.Repeat("0", 100000)+`}`))
+		if err != nil || len(r.SeqLit) > 80 {
+			t.Fatalf("DecodeRequest = %d-byte SeqLit, %v", len(r.SeqLit), err)
+		}
+	})
+}
