@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -122,12 +123,16 @@ func (e *Engine) Run(ctx context.Context, req *query.Request) ([]byte, error) {
 		if err != nil {
 			return err
 		}
-		out, err = json.Marshal(reply)
+		out, err = encodeReply(reply)
 		if err != nil {
 			return fmt.Errorf("encode reply: %w", err)
 		}
-		if len(out) > e.maxReply {
-			return dshq.Errorf(dshq.CodeReplyTooLarge, "%s reply would be %d bytes; the reply limit is %d bytes", req.Endpoint, len(out), e.maxReply)
+		limit := e.maxReply
+		if req.Endpoint == query.EndpointEventsRead {
+			limit = e.targetLimit()
+		}
+		if len(out) > limit {
+			return dshq.Errorf(dshq.CodeReplyTooLarge, "%s reply would be %d bytes; the reply limit is %d bytes", req.Endpoint, len(out), limit)
 		}
 		return nil
 	})
@@ -212,21 +217,52 @@ func continueCursor(snap Snapshot, req *query.Request) (c *query.Cursor, first b
 	return c, false, nil
 }
 
+// encodeReply encodes a reply as JSON without escaping <, > and &: a reply
+// is not HTML, and the escapes would grow a raw event that holds them (up
+// to six times) and change its bytes from those written. An event's raw
+// record is therefore carried byte for byte.
+func encodeReply(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// encodedSize is the length of v's encodeReply.
+func encodedSize(v any) int {
+	if ev, ok := v.(dshq.Event); ok {
+		if len(ev.Raw) == 0 {
+			return len("null")
+		}
+		return len(ev.Raw) // stored compact, carried as is
+	}
+	b, _ := encodeReply(v)
+	return len(b)
+}
+
+// targetLimit is the most an events.read reply may hold: the reply budget
+// and the headroom it keeps for headers, which a success does not carry, so
+// that a target as large as the bus accepts (its payload less 1 KiB) is
+// read alone.
+func (e *Engine) targetLimit() int { return e.maxReply + query.ReplyHeadroom }
+
 // sizer tracks the bytes of a page against the reply budget.
 type sizer struct{ used, budget int }
 
 func (e *Engine) sizer(empty any) *sizer {
-	b, _ := json.Marshal(empty)
-	return &sizer{used: len(b) + cursorReserve, budget: e.maxReply}
+	return &sizer{used: encodedSize(empty) + cursorReserve, budget: e.maxReply}
 }
 
 // add reports whether v still fits, and counts it when it does.
 func (s *sizer) add(v any) bool {
-	b, _ := json.Marshal(v)
-	if s.used+len(b)+1 > s.budget {
+	n := encodedSize(v)
+	if s.used+n+1 > s.budget {
 		return false
 	}
-	s.used += len(b) + 1
+	s.used += n + 1
 	return true
 }
 

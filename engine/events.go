@@ -294,7 +294,9 @@ func targetEvent(l *eventLog, req *query.Request) (dshq.StoredEvent, error) {
 }
 
 // readEvent answers events.read (UPSTREAM §5.8): the window is clamped by
-// the log's edges and by the reply budget; the target always stays.
+// the log's edges and by the reply budget; the target always stays. The
+// target is also carried in target when it fits there too; otherwise the
+// reply says targetOmitted and may use the whole payload for it.
 func (e *Engine) readEvent(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
 	info, l, target, err := resolveTarget(snap, req)
 	if err != nil {
@@ -305,7 +307,14 @@ func (e *Engine) readEvent(_ context.Context, snap Snapshot, req *query.Request)
 		Target: dshq.Event{Raw: target.Raw}, Generation: snap.Generation()}
 	sz := e.sizer(out)
 	sz.used -= cursorReserve
-	sz.add(out.Target)
+	if !sz.add(out.Target) {
+		// The target does not fit twice (in target and in events): it is
+		// carried once, in events (docs/protocol.md §3, events.read).
+		out.Target, out.TargetOmitted = dshq.Event{}, true
+		sz = e.sizer(out)
+		sz.used -= cursorReserve
+		sz.used += encodedSize(dshq.Event{Raw: target.Raw}) + 1 // always included, up to targetLimit
+	}
 	lo, hi := max(0, seq-int64(req.Before)), min(l.count()-1, seq+int64(req.After))
 	start, end := seq, seq
 	window := map[int64]dshq.StoredEvent{seq: target}
