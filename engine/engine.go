@@ -44,6 +44,8 @@ type Engine struct {
 	maxReply int
 	// maxResults is how many hits a search ranks and keeps.
 	maxResults int
+	// cursorKey authenticates the cursors the engine issues.
+	cursorKey query.CursorKey
 }
 
 // Option configures an Engine.
@@ -61,6 +63,11 @@ func WithCursorStore(s CursorStore) Option { return func(e *Engine) { e.store = 
 // and keeps for later pages (default MaxSearchResults).
 func WithMaxSearchResults(n int) Option { return func(e *Engine) { e.maxResults = n } }
 
+// WithCursorKey sets the key that authenticates cursors (default: a random
+// key private to this Engine, so that only it continues its cursors). Every
+// engine of a deployment shares one: LoadCursorKey.
+func WithCursorKey(k query.CursorKey) Option { return func(e *Engine) { e.cursorKey = k } }
+
 // WithMaxReplyBytes sets the reply budget (default DefaultMaxReplyBytes).
 func WithMaxReplyBytes(n int) Option { return func(e *Engine) { e.maxReply = n } }
 
@@ -72,6 +79,9 @@ func New(p Projection, opts ...Option) *Engine {
 	}
 	if e.store == nil {
 		e.store = NewMemoryCursorStore(CursorTTL)
+	}
+	if e.cursorKey == nil {
+		e.cursorKey = query.NewCursorKey()
 	}
 	return e
 }
@@ -108,7 +118,7 @@ func (e *Engine) Run(ctx context.Context, req *query.Request) ([]byte, error) {
 	if e.search == nil && (req.Endpoint == query.EndpointSessionsSearch || req.Endpoint == query.EndpointEventsSearch) {
 		return nil, dshq.Errorf(dshq.CodeSearchDisabled, "search is disabled: this projection has no index")
 	}
-	minGen := max(req.MinGeneration, peekCursorGeneration(req))
+	minGen := max(req.MinGeneration, e.peekCursorGeneration(req))
 	timeout := req.TimeoutMs
 	if timeout <= 0 {
 		timeout = dshq.DefaultTimeoutMs
@@ -156,14 +166,16 @@ func (e *Engine) mapError(ctx context.Context, err error, called bool, minGen ui
 	return &dshq.Error{Code: dshq.CodePersistenceFailed, Message: "projection read failed: " + err.Error(), Err: err}
 }
 
-// peekCursorGeneration returns the first-page generation of req's cursor
-// without validating it (validation happens in order, later), so that a
-// lagging replica waits until it has caught up with the first page.
-func peekCursorGeneration(req *query.Request) uint64 {
+// peekCursorGeneration returns the first-page generation of req's cursor,
+// so that a lagging replica waits until it has caught up with the first
+// page: only of a cursor this service issued (the failure of another is
+// reported in order, later), so a forged generation never makes a request
+// wait.
+func (e *Engine) peekCursorGeneration(req *query.Request) uint64 {
 	if req.Cursor == "" {
 		return 0
 	}
-	c, err := query.DecodeCursor(req)
+	c, err := query.DecodeCursor(e.cursorKey, req)
 	if err != nil {
 		return 0
 	}
@@ -203,11 +215,11 @@ func sessionRecord(snap Snapshot, info dshq.SessionInfo) dshq.SessionRecord {
 
 // continueCursor decodes req's cursor and checks that it still describes
 // the snapshot's build. A fresh request gets a new cursor at offset 0.
-func continueCursor(snap Snapshot, req *query.Request) (c *query.Cursor, first bool, err error) {
+func (e *Engine) continueCursor(snap Snapshot, req *query.Request) (c *query.Cursor, first bool, err error) {
 	if req.Cursor == "" {
-		return query.NewCursor(req, snap.Generation(), snap.Epoch()), true, nil
+		return query.NewCursor(e.cursorKey, req, snap.Generation(), snap.Epoch()), true, nil
 	}
-	c, err = query.DecodeCursor(req)
+	c, err = query.DecodeCursor(e.cursorKey, req)
 	if err != nil {
 		return nil, false, err
 	}

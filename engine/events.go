@@ -91,7 +91,7 @@ func (l *eventLog) surface() ([]int64, error) {
 // pages are bounded by the event count of the first page; when checkSurface
 // is set, an invalid session is SESSION_QUERY_INVALID_SURFACE and a
 // reclassification after the first page makes the cursor stale.
-func pagedLog(snap Snapshot, req *query.Request, checkSurface bool) (*eventLog, *query.Cursor, error) {
+func (e *Engine) pagedLog(snap Snapshot, req *query.Request, checkSurface bool) (*eventLog, *query.Cursor, error) {
 	info, err := lookup(snap, req.SessionID)
 	if err != nil {
 		return nil, nil, err
@@ -99,7 +99,7 @@ func pagedLog(snap Snapshot, req *query.Request, checkSurface bool) (*eventLog, 
 	if checkSurface && info.InvalidFrom >= 0 {
 		return nil, nil, invalidSurface(info)
 	}
-	c, first, err := continueCursor(snap, req)
+	c, first, err := e.continueCursor(snap, req)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -129,7 +129,7 @@ func pagedLog(snap Snapshot, req *query.Request, checkSurface bool) (*eventLog, 
 
 // listEvents answers events.list (records) and events.filter (documents).
 func (e *Engine) listEvents(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
-	l, c, err := pagedLog(snap, req, true)
+	l, c, err := e.pagedLog(snap, req, true)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ func (e *Engine) listEvents(_ context.Context, snap Snapshot, req *query.Request
 // readSession answers sessions.read: raw events in seq order, paged; an
 // invalid session's raw events are still returned.
 func (e *Engine) readSession(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
-	l, c, err := pagedLog(snap, req, false)
+	l, c, err := e.pagedLog(snap, req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +223,7 @@ func (e *Engine) readSession(_ context.Context, snap Snapshot, req *query.Reques
 // readSurface answers sessions.surface: the current surface events in
 // surface order, paged by surface index, as of the first page.
 func (e *Engine) readSurface(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
-	l, c, err := pagedLog(snap, req, true)
+	l, c, err := e.pagedLog(snap, req, true)
 	if err != nil {
 		return nil, err
 	}

@@ -163,12 +163,16 @@ func TestFingerprint(t *testing.T) {
 }
 
 func TestCursorDecoding(t *testing.T) {
+	key := NewCursorKey()
 	req, err := DecodeRequest(EndpointSessionsSearch, []byte(`{"query":"needle"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := NewCursor(req, 7, "e1").At(3)
+	first := NewCursor(key, req, 7, "e1")
+	first.Bound, first.Store = 10, strings.Repeat("ab", 12)
+	good := first.At(3)
 	other, _ := DecodeRequest(EndpointSessionsSearch, []byte(`{"query":"other"}`))
+	list, _ := DecodeRequest(EndpointSessionsList, []byte(`{}`))
 	tests := []struct {
 		name    string
 		req     *Request
@@ -176,17 +180,30 @@ func TestCursorDecoding(t *testing.T) {
 		message string
 	}{
 		{"text that is not base64url is invalid", req, "not-json!", "cursor is invalid: not base64url"},
-		{"base64url of something else is invalid", req, "bm90LWpzb24", "cursor is invalid: not a cursor"},
+		{"an unsigned cursor (the old format) was not issued by the service", req, strings.SplitN(good, ".", 2)[0], "cursor is invalid: it was not issued by this service"},
+		{"a cursor under another key was not issued by the service", req, func() string { c := *first; c.key = NewCursorKey(); return c.At(3) }(), "cursor is invalid: it was not issued by this service"},
+		{"a cursor with a forged generation was not issued by the service", req, forge(t, good, nil, "g", `1000000000000000`), "cursor is invalid: it was not issued by this service"},
+		{"a cursor with a forged offset was not issued by the service", req, forge(t, good, nil, "o", `4`), "cursor is invalid: it was not issued by this service"},
+		{"a cursor longer than any issued is invalid", req, strings.Repeat("a", MaxCursorBytes+1), "cursor is invalid: it is longer than any cursor this service issues"},
+		{"a signed non-cursor is invalid", req, sign(key, []byte(`"x"`)), "cursor is invalid: not a cursor"},
 		{"a cursor of another query is invalid", other, good, "cursor is invalid: it belongs to another request"},
-		{"an offset of 1e100 is invalid", req, forge(t, good, `1e100`), "cursor is invalid: offset out of range"},
-		{"a negative offset is invalid", req, forge(t, good, `-1`), "cursor is invalid: offset out of range"},
-		{"a fractional offset is invalid", req, forge(t, good, `1.5`), "cursor is invalid: offset out of range"},
+		{"a cursor of another endpoint is invalid", list, good, "cursor is invalid: it belongs to another endpoint"},
+		{"an offset of 1e100 is invalid", req, forge(t, good, key, "o", `1e100`), "cursor is invalid: offset out of range"},
+		{"a negative offset is invalid", req, forge(t, good, key, "o", `-1`), "cursor is invalid: offset out of range"},
+		{"a fractional offset is invalid", req, forge(t, good, key, "o", `1.5`), "cursor is invalid: offset out of range"},
+		{"an offset past the bound is invalid", req, forge(t, good, key, "o", `11`), "cursor is invalid: offset out of range"},
+		{"a generation past 2^53 is invalid", req, forge(t, good, key, "g", `9007199254740992`), "cursor is invalid: generation out of range"},
+		{"a long epoch is invalid", req, forge(t, good, key, "p", `"`+strings.Repeat("e", 65)+`"`), "cursor is invalid: epoch out of range"},
+		{"a captured seq on a search is invalid", req, forge(t, good, key, "c", `5`), "cursor is invalid: captured seq out of range"},
+		{"an order key on a search is invalid", req, forge(t, good, key, "k", `"AAAA"`), "cursor is invalid: order key out of range"},
+		{"a stored-results name that is not one is invalid", req, forge(t, good, key, "s", `"`+strings.Repeat("a", 1000)+`"`), "cursor is invalid: stored results out of range"},
+		{"an unknown field is invalid", req, forge(t, good, key, "x", `1`), "cursor is invalid: not a cursor"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := *tt.req
 			r.Cursor = tt.cursor
-			_, err := DecodeCursor(&r)
+			_, err := DecodeCursor(key, &r)
 			if dshq.ErrorCode(err) != dshq.CodeInvalidCursor || err.Error() != tt.message {
 				t.Fatalf("DecodeCursor = %v (%s); want INVALID_CURSOR %q", err, dshq.ErrorCode(err), tt.message)
 			}
@@ -195,9 +212,12 @@ func TestCursorDecoding(t *testing.T) {
 	t.Run("a cursor of the same request decodes", func(t *testing.T) {
 		r := *req
 		r.Cursor = good
-		c, err := DecodeCursor(&r)
-		if err != nil || c.Position != 3 || c.Generation != 7 || c.Epoch != "e1" {
+		c, err := DecodeCursor(key, &r)
+		if err != nil || c.Position != 3 || c.Generation != 7 || c.Epoch != "e1" || c.Store != first.Store {
 			t.Fatalf("DecodeCursor = %+v, %v", c, err)
+		}
+		if next := c.At(5); !strings.Contains(next, ".") {
+			t.Fatalf("a continued cursor %q is not signed", next)
 		}
 	})
 }
@@ -223,10 +243,13 @@ func TestTextPattern(t *testing.T) {
 	}
 }
 
-// forge rewrites the offset of an encoded cursor.
-func forge(t *testing.T, cur, offset string) string {
+// forge rewrites one field of an encoded cursor; with key it signs the
+// result (as a service holding the key would have issued it), without it
+// it keeps the old MAC (a forgery).
+func forge(t *testing.T, cur string, key CursorKey, field, value string) string {
 	t.Helper()
-	raw, err := base64.RawURLEncoding.DecodeString(cur)
+	text, mac, _ := strings.Cut(cur, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(text)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,99 +257,15 @@ func forge(t *testing.T, cur, offset string) string {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatal(err)
 	}
-	m["o"] = json.RawMessage(offset)
+	m[field] = json.RawMessage(value)
 	b, _ := json.Marshal(m)
-	return base64.RawURLEncoding.EncodeToString(b)
+	if key == nil {
+		return base64.RawURLEncoding.EncodeToString(b) + "." + mac
+	}
+	return sign(key, b)
 }
 
-// TestInvalidSessionIDsAreInvalidRequests: an id docs/protocol.md §1 calls
-// invalid names no session, so every endpoint that takes one refuses it as
-// SESSION_QUERY_INVALID_REQUEST (events.search as INVALID_FILTER, the code
-// of its sessionId) instead of looking it up, and the refusal quotes
-// nothing of it.
-func TestInvalidSessionIDsAreInvalidRequests(t *testing.T) {
-	ids := []struct{ name, json, problem string }{
-		{"an empty id", `""`, "session id is empty"},
-		{"an id holding NUL", `"a\u0000b"`, "session id contains control character U+0000 at byte 1"},
-		{"an id holding DEL", `"a\u007fb"`, "session id contains control character U+007F at byte 1"},
-		{"an id holding a C1 control", `"a\u0085"`, "session id contains control character U+0085 at byte 1"},
-		{"an id holding a lone high surrogate", `"a\ud800b"`, "it escapes a lone UTF-16 surrogate"},
-		{"an id holding a lone low surrogate", `"\udc00"`, "it escapes a lone UTF-16 surrogate"},
-		{"an id of a high surrogate before a non-surrogate escape", `"\ud800\u0041"`, "it escapes a lone UTF-16 surrogate"},
-		{"an id of 513 bytes", `"` + strings.Repeat("a", 513) + `"`, "session id is 513 bytes, more than the 512 allowed"},
-		{"an id of 1 MiB", `"` + strings.Repeat("a", 1<<20-100) + `"`, "session id is 1048476 bytes, more than the 512 allowed"},
-	}
-	bodies := map[string]string{
-		EndpointSessionsRead:    `{"sessionId":$ID}`,
-		EndpointSessionsSurface: `{"sessionId":$ID}`,
-		EndpointSessionsTrace:   `{"sessionId":$ID}`,
-		EndpointSessionsStat:    `{"sessionId":$ID}`,
-		EndpointSessionsTitles:  `{"sessionIds":["ok",$ID]}`,
-		EndpointEventsList:      `{"sessionId":$ID}`,
-		EndpointEventsFilter:    `{"sessionId":$ID,"filters":[]}`,
-		EndpointEventsSearch:    `{"sessionId":$ID,"query":"a"}`,
-		EndpointEventsRead:      `{"sessionId":$ID,"seq":0}`,
-		EndpointEventsTrace:     `{"sessionId":$ID,"seq":0}`,
-	}
-	for _, ep := range Endpoints {
-		tmpl, ok := bodies[ep]
-		if !ok {
-			continue
-		}
-		for _, id := range ids {
-			t.Run(ep+" refuses "+id.name, func(t *testing.T) {
-				_, err := DecodeRequest(ep, []byte(strings.ReplaceAll(tmpl, "$ID", id.json)))
-				want, field := dshq.CodeInvalidRequest, "sessionId"
-				switch ep {
-				case EndpointEventsSearch:
-					want = dshq.CodeInvalidFilter
-				case EndpointSessionsTitles:
-					field = "sessionIds[1]"
-				}
-				msg := field + " is not a valid session id: " + id.problem
-				if dshq.ErrorCode(err) != want || err.Error() != msg {
-					t.Fatalf("DecodeRequest = %v (%s); want %s %q", err, dshq.ErrorCode(err), want, msg)
-				}
-			})
-		}
-	}
-	t.Run("a surrogate pair is a valid id", func(t *testing.T) {
-		r, err := DecodeRequest(EndpointSessionsTrace, []byte(`{"sessionId":"a\ud83d\ude00"}`))
-		if err != nil || r.SessionID != "a😀" {
-			t.Fatalf("DecodeRequest = %+v, %v", r, err)
-		}
-	})
-	t.Run("an escaped backslash before u is no escape", func(t *testing.T) {
-		r, err := DecodeRequest(EndpointSessionsTrace, []byte(`{"sessionId":"\\ud800"}`))
-		if err != nil || r.SessionID != `\ud800` {
-			t.Fatalf("DecodeRequest = %+v, %v", r, err)
-		}
-	})
-}
-
-// TestRefusalsQuoteUntrustedValuesCutShort: a refusal quotes at most
-// dshq.MaxQuotedBytes of an untrusted value, so that its reply fits a
-// message whatever the request held.
-func TestRefusalsQuoteUntrustedValuesCutShort(t *testing.T) {
-	long := strings.Repeat("x", 1<<20-64)
-	for _, tt := range []struct{ name, endpoint, body string }{
-		{"an unknown field", EndpointSessionsList, `{"` + long + `":1}`},
-		{"a duplicated field", EndpointSessionsList, `{"` + long[:1000] + `":1,"` + long[:1000] + `":2}`},
-		{"an unknown filter kind", EndpointSessionsFilter, `{"filters":[{"kind":"` + long + `"}]}`},
-		{"an unknown clause key", EndpointSessionsFilter, `{"filters":[{"kind":"cwd","` + long + `":1}]}`},
-		{"a value outside a closed set", EndpointSessionsFilter, `{"filters":[{"kind":"availability","values":["` + long + `"]}]}`},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := DecodeRequest(tt.endpoint, []byte(tt.body))
-			if err == nil || len(err.Error()) > 1024 || !strings.Contains(err.Error(), `…`) {
-				t.Fatalf("DecodeRequest = %d-byte message %.200q", len(err.Error()), err)
-			}
-		})
-	}
-	t.Run("a seq's spelling is cut short", func(t *testing.T) {
-		r, err := DecodeRequest(EndpointEventsRead, []byte(`{"sessionId":"s","seq":1`+strings.Repeat("0", 100000)+`}`))
-		if err != nil || len(r.SeqLit) > 80 {
-			t.Fatalf("DecodeRequest = %d-byte SeqLit, %v", len(r.SeqLit), err)
-		}
-	})
+// sign encodes payload as a cursor issued under key.
+func sign(key CursorKey, payload []byte) string {
+	return base64.RawURLEncoding.EncodeToString(payload) + "." + base64.RawURLEncoding.EncodeToString(key.mac(payload))
 }
