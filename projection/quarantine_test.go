@@ -206,13 +206,19 @@ func TestProjector_QuarantinesBadRecordsWhileOtherSessionsFlow(t *testing.T) {
 	if got := counterValue(t, r.p.metrics.quarantined); int(got) != total {
 		t.Errorf("quarantine metric = %v, want %d", got, total)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	n := 0
-	for _, c := range commits {
-		n += len(c.Quarantined)
+	// The hook runs just after the generation is published (waitGen may
+	// return first).
+	seen := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, c := range commits {
+			n += len(c.Quarantined)
+		}
+		return n
 	}
-	if n != total {
+	waitFor(t, fmt.Sprintf("OnCommit to see %d quarantined records", total), func() bool { return seen() >= total })
+	if n := seen(); n != total {
 		t.Errorf("OnCommit saw %d quarantined records, want %d", n, total)
 	}
 }
