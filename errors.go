@@ -3,6 +3,8 @@ package dshq
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"unicode/utf8"
 )
 
 // Code is a stable, machine-routable failure code.
@@ -73,4 +75,25 @@ func ErrorCode(err error) Code {
 		return e.Code
 	}
 	return ""
+}
+
+// MaxQuotedBytes is the most of an untrusted value (an id, a field name, a
+// filter value, a number's spelling) an error message quotes: as long as
+// the longest session id, so that every valid id is quoted whole.
+const MaxQuotedBytes = 512
+
+// Quote returns v quoted as %q quotes it when it is at most MaxQuotedBytes
+// long, and otherwise its first MaxQuotedBytes (cut at a character
+// boundary) quoted and marked with "…" and v's length in bytes. Error
+// messages quote untrusted values with it, so that an error reply always
+// fits a message whatever the request held.
+func Quote(v string) string {
+	if len(v) <= MaxQuotedBytes {
+		return strconv.Quote(v)
+	}
+	n := MaxQuotedBytes
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(v[:n]), len(v))
 }

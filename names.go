@@ -20,6 +20,11 @@ const (
 	CursorBucket = "DSH_CURSORS"
 	// SpillBucket is the object store of tool results too large for a reply.
 	SpillBucket = "DSH_SPILL"
+	// KeyBucket is the key-value bucket of the deployment's keys (file
+	// storage, no expiry); CursorKeyName is the key that authenticates
+	// query cursors, created at random by the first projector to start.
+	KeyBucket     = "DSH_KEYS"
+	CursorKeyName = "cursor-hmac-sha256"
 
 	// FeedStream is the live feed stream of the projector's commits.
 	FeedStream = "DSH_FEED"

@@ -162,14 +162,20 @@ type EventReadRequest struct {
 }
 
 // EventWindow is the events.read reply (docs/query.md#event-read-windows).
+// Target is also Events[Seq-StartSeq]; a reply that could not carry it twice
+// within the payload leaves target out and says TargetOmitted
+// (docs/protocol.md#3-the-trusted-query-api), and query.Client.ReadEvent
+// fills Target from Events again.
 type EventWindow struct {
 	Session             Header  `json:"session"`
 	InheritedEventCount int64   `json:"inheritedEventCount"`
-	Target              Event   `json:"target"`
+	Target              Event   `json:"target,omitzero"`
 	Events              []Event `json:"events"`
 	StartSeq            int64   `json:"startSeq"`
 	EndSeq              int64   `json:"endSeq"`
-	Generation          uint64  `json:"generation"`
+	// TargetOmitted (an addition) is true when target is left out.
+	TargetOmitted bool   `json:"targetOmitted,omitempty"`
+	Generation    uint64 `json:"generation"`
 }
 
 // EventTraceRequest is the events.trace request.

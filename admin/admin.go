@@ -7,7 +7,8 @@
 //
 // A rebuild runs in a goroutine owned by the service (stopping the service
 // cancels it and waits); clients follow it by polling status until the new
-// projection is swapped in or the rebuild failed. Failures answer with the micro
+// projection is swapped in or the rebuild failed. A request's body is empty
+// or {}; any other is SESSION_QUERY_INVALID_REQUEST. Failures answer with the micro
 // error headers and the {"error":{code,message}} body of the query API
 // (docs/protocol.md#3-the-trusted-query-api), so Client returns a *dshq.Error.
 //
@@ -16,11 +17,14 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -193,7 +197,10 @@ const maxInFlight = 16
 // shape of the query API (a failure without a code is
 // SESSION_QUERY_INDEX_FAILED with the error's text).
 func (s *server) handler(fn func(context.Context) (any, error)) microhost.Handler {
-	return func(context.Context, *nats.Msg) ([]byte, error) {
+	return func(_ context.Context, msg *nats.Msg) ([]byte, error) {
+		if err := checkEmpty(msg.Data); err != nil {
+			return nil, err
+		}
 		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 		defer cancel()
 		out, err := fn(ctx)
@@ -207,6 +214,25 @@ func (s *server) handler(fn func(context.Context) (any, error)) microhost.Handle
 		}
 		return json.Marshal(out)
 	}
+}
+
+// checkEmpty accepts the body of an admin request: empty, or a JSON object
+// with no members ({}). Anything else is SESSION_QUERY_INVALID_REQUEST,
+// before the request does anything (a rebuild included).
+func checkEmpty(body []byte) error {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil || fields == nil {
+		return dshq.Errorf(dshq.CodeInvalidRequest, "request body must be empty or {}")
+	}
+	if len(fields) > 0 {
+		first := slices.Sorted(maps.Keys(fields))[0]
+		return dshq.Errorf(dshq.CodeInvalidRequest, "unknown request field %s (admin requests take none)", dshq.Quote(first))
+	}
+	return nil
 }
 
 func (s *server) status() Status {

@@ -204,7 +204,8 @@ func TestWireErrors(t *testing.T) {
 		{"a JSON array body", query.EndpointSessionsList, `[1]`, dshq.CodeInvalidRequest, "request body must be a JSON object"},
 		{"a body of garbage bytes", query.EndpointEventsRead, "{\"a\":\"\xff\"}", dshq.CodeInvalidRequest, "request body is not valid UTF-8"},
 		{"an unknown field", query.EndpointSessionsTrace, `{"sessionId":"a","x":1}`, dshq.CodeInvalidRequest, `unknown request field "x" (allowed: sessionId, minGeneration, timeoutMs)`},
-		{"an unknown session", query.EndpointSessionsTrace, `{"sessionId":"a\nb"}`, dshq.CodeSessionNotFound, `session "a\nb" was not found`},
+		{"an unknown session", query.EndpointSessionsTrace, `{"sessionId":"a b"}`, dshq.CodeSessionNotFound, `session "a b" was not found`},
+		{"an invalid session id", query.EndpointSessionsTrace, `{"sessionId":"a\nb"}`, dshq.CodeInvalidRequest, `sessionId is not a valid session id: session id contains control character U+000A at byte 1`},
 	}
 	for _, tt := range cases {
 		t.Run(tt.name+" answers with error headers and body", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,6 +44,8 @@ type Engine struct {
 	maxReply int
 	// maxResults is how many hits a search ranks and keeps.
 	maxResults int
+	// cursorKey authenticates the cursors the engine issues.
+	cursorKey query.CursorKey
 }
 
 // Option configures an Engine.
@@ -60,6 +63,11 @@ func WithCursorStore(s CursorStore) Option { return func(e *Engine) { e.store = 
 // and keeps for later pages (default MaxSearchResults).
 func WithMaxSearchResults(n int) Option { return func(e *Engine) { e.maxResults = n } }
 
+// WithCursorKey sets the key that authenticates cursors (default: a random
+// key private to this Engine, so that only it continues its cursors). Every
+// engine of a deployment shares one: LoadCursorKey.
+func WithCursorKey(k query.CursorKey) Option { return func(e *Engine) { e.cursorKey = k } }
+
 // WithMaxReplyBytes sets the reply budget (default DefaultMaxReplyBytes).
 func WithMaxReplyBytes(n int) Option { return func(e *Engine) { e.maxReply = n } }
 
@@ -71,6 +79,9 @@ func New(p Projection, opts ...Option) *Engine {
 	}
 	if e.store == nil {
 		e.store = NewMemoryCursorStore(CursorTTL)
+	}
+	if e.cursorKey == nil {
+		e.cursorKey = query.NewCursorKey()
 	}
 	return e
 }
@@ -102,12 +113,12 @@ var handlers = map[string]handler{
 func (e *Engine) Run(ctx context.Context, req *query.Request) ([]byte, error) {
 	h, ok := handlers[req.Endpoint]
 	if !ok {
-		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "unknown endpoint %q", req.Endpoint)
+		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "unknown endpoint %s", dshq.Quote(req.Endpoint))
 	}
 	if e.search == nil && (req.Endpoint == query.EndpointSessionsSearch || req.Endpoint == query.EndpointEventsSearch) {
 		return nil, dshq.Errorf(dshq.CodeSearchDisabled, "search is disabled: this projection has no index")
 	}
-	minGen := max(req.MinGeneration, peekCursorGeneration(req))
+	minGen := max(req.MinGeneration, e.peekCursorGeneration(req))
 	timeout := req.TimeoutMs
 	if timeout <= 0 {
 		timeout = dshq.DefaultTimeoutMs
@@ -122,12 +133,16 @@ func (e *Engine) Run(ctx context.Context, req *query.Request) ([]byte, error) {
 		if err != nil {
 			return err
 		}
-		out, err = json.Marshal(reply)
+		out, err = encodeReply(reply)
 		if err != nil {
 			return fmt.Errorf("encode reply: %w", err)
 		}
-		if len(out) > e.maxReply {
-			return dshq.Errorf(dshq.CodeReplyTooLarge, "%s reply would be %d bytes; the reply limit is %d bytes", req.Endpoint, len(out), e.maxReply)
+		limit := e.maxReply
+		if req.Endpoint == query.EndpointEventsRead {
+			limit = e.targetLimit()
+		}
+		if len(out) > limit {
+			return dshq.Errorf(dshq.CodeReplyTooLarge, "%s reply would be %d bytes; the reply limit is %d bytes", req.Endpoint, len(out), limit)
 		}
 		return nil
 	})
@@ -151,14 +166,16 @@ func (e *Engine) mapError(ctx context.Context, err error, called bool, minGen ui
 	return &dshq.Error{Code: dshq.CodePersistenceFailed, Message: "projection read failed: " + err.Error(), Err: err}
 }
 
-// peekCursorGeneration returns the first-page generation of req's cursor
-// without validating it (validation happens in order, later), so that a
-// lagging replica waits until it has caught up with the first page.
-func peekCursorGeneration(req *query.Request) uint64 {
+// peekCursorGeneration returns the first-page generation of req's cursor,
+// so that a lagging replica waits until it has caught up with the first
+// page: only of a cursor this service issued (the failure of another is
+// reported in order, later), so a forged generation never makes a request
+// wait.
+func (e *Engine) peekCursorGeneration(req *query.Request) uint64 {
 	if req.Cursor == "" {
 		return 0
 	}
-	c, err := query.DecodeCursor(req)
+	c, err := query.DecodeCursor(e.cursorKey, req)
 	if err != nil {
 		return 0
 	}
@@ -166,7 +183,7 @@ func peekCursorGeneration(req *query.Request) uint64 {
 }
 
 func notFound(id string) error {
-	return dshq.Errorf(dshq.CodeSessionNotFound, "session %q was not found", id)
+	return dshq.Errorf(dshq.CodeSessionNotFound, "session %s was not found", dshq.Quote(id))
 }
 
 func invalidSurface(info dshq.SessionInfo) error {
@@ -198,11 +215,11 @@ func sessionRecord(snap Snapshot, info dshq.SessionInfo) dshq.SessionRecord {
 
 // continueCursor decodes req's cursor and checks that it still describes
 // the snapshot's build. A fresh request gets a new cursor at offset 0.
-func continueCursor(snap Snapshot, req *query.Request) (c *query.Cursor, first bool, err error) {
+func (e *Engine) continueCursor(snap Snapshot, req *query.Request) (c *query.Cursor, first bool, err error) {
 	if req.Cursor == "" {
-		return query.NewCursor(req, snap.Generation(), snap.Epoch()), true, nil
+		return query.NewCursor(e.cursorKey, req, snap.Generation(), snap.Epoch()), true, nil
 	}
-	c, err = query.DecodeCursor(req)
+	c, err = query.DecodeCursor(e.cursorKey, req)
 	if err != nil {
 		return nil, false, err
 	}
@@ -212,21 +229,52 @@ func continueCursor(snap Snapshot, req *query.Request) (c *query.Cursor, first b
 	return c, false, nil
 }
 
+// encodeReply encodes a reply as JSON without escaping <, > and &: a reply
+// is not HTML, and the escapes would grow a raw event that holds them (up
+// to six times) and change its bytes from those written. An event's raw
+// record is therefore carried byte for byte.
+func encodeReply(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// encodedSize is the length of v's encodeReply.
+func encodedSize(v any) int {
+	if ev, ok := v.(dshq.Event); ok {
+		if len(ev.Raw) == 0 {
+			return len("null")
+		}
+		return len(ev.Raw) // stored compact, carried as is
+	}
+	b, _ := encodeReply(v)
+	return len(b)
+}
+
+// targetLimit is the most an events.read reply may hold: the reply budget
+// and the headroom it keeps for headers, which a success does not carry, so
+// that a target as large as the bus accepts (its payload less 1 KiB) is
+// read alone.
+func (e *Engine) targetLimit() int { return e.maxReply + query.ReplyHeadroom }
+
 // sizer tracks the bytes of a page against the reply budget.
 type sizer struct{ used, budget int }
 
 func (e *Engine) sizer(empty any) *sizer {
-	b, _ := json.Marshal(empty)
-	return &sizer{used: len(b) + cursorReserve, budget: e.maxReply}
+	return &sizer{used: encodedSize(empty) + cursorReserve, budget: e.maxReply}
 }
 
 // add reports whether v still fits, and counts it when it does.
 func (s *sizer) add(v any) bool {
-	b, _ := json.Marshal(v)
-	if s.used+len(b)+1 > s.budget {
+	n := encodedSize(v)
+	if s.used+n+1 > s.budget {
 		return false
 	}
-	s.used += len(b) + 1
+	s.used += n + 1
 	return true
 }
 

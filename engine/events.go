@@ -91,7 +91,7 @@ func (l *eventLog) surface() ([]int64, error) {
 // pages are bounded by the event count of the first page; when checkSurface
 // is set, an invalid session is SESSION_QUERY_INVALID_SURFACE and a
 // reclassification after the first page makes the cursor stale.
-func pagedLog(snap Snapshot, req *query.Request, checkSurface bool) (*eventLog, *query.Cursor, error) {
+func (e *Engine) pagedLog(snap Snapshot, req *query.Request, checkSurface bool) (*eventLog, *query.Cursor, error) {
 	info, err := lookup(snap, req.SessionID)
 	if err != nil {
 		return nil, nil, err
@@ -99,7 +99,7 @@ func pagedLog(snap Snapshot, req *query.Request, checkSurface bool) (*eventLog, 
 	if checkSurface && info.InvalidFrom >= 0 {
 		return nil, nil, invalidSurface(info)
 	}
-	c, first, err := continueCursor(snap, req)
+	c, first, err := e.continueCursor(snap, req)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -129,7 +129,7 @@ func pagedLog(snap Snapshot, req *query.Request, checkSurface bool) (*eventLog, 
 
 // listEvents answers events.list (records) and events.filter (documents).
 func (e *Engine) listEvents(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
-	l, c, err := pagedLog(snap, req, true)
+	l, c, err := e.pagedLog(snap, req, true)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ func (e *Engine) listEvents(_ context.Context, snap Snapshot, req *query.Request
 // readSession answers sessions.read: raw events in seq order, paged; an
 // invalid session's raw events are still returned.
 func (e *Engine) readSession(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
-	l, c, err := pagedLog(snap, req, false)
+	l, c, err := e.pagedLog(snap, req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +223,7 @@ func (e *Engine) readSession(_ context.Context, snap Snapshot, req *query.Reques
 // readSurface answers sessions.surface: the current surface events in
 // surface order, paged by surface index, as of the first page.
 func (e *Engine) readSurface(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
-	l, c, err := pagedLog(snap, req, true)
+	l, c, err := e.pagedLog(snap, req, true)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +279,7 @@ func resolveTarget(snap Snapshot, req *query.Request) (dshq.SessionInfo, *eventL
 // targetEvent resolves the seq of events.read/trace: a seq that is not a
 // non-negative integer, or past the end, is SESSION_QUERY_EVENT_NOT_FOUND.
 func targetEvent(l *eventLog, req *query.Request) (dshq.StoredEvent, error) {
-	notFound := dshq.Errorf(dshq.CodeEventNotFound, "session %q has no event at seq %s", req.SessionID, req.SeqLit)
+	notFound := dshq.Errorf(dshq.CodeEventNotFound, "session %s has no event at seq %s", dshq.Quote(req.SessionID), req.SeqLit)
 	if req.Seq < 0 || req.Seq != math.Trunc(req.Seq) || req.Seq >= float64(l.count()) {
 		return dshq.StoredEvent{}, notFound
 	}
@@ -295,7 +295,8 @@ func targetEvent(l *eventLog, req *query.Request) (dshq.StoredEvent, error) {
 
 // readEvent answers events.read (docs/query.md#event-read-windows): the window
 // is clamped by the log's edges and by the reply budget; the target always
-// stays.
+// stays. The target is also carried in target when it fits there too;
+// otherwise the reply says targetOmitted and may use the whole payload for it.
 func (e *Engine) readEvent(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
 	info, l, target, err := resolveTarget(snap, req)
 	if err != nil {
@@ -306,7 +307,14 @@ func (e *Engine) readEvent(_ context.Context, snap Snapshot, req *query.Request)
 		Target: dshq.Event{Raw: target.Raw}, Generation: snap.Generation()}
 	sz := e.sizer(out)
 	sz.used -= cursorReserve
-	sz.add(out.Target)
+	if !sz.add(out.Target) {
+		// The target does not fit twice (in target and in events): it is
+		// carried once, in events (docs/protocol.md §3, events.read).
+		out.Target, out.TargetOmitted = dshq.Event{}, true
+		sz = e.sizer(out)
+		sz.used -= cursorReserve
+		sz.used += encodedSize(dshq.Event{Raw: target.Raw}) + 1 // always included, up to targetLimit
+	}
 	lo, hi := max(0, seq-int64(req.Before)), min(l.count()-1, seq+int64(req.After))
 	start, end := seq, seq
 	window := map[int64]dshq.StoredEvent{seq: target}

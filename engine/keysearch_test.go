@@ -108,9 +108,9 @@ func TestKeyedSearchMatchesStoredHits(t *testing.T) {
 		}
 	})
 	t.Run("a cursor of stored keys on an engine that cannot load keys fails clearly", func(t *testing.T) {
-		store := NewMemoryCursorStore(CursorTTL)
-		k := New(FromProjector(p.proj), WithSearcher(FromIndex(p.proj.Index())), WithCursorStore(store))
-		pl := New(FromProjector(p.proj), WithSearcher(plainSearcher{FromIndex(p.proj.Index())}), WithCursorStore(store))
+		store, key := NewMemoryCursorStore(CursorTTL), query.NewCursorKey()
+		k := New(FromProjector(p.proj), WithSearcher(FromIndex(p.proj.Index())), WithCursorStore(store), WithCursorKey(key))
+		pl := New(FromProjector(p.proj), WithSearcher(plainSearcher{FromIndex(p.proj.Index())}), WithCursorStore(store), WithCursorKey(key))
 		out, err := run(t, k, query.EndpointSessionsSearch, `{"query":"needle","limit":5,"sessionFilters":[]}`)
 		if err != nil {
 			t.Fatal(err)

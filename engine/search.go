@@ -35,7 +35,7 @@ type searchMeta struct {
 // (docs/search.md#request-validation-order): cursor, then the compile budget,
 // then the index.
 func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *query.Request) (any, error) {
-	c, first, err := continueCursor(snap, req)
+	c, first, err := e.continueCursor(snap, req)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +100,7 @@ func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *query.Req
 	if info.InvalidFrom >= 0 {
 		return nil, invalidSurface(info)
 	}
-	c, first, err := continueCursor(snap, req)
+	c, first, err := e.continueCursor(snap, req)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +240,7 @@ func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []s
 	if err != nil {
 		return "", fmt.Errorf("store hits: %w", err)
 	}
-	var idb [12]byte
+	var idb [12]byte // query.Cursor accepts 24 hex digits as a name of stored hits
 	_, _ = rand.Read(idb[:])
 	id := hex.EncodeToString(idb[:])
 	meta := searchMeta{Truncated: truncated, Keys: keys}

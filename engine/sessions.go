@@ -14,7 +14,7 @@ import (
 // first, keyset-paged; later pages count only sessions that existed at the
 // first page's generation.
 func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
-	c, first, err := continueCursor(snap, req)
+	c, first, err := e.continueCursor(snap, req)
 	if err != nil {
 		return nil, err
 	}

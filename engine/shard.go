@@ -12,15 +12,20 @@ import (
 )
 
 // NewShardEngine returns the Engine a projector process hosts: reads from
-// p's snapshots, search through p's index, and paged search hits kept in the
-// JetStream KV bucket dshq.CursorBucket so that any replica can continue a
+// p's snapshots, search through p's index, paged search hits kept in the
+// JetStream KV bucket dshq.CursorBucket and cursors authenticated with the
+// deployment's key (LoadCursorKey), so that any replica can continue a
 // cursor. Serve it with ServeShard.
 func NewShardEngine(ctx context.Context, js jetstream.JetStream, p *projection.Projector, opts ...Option) (*Engine, error) {
 	store, err := NewKVCursorStore(ctx, js)
 	if err != nil {
 		return nil, err
 	}
-	base := []Option{WithSearcher(FromIndexFunc(p.Index)), WithCursorStore(store)}
+	key, err := LoadCursorKey(ctx, js, 1)
+	if err != nil {
+		return nil, err
+	}
+	base := []Option{WithSearcher(FromIndexFunc(p.Index)), WithCursorStore(store), WithCursorKey(key)}
 	return New(FromProjector(p), append(base, opts...)...), nil
 }
 

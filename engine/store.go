@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query"
 )
 
 // CursorTTL is how long the stored hits of a paged search are kept.
@@ -147,3 +148,58 @@ func (s *KVCursorStore) Get(ctx context.Context, key string) ([]byte, error) {
 }
 
 func msDuration(ms int) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// LoadCursorKey returns the deployment's cursor key: the value of
+// dshq.CursorKeyName in the key-value bucket dshq.KeyBucket (file storage,
+// no expiry, replicas as given when it creates the bucket, 0 = 1). The first
+// process to start creates both, with a random key; every later one, and
+// every replica of a shard, reads the same key, so any of them continues any
+// cursor and none accepts a cursor it did not issue. A stored key of the
+// wrong length is an error (delete it to have a new one made; the cursors
+// of the old one then fail SESSION_QUERY_INVALID_CURSOR).
+func LoadCursorKey(ctx context.Context, js jetstream.JetStream, replicas int) (query.CursorKey, error) {
+	kv, err := keyBucket(ctx, js, replicas)
+	if err != nil {
+		return nil, fmt.Errorf("key bucket %s: %w", dshq.KeyBucket, err)
+	}
+	for range 2 {
+		e, err := kv.Get(ctx, dshq.CursorKeyName)
+		if err == nil {
+			k := query.CursorKey(e.Value())
+			if err := k.Check(); err != nil {
+				return nil, fmt.Errorf("key %s in %s is %d bytes: %w", dshq.CursorKeyName, dshq.KeyBucket, len(k), err)
+			}
+			return k, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, fmt.Errorf("read key %s: %w", dshq.CursorKeyName, err)
+		}
+		k := query.NewCursorKey()
+		if _, err := kv.Create(ctx, dshq.CursorKeyName, k); err == nil {
+			return k, nil
+		} else if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("create key %s: %w", dshq.CursorKeyName, err)
+		}
+		// Another process created it first: read its key.
+	}
+	return nil, fmt.Errorf("key %s in %s: created and deleted concurrently", dshq.CursorKeyName, dshq.KeyBucket)
+}
+
+// keyBucket binds the key bucket, creating it when missing.
+func keyBucket(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, dshq.KeyBucket)
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return kv, err
+	}
+	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      dshq.KeyBucket,
+		Description: "dshq: deployment keys (the query cursors' MAC key)",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+	})
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		return js.KeyValue(ctx, dshq.KeyBucket)
+	}
+	return kv, err
+}

@@ -263,7 +263,8 @@ func (l *life) runProjector() error {
 }
 
 // startShard serves the projection's query shard (dsh.proj.<shard>.v1),
-// its search cursors in the DSH_CURSORS bucket.
+// its search cursors in the DSH_CURSORS bucket, authenticated with the
+// deployment's key in DSH_KEYS.
 func (l *life) startShard() error {
 	if l.cfg.Projection.NoShard {
 		return nil
@@ -272,7 +273,12 @@ func (l *life) startShard() error {
 	if err != nil {
 		return fmt.Errorf("cursor store: %w", err)
 	}
-	eng := engine.New(engine.FromProjector(l.proj), engine.WithSearcher(engine.FromIndexFunc(l.proj.Index)), engine.WithCursorStore(cursors))
+	key, err := engine.LoadCursorKey(l.ctx, l.js, l.cfg.Stream.Replicas)
+	if err != nil {
+		return fmt.Errorf("cursor key: %w", err)
+	}
+	eng := engine.New(engine.FromProjector(l.proj), engine.WithSearcher(engine.FromIndexFunc(l.proj.Index)),
+		engine.WithCursorStore(cursors), engine.WithCursorKey(key))
 	stop, err := engine.ServeShard(l.ctx, l.nc, dshq.DefaultShard, eng, query.WithLogger(l.log))
 	if err != nil {
 		return fmt.Errorf("start query shard: %w", err)

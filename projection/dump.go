@@ -252,6 +252,8 @@ func (d *dumper) meta(k, v []byte) error {
 	switch string(k) {
 	case string(metaEpoch):
 		return nil // random per projection: see Dump
+	case string(metaStream):
+		return nil // the stream's creation time: not the projection's content
 	case string(metaCheckpoint), string(metaSchema):
 		n, err := readU64(v)
 		if err != nil {

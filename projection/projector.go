@@ -142,9 +142,12 @@ type instance struct {
 
 // Open opens the projection in dir (creating it if missing). A missing,
 // corrupt or incompatible store or index is rebuilt from the stream (the
-// rebuild itself happens as Run catches up from sequence 1); an index behind
-// the store is re-fed from the store. Open does not read the stream; Run
-// does.
+// rebuild itself happens as Run catches up from sequence 1); so is a
+// projection of another stream than the one of that name now (another
+// server's, or one deleted and created again: StreamIdentity), or one that
+// does not record its stream and has applied records. An index behind the
+// store is re-fed from the store. Open reads the stream's info, not its
+// records; Run does.
 func Open(ctx context.Context, js jetstream.JetStream, dir string, opts ...Option) (*Projector, error) {
 	cfg := config{
 		stream: dshq.SessionStream, durable: dshq.ProjectorDurable, leaseBucket: dshq.LeaseBucket,
@@ -177,6 +180,10 @@ func Open(ctx context.Context, js jetstream.JetStream, dir string, opts ...Optio
 		p.metrics.unregister()
 		return nil, err
 	}
+	if inst, err = p.ofStream(ctx, inst); err != nil {
+		p.metrics.unregister()
+		return nil, err
+	}
 	p.cur = inst
 	cp, err := inst.store.checkpoint()
 	if err != nil {
@@ -186,6 +193,48 @@ func Open(ctx context.Context, js jetstream.JetStream, dir string, opts ...Optio
 	}
 	p.gen = cp
 	return p, nil
+}
+
+// ofStream returns inst when it is a projection of the stream as it is now
+// (store.builtFrom), and otherwise replaces it with an empty instance that
+// Run builds from the stream. A stream that does not exist yet (or cannot
+// be read now) is checked when Run binds to it.
+func (p *Projector) ofStream(ctx context.Context, inst *instance) (*instance, error) {
+	id, err := IdentifyStream(ctx, p.js, p.cfg.stream)
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			p.log.Warn("cannot read the session stream's identity; checking it when following the stream", "err", err)
+		}
+		return inst, nil
+	}
+	ok, why, err := inst.store.builtFrom(id)
+	if err != nil || ok {
+		if err != nil {
+			inst.close()
+		}
+		return inst, err
+	}
+	p.log.Warn("the projection is not of the session stream; rebuilding it from the stream", "stream", id.String(), "why", why)
+	fresh, err := p.newInstance(ctx)
+	if err != nil {
+		inst.close()
+		return nil, err
+	}
+	if err := fresh.store.setStreamIdentity(id); err != nil {
+		inst.close()
+		fresh.close()
+		return nil, err
+	}
+	if err := p.setCurrent(fresh); err != nil {
+		inst.close()
+		fresh.close()
+		return nil, err
+	}
+	if err := inst.close(); err != nil {
+		p.log.Warn("close replaced projection", "err", err)
+	}
+	p.removeStale(filepath.Base(fresh.dir))
+	return fresh, nil
 }
 
 func (c *config) complete() error {
@@ -354,6 +403,21 @@ func (p *Projector) Generation() uint64 {
 	p.genMu.Lock()
 	defer p.genMu.Unlock()
 	return p.gen
+}
+
+// StreamIdentity returns the identity of the stream the serving projection
+// is built from (zero until it has bound to one).
+func (p *Projector) StreamIdentity() StreamIdentity {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.cur == nil {
+		return StreamIdentity{}
+	}
+	id, err := p.cur.store.streamIdentity()
+	if err != nil {
+		return StreamIdentity{}
+	}
+	return id
 }
 
 // Epoch returns the serving projection's epoch.

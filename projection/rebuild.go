@@ -46,6 +46,9 @@ func (p *Projector) Rebuild(ctx context.Context, progress func(RebuildProgress))
 	if err != nil {
 		return fmt.Errorf("rebuild: stream %s: %w", p.cfg.stream, err)
 	}
+	if err := inst.store.setStreamIdentity(IdentityOf(stream.CachedInfo())); err != nil {
+		return fmt.Errorf("rebuild: %w", err)
+	}
 	prog := RebuildProgress{}
 	report := func() {
 		if progress != nil {

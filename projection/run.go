@@ -14,7 +14,9 @@ import (
 const fetchWait = 2 * time.Second
 
 // Run follows the stream and the lease bucket until ctx ends (then it
-// returns nil) or a store fails (then it returns the error). It applies
+// returns nil) or a store fails (then it returns the error), or the stream
+// is not the one the projection was built from (an error wrapping
+// ErrStreamReplaced; Open rebuilds it). It applies
 // records in stream order in batches, each committed with its checkpoint in
 // one bbolt transaction before it is acknowledged.
 func (p *Projector) Run(ctx context.Context) error {
@@ -52,7 +54,7 @@ func (p *Projector) follow(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return nil
 				}
-				if errors.Is(err, ErrCorruptStore) {
+				if errors.Is(err, ErrCorruptStore) || errors.Is(err, ErrStreamReplaced) {
 					return err
 				}
 				// The stream may not exist yet, or the bus is unreachable:
@@ -83,6 +85,11 @@ func (p *Projector) follow(ctx context.Context) error {
 		cancel()
 		if err == nil && read < p.cfg.batchSize && ctx.Err() == nil {
 			err = p.checkDelivered(ctx, cons, next)
+		}
+		if errors.Is(err, errConsumerGone) {
+			p.log.Warn("the consumer is gone; creating it again", "err", err)
+			for_ = nil
+			continue
 		}
 		if errors.Is(err, errDeliveryGap) {
 			// A pull cut off by its deadline dropped records the server
@@ -152,12 +159,21 @@ func (p *Projector) drain(ctx context.Context, inst *instance, mb jetstream.Mess
 	}
 }
 
+// errConsumerGone means the projector's consumer no longer exists.
+var errConsumerGone = errors.New("the projector's consumer is gone")
+
 // checkDelivered asks the server how many records the consumer delivered
 // after a pull that ended short: more than were read means a pull cut off
-// by its deadline dropped some (errDeliveryGap). Its pending count tells
-// the loop how far behind the stream it is.
+// by its deadline dropped some (errDeliveryGap); a consumer that is gone
+// is errConsumerGone. Its pending count tells the loop how far behind the
+// stream it is.
 func (p *Projector) checkDelivered(ctx context.Context, cons jetstream.Consumer, next uint64) error {
 	info, err := cons.Info(ctx)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		// Deleted (with its stream, perhaps): its pulls would end empty
+		// forever.
+		return fmt.Errorf("%w: %v", errConsumerGone, err)
+	}
 	if err != nil {
 		return nil // the next pull or consumer reset will tell
 	}
@@ -277,6 +293,14 @@ func (p *Projector) consumer(ctx context.Context, inst *instance) (jetstream.Con
 	stream, err := p.js.Stream(ctx, p.cfg.stream)
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", p.cfg.stream, err)
+	}
+	id := IdentityOf(stream.CachedInfo())
+	ok, why, err := inst.store.builtFrom(id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorruptStore, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: the projection is not of stream %s (%s); open it again to rebuild it", ErrStreamReplaced, id, why)
 	}
 	if err := stream.DeleteConsumer(ctx, p.cfg.durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, fmt.Errorf("reset consumer %s: %w", p.cfg.durable, err)

@@ -149,10 +149,21 @@ func (c *Client) SearchEvents(ctx context.Context, req dshq.EventSearchRequest, 
 	return &out, c.call(ctx, EndpointEventsSearch, req, &out, opts)
 }
 
-// ReadEvent calls events.read.
+// ReadEvent calls events.read. A reply that carries the target once
+// (TargetOmitted) has its Target filled from Events.
 func (c *Client) ReadEvent(ctx context.Context, req dshq.EventReadRequest, opts ...CallOption) (*dshq.EventWindow, error) {
 	var out dshq.EventWindow
-	return &out, c.call(ctx, EndpointEventsRead, req, &out, opts)
+	if err := c.call(ctx, EndpointEventsRead, req, &out, opts); err != nil {
+		return &out, err
+	}
+	if out.TargetOmitted {
+		i := req.Seq - out.StartSeq
+		if i < 0 || i >= int64(len(out.Events)) {
+			return &out, fmt.Errorf("%s: decode reply: the target (seq %d) is neither in target nor in events %d..%d", EndpointEventsRead, req.Seq, out.StartSeq, out.EndSeq)
+		}
+		out.Target = out.Events[i]
+	}
+	return &out, nil
 }
 
 // TraceEvent calls events.trace.

@@ -2,21 +2,80 @@ package query
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/dshq/dshq"
 )
 
-// cursorVersion is the version of the cursor encoding.
-const cursorVersion = 1
+// cursorVersion is the version of the cursor encoding: 2 is authenticated
+// (version 1 cursors, unsigned, are no longer accepted).
+const cursorVersion = 2
 
-// Cursor is the state a nextCursor carries: base64url of its JSON. It binds
-// the canonical request (Fingerprint), the generation and projection epoch
-// of the first page, and the position to continue from. The engine fills
-// and reads it; its text is opaque to clients.
+// Cursor bounds and formats.
+const (
+	// CursorKeyBytes is the length of a cursor key.
+	CursorKeyBytes = 32
+	// MaxCursorBytes bounds a cursor's text; the service issues far
+	// shorter ones (a page keeps 2 KiB for its nextCursor).
+	MaxCursorBytes = 2 << 10
+	// macBytes is the length of the cursor's MAC: HMAC-SHA256 cut to 128
+	// bits.
+	macBytes = 16
+	// macContext separates the cursor's MAC from any other use of the key.
+	macContext = "dshq cursor v2\x00"
+	// maxOrderKey is the longest order key of a session: 8 bytes of
+	// createdAt and its id.
+	maxOrderKey = 8 + dshq.MaxSessionIDBytes
+	// maxEpoch bounds a projection epoch.
+	maxEpoch = 64
+)
+
+// CursorKey is the HMAC-SHA256 key that authenticates a deployment's
+// cursors: a cursor is answered only by a service holding the key that
+// issued it (docs/protocol.md §3, Paging and cursors).
+type CursorKey []byte
+
+// NewCursorKey returns a fresh random key (for one process, or to store
+// as the deployment's key).
+func NewCursorKey() CursorKey {
+	k := make(CursorKey, CursorKeyBytes)
+	if _, err := rand.Read(k); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return k
+}
+
+// ErrCursorKey is wrapped by the failure of a key of the wrong length.
+var ErrCursorKey = errors.New("cursor key must be 32 bytes")
+
+// Check reports whether k is usable.
+func (k CursorKey) Check() error {
+	if len(k) != CursorKeyBytes {
+		return ErrCursorKey
+	}
+	return nil
+}
+
+// mac returns the cursor MAC of payload.
+func (k CursorKey) mac(payload []byte) []byte {
+	h := hmac.New(sha256.New, k)
+	h.Write([]byte(macContext))
+	h.Write(payload)
+	return h.Sum(nil)[:macBytes]
+}
+
+// Cursor is the state a nextCursor carries: base64url of its JSON and a
+// MAC of it under the deployment's CursorKey. It binds the canonical
+// request (Fingerprint), the generation and projection epoch of the first
+// page, and the position to continue from. The engine fills and reads it;
+// its text is opaque to clients.
 type Cursor struct {
 	Version     int    `json:"v"`
 	Endpoint    string `json:"e"`
@@ -42,25 +101,37 @@ type Cursor struct {
 
 	// Position is Offset, decoded and checked by DecodeCursor.
 	Position int64 `json:"-"`
+	// key signs the cursor's encodings.
+	key CursorKey
 }
 
-// encode returns the opaque cursor text.
+// encode returns the opaque cursor text: base64url(JSON) "." base64url(MAC).
 func (c *Cursor) encode() string {
 	c.Version = cursorVersion
 	b, _ := json.Marshal(c)
-	return base64.RawURLEncoding.EncodeToString(b)
+	return base64.RawURLEncoding.EncodeToString(b) + "." + base64.RawURLEncoding.EncodeToString(c.key.mac(b))
 }
 
-// DecodeCursor decodes req.Cursor as a cursor of req. Any malformation,
-// another endpoint or another request (by fingerprint) is
-// SESSION_QUERY_INVALID_CURSOR.
-func DecodeCursor(req *Request) (*Cursor, error) {
+// DecodeCursor decodes req.Cursor as a cursor of req issued under key. A
+// cursor the service did not issue — too long, malformed, not
+// authenticated by key (forged, altered, of another deployment), of
+// another endpoint or another request (by fingerprint), or holding a field
+// out of range — is SESSION_QUERY_INVALID_CURSOR.
+func DecodeCursor(key CursorKey, req *Request) (*Cursor, error) {
 	invalid := func(why string) error {
 		return dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: %s", why)
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(req.Cursor)
+	if len(req.Cursor) > MaxCursorBytes {
+		return nil, invalid("it is longer than any cursor this service issues")
+	}
+	text, sig, ok := strings.Cut(req.Cursor, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(text)
 	if err != nil {
 		return nil, invalid("not base64url")
+	}
+	mac, err := base64.RawURLEncoding.DecodeString(sig)
+	if !ok || err != nil || key.Check() != nil || !hmac.Equal(mac, key.mac(raw)) {
+		return nil, invalid("it was not issued by this service")
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -78,12 +149,54 @@ func DecodeCursor(req *Request) (*Cursor, error) {
 	if c.Fingerprint != fingerprint(req) {
 		return nil, invalid("it belongs to another request")
 	}
+	if why := c.check(); why != "" {
+		return nil, invalid(why)
+	}
+	c.key = key
+	return &c, nil
+}
+
+// check validates the fields of an authenticated cursor of its endpoint and
+// sets Position; it returns what is wrong, or "".
+func (c *Cursor) check() string {
 	off, ok := safeInteger(json.RawMessage(c.Offset))
-	if !ok || off < 0 || c.Bound < 0 || (c.Bound > 0 && off > c.Bound) {
-		return nil, invalid("offset out of range")
+	switch {
+	case !ok || off < 0 || c.Bound < 0 || c.Bound > maxSafeInteger || (c.Bound > 0 && off > c.Bound):
+		return "offset out of range"
+	case c.Generation > maxSafeInteger:
+		return "generation out of range"
+	case len(c.Epoch) > maxEpoch:
+		return "epoch out of range"
+	case c.Captured < -1 || (c.Captured != 0 && c.Endpoint != EndpointSessionsSurface):
+		return "captured seq out of range"
+	}
+	list := c.Endpoint == EndpointSessionsList || c.Endpoint == EndpointSessionsFilter
+	if len(c.Key) > maxOrderKey || (len(c.Key) > 0 && !list) {
+		return "order key out of range"
+	}
+	search := c.Endpoint == EndpointSessionsSearch || c.Endpoint == EndpointEventsSearch
+	if (c.Store != "" && !search) || !storeName(c.Store) {
+		return "stored results out of range"
 	}
 	c.Position = off
-	return &c, nil
+	return ""
+}
+
+// storeName reports whether s can name stored search hits: "" (none), or
+// the 24 lowercase hex digits (96 random bits) the engine names them with.
+func storeName(s string) bool {
+	if s == "" {
+		return true
+	}
+	if len(s) != 24 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // fingerprint is the canonical normalized request a cursor is bound to:
@@ -104,9 +217,10 @@ func fingerprint(req *Request) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
-// NewCursor starts a cursor of req at the given first-page snapshot.
-func NewCursor(req *Request, generation uint64, epoch string) *Cursor {
-	return &Cursor{Endpoint: req.Endpoint, Fingerprint: fingerprint(req), Generation: generation, Epoch: epoch}
+// NewCursor starts a cursor of req at the given first-page snapshot, to be
+// issued under key.
+func NewCursor(key CursorKey, req *Request, generation uint64, epoch string) *Cursor {
+	return &Cursor{Endpoint: req.Endpoint, Fingerprint: fingerprint(req), Generation: generation, Epoch: epoch, key: key}
 }
 
 // At returns the encoded cursor continuing at offset.

@@ -85,7 +85,7 @@ func decodeClause(raw json.RawMessage, at string, scope filterScope) (dshq.Filte
 		return f, dshq.Errorf(dshq.CodeInvalidFilter, "metadata filters do not accept text clauses (%s)", at)
 	}
 	if !slices.Contains(kinds, f.Kind) {
-		return f, dshq.Errorf(dshq.CodeInvalidFilter, "%s.kind must be one of %s, got %q", at, quoteList(kinds), f.Kind)
+		return f, dshq.Errorf(dshq.CodeInvalidFilter, "%s.kind must be one of %s, got %s", at, quoteList(kinds), dshq.Quote(string(f.Kind)))
 	}
 	allowed := []string{"kind", "values"}
 	switch {
@@ -96,7 +96,7 @@ func decodeClause(raw json.RawMessage, at string, scope filterScope) (dshq.Filte
 	}
 	for k := range obj {
 		if !slices.Contains(allowed, k) {
-			return f, dshq.Errorf(dshq.CodeInvalidFilter, "%s has unknown field %q for kind %q", at, k, f.Kind)
+			return f, dshq.Errorf(dshq.CodeInvalidFilter, "%s has unknown field %s for kind %q", at, dshq.Quote(k), f.Kind)
 		}
 	}
 	switch {
@@ -166,7 +166,7 @@ func decodeValues(obj map[string]json.RawMessage, at string, f *dshq.Filter) err
 			return dshq.Errorf(dshq.CodeInvalidFilter, "%s.values must be %s; values[%d] is %s", at, want, i, jsonKind(it))
 		}
 		if closed := closedValues(f.Kind); closed != nil && !slices.Contains(closed, s) {
-			return dshq.Errorf(dshq.CodeInvalidFilter, "%s.values[%d] must be one of %s, got %q", at, i, quoteList(closed), s)
+			return dshq.Errorf(dshq.CodeInvalidFilter, "%s.values[%d] must be one of %s, got %s", at, i, quoteList(closed), dshq.Quote(s))
 		}
 		f.Values = append(f.Values, &s)
 	}

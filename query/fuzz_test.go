@@ -33,7 +33,7 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("request %+v", req)
 		}
 		req.Cursor = string(body)
-		_, _ = DecodeCursor(req)
+		_, _ = DecodeCursor(NewCursorKey(), req)
 		_ = fingerprint(req)
 	})
 }

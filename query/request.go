@@ -40,6 +40,9 @@ var Endpoints = []string{
 	EndpointEventsSearch, EndpointEventsRead, EndpointEventsTrace,
 }
 
+// maxSeqLiteral is the most of a seq's spelling a message repeats.
+const maxSeqLiteral = 64
+
 // maxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER (2^53-1).
 const maxSafeInteger = 1<<53 - 1
 
@@ -66,7 +69,9 @@ type Request struct {
 	Cursor string
 	// Seq is the target seq of events.read/trace as sent: a number that may
 	// be negative or fractional (then there is no such event).
-	Seq    float64
+	Seq float64
+	// SeqLit is seq's JSON spelling as sent, for messages: cut to
+	// maxSeqLiteral bytes and marked "…" when longer.
 	SeqLit string
 	Before int
 	After  int
@@ -100,7 +105,7 @@ var endpointFields = map[string][]string{
 func DecodeRequest(endpoint string, body []byte) (*Request, error) {
 	allowed, ok := endpointFields[endpoint]
 	if !ok {
-		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "unknown endpoint %q", endpoint)
+		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "unknown endpoint %s", dshq.Quote(endpoint))
 	}
 	fields, err := decodeObject(body)
 	if err != nil {
@@ -187,6 +192,9 @@ func (r *Request) seqStep(f map[string]json.RawMessage) func() error {
 			return dshq.Errorf(dshq.CodeInvalidRequest, "seq must be a number")
 		}
 		r.Seq, r.SeqLit = v, string(raw)
+		if len(r.SeqLit) > maxSeqLiteral { // only ASCII: digits, signs, '.', 'e'
+			r.SeqLit = r.SeqLit[:maxSeqLiteral] + "…"
+		}
 		return nil
 	}
 }
@@ -235,7 +243,7 @@ func decodeObject(body []byte) (map[string]json.RawMessage, error) {
 			return nil, dshq.Errorf(dshq.CodeInvalidRequest, "request body is not valid JSON: %v", err)
 		}
 		if _, dup := fields[key]; dup {
-			return nil, dshq.Errorf(dshq.CodeInvalidRequest, "request field %q appears more than once", key)
+			return nil, dshq.Errorf(dshq.CodeInvalidRequest, "request field %s appears more than once", dshq.Quote(key))
 		}
 		fields[key] = v
 	}
@@ -263,7 +271,7 @@ func checkKnownFields(fields map[string]json.RawMessage, allowed []string) error
 		return nil
 	}
 	slices.Sort(unknown)
-	return dshq.Errorf(dshq.CodeInvalidRequest, "unknown request field %q (allowed: %s, minGeneration, timeoutMs)", unknown[0], strings.Join(allowed, ", "))
+	return dshq.Errorf(dshq.CodeInvalidRequest, "unknown request field %s (allowed: %s, minGeneration, timeoutMs)", dshq.Quote(unknown[0]), strings.Join(allowed, ", "))
 }
 
 func decodeSessionID(f map[string]json.RawMessage, code dshq.Code) (string, error) {
@@ -271,11 +279,68 @@ func decodeSessionID(f map[string]json.RawMessage, code dshq.Code) (string, erro
 	if !ok {
 		return "", dshq.Errorf(code, "sessionId is required")
 	}
+	return sessionIDText(raw, "sessionId", code)
+}
+
+// sessionIDText decodes raw, the JSON value of the request field name, as
+// a session id: a string that is a valid id (docs/protocol.md §1), else a
+// failure of code. An id that is not valid names no session, so it is
+// refused here rather than looked up.
+func sessionIDText(raw json.RawMessage, name string, code dshq.Code) (string, error) {
 	var s string
 	if jsonKind(raw) != kindString || json.Unmarshal(raw, &s) != nil {
-		return "", dshq.Errorf(code, "sessionId must be a string, got %s", jsonKind(raw))
+		return "", dshq.Errorf(code, "%s must be a string, got %s", name, jsonKind(raw))
+	}
+	if loneSurrogate(raw) {
+		// encoding/json decodes it to U+FFFD, which would name another id.
+		return "", dshq.Errorf(code, "%s is not a valid session id: it escapes a lone UTF-16 surrogate", name)
+	}
+	if problem := dshq.SessionIDProblem(s); problem != "" {
+		return "", dshq.Errorf(code, "%s is not a valid session id: %s", name, problem)
 	}
 	return s, nil
+}
+
+// loneSurrogate reports whether raw, a JSON string, holds a \u escape of a
+// UTF-16 surrogate that is not half of a high-low pair.
+func loneSurrogate(raw []byte) bool {
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		i++ // the escaped character
+		if i >= len(raw) || raw[i] != 'u' {
+			continue
+		}
+		r, ok := hex4(raw[i+1:])
+		if !ok {
+			return false // not valid JSON; the decoder refused it already
+		}
+		i += 4
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true // a low half with no high half before it
+		case r >= 0xD800 && r <= 0xDBFF:
+			if i+2 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' {
+				return true
+			}
+			low, ok := hex4(raw[i+3:])
+			if !ok || low < 0xDC00 || low > 0xDFFF {
+				return true
+			}
+			i += 6
+		}
+	}
+	return false
+}
+
+// hex4 parses the four hex digits at the start of b.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(b[:4]), 16, 16)
+	return rune(v), err == nil
 }
 
 func decodeSessionIDs(f map[string]json.RawMessage) ([]string, error) {
@@ -289,8 +354,9 @@ func decodeSessionIDs(f map[string]json.RawMessage) ([]string, error) {
 	}
 	ids := make([]string, len(items))
 	for i, it := range items {
-		if jsonKind(it) != kindString || json.Unmarshal(it, &ids[i]) != nil {
-			return nil, dshq.Errorf(dshq.CodeInvalidRequest, "sessionIds[%d] must be a string, got %s", i, jsonKind(it))
+		var err error
+		if ids[i], err = sessionIDText(it, fmt.Sprintf("sessionIds[%d]", i), dshq.CodeInvalidRequest); err != nil {
+			return nil, err
 		}
 	}
 	return ids, nil

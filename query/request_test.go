@@ -163,12 +163,16 @@ func TestFingerprint(t *testing.T) {
 }
 
 func TestCursorDecoding(t *testing.T) {
+	key := NewCursorKey()
 	req, err := DecodeRequest(EndpointSessionsSearch, []byte(`{"query":"needle"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := NewCursor(req, 7, "e1").At(3)
+	first := NewCursor(key, req, 7, "e1")
+	first.Bound, first.Store = 10, strings.Repeat("ab", 12)
+	good := first.At(3)
 	other, _ := DecodeRequest(EndpointSessionsSearch, []byte(`{"query":"other"}`))
+	list, _ := DecodeRequest(EndpointSessionsList, []byte(`{}`))
 	tests := []struct {
 		name    string
 		req     *Request
@@ -176,17 +180,30 @@ func TestCursorDecoding(t *testing.T) {
 		message string
 	}{
 		{"text that is not base64url is invalid", req, "not-json!", "cursor is invalid: not base64url"},
-		{"base64url of something else is invalid", req, "bm90LWpzb24", "cursor is invalid: not a cursor"},
+		{"an unsigned cursor (the old format) was not issued by the service", req, strings.SplitN(good, ".", 2)[0], "cursor is invalid: it was not issued by this service"},
+		{"a cursor under another key was not issued by the service", req, func() string { c := *first; c.key = NewCursorKey(); return c.At(3) }(), "cursor is invalid: it was not issued by this service"},
+		{"a cursor with a forged generation was not issued by the service", req, forge(t, good, nil, "g", `1000000000000000`), "cursor is invalid: it was not issued by this service"},
+		{"a cursor with a forged offset was not issued by the service", req, forge(t, good, nil, "o", `4`), "cursor is invalid: it was not issued by this service"},
+		{"a cursor longer than any issued is invalid", req, strings.Repeat("a", MaxCursorBytes+1), "cursor is invalid: it is longer than any cursor this service issues"},
+		{"a signed non-cursor is invalid", req, sign(key, []byte(`"x"`)), "cursor is invalid: not a cursor"},
 		{"a cursor of another query is invalid", other, good, "cursor is invalid: it belongs to another request"},
-		{"an offset of 1e100 is invalid", req, forge(t, good, `1e100`), "cursor is invalid: offset out of range"},
-		{"a negative offset is invalid", req, forge(t, good, `-1`), "cursor is invalid: offset out of range"},
-		{"a fractional offset is invalid", req, forge(t, good, `1.5`), "cursor is invalid: offset out of range"},
+		{"a cursor of another endpoint is invalid", list, good, "cursor is invalid: it belongs to another endpoint"},
+		{"an offset of 1e100 is invalid", req, forge(t, good, key, "o", `1e100`), "cursor is invalid: offset out of range"},
+		{"a negative offset is invalid", req, forge(t, good, key, "o", `-1`), "cursor is invalid: offset out of range"},
+		{"a fractional offset is invalid", req, forge(t, good, key, "o", `1.5`), "cursor is invalid: offset out of range"},
+		{"an offset past the bound is invalid", req, forge(t, good, key, "o", `11`), "cursor is invalid: offset out of range"},
+		{"a generation past 2^53 is invalid", req, forge(t, good, key, "g", `9007199254740992`), "cursor is invalid: generation out of range"},
+		{"a long epoch is invalid", req, forge(t, good, key, "p", `"`+strings.Repeat("e", 65)+`"`), "cursor is invalid: epoch out of range"},
+		{"a captured seq on a search is invalid", req, forge(t, good, key, "c", `5`), "cursor is invalid: captured seq out of range"},
+		{"an order key on a search is invalid", req, forge(t, good, key, "k", `"AAAA"`), "cursor is invalid: order key out of range"},
+		{"a stored-results name that is not one is invalid", req, forge(t, good, key, "s", `"`+strings.Repeat("a", 1000)+`"`), "cursor is invalid: stored results out of range"},
+		{"an unknown field is invalid", req, forge(t, good, key, "x", `1`), "cursor is invalid: not a cursor"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := *tt.req
 			r.Cursor = tt.cursor
-			_, err := DecodeCursor(&r)
+			_, err := DecodeCursor(key, &r)
 			if dshq.ErrorCode(err) != dshq.CodeInvalidCursor || err.Error() != tt.message {
 				t.Fatalf("DecodeCursor = %v (%s); want INVALID_CURSOR %q", err, dshq.ErrorCode(err), tt.message)
 			}
@@ -195,9 +212,12 @@ func TestCursorDecoding(t *testing.T) {
 	t.Run("a cursor of the same request decodes", func(t *testing.T) {
 		r := *req
 		r.Cursor = good
-		c, err := DecodeCursor(&r)
-		if err != nil || c.Position != 3 || c.Generation != 7 || c.Epoch != "e1" {
+		c, err := DecodeCursor(key, &r)
+		if err != nil || c.Position != 3 || c.Generation != 7 || c.Epoch != "e1" || c.Store != first.Store {
 			t.Fatalf("DecodeCursor = %+v, %v", c, err)
+		}
+		if next := c.At(5); !strings.Contains(next, ".") {
+			t.Fatalf("a continued cursor %q is not signed", next)
 		}
 	})
 }
@@ -223,10 +243,13 @@ func TestTextPattern(t *testing.T) {
 	}
 }
 
-// forge rewrites the offset of an encoded cursor.
-func forge(t *testing.T, cur, offset string) string {
+// forge rewrites one field of an encoded cursor; with key it signs the
+// result (as a service holding the key would have issued it), without it
+// it keeps the old MAC (a forgery).
+func forge(t *testing.T, cur string, key CursorKey, field, value string) string {
 	t.Helper()
-	raw, err := base64.RawURLEncoding.DecodeString(cur)
+	text, mac, _ := strings.Cut(cur, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(text)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +257,15 @@ func forge(t *testing.T, cur, offset string) string {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatal(err)
 	}
-	m["o"] = json.RawMessage(offset)
+	m[field] = json.RawMessage(value)
 	b, _ := json.Marshal(m)
-	return base64.RawURLEncoding.EncodeToString(b)
+	if key == nil {
+		return base64.RawURLEncoding.EncodeToString(b) + "." + mac
+	}
+	return sign(key, b)
+}
+
+// sign encodes payload as a cursor issued under key.
+func sign(key CursorKey, payload []byte) string {
+	return base64.RawURLEncoding.EncodeToString(payload) + "." + base64.RawURLEncoding.EncodeToString(key.mac(payload))
 }

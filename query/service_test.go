@@ -114,7 +114,7 @@ func TestServe_ForwardsValidRequestsToTheShard(t *testing.T) {
 		shard.mu.Lock()
 		shard.err = dshq.Errorf(dshq.CodeSessionNotFound, "session %q was not found", "s\n1")
 		shard.mu.Unlock()
-		_, err := client.TraceSession(ctx, dshq.SessionTraceRequest{SessionID: "s\n1"})
+		_, err := client.TraceSession(ctx, dshq.SessionTraceRequest{SessionID: "s-1"})
 		wantCode(t, err, dshq.CodeSessionNotFound, `session "s\n1" was not found`)
 	})
 }

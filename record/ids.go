@@ -5,14 +5,13 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
-	"unicode/utf8"
 
 	"github.com/dshq/dshq"
 )
 
 // MaxSessionIDBytes is the longest session id, in bytes
 // (docs/protocol.md#1-session-ids-subject-tokens-workspace-keys).
-const MaxSessionIDBytes = 512
+const MaxSessionIDBytes = dshq.MaxSessionIDBytes
 
 // maxPlainToken is the longest id that is its own subject token.
 const maxPlainToken = 200
@@ -33,25 +32,10 @@ var tokenEncoding = base64.RawURLEncoding.Strict()
 // *dshq.Error with code SESSION_QUERY_INVALID_REQUEST whose message names the
 // problem; it wraps ErrInvalidSessionID.
 func ValidateSessionID(id string) error {
-	switch {
-	case len(id) == 0:
-		return invalidID("session id is empty")
-	case len(id) > MaxSessionIDBytes:
-		return invalidID("session id is %d bytes, more than the %d allowed", len(id), MaxSessionIDBytes)
-	case !utf8.ValidString(id):
-		return invalidID("session id is not valid UTF-8")
-	}
-	for i, r := range id {
-		if isControl(r) {
-			return invalidID("session id contains control character U+%04X at byte %d", r, i)
-		}
+	if problem := dshq.SessionIDProblem(id); problem != "" {
+		return invalidID("%s", problem)
 	}
 	return nil
-}
-
-// isControl reports whether r is a C0 control, DEL or a C1 control.
-func isControl(r rune) bool {
-	return r < 0x20 || (r >= 0x7F && r <= 0x9F)
 }
 
 func invalidID(format string, args ...any) error {

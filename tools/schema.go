@@ -232,14 +232,22 @@ func (s spec) checkSchema(raw json.RawMessage) (args, error) {
 		}
 	}
 	sort.Strings(unknown)
-	for _, k := range unknown {
-		violations = append(violations, fmt.Sprintf("%q: is not a parameter of %s", k, s.name))
+	for i, k := range unknown {
+		if i == maxUnknownListed {
+			violations = append(violations, fmt.Sprintf("and %d more arguments that are not parameters of %s", len(unknown)-i, s.name))
+			break
+		}
+		violations = append(violations, fmt.Sprintf("%s: is not a parameter of %s", dshq.Quote(k), s.name))
 	}
 	if len(violations) > 0 {
 		return nil, invalidArgs(violations)
 	}
 	return a, nil
 }
+
+// maxUnknownListed bounds the unknown arguments a refusal names, so that
+// its message stays short whatever the arguments hold.
+const maxUnknownListed = 8
 
 func invalidArgs(violations []string) error {
 	return dshq.Errorf(dshq.CodeInvalidArgs, "invalid arguments: %s", strings.Join(violations, "; "))
@@ -273,7 +281,7 @@ func (p param) check(v json.RawMessage) string {
 				return fmt.Sprintf("item %d must be a string", i)
 			}
 			if p.kind == kEnumArray && !contains(p.enum, s) {
-				return fmt.Sprintf("item %d (%q) must be one of %s", i, s, strings.Join(p.enum, ", "))
+				return fmt.Sprintf("item %d (%s) must be one of %s", i, dshq.Quote(s), strings.Join(p.enum, ", "))
 			}
 		}
 	}

@@ -33,11 +33,28 @@ func listFilter(a args, name, label, kind string) (*dshq.Filter, error) {
 	if len(vals) == 0 {
 		return nil, dshq.Errorf(dshq.CodeInvalidFilter, "%s must contain at least one value when supplied", label)
 	}
+	if kind == dshq.FilterID {
+		vals = sessionIDs(vals)
+	}
 	f := &dshq.Filter{Kind: kind, Values: make([]*string, len(vals))}
 	for i, v := range vals {
 		f.Values[i] = dshq.Str(v)
 	}
 	return f, nil
+}
+
+// sessionIDs returns the ids that are session ids (docs/protocol.md §1):
+// the others name no session, so a clause without them matches the same
+// sessions, and the request the service gets stays small whatever the
+// model sent.
+func sessionIDs(ids []string) []string {
+	out := ids[:0:0]
+	for _, id := range ids {
+		if dshq.SessionIDProblem(id) == "" {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // seqRange validates an optional seq range (stage 2).
@@ -193,6 +210,7 @@ func checkSearchArgs(a args, scope []dshq.Filter) (searchArgs, error) {
 	if hasParents && len(parents) == 0 {
 		return searchArgs{}, dshq.Errorf(dshq.CodeInvalidFilter, "parent_session_ids must contain at least one value when supplied")
 	}
+	parents = sessionIDs(parents)
 	return searchArgs{
 		req: dshq.SessionSearchRequest{
 			Query:          query,

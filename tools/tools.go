@@ -140,13 +140,17 @@ func (t *Tools) run(ctx context.Context, callerID, name string, raw json.RawMess
 }
 
 // caller resolves the trusted caller id to its session record. No id, an id
-// the projection does not hold, or (for a call bound to a tenant,
+// the projection does not hold (an invalid id among them), or (for a call bound to a tenant,
 // CallInTenant) a session of another tenant is
 // SESSION_QUERY_TOOL_MISSING_AGENT, its message saying which (a session of
 // another tenant reads as an id the projection does not hold).
 func (t *Tools) caller(ctx context.Context, callerID string) (authz.Caller, error) {
 	if callerID == "" {
 		return authz.Caller{}, authz.ErrNoCaller()
+	}
+	if dshq.SessionIDProblem(callerID) != "" {
+		// Not a session id (docs/protocol.md §1): no session is so named.
+		return authz.Caller{}, authz.ErrUnknownCaller()
 	}
 	recs, err := t.svc.FilterSessions(ctx, []dshq.Filter{{Kind: dshq.FilterID, Values: []*string{dshq.Str(callerID)}}})
 	if err != nil {
@@ -173,6 +177,9 @@ func (t *Tools) target(ctx context.Context, c authz.Caller, a args) (string, err
 	if err != nil {
 		return "", err
 	}
+	if dshq.SessionIDProblem(id) != "" {
+		return "", authzMissing(c, id) // no session is so named
+	}
 	recs, err := t.svc.FilterSessions(ctx, filters)
 	if err != nil {
 		return "", sanitize(ctx, t.log, "authorize target", err)
@@ -181,6 +188,13 @@ func (t *Tools) target(ctx context.Context, c authz.Caller, a args) (string, err
 		return "", err
 	}
 	return id, nil
+}
+
+// authzMissing is the answer for a target the projection does not hold:
+// the same as for a hidden one.
+func authzMissing(c authz.Caller, id string) error {
+	_, err := c.AuthorizeTarget(id, nil)
+	return err
 }
 
 // titles reads the titles of ids in one batch and renders each as a label:

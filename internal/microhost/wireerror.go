@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -11,17 +12,37 @@ import (
 	"github.com/dshq/dshq"
 )
 
+// MaxMessageBytes bounds the message of an error reply: a longer one is cut
+// (at a character boundary, marked "…"), so that an error reply always fits
+// a message whatever a failure quotes. Messages quote untrusted values
+// through dshq.Quote and stay far below it; this is the last guard.
+const MaxMessageBytes = 4 << 10
+
 // EncodeError returns the wire form of a failure
 // (docs/protocol.md#3-the-trusted-query-api): the micro error headers
 // Nats-Service-Error-Code: <code> and Nats-Service-Error: <message> (control
 // characters blanked, so that any message fits a header), and the body
-// {"error":{"code","message"}}.
+// {"error":{"code","message"}}; the message cut to MaxMessageBytes.
 func EncodeError(e *dshq.Error) (nats.Header, []byte) {
-	body, _ := json.Marshal(dshq.ErrorReply{Error: dshq.ErrorBody{Code: e.Code, Message: e.Message}})
+	msg := Bound(e.Message, MaxMessageBytes)
+	body, _ := json.Marshal(dshq.ErrorReply{Error: dshq.ErrorBody{Code: e.Code, Message: msg}})
 	h := nats.Header{}
-	h.Set(micro.ErrorCodeHeader, string(e.Code))
-	h.Set(micro.ErrorHeader, headerText(e.Message))
+	h.Set(micro.ErrorCodeHeader, headerText(Bound(string(e.Code), 128)))
+	h.Set(micro.ErrorHeader, headerText(msg))
 	return h, body
+}
+
+// Bound returns s cut to at most n bytes at a character boundary, ending in
+// "…" when it was cut.
+func Bound(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	n -= len("…")
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // DecodeError returns the *dshq.Error a reply carries, or nil for a success.

@@ -33,6 +33,13 @@ func Start(t testing.TB, tenants ...string) *testnats.Server {
 	return testnats.Start(t, embedded.Config{Sync: embedded.SyncRelaxed, Configure: users(t, tenants)})
 }
 
+// StartListening is Start with a loopback TCP listener as well, for a part
+// that joins the server by URL (node.Config.Conn).
+func StartListening(t testing.TB, tenants ...string) *testnats.Server {
+	t.Helper()
+	return testnats.Start(t, embedded.Config{Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed, Configure: users(t, tenants)})
+}
+
 // serverPermissions converts p to nats-server's permissions.
 func serverPermissions(p tenancy.Permissions) *server.Permissions {
 	return &server.Permissions{

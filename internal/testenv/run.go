@@ -76,3 +76,14 @@ func (r *Running[I]) Wait(t testing.TB) error {
 	r.waited = true
 	return r.err
 }
+
+// Exited reports, without waiting, whether run has returned, and its error.
+func (r *Running[I]) Exited() (exited bool, err error) {
+	select {
+	case err := <-r.done:
+		r.done <- err // for Wait
+		return true, err
+	default:
+		return false, nil
+	}
+}

@@ -274,7 +274,7 @@ func (s *server) call(ctx context.Context, name string, r *nats.Msg, b binding) 
 		return errorReply(dshq.CodeAborted, "session query was cancelled")
 	}
 	if res.IsError {
-		return errorReply(res.Code, strings.TrimPrefix(res.Text, "Error: "))
+		return errorReply(res.Code, microhost.Bound(strings.TrimPrefix(res.Text, "Error: "), microhost.MaxMessageBytes))
 	}
 	reply := Reply{Text: res.Text}
 	if len(marshal(reply)) <= s.limit() {
@@ -308,6 +308,21 @@ func (s *server) spill(ctx context.Context, b binding, caller, text string) (Rep
 	}
 }
 
+// spillID reports whether id can name a spill: spill ids are nuids, 22
+// characters of [0-9A-Za-z].
+func spillID(id string) bool {
+	if len(id) != 22 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
+			return false
+		}
+	}
+	return true
+}
+
 // prefix returns at most n bytes of s, cut at a character boundary.
 func prefix(s string, n int) string {
 	if n >= len(s) {
@@ -333,6 +348,11 @@ func (s *server) spillRead(ctx context.Context, r *nats.Msg, b binding) any {
 		return errorReply(dshq.CodeInvalidArgs, "invalid arguments: expected {\"id\": string, \"offset\"?: non-negative integer}")
 	}
 	notFound := errorReply(CodeSpillNotFound, "spilled result was not found or has expired")
+	if !spillID(req.ID) {
+		// No spill has it; checked before it names an object (whose
+		// subjects an over-long name would break).
+		return notFound
+	}
 	info, err := s.store.GetInfo(ctx, req.ID)
 	if err != nil || info.Metadata["caller"] != caller || info.Metadata["tenant"] != b.tenant {
 		if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
