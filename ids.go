@@ -5,14 +5,14 @@ import (
 	"unicode/utf8"
 )
 
-// MaxSessionIDBytes is the longest session id, in bytes (docs/protocol.md
-// §1).
+// MaxSessionIDBytes is the longest session id, in bytes
+// (docs/protocol.md#1-session-ids-subject-tokens-workspace-keys).
 const MaxSessionIDBytes = 512
 
 // SessionIDProblem returns what makes id not a session id — 1 to 512 bytes
-// of valid UTF-8 with no control characters (C0, DEL, C1), docs/protocol.md
-// §1 — or "" when it is one. The harness SDK refuses such an id before
-// anything is stored (record.ValidateSessionID), the query API answers it
+// of valid UTF-8 with no control characters (C0, DEL, C1),
+// docs/protocol.md#1-session-ids-subject-tokens-workspace-keys — or "" when
+// it is one. The harness SDK refuses such an id before anything is stored (record.ValidateSessionID), the query API answers it
 // SESSION_QUERY_INVALID_REQUEST, and the tools treat a caller so named as
 // no stored session.
 func SessionIDProblem(id string) string {

@@ -309,7 +309,7 @@ func (e *Engine) readEvent(_ context.Context, snap Snapshot, req *query.Request)
 	sz.used -= cursorReserve
 	if !sz.add(out.Target) {
 		// The target does not fit twice (in target and in events): it is
-		// carried once, in events (docs/protocol.md §3, events.read).
+		// carried once, in events (docs/protocol.md#3-the-trusted-query-api, events.read).
 		out.Target, out.TargetOmitted = dshq.Event{}, true
 		sz = e.sizer(out)
 		sz.used -= cursorReserve

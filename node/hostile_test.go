@@ -224,7 +224,7 @@ func runHostile(t *testing.T, nc *nats.Conn, table map[string]hostileRequest, to
 // dsh-query, dsh-tools and dsh-admin an untrusted value of every length
 // class in every field (and the tools' caller header) through the embedded
 // stack: each request is answered, and every service answers normal
-// requests afterwards (docs/protocol.md §1).
+// requests afterwards (docs/protocol.md#1-session-ids-subject-tokens-workspace-keys).
 func TestHostileRequestsLeaveEveryServiceAnswering(t *testing.T) {
 	n := start(t, Config{Home: t.TempDir(), Listen: "127.0.0.1:0", RelaxedSync: true, Parts: All})
 	nc, js := dial(t, n.Info.ClientURL)

@@ -39,7 +39,7 @@ const (
 
 // CursorKey is the HMAC-SHA256 key that authenticates a deployment's
 // cursors: a cursor is answered only by a service holding the key that
-// issued it (docs/protocol.md §3, Paging and cursors).
+// issued it (docs/protocol.md#3-the-trusted-query-api, paging and cursors).
 type CursorKey []byte
 
 // NewCursorKey returns a fresh random key (for one process, or to store

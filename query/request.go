@@ -283,7 +283,7 @@ func decodeSessionID(f map[string]json.RawMessage, code dshq.Code) (string, erro
 }
 
 // sessionIDText decodes raw, the JSON value of the request field name, as
-// a session id: a string that is a valid id (docs/protocol.md §1), else a
+// a session id: a string that is a valid id (docs/protocol.md#1-session-ids-subject-tokens-workspace-keys), else a
 // failure of code. An id that is not valid names no session, so it is
 // refused here rather than looked up.
 func sessionIDText(raw json.RawMessage, name string, code dshq.Code) (string, error) {

@@ -43,7 +43,7 @@ func listFilter(a args, name, label, kind string) (*dshq.Filter, error) {
 	return f, nil
 }
 
-// sessionIDs returns the ids that are session ids (docs/protocol.md §1):
+// sessionIDs returns the ids that are session ids (docs/protocol.md#1-session-ids-subject-tokens-workspace-keys):
 // the others name no session, so a clause without them matches the same
 // sessions, and the request the service gets stays small whatever the
 // model sent.

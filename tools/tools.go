@@ -149,7 +149,7 @@ func (t *Tools) caller(ctx context.Context, callerID string) (authz.Caller, erro
 		return authz.Caller{}, authz.ErrNoCaller()
 	}
 	if dshq.SessionIDProblem(callerID) != "" {
-		// Not a session id (docs/protocol.md §1): no session is so named.
+		// Not a session id (docs/protocol.md#1-session-ids-subject-tokens-workspace-keys): no session is so named.
 		return authz.Caller{}, authz.ErrUnknownCaller()
 	}
 	recs, err := t.svc.FilterSessions(ctx, []dshq.Filter{{Kind: dshq.FilterID, Values: []*string{dshq.Str(callerID)}}})
