@@ -406,6 +406,11 @@ func readLog(f importFile, o importOptions) (dshq.HeaderRecord, []dshq.Event, er
 	if err != nil {
 		return dshq.HeaderRecord{}, nil, unwrapPathError(err)
 	}
+	return parseLog(f, data, o)
+}
+
+// parseLog reads a file's content data as readLog does.
+func parseLog(f importFile, data []byte, o importOptions) (dshq.HeaderRecord, []dshq.Event, error) {
 	if f.inRoot {
 		if err := checkPlace(f.path, data); err != nil {
 			return dshq.HeaderRecord{}, nil, err
