@@ -19,11 +19,11 @@ import (
 // harness (or the MCP adapter) uses; it needs no access to the trusted
 // query API.
 type Client struct {
-	nc      *nats.Conn
-	caller  string
+	nc     *nats.Conn
+	caller string
 	// workspace, when set, names a workspace caller instead of a session.
 	workspace string
-	timeout time.Duration
+	timeout   time.Duration
 	// minGen, when set, is sent as Dsh-Min-Generation.
 	minGen *uint64
 	// at is the binding whose subjects the calls go to.
