@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"syscall"
 	"time"
 
@@ -288,7 +289,9 @@ func newStatsCmd(g *globals) *cobra.Command {
 		Use:   "stats",
 		Short: "Show what the projection holds and how far behind the stream it is",
 		Long: `stats asks the running projector (dsh.admin.v1.stats) for its counts, taken
-from one consistent snapshot: sessions (and how many are invalid or live),
+from one consistent snapshot: sessions (and how many are invalid or live, and,
+once Claude Code or Codex sessions are stored, how many come from each harness:
+native, claude-code, codex),
 events, quarantined records, the index, and the generation beside the session
 stream's last sequence (lag = records not yet applied). While the projector
 works off a backlog (after a start or an automatic rebuild) its first line
@@ -314,6 +317,13 @@ says "catching up: generation X of Y".`,
 			}
 			tw := newTable(g.stdout)
 			fmt.Fprintf(tw, "sessions\t%d\t(%d invalid, %d live)\n", st.Sessions, st.InvalidSessions, st.LiveSessions)
+			for _, h := range harnessNames(st.Harnesses) {
+				name := h
+				if h == "" {
+					name = "native"
+				}
+				fmt.Fprintf(tw, "  %s\t%d\t\n", name, st.Harnesses[h])
+			}
 			fmt.Fprintf(tw, "events\t%d\t\n", st.Events)
 			fmt.Fprintf(tw, "quarantined\t%d\trecords\n", st.Quarantined)
 			fmt.Fprintf(tw, "generation\t%d\t(stream last sequence %d, %d records)\n", st.Generation, st.StreamLastSeq, st.StreamRecords)
@@ -324,6 +334,21 @@ says "catching up: generation X of Y".`,
 		},
 	}
 	return cmd
+}
+
+// harnessNames returns the harnesses of a stats reply in display order:
+// native first, then by name. Native alone (no converted session) is not
+// listed: the sessions line says it all.
+func harnessNames(m map[string]int64) []string {
+	if len(m) == 0 || len(m) == 1 && m[""] > 0 {
+		return nil
+	}
+	names := make([]string, 0, len(m))
+	for h := range m {
+		names = append(names, h)
+	}
+	sort.Strings(names)
+	return names
 }
 
 func newEnvCmd(g *globals) *cobra.Command {
