@@ -110,6 +110,43 @@ func TestHarnessCorpus(t *testing.T) {
 		}
 	})
 
+	t.Run("stats count sessions by harness, search filters by harness, read says who spoke", func(t *testing.T) {
+		st := waitStats(t, p, sum.Generation)
+		if st.Harnesses[dshq.HarnessClaudeCode] != 23 || st.Harnesses[dshq.HarnessCodex] != 14 || len(st.Harnesses) != 2 {
+			t.Errorf("stats by harness: %v", st.Harnesses)
+		}
+		text := p.dshq("stats").ok(t).stdout
+		for _, w := range []string{"sessions     37", "by harness   23 claude-code, 14 codex"} {
+			if !strings.Contains(text, w) {
+				t.Errorf("stats text without %q:\n%s", w, text)
+			}
+		}
+		for _, c := range []struct{ harness, prefix string }{{"codex", "codex-"}, {"claude-code", "cc-"}} {
+			var page dshq.SessionSearchPage
+			p.dshq(append([]string{"search", "the", "--harness", c.harness, "--limit", "100", "--json"}, gen...)...).ok(t).decode(t, &page)
+			if len(page.Items) == 0 {
+				t.Errorf("--harness %s finds nothing", c.harness)
+			}
+			for _, h := range page.Items {
+				if !strings.HasPrefix(h.Header.ID, c.prefix) || h.Header.Harness != c.harness {
+					t.Errorf("--harness %s found %s (harness %q)", c.harness, h.Header.ID, h.Header.Harness)
+				}
+			}
+		}
+		var native dshq.SessionSearchPage
+		p.dshq(append([]string{"search", "the", "--harness", "native", "--json"}, gen...)...).ok(t).decode(t, &native)
+		if len(native.Items) != 0 {
+			t.Errorf("--harness native found %d converted sessions", len(native.Items))
+		}
+		read := p.dshq(append([]string{"read", "cc-55604662-cf2a-4331-851a-ec234028f8ca"}, gen...)...).ok(t).stdout
+		for _, w := range []string{"/home/marco/projects/spotter  (claude-code)", "claude-code/progress               hook_progress",
+			"thinking: The user is having trouble", "Bash {\"command\":\"mix phx.server", "Bash → error: The user doesn't want to proceed"} {
+			if !strings.Contains(read, w) {
+				t.Errorf("read without %q:\n%s", w, read)
+			}
+		}
+	})
+
 	t.Run("a subagent file is a child session at depth 1", func(t *testing.T) {
 		const parent = "cc-258c7280-ae70-4798-800f-63464d01a85d"
 		var tr dshq.LineageTrace

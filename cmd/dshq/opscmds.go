@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -317,12 +318,16 @@ says "catching up: generation X of Y".`,
 			}
 			tw := newTable(g.stdout)
 			fmt.Fprintf(tw, "sessions\t%d\t(%d invalid, %d live)\n", st.Sessions, st.InvalidSessions, st.LiveSessions)
-			for _, h := range harnessNames(st.Harnesses) {
-				name := h
-				if h == "" {
-					name = "native"
+			if names := harnessNames(st.Harnesses); len(names) > 0 {
+				var parts []string
+				for _, h := range names {
+					name := h
+					if h == "" {
+						name = "native"
+					}
+					parts = append(parts, fmt.Sprintf("%d %s", st.Harnesses[h], name))
 				}
-				fmt.Fprintf(tw, "  %s\t%d\t\n", name, st.Harnesses[h])
+				fmt.Fprintf(tw, "by harness\t%s\t\n", strings.Join(parts, ", "))
 			}
 			fmt.Fprintf(tw, "events\t%d\t\n", st.Events)
 			fmt.Fprintf(tw, "quarantined\t%d\trecords\n", st.Quarantined)

@@ -547,7 +547,10 @@ func printEvent(tw io.Writer, e dshq.Event, target bool, calls map[string]string
 // thinking, a converted harness record's subtype.
 func preview(e dshq.Event) string {
 	if t := fold.Text(e); strings.TrimSpace(t) != "" {
-		return who(e) + t
+		if w := who(e); !strings.HasPrefix(strings.ToLower(t), strings.TrimSpace(w)) {
+			return w + t
+		}
+		return t
 	}
 	if p := harnessPreview(e); p != "" {
 		return p
