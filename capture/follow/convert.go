@@ -122,9 +122,17 @@ func Resume(ctx context.Context, st Records, f capture.Format, path string, data
 	}
 	var n int64
 	for _, l := range lines {
+		if !bytes.HasPrefix(data[min(n, int64(len(data))):], l.Text) || !bytes.HasPrefix(data[min(n+int64(len(l.Text)), int64(len(data))):], []byte(l.EOL)) {
+			n = -1
+			break
+		}
 		n += l.Len()
 	}
-	if src, _ := capture.Source(events); !bytes.HasPrefix(data, src) {
+	if n < 0 {
+		n = 0
+		for _, l := range lines {
+			n += l.Len()
+		}
 		return nil, changed("the file does not begin with the %d bytes (%d lines) the session holds: it was rewritten or truncated", n, len(lines))
 	}
 	r.OwnID = id

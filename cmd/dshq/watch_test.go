@@ -28,7 +28,7 @@ type watchRun struct {
 }
 
 // startWatch runs dshq watch in-process with args until stop.
-func startWatch(t *testing.T, p *pipeline, args ...string) *watchRun {
+func startWatch(t testing.TB, p *pipeline, args ...string) *watchRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &watchRun{cancel: cancel, done: make(chan int, 1), out: &lockedBuffer{}, errs: &lockedBuffer{}}
@@ -42,7 +42,7 @@ func startWatch(t *testing.T, p *pipeline, args ...string) *watchRun {
 
 // stop stops the watcher and waits for it; it fails the test unless it
 // exited 0.
-func (w *watchRun) stop(t *testing.T) {
+func (w *watchRun) stop(t testing.TB) {
 	t.Helper()
 	if w.cancel == nil {
 		return
