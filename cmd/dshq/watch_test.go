@@ -17,6 +17,7 @@ import (
 	"github.com/dshq/dshq/capture"
 	"github.com/dshq/dshq/capture/follow"
 	"github.com/dshq/dshq/internal/corpus"
+	"github.com/dshq/dshq/record"
 )
 
 // watchRun is one running dshq watch.
@@ -359,4 +360,74 @@ func TestWatchFastAndMany(t *testing.T) {
 	if out := w.out.String(); strings.Contains(out, "error") {
 		t.Errorf("watch reported errors:\n%s", out)
 	}
+}
+
+// TestWatchPollsAndFollowsADeepseekRoot runs watch without inotify
+// (--poll): a Claude Code transcript written in two parts, one of them
+// torn, is stored as a one-shot import of the finished file; and a
+// deepseek-harness log of a --deepseek root written in two halves is stored
+// whole, as dshq import stores it.
+func TestWatchPollsAndFollowsADeepseekRoot(t *testing.T) {
+	dir := corpus.RequireHarnesses(t)
+	p := startPipeline(t)
+	st := storeOf(t, p)
+	home := t.TempDir()
+	claudeRoot, dsRoot := filepath.Join(home, "projects"), filepath.Join(home, "sessions")
+	for _, d := range []string{claudeRoot, dsRoot} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := startWatch(t, p, "--claude", claudeRoot, "--codex", "off", "--deepseek", dsRoot, "--poll", "100ms", "--idle", "2s")
+	waitFor(t, 30*time.Second, w.out.String, func() bool { return strings.Contains(w.out.String(), "polling every 100ms") })
+
+	src, err := os.ReadFile(filepath.Join(dir, "claude-code", "marot__spotter", "test", "fixtures", "transcripts", "short.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(claudeRoot, "-home-marco-projects-spotter", "55604662-cf2a-4331-851a-ec234028f8ca.jsonl")
+	want := expectedLogs(t, dst, src)
+	cw := newWriter(t, dst)
+	cut := len(src)/2 + 7 // inside a line
+	cw.write(src[:cut])
+	waitFor(t, 30*time.Second, w.out.String, func() bool { return strings.Contains(w.out.String(), "live      cc-55604662") })
+	cw.write(src[cut:])
+
+	log, err := os.ReadFile(filepath.Join(corpus.Fixtures(t), "tool-round.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log = bytes.ReplaceAll(bytes.ReplaceAll(log, []byte("{{sessionId}}"), []byte("ds-watched")), []byte("{{cwd}}"), []byte("/work/ws"))
+	dw := newWriter(t, filepath.Join(dsRoot, "project", "ds-watched.jsonl"))
+	half := bytes.IndexByte(log[len(log)/2:], '\n') + len(log)/2 + 1
+	dw.write(log[:half])
+	dw.write(log[half : half+5]) // a torn line: not imported until it ends
+	waitFor(t, 30*time.Second, w.out.String, func() bool {
+		recs, err := st.Records(context.Background(), "ds-watched")
+		return err == nil && len(recs) == records(t, log[:half])
+	})
+	dw.write(log[half+5:])
+
+	waitFor(t, 30*time.Second, func() string { _, why := stored(st, want); return why + "\n" + w.out.String() }, func() bool {
+		ok, _ := stored(st, want)
+		return ok
+	})
+	waitFor(t, 30*time.Second, w.out.String, func() bool {
+		recs, err := st.Records(context.Background(), "ds-watched")
+		return err == nil && len(recs) == records(t, log)
+	})
+	if out := w.out.String(); strings.Contains(out, "error") {
+		t.Errorf("watch reported errors:\n%s", out)
+	}
+}
+
+// records is the number of records dshq import stores of a deepseek-harness
+// log (packed chunk rows expand to several events).
+func records(t *testing.T, log []byte) int {
+	t.Helper()
+	_, events, err := record.ReadAll(bytes.NewReader(log), record.WithoutPlaceholders())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(events) + 1
 }
