@@ -11,13 +11,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/capture"
 	"github.com/dshq/dshq/capture/follow"
+	"github.com/dshq/dshq/internal/natsconn"
 )
 
 // watchOptions are the watch command's flags.
@@ -79,13 +79,10 @@ line), and -v adds one per append.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithCancelCause(cmd.Context())
-			defer cancel(nil)
-			// A connection that is closed for good (not reconnecting) ends
-			// the watcher with an error: it never lingers publishing nothing.
-			nc.SetClosedHandler(func(*nats.Conn) {
-				cancel(errors.New("the NATS connection was closed"))
-			})
+			// A connection the server closed for good (not reconnecting)
+			// ends watch with an error: it never lingers publishing nothing.
+			ctx, stop := natsconn.WatchConnection(cmd.Context(), nc)
+			defer stop()
 			cfg := follow.Config{Store: store, Roots: roots, Idle: o.idle, Rescan: o.rescan,
 				Report: g.watchReporter(o.verbose),
 				Logger: slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
@@ -102,7 +99,7 @@ line), and -v adds one per append.`,
 			if err := w.Run(ctx); err != nil {
 				return err
 			}
-			if cause := context.Cause(ctx); cause != nil && cmd.Context().Err() == nil {
+			if cause := context.Cause(ctx); errors.Is(cause, natsconn.ErrConnectionClosed) {
 				return cause
 			}
 			return nil
