@@ -81,7 +81,12 @@ const (
 	ReportIdle ReportKind = "idle"
 	// ReportNotice: something to be told once about SessionID (Detail).
 	ReportNotice ReportKind = "notice"
-	// ReportError: following Path failed (Err); it is retried.
+	// ReportRetry: a write to SessionID failed for a reason that passes
+	// (the bus overloaded or unreachable past the SDK's own retries, a lease
+	// not yet lapsed); it is retried where it stopped (Err).
+	ReportRetry ReportKind = "retry"
+	// ReportError: following Path failed (Err); it is resumed from what the
+	// stream holds after a pause.
 	ReportError ReportKind = "error"
 )
 
@@ -406,9 +411,15 @@ func (w *Watcher) follow(ctx context.Context, f *file, sem chan struct{}) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return // removed: what was stored stays
 		}
+		kind := ReportError
+		if errors.Is(err, bus.ErrAlreadyOwned) {
+			// Another writer, or this watcher's own lease that a failed
+			// release left to lapse (within the lease TTL).
+			kind = ReportRetry
+		}
 		if msg := err.Error(); msg != last {
 			last = msg
-			w.report(Report{Kind: ReportError, Path: f.path, Format: f.root.Format, Err: err})
+			w.report(Report{Kind: kind, Path: f.path, Format: f.root.Format, Err: err})
 		}
 		select {
 		case <-ctx.Done():
@@ -576,13 +587,67 @@ func (l *live) publish(ctx context.Context, ups []capture.Update) error {
 			}
 			continue
 		}
-		if _, err := h.Append(ctx, b.events); err != nil {
+		if err := l.appendAll(ctx, h, id, b.events); err != nil {
 			return err
 		}
 		l.next[id] += int64(len(b.events))
 		l.w.report(Report{Kind: ReportPublished, Path: l.f.path, Format: l.format, SessionID: id, Events: len(b.events)})
 	}
 	return nil
+}
+
+// transient reports whether a write failure passes by itself: anything but
+// a refusal of the write (ownership lost, an invalid event, a closed or
+// read-only handle, a msg id in use) or the watcher's own stop.
+func transient(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	for _, k := range []error{bus.ErrOwnershipLost, bus.ErrInvalidArgument, bus.ErrHandleClosed, bus.ErrReadOnly, bus.ErrMsgIDInUse,
+		bus.ErrLogConflict, bus.ErrCorruption, bus.ErrFormatUnsupported, bus.ErrAlreadyExists} {
+		if errors.Is(err, k) {
+			return false
+		}
+	}
+	return true
+}
+
+// appendAll appends events through h. A transient failure is retried on
+// the same handle, which keeps its lease: the handle settles what the
+// failed append stored (Flush), and the events after it are appended.
+func (l *live) appendAll(ctx context.Context, h *bus.Handle, id string, events []dshq.Event) error {
+	pause := 500 * time.Millisecond
+	for {
+		_, err := h.Append(ctx, events)
+		if err == nil {
+			return nil
+		}
+		if !transient(ctx, err) {
+			return err
+		}
+		l.w.report(Report{Kind: ReportRetry, Path: l.f.path, Format: l.format, SessionID: id, Err: err})
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, 10*time.Second)
+			if err = h.Flush(ctx); err == nil {
+				break
+			}
+			if !transient(ctx, err) {
+				return err
+			}
+		}
+		next := h.NextSeq()
+		for len(events) > 0 && events[0].Seq < next {
+			events = events[1:]
+		}
+		if len(events) == 0 {
+			return nil
+		}
+	}
 }
 
 // handle returns session id's write handle: created from hdr when the

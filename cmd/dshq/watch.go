@@ -59,7 +59,10 @@ its own restart: each file resumes from what the session stream holds, with no
 gap and no duplicate; a file that no longer begins with what its session holds
 (rewritten, truncated) is reported and not published. It runs until SIGINT or
 SIGTERM; reports go to stdout, one line each (--json: one JSON object per
-line), and -v adds one per append.`,
+line): watching, missing, live, idle, note, retry (a write that failed for a
+reason that passes — the bus overloaded, a lease not yet lapsed — retried
+where it stopped), error (the file is resumed from the stream after a
+pause); -v adds one per append.`,
 		Example: `  dshq watch
   dshq watch --claude ~/work/claude-projects --codex off
   dshq watch --deepseek ~/.dsh/sessions -v
@@ -214,6 +217,8 @@ func printWatchReport(w io.Writer, r follow.Report) {
 		fmt.Fprintf(w, "%s idle      %s\n", ts, r.SessionID)
 	case follow.ReportNotice:
 		fmt.Fprintf(w, "%s note      %s: %s\n", ts, r.SessionID, r.Detail)
+	case follow.ReportRetry:
+		fmt.Fprintf(w, "%s retry     %s: %s\n", ts, orPath(r), oneLine(r.Err.Error()))
 	case follow.ReportError:
 		fmt.Fprintf(w, "%s error     %s: %s (retrying)\n", ts, r.Path, oneLine(r.Err.Error()))
 	}
@@ -232,4 +237,12 @@ func importNative(ctx context.Context, store *bus.Store, path string, data []byt
 	}
 	_, err = store.Import(ctx, hdr, events)
 	return err
+}
+
+// orPath names a report's session, else its file.
+func orPath(r follow.Report) string {
+	if r.SessionID != "" {
+		return r.SessionID
+	}
+	return r.Path
 }

@@ -260,7 +260,7 @@ func TestWatch(t *testing.T) {
 		ok, _ := stored(st, want)
 		return ok
 	})
-	if out := w.out.String(); strings.Contains(out, "error") {
+	if out := w.out.String(); strings.Contains(out, " error     ") {
 		t.Errorf("watch reported errors:\n%s", out)
 	}
 	waitFor(t, 30*time.Second, w.out.String, func() bool {
@@ -353,11 +353,11 @@ func TestWatchFastAndMany(t *testing.T) {
 		}
 	}()
 	wg.Wait()
-	waitFor(t, 120*time.Second, func() string { _, why := stored(st, want); return why }, func() bool {
+	waitFor(t, 120*time.Second, func() string { _, why := stored(st, want); return why + "\n" + w.out.String() + w.errs.String() }, func() bool {
 		ok, _ := stored(st, want)
 		return ok
 	})
-	if out := w.out.String(); strings.Contains(out, "error") {
+	if out := w.out.String(); strings.Contains(out, " error     ") {
 		t.Errorf("watch reported errors:\n%s", out)
 	}
 }
@@ -416,7 +416,7 @@ func TestWatchPollsAndFollowsADeepseekRoot(t *testing.T) {
 		recs, err := st.Records(context.Background(), "ds-watched")
 		return err == nil && len(recs) == records(t, log)
 	})
-	if out := w.out.String(); strings.Contains(out, "error") {
+	if out := w.out.String(); strings.Contains(out, " error     ") {
 		t.Errorf("watch reported errors:\n%s", out)
 	}
 }
