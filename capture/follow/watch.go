@@ -412,9 +412,12 @@ func (w *Watcher) follow(ctx context.Context, f *file, sem chan struct{}) {
 			return // removed: what was stored stays
 		}
 		kind := ReportError
-		if errors.Is(err, bus.ErrAlreadyOwned) {
-			// Another writer, or this watcher's own lease that a failed
-			// release left to lapse (within the lease TTL).
+		if errors.Is(err, bus.ErrAlreadyOwned) || errors.Is(err, bus.ErrAlreadyExists) {
+			// Another writer holds the session's lease, or this watcher's
+			// own does, left to lapse within the lease TTL by a release or
+			// an acquisition whose acknowledgement was lost under load
+			// (Create says "already exists" of a session whose lease is
+			// held); the next resume sees what is stored by then.
 			kind = ReportRetry
 		}
 		if msg := err.Error(); msg != last {
