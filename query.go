@@ -30,12 +30,15 @@ type SessionRecord struct {
 	Persisted bool   `json:"persisted"`
 }
 
-// Filter kinds (docs/query.md), and FilterTenant (an addition to the contract,
-// docs/protocol.md#3-the-trusted-query-api): a session's tenant; a null value
-// matches the sessions of no tenant.
+// Filter kinds (docs/query.md), and FilterTenant and FilterHarness
+// (additions to the contract, docs/protocol.md#3-the-trusted-query-api): a
+// session's tenant (a null value matches the sessions of no tenant), and the
+// harness whose own file a session was converted from, its header's harness
+// ("claude-code", "codex"; a null value matches native sessions).
 const (
 	FilterID           = "id"
 	FilterTenant       = "tenant"
+	FilterHarness      = "harness"
 	FilterCwd          = "cwd"
 	FilterCreatedAt    = "created-at"
 	FilterParent       = "parent"

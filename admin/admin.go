@@ -109,6 +109,11 @@ type Stats struct {
 	InvalidSessions int64 `json:"invalidSessions"`
 	// LiveSessions counts sessions whose write lease is held.
 	LiveSessions int64 `json:"liveSessions"`
+	// Harnesses counts sessions by the harness whose own file they were
+	// converted from (the header's harness: "claude-code", "codex"); the
+	// key "" counts native sessions (written through the SDK or imported
+	// from deepseek-harness logs). An addition to the stats reply.
+	Harnesses map[string]int64 `json:"harnesses"`
 	// Events counts stored events (invalid ones included).
 	Events int64 `json:"events"`
 	// Quarantined counts records the projector refused.
@@ -293,8 +298,10 @@ func (s *server) stats(ctx context.Context) (any, error) {
 	err := s.p.View(ctx, 0, func(snap projection.Snapshot) error {
 		st.Generation, st.Epoch = snap.Generation(), snap.Epoch()
 		st.LiveSessions = int64(len(snap.LiveSet()))
+		st.Harnesses = map[string]int64{}
 		err := snap.SessionsByCreated(nil, func(info dshq.SessionInfo) bool {
 			st.Sessions++
+			st.Harnesses[info.Header.Header.Harness]++
 			st.Events += info.EventCount
 			if !info.Valid() {
 				st.InvalidSessions++

@@ -18,6 +18,8 @@
 package authz
 
 import (
+	"strings"
+
 	"github.com/dshq/dshq"
 )
 
@@ -34,6 +36,13 @@ const (
 	MsgOutsideParent  = "[outside workspace]"
 	MsgBoundaryMarker = "[outside workspace boundary]"
 	MsgSubtreeMarker  = "[outside workspace subtree]"
+	// MsgBadWorkspace is MsgMissingAgent for a workspace caller whose
+	// workspace is not an absolute path.
+	MsgBadWorkspace = MsgMissingAgent + ": the caller workspace is not an absolute path"
+	// MsgNeedsSessionID is the failure of a single-session tool called by
+	// a workspace caller without session_id: a workspace has no session of
+	// its own to default to.
+	MsgNeedsSessionID = "invalid arguments: session_id is required: the caller is a workspace, not a session"
 )
 
 // ErrNoCaller returns the SESSION_QUERY_TOOL_MISSING_AGENT error of a call
@@ -61,12 +70,32 @@ func ErrNoWorkspace() *dshq.Error {
 }
 
 // Caller is the calling agent: its session header and tenant as the
-// projection holds them. The zero Caller is no caller.
+// projection holds them, or a workspace (NewWorkspaceCaller). The zero
+// Caller is no caller.
 type Caller struct {
 	header dshq.Header
 	tenant string
 	ok     bool
+	// workspace is true for a workspace caller: header holds only its cwd.
+	workspace bool
 }
+
+// NewWorkspaceCaller returns a workspace caller: no session of its own, the
+// workspace cwd of tenant ("" for the untenanted namespace), named by
+// whoever configured the harness that calls (dshq mcp --workspace), never
+// by the model. It sees exactly the sessions of tenant whose cwd is cwd
+// (string equality, as for a session caller), and excludes none of them
+// from search; a single-session tool needs session_id. A cwd that is not an
+// absolute path fails with SESSION_QUERY_TOOL_MISSING_AGENT (MsgBadWorkspace).
+func NewWorkspaceCaller(tenant, cwd string) (Caller, error) {
+	if !strings.HasPrefix(cwd, "/") {
+		return Caller{}, &dshq.Error{Code: dshq.CodeToolMissingAgent, Message: MsgBadWorkspace}
+	}
+	return Caller{header: dshq.Header{Cwd: &cwd}, tenant: tenant, ok: true, workspace: true}, nil
+}
+
+// IsWorkspace reports whether c is a workspace caller (ID is then "").
+func (c Caller) IsWorkspace() bool { return c.workspace }
 
 // NewCaller returns the caller whose session record was observed in the
 // projection under the id the trusted harness named. It fails with
@@ -96,7 +125,7 @@ func NewTenantCaller(tenant, id string, observed dshq.SessionRecord) (Caller, er
 	return NewCaller(id, observed)
 }
 
-// ID returns the caller's session id.
+// ID returns the caller's session id, "" for a workspace caller.
 func (c Caller) ID() string { return c.header.ID }
 
 // Header returns the caller's session header.
@@ -130,7 +159,7 @@ func (c Caller) headerAuthorized(h dshq.Header) bool {
 	}
 	hc, hok := h.CwdOrEmpty()
 	cc, cok := c.header.CwdOrEmpty()
-	if h.ID == c.header.ID && hok == cok && hc == cc {
+	if !c.workspace && h.ID == c.header.ID && hok == cok && hc == cc {
 		return true
 	}
 	return cok && hok && hc == cc

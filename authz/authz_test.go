@@ -316,3 +316,50 @@ func TestPruneLineage(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkspaceCaller: a workspace caller sees exactly its tenant's
+// sessions of its cwd, excludes none from search, and fails closed on a
+// workspace that is not an absolute path.
+func TestWorkspaceCaller(t *testing.T) {
+	rec := func(id, tenant string, cwd *string) dshq.SessionRecord {
+		return dshq.SessionRecord{Header: dshq.Header{ID: id, Cwd: cwd}, Tenant: tenant}
+	}
+	c, err := NewWorkspaceCaller("", "/w")
+	if err != nil || !c.IsWorkspace() || c.ID() != "" {
+		t.Fatalf("NewWorkspaceCaller: %+v, %v", c, err)
+	}
+	if cwd, ok := c.Workspace(); !ok || cwd != "/w" {
+		t.Fatalf("workspace %q %v", cwd, ok)
+	}
+	for _, tc := range []struct {
+		r    dshq.SessionRecord
+		want bool
+	}{
+		{rec("cc-1", "", dshq.Str("/w")), true},
+		{rec("codex-1", "", dshq.Str("/w")), true},
+		{rec("cc-2", "", dshq.Str("/w/sub")), false},
+		{rec("cc-3", "", nil), false},
+		{rec("", "", nil), false}, // an empty id is not the caller's own session
+		{rec("cc-4", "teamA", dshq.Str("/w")), false},
+	} {
+		if got := c.Authorized(tc.r); got != tc.want {
+			t.Errorf("Authorized(%s in %q, cwd %v) = %v, want %v", tc.r.Header.ID, tc.r.Tenant, tc.r.Header.Cwd, got, tc.want)
+		}
+		if got := c.AcceptHit(tc.r); got != tc.want {
+			t.Errorf("AcceptHit(%s) = %v, want %v", tc.r.Header.ID, got, tc.want)
+		}
+	}
+	scope, err := c.SearchScope()
+	if err != nil || len(scope) != 2 || *scope[0].Values[0] != "/w" || scope[1].Values[0] != nil {
+		t.Errorf("search scope %+v, %v", scope, err)
+	}
+	tc, err := NewWorkspaceCaller("teamA", "/w")
+	if err != nil || !tc.Authorized(rec("cc-4", "teamA", dshq.Str("/w"))) || tc.Authorized(rec("cc-1", "", dshq.Str("/w"))) {
+		t.Errorf("a tenant's workspace caller: %v", err)
+	}
+	for _, bad := range []string{"", "w", "./w", `e:\w`} {
+		if _, err := NewWorkspaceCaller("", bad); dshq.ErrorCode(err) != dshq.CodeToolMissingAgent {
+			t.Errorf("NewWorkspaceCaller(%q) = %v, want %s", bad, err, dshq.CodeToolMissingAgent)
+		}
+	}
+}

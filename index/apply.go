@@ -173,6 +173,7 @@ func (s *stored) fields() map[string]any {
 		fieldSession: d.SessionID,
 		fieldCwd:     nullableTerm(d.Cwd),
 		fieldTenant:  nullableTerm(tenantOrNil(d.Tenant)),
+		fieldHarness: nullableTerm(d.Harness),
 		fieldParent:  nullableTerm(d.Parent),
 		fieldCreated: float64(d.CreatedAt),
 		fieldSeq:     float64(d.Seq),
@@ -205,7 +206,7 @@ func (x *Index) document(id string, s *stored) (*document.Document, error) {
 }
 
 // storedFields lists the fields fetch loads.
-var storedFields = []string{fieldSession, fieldTenant, fieldCwd, fieldParent, fieldCreated, fieldSeq, fieldTime, fieldType, fieldSurface, fieldGen, fieldText}
+var storedFields = []string{fieldSession, fieldTenant, fieldHarness, fieldCwd, fieldParent, fieldCreated, fieldSeq, fieldTime, fieldType, fieldSurface, fieldGen, fieldText}
 
 // fetch loads the stored docs with the given ids, in the order of ids;
 // missing ids are skipped. It reads the stored fields of each doc from one
@@ -272,8 +273,8 @@ func decodeStored(h *search.DocumentMatch) (stored, error) {
 		return int64(v), nil
 	}
 	var s stored
-	var errs [11]error
-	var tenant, cwd, parent, surface string
+	var errs [12]error
+	var tenant, harness, cwd, parent, surface string
 	var cgen int64
 	s.doc.SessionID, errs[0] = str(fieldSession)
 	cwd, errs[1] = str(fieldCwd)
@@ -286,6 +287,7 @@ func decodeStored(h *search.DocumentMatch) (stored, error) {
 	cgen, errs[8] = num(fieldGen)
 	s.doc.Text, errs[9] = str(fieldText)
 	tenant, errs[10] = str(fieldTenant)
+	harness, errs[11] = str(fieldHarness)
 	for _, err := range errs {
 		if err != nil {
 			return s, err
@@ -296,6 +298,7 @@ func decodeStored(h *search.DocumentMatch) (stored, error) {
 		s.doc.Tenant = *t
 	}
 	s.doc.Parent = parseNullableTerm(parent)
+	s.doc.Harness = parseNullableTerm(harness)
 	s.doc.Surface = dshq.Surface(surface)
 	s.cgen = uint64(cgen)
 	return s, nil

@@ -56,6 +56,9 @@ type Doc struct {
 	SessionID string
 	// Tenant is the session's tenant, "" for a session of no tenant.
 	Tenant string
+	// Harness is the session header's harness (the harness whose own file
+	// it was converted from), nil for a native session.
+	Harness *string
 	// Cwd is the session header's cwd; nil when the header has none.
 	Cwd *string
 	// Parent is the session header's parentSession; nil when it has none.

@@ -50,7 +50,7 @@ type filterSet struct {
 // is true, event kinds only when event is true.
 func (fs *filterSet) add(f dshq.Filter, session, event bool, live []string) error {
 	switch f.Kind {
-	case dshq.FilterID, dshq.FilterTenant, dshq.FilterCwd, dshq.FilterParent, dshq.FilterCreatedAt, dshq.FilterAvailability:
+	case dshq.FilterID, dshq.FilterTenant, dshq.FilterHarness, dshq.FilterCwd, dshq.FilterParent, dshq.FilterCreatedAt, dshq.FilterAvailability:
 		if !session {
 			return invalidFilter("filter kind %q is not an event filter", f.Kind)
 		}
@@ -68,6 +68,8 @@ func (fs *filterSet) add(f dshq.Filter, session, event bool, live []string) erro
 		return fs.list(f, fieldSession, false, nil)
 	case dshq.FilterTenant:
 		return fs.list(f, fieldTenant, true, nil)
+	case dshq.FilterHarness:
+		return fs.list(f, fieldHarness, true, nil)
 	case dshq.FilterCwd:
 		return fs.list(f, fieldCwd, true, nil)
 	case dshq.FilterParent:

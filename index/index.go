@@ -19,7 +19,7 @@ import (
 
 // MappingVersion names the document mapping and analysis this package writes.
 // An index recorded with another version is ErrIncompatible.
-const MappingVersion = "dshq-index-v6"
+const MappingVersion = "dshq-index-v7"
 
 // Internal keys stored beside the documents (Bleve SetInternal).
 var (

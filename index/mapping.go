@@ -15,6 +15,9 @@ const (
 	fieldSession = "sid"
 	fieldCwd     = "cwd"
 	fieldTenant  = "tn"
+	// fieldHarness is the header's harness (claude-code, codex), the
+	// null term for a native session.
+	fieldHarness = "hn"
 	fieldParent  = "parent"
 	fieldCreated = "created"
 	fieldSeq     = "seq"
@@ -78,6 +81,7 @@ func newMapping() (*mapping.IndexMappingImpl, error) {
 	dm.AddFieldMappingsAt(fieldRank, keywordField(true))
 	dm.AddFieldMappingsAt(fieldCwd, keywordField(false))
 	dm.AddFieldMappingsAt(fieldTenant, keywordField(false))
+	dm.AddFieldMappingsAt(fieldHarness, keywordField(false))
 	dm.AddFieldMappingsAt(fieldParent, keywordField(false))
 	dm.AddFieldMappingsAt(fieldType, keywordField(false))
 	dm.AddFieldMappingsAt(fieldSurface, keywordField(false))

@@ -246,10 +246,11 @@ func TestSessionFilters(t *testing.T) {
 		return d
 	}
 	inTenant := func(d Doc, tenant string) Doc { d.Tenant = tenant; return d }
+	from := func(d Doc, harness string) Doc { d.Harness = &harness; return d }
 	apply(t, x, 1,
 		mk("a", dshq.Str("/w"), nil, 100),
-		inTenant(mk("b", dshq.Str("/w"), dshq.Str("a"), 200), "teamA"),
-		inTenant(mk("c", nil, dshq.Str("a"), 300), "teamB"),
+		from(inTenant(mk("b", dshq.Str("/w"), dshq.Str("a"), 200), "teamA"), dshq.HarnessClaudeCode),
+		from(inTenant(mk("c", nil, dshq.Str("a"), 300), "teamB"), dshq.HarnessCodex),
 		mk("d", dshq.Str(""), dshq.Str("b"), 400),
 	)
 	null := []*string{nil}
@@ -269,6 +270,9 @@ func TestSessionFilters(t *testing.T) {
 		{"a null tenant matches the sessions of no tenant", []dshq.Filter{{Kind: dshq.FilterTenant, Values: null}}, nil, "ad"},
 		{"a tenant filter mixes values and null", []dshq.Filter{{Kind: dshq.FilterTenant, Values: append(strs("teamB"), nil)}}, nil, "acd"},
 		{"a tenant and a cwd are ANDed", []dshq.Filter{{Kind: dshq.FilterTenant, Values: null}, {Kind: dshq.FilterCwd, Values: strs("/w")}}, nil, "a"},
+		{"a harness filter is exact", []dshq.Filter{{Kind: dshq.FilterHarness, Values: strs(dshq.HarnessCodex)}}, nil, "c"},
+		{"a null harness matches the native sessions", []dshq.Filter{{Kind: dshq.FilterHarness, Values: null}}, nil, "ad"},
+		{"a harness filter mixes values and null", []dshq.Filter{{Kind: dshq.FilterHarness, Values: append(strs(dshq.HarnessClaudeCode), nil)}}, nil, "abd"},
 		{"a parent filter mixes values and null", []dshq.Filter{{Kind: dshq.FilterParent, Values: append(strs("b"), nil)}}, nil, "ad"},
 		{"a created-at range is inclusive", []dshq.Filter{{Kind: dshq.FilterCreatedAt, From: f64(200), To: f64(300)}}, nil, "bc"},
 		{"a fractional bound compares as a number", []dshq.Filter{{Kind: dshq.FilterCreatedAt, From: f64(199.5)}}, nil, "bcd"},

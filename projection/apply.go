@@ -498,9 +498,18 @@ func sortedDocKeys[V any](m map[docKey]V) []docKey {
 func indexDoc(v *sessionValue, d dshq.SearchDocument) index.Doc {
 	h := v.Header
 	return index.Doc{
-		SessionID: d.SessionID, Tenant: v.Tenant, Cwd: h.Cwd, Parent: h.ParentSession, CreatedAt: h.CreatedAt,
+		SessionID: d.SessionID, Tenant: v.Tenant, Harness: harnessOrNil(h.Harness), Cwd: h.Cwd, Parent: h.ParentSession, CreatedAt: h.CreatedAt,
 		Seq: d.Seq, Type: d.Type, Time: d.Time, Surface: d.Surface, Text: d.Text,
 	}
+}
+
+// harnessOrNil is a header's harness as the index keeps it: nil for a
+// native session.
+func harnessOrNil(h string) *string {
+	if h == "" {
+		return nil
+	}
+	return &h
 }
 
 // abort forgets the fold states the batch touched: they may hold effects

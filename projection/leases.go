@@ -50,7 +50,15 @@ func (p *Projector) followLeases(ctx context.Context, kv jetstream.KeyValue) err
 	if err != nil {
 		return err
 	}
-	defer w.Stop()
+	defer func() {
+		// The watcher's message handler blocks sending to Updates when its
+		// buffer is full (many lease changes at once), and closes it only
+		// once that send returns: drain it after Stop, or the handler's
+		// goroutine never ends.
+		_ = w.Stop()
+		for range w.Updates() {
+		}
+	}()
 	expires := map[string]time.Time{} // lease key → lapse time, when the bucket has a TTL
 	initial := map[string]bool{}      // log keys seen while the watch replays current values; nil after
 	sweep := time.NewTicker(sweepInterval(ttl))

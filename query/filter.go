@@ -22,7 +22,7 @@ const (
 )
 
 var (
-	sessionKinds = []string{dshq.FilterID, dshq.FilterCwd, dshq.FilterCreatedAt, dshq.FilterParent, dshq.FilterAvailability, dshq.FilterTenant}
+	sessionKinds = []string{dshq.FilterID, dshq.FilterCwd, dshq.FilterCreatedAt, dshq.FilterParent, dshq.FilterAvailability, dshq.FilterTenant, dshq.FilterHarness}
 	eventKinds   = []string{dshq.FilterSeq, dshq.FilterTime, dshq.FilterType, dshq.FilterSurface}
 	textKinds    = append(slices.Clone(eventKinds), dshq.FilterText)
 )
@@ -145,7 +145,7 @@ func decodeText(obj map[string]json.RawMessage, at string, f *dshq.Filter) error
 }
 
 func decodeValues(obj map[string]json.RawMessage, at string, f *dshq.Filter) error {
-	nullable := f.Kind == dshq.FilterCwd || f.Kind == dshq.FilterParent || f.Kind == dshq.FilterTenant
+	nullable := f.Kind == dshq.FilterCwd || f.Kind == dshq.FilterParent || f.Kind == dshq.FilterTenant || f.Kind == dshq.FilterHarness
 	want := "an array of strings"
 	if nullable {
 		want = "an array of strings or nulls"
@@ -331,6 +331,12 @@ func matchSessionClause(f dshq.Filter, r dshq.SessionRecord) bool {
 			tenant = &r.Tenant
 		}
 		return inValues(f.Values, tenant)
+	case dshq.FilterHarness:
+		var harness *string
+		if r.Header.Harness != "" {
+			harness = &r.Header.Harness
+		}
+		return inValues(f.Values, harness)
 	case dshq.FilterCwd:
 		return inValues(f.Values, r.Header.Cwd)
 	case dshq.FilterParent:

@@ -54,7 +54,7 @@ func TestDecodeRequest(t *testing.T) {
 		{"the sessionId of events.search is checked before its filters", EndpointEventsSearch, `{"sessionId":null,"filters":1}`, dshq.CodeInvalidFilter, "sessionId must be a string, got null"},
 		{"a non-string sessionId elsewhere is INVALID_REQUEST", EndpointEventsList, `{"sessionId":["s"]}`, dshq.CodeInvalidRequest, "sessionId must be a string, got an array"},
 		{"a missing sessionId is INVALID_REQUEST", EndpointSessionsTrace, `{}`, dshq.CodeInvalidRequest, "sessionId is required"},
-		{"an unknown filter kind is refused", EndpointSessionsFilter, `{"filters":[{"kind":"color","values":[]}]}`, dshq.CodeInvalidFilter, `filters[0].kind must be one of "id", "cwd", "created-at", "parent", "availability", "tenant", got "color"`},
+		{"an unknown filter kind is refused", EndpointSessionsFilter, `{"filters":[{"kind":"color","values":[]}]}`, dshq.CodeInvalidFilter, `filters[0].kind must be one of "id", "cwd", "created-at", "parent", "availability", "tenant", "harness", got "color"`},
 		{"a missing filter kind is refused", EndpointSessionsFilter, `{"filters":[{"values":[]}]}`, dshq.CodeInvalidFilter, "filters[0].kind must be a string"},
 		{"an event kind in session filters is refused", EndpointSessionsFilter, `{"filters":[{"kind":"seq"}]}`, dshq.CodeInvalidFilter, `filters[0].kind must be one of`},
 		{"missing filters are refused", EndpointSessionsFilter, `{}`, dshq.CodeInvalidFilter, "filters must be an array, got nothing"},

@@ -145,6 +145,10 @@ func (t *Tools) run(ctx context.Context, callerID, name string, raw json.RawMess
 // SESSION_QUERY_TOOL_MISSING_AGENT, its message saying which (a session of
 // another tenant reads as an id the projection does not hold).
 func (t *Tools) caller(ctx context.Context, callerID string) (authz.Caller, error) {
+	if cwd, ok := workspaceOf(ctx); ok {
+		tenant, _ := boundTenant(ctx)
+		return authz.NewWorkspaceCaller(tenant, cwd)
+	}
 	if callerID == "" {
 		return authz.Caller{}, authz.ErrNoCaller()
 	}
@@ -170,6 +174,9 @@ func (t *Tools) caller(ctx context.Context, callerID string) (authz.Caller, erro
 // pre-authorized with one filter read; hidden and missing targets fail alike.
 func (t *Tools) target(ctx context.Context, c authz.Caller, a args) (string, error) {
 	id, ok := a.str("session_id")
+	if !ok && c.IsWorkspace() {
+		return "", dshq.Errorf(dshq.CodeInvalidArgs, authz.MsgNeedsSessionID)
+	}
 	if !ok || id == c.ID() {
 		return c.ID(), nil
 	}

@@ -225,13 +225,12 @@ func TestHarnessFilterReadsTheHeaderMember(t *testing.T) {
 	s.importLines(t, header)
 	s.importLines(t, `{"type":"session","version":2,"id":"codex-1","createdAt":1788000001000,"cwd":"/w","isSeeded":false,"harness":"codex"}`)
 	s.waitGeneration(t, s.importLines(t, `{"type":"session","version":2,"id":"cc-2","createdAt":1788000002000,"cwd":"/w","isSeeded":false,"harness":"claude-code"}`))
-	// One session a page: the first page has seen only cc-2, so the filter
-	// offers the one harness seen; filtering scans the API's pages, which
-	// shows the UI the other.
+	// One session a page: the first page has seen only cc-2, and the filter
+	// offers every harness (the API filters; the UI scans nothing).
 	body := s.page(t, "/")
-	mustContain(t, "list", body, `name="harness"`, "Claude Code")
+	mustContain(t, "list", body, `name="harness"`, "Claude Code", "Codex", `value="deepseek-harness"`)
 	body = s.page(t, "/?harness=claude-code")
-	mustContain(t, "claude-code", body, `data-sid="cc-2"`, "Codex")
+	mustContain(t, "claude-code", body, `data-sid="cc-2"`)
 	next := regexp.MustCompile(`href="(/\?[^"]*cursor=[^"]*)"`).FindStringSubmatch(body)
 	if next == nil {
 		t.Fatal("no next page")
@@ -239,6 +238,13 @@ func TestHarnessFilterReadsTheHeaderMember(t *testing.T) {
 	body = s.page(t, html.UnescapeString(next[1]))
 	mustContain(t, "claude-code page 2", body, `data-sid="cc-1"`)
 	mustNotContain(t, "claude-code page 2", body, "codex-1")
+	body = s.page(t, "/?harness=codex")
+	mustContain(t, "codex", body, `data-sid="codex-1"`)
+	mustNotContain(t, "codex", body, `data-sid="cc-`)
+	body = s.page(t, "/?harness=deepseek-harness")
+	mustContain(t, "native", body, "No sessions match these filters")
+	body = s.page(t, "/search?q=x&harness=codex")
+	mustContain(t, "search", body, `name="harness"`)
 }
 
 func TestSearchFindsPhrasesAndOpensTheEvent(t *testing.T) {

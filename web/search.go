@@ -28,8 +28,6 @@ type searchData struct {
 	PageNo       int
 	Generation   uint64
 	Harnesses    []string
-	Partial      bool
-	Scanned      int
 }
 
 // HasSurface reports whether the surface filter includes s.
@@ -56,7 +54,7 @@ type hitView struct {
 func (s *Server) searchPage(r *http.Request) (*view, error) {
 	q := r.URL.Query()
 	d := &searchData{Q: strings.TrimSpace(q.Get("q")), F: parseFilters(q), Types: q.Get("type"),
-		Surfaces: q["surface"], Session: q.Get("session"), Harnesses: s.knownHarnesses()}
+		Surfaces: q["surface"], Session: q.Get("session"), Harnesses: s.knownHarnesses(r.Context())}
 	d.SessionLabel = clean(d.Session)
 	v := &view{Page: "search", Title: "Search", Nav: "search", Data: d}
 	if d.Q == "" {
@@ -140,56 +138,22 @@ func (d *searchData) eventFilters() []dshq.Filter {
 	return out
 }
 
-// searchAcross runs sessions.search, scanning pages for the harness filter
-// as the list does.
+// searchAcross runs sessions.search: one API page (the harness filter is
+// the API's).
 func (s *Server) searchAcross(ctx context.Context, d *searchData, ev []dshq.Filter, cur pageCursor) (*pageCursor, error) {
 	sf, err := d.F.session()
 	if err != nil {
 		return nil, err
 	}
-	limit := searchLimit
-	if d.F.Harness != "" {
-		limit = dshq.MaxSearchLimit
+	items, nc, gen, err := s.searchSessions(ctx, dshq.SessionSearchRequest{Query: d.Q, SessionFilters: sf, EventFilters: ev, Limit: searchLimit, Cursor: cur.api})
+	if err != nil {
+		return nil, err
 	}
-	var hits []searchItem
+	d.Generation = gen
+	hits := items[min(cur.skip, len(items)):]
 	var next *pageCursor
-	for pages := 0; ; pages++ {
-		if pages == scanPages {
-			d.Partial, next = true, &cur
-			break
-		}
-		items, nc, gen, err := s.searchSessions(ctx, dshq.SessionSearchRequest{Query: d.Q, SessionFilters: sf, EventFilters: ev, Limit: limit, Cursor: cur.api})
-		if err != nil {
-			return nil, err
-		}
-		if d.Generation == 0 {
-			d.Generation = gen
-		}
-		full := false
-		for i := cur.skip; i < len(items); i++ {
-			d.Scanned++
-			if !d.F.keeps(items[i].Record, false) {
-				continue
-			}
-			hits = append(hits, items[i])
-			if len(hits) == searchLimit {
-				full = true
-				switch {
-				case i+1 < len(items):
-					next = &pageCursor{api: cur.api, skip: i + 1}
-				case nc != "":
-					next = &pageCursor{api: nc}
-				}
-				break
-			}
-		}
-		if full || nc == "" {
-			if !full && nc != "" {
-				next = &pageCursor{api: nc}
-			}
-			break
-		}
-		cur = pageCursor{api: nc}
+	if nc != "" {
+		next = &pageCursor{api: nc}
 	}
 	titles := s.titles(ctx, hits)
 	for _, h := range hits {

@@ -73,6 +73,8 @@ type Server struct {
 	// mu guards harnesses: the harness values seen in session headers.
 	mu        sync.Mutex
 	harnesses map[string]bool
+	// harnessProbe is when knownHarnesses last asked the API (guarded by mu).
+	harnessProbe time.Time
 }
 
 // asset is one embedded static file.
@@ -267,16 +269,56 @@ func (s *Server) sawHarness(hs ...string) {
 	}
 }
 
-// knownHarnesses returns the harness values seen so far, sorted.
-func (s *Server) knownHarnesses() []string {
+// harnessProbeEvery bounds how often a UI that has seen no converted
+// session asks the API whether the corpus holds one (a filter read that
+// scans the sessions when it holds none).
+const harnessProbeEvery = 30 * time.Second
+
+// convertedHarnesses are the harnesses whose files dshq converts
+// (docs/harnesses.md): the filter offers them all once the corpus holds a
+// session of any.
+var convertedHarnesses = []string{dshq.HarnessClaudeCode, dshq.HarnessCodex}
+
+// knownHarnesses returns the harness filter's values: none while the
+// corpus holds no session converted from a Claude Code or Codex file (the
+// UI has seen none, and one sessions.filter read finds none); else the
+// native sessions' (deepseek-harness), the converted harnesses, and any
+// other harness value seen, sorted.
+func (s *Server) knownHarnesses(ctx context.Context) []string {
+	s.mu.Lock()
+	probe := len(s.harnesses) == 0 && time.Since(s.harnessProbe) >= harnessProbeEvery
+	if probe {
+		s.harnessProbe = time.Now()
+	}
+	s.mu.Unlock()
+	if probe {
+		vals := make([]*string, len(convertedHarnesses))
+		for i := range convertedHarnesses {
+			vals[i] = &convertedHarnesses[i]
+		}
+		// listRecords records the harness of what it finds.
+		if _, err := s.listRecords(ctx, []dshq.Filter{{Kind: dshq.FilterHarness, Values: vals}}, 1, ""); err != nil {
+			return nil
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.harnesses))
+	if len(s.harnesses) == 0 {
+		return nil
+	}
+	set := map[string]bool{}
+	for _, h := range convertedHarnesses {
+		set[h] = true
+	}
 	for h := range s.harnesses {
+		set[h] = true
+	}
+	out := make([]string, 0, len(set)+1)
+	for h := range set {
 		out = append(out, h)
 	}
 	sort.Strings(out)
-	return out
+	return append([]string{nativeHarness}, out...)
 }
 
 // page adapts a page handler: it renders the page's template with its

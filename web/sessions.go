@@ -40,10 +40,19 @@ func (f filters) values() url.Values {
 // Any reports whether a filter is set.
 func (f filters) Any() bool { return len(f.values()) > 0 }
 
-// session returns the API's session filters (the harness is filtered by
-// the UI: the API has no such filter).
+// session returns the API's session filters. The harness filter's
+// "deepseek-harness" is the API's null harness: every session not
+// converted from a Claude Code or Codex file.
 func (f filters) session() ([]dshq.Filter, error) {
 	var out []dshq.Filter
+	switch f.Harness {
+	case "":
+	case nativeHarness:
+		out = append(out, dshq.Filter{Kind: dshq.FilterHarness, Values: []*string{nil}})
+	default:
+		h := f.Harness
+		out = append(out, dshq.Filter{Kind: dshq.FilterHarness, Values: []*string{&h}})
+	}
 	if f.Cwd != "" {
 		cwd := f.Cwd
 		out = append(out, dshq.Filter{Kind: dshq.FilterCwd, Values: []*string{&cwd}})
@@ -79,10 +88,14 @@ func (f filters) session() ([]dshq.Filter, error) {
 	return out, nil
 }
 
-// keeps reports whether a record passes the filters the API does not apply
-// (the harness), and, for records from the feed, the others too.
+// nativeHarness is the harness filter's value for the sessions that carry
+// no harness.
+const nativeHarness = "deepseek-harness"
+
+// keeps reports whether a record passes the harness filter (the API
+// applies it too) and, for records from the feed, the others.
 func (f filters) keeps(r sessionRecord, all bool) bool {
-	if f.Harness != "" && r.Harness != f.Harness {
+	if h := r.Harness; f.Harness != "" && h != f.Harness && !(h == "" && f.Harness == nativeHarness) {
 		return false
 	}
 	if !all {
@@ -173,10 +186,6 @@ type sessionsData struct {
 	PageNo     int
 	Generation uint64
 	Harnesses  []string
-	// Scanned is set when the harness filter stopped scanning before it
-	// filled the page.
-	Scanned int
-	Partial bool
 }
 
 func (s *Server) sessionsPage(r *http.Request) (*view, error) {
@@ -188,7 +197,7 @@ func (s *Server) sessionsPage(r *http.Request) (*view, error) {
 	}
 	pageNo, _ := strconv.Atoi(q.Get("n"))
 	cur := pageCursor{api: q.Get("cursor"), skip: atoi(q.Get("skip"))}
-	recs, next, gen, scanned, partial, err := s.scanRecords(r.Context(), f, api, cur)
+	recs, next, gen, err := s.scanRecords(r.Context(), api, cur)
 	if err != nil {
 		return nil, err
 	}
@@ -197,8 +206,7 @@ func (s *Server) sessionsPage(r *http.Request) (*view, error) {
 		ids[i] = rec.Header.ID
 	}
 	stats := s.statAll(r.Context(), ids)
-	d := &sessionsData{F: f, PageNo: max(pageNo, 0) + 1, Generation: gen, Harnesses: s.knownHarnesses(),
-		Scanned: scanned, Partial: partial}
+	d := &sessionsData{F: f, PageNo: max(pageNo, 0) + 1, Generation: gen, Harnesses: s.knownHarnesses(r.Context())}
 	for _, rec := range recs {
 		d.Rows = append(d.Rows, newRow(rec, stats[rec.Header.ID]))
 	}
@@ -232,60 +240,17 @@ type pageCursor struct {
 	skip int
 }
 
-// Scan bounds of the harness filter: API pages of scanPage records, at
-// most scanPages of them per UI page.
-const (
-	scanPage  = 500
-	scanPages = 10
-)
-
-// scanRecords returns one UI page of records. Without the harness filter it
-// is one API page; with it, API pages are read until the page is full or
-// scanPages were read (partial, with the number of records scanned).
-func (s *Server) scanRecords(ctx context.Context, f filters, api []dshq.Filter, cur pageCursor) (recs []sessionRecord, next *pageCursor, gen uint64, scanned int, partial bool, err error) {
-	want := s.listSize
-	if f.Harness == "" {
-		p, err := s.listRecords(ctx, api, want, cur.api)
-		if err != nil {
-			return nil, nil, 0, 0, false, err
-		}
-		if p.NextCursor != "" {
-			next = &pageCursor{api: p.NextCursor}
-		}
-		return p.Items, next, p.Generation, 0, false, nil
+// scanRecords returns one UI page of records: one API page (the harness
+// filter is the API's).
+func (s *Server) scanRecords(ctx context.Context, api []dshq.Filter, cur pageCursor) (recs []sessionRecord, next *pageCursor, gen uint64, err error) {
+	p, err := s.listRecords(ctx, api, s.listSize, cur.api)
+	if err != nil {
+		return nil, nil, 0, err
 	}
-	for pages := 0; ; pages++ {
-		if pages == scanPages {
-			return recs, &cur, gen, scanned, true, nil
-		}
-		p, err := s.listRecords(ctx, api, scanPage, cur.api)
-		if err != nil {
-			return nil, nil, 0, 0, false, err
-		}
-		if gen == 0 {
-			gen = p.Generation
-		}
-		for i := cur.skip; i < len(p.Items); i++ {
-			scanned++
-			if !f.keeps(p.Items[i], false) {
-				continue
-			}
-			recs = append(recs, p.Items[i])
-			if len(recs) == want {
-				switch {
-				case i+1 < len(p.Items):
-					return recs, &pageCursor{api: cur.api, skip: i + 1}, gen, scanned, false, nil
-				case p.NextCursor != "":
-					return recs, &pageCursor{api: p.NextCursor}, gen, scanned, false, nil
-				}
-				return recs, nil, gen, scanned, false, nil
-			}
-		}
-		if p.NextCursor == "" {
-			return recs, nil, gen, scanned, false, nil
-		}
-		cur = pageCursor{api: p.NextCursor}
+	if p.NextCursor != "" {
+		next = &pageCursor{api: p.NextCursor}
 	}
+	return p.Items[min(cur.skip, len(p.Items)):], next, p.Generation, nil
 }
 
 func atoi(s string) int {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/capture"
 	"github.com/dshq/dshq/record"
 )
 
@@ -23,6 +24,8 @@ type exportReport struct {
 	File      string `json:"file"`
 	Bytes     int64  `json:"bytes"`
 	Zstd      bool   `json:"zstd"`
+	// Source is true when the original harness file was written (--source).
+	Source bool `json:"source,omitempty"`
 }
 
 func newExportCmd(g *globals) *cobra.Command {
@@ -30,6 +33,7 @@ func newExportCmd(g *globals) *cobra.Command {
 		out    string
 		zstd   bool
 		stream string
+		source bool
 	)
 	cmd := &cobra.Command{
 		Use:   "export ID",
@@ -45,17 +49,28 @@ recorded by the projection), or directly with --tenant.
 
 It writes to stdout, or to -o FILE (atomically: a temporary file renamed into
 place). --zstd (implied by a .zstd file name) writes the Zstandard framing:
-one frame for the header line, one for the events.`,
+one frame for the header line, one for the events.
+
+--source writes instead the original file a Claude Code or Codex session was
+converted from (dshq import or dshq watch), byte for byte: every source line
+is kept in the session's events (docs/harnesses.md#source-lines), so the file
+can be had back after the harness deleted it (Claude Code removes transcripts
+older than 30 days by default). Give the id of the file's own session: an
+inline subagent's lines are held by its parent, which the error names.`,
 		Example: `  dshq export 3f2a0c1e-… > session.jsonl
   dshq export 3f2a0c1e-… -o session.jsonl.zstd
-  dshq export 3f2a0c1e-… -o s.jsonl --json`,
+  dshq export 3f2a0c1e-… -o s.jsonl --json
+  dshq export cc-258c7280-ae70-4798-800f-63464d01a85d --source -o transcript.jsonl`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
 			if err := checkSessionID("session", id); err != nil {
 				return err
 			}
-			zstd = zstd || strings.HasSuffix(out, ".zstd") || strings.HasSuffix(out, ".zst")
+			if source && zstd {
+				return usageErrorf("--source writes the original file as it was; it does not go with --zstd")
+			}
+			zstd = !source && (zstd || strings.HasSuffix(out, ".zstd") || strings.HasSuffix(out, ".zst"))
 			if zstd && out == "" && isTerminal(g.stdout) {
 				return usageErrorf("refusing to write Zstandard data to a terminal: give -o FILE or redirect stdout")
 			}
@@ -79,11 +94,19 @@ one frame for the header line, one for the events.`,
 			if err != nil {
 				return err
 			}
-			rep := exportReport{SessionID: id, Events: len(stored) - 1, File: out, Zstd: zstd}
+			rep := exportReport{SessionID: id, Events: len(stored) - 1, File: out, Zstd: zstd, Source: source}
+			write := func(w io.Writer) error { return writeLog(w, stored, zstd) }
+			if source {
+				data, err := sourceOf(id, stored)
+				if err != nil {
+					return err
+				}
+				write = func(w io.Writer) error { _, err := w.Write(data); return err }
+			}
 			if out == "" {
 				rep.File = "-"
 				cw := &countingWriter{w: g.stdout}
-				if err := writeLog(cw, stored, zstd); err != nil {
+				if err := write(cw); err != nil {
 					return err
 				}
 				rep.Bytes = cw.n
@@ -92,7 +115,7 @@ one frame for the header line, one for the events.`,
 				}
 				return nil
 			}
-			if rep.Bytes, err = writeFileAtomic(out, func(w io.Writer) error { return writeLog(w, stored, zstd) }); err != nil {
+			if rep.Bytes, err = writeFileAtomic(out, write); err != nil {
 				return err
 			}
 			if g.json {
@@ -106,7 +129,29 @@ one frame for the header line, one for the events.`,
 	f.StringVarP(&out, "output", "o", "", "write to FILE instead of stdout")
 	f.BoolVar(&zstd, "zstd", false, "write the Zstandard framing (.jsonl.zstd)")
 	f.StringVar(&stream, "stream", dshq.SessionStream, "session log stream")
+	f.BoolVar(&source, "source", false, "write the Claude Code or Codex file the session was converted from, byte for byte")
 	return cmd
+}
+
+// sourceOf returns the original file a converted session's records hold.
+func sourceOf(id string, stored []bus.Record) ([]byte, error) {
+	events := make([]dshq.Event, 0, len(stored)-1)
+	for i, s := range stored[1:] {
+		ev, err := record.ParseEvent(s.Data)
+		if err != nil {
+			return nil, fmt.Errorf("stored event %d (stream sequence %d): %w", i, s.Seq, err)
+		}
+		events = append(events, ev)
+	}
+	data, err := capture.Source(events)
+	if err == nil {
+		return data, nil
+	}
+	var se *capture.SourceError
+	if errors.As(err, &se) && len(events) > 0 && se.Seq == 0 && strings.Contains(se.Msg, "no capture member") {
+		return nil, dshq.Errorf(CodeNoSource, "session %q was not converted from a Claude Code or Codex file: it has no source file (export it without --source)", id)
+	}
+	return nil, dshq.Errorf(CodeNoSource, "session %q: --source: %v", id, err)
 }
 
 // writeLog writes stored records as an upstream JSONL log.

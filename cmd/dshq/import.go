@@ -20,6 +20,8 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/capture"
+	"github.com/dshq/dshq/capture/follow"
 	"github.com/dshq/dshq/record"
 )
 
@@ -50,6 +52,24 @@ type importResult struct {
 	Continued bool `json:"continued,omitempty"`
 	// Reason says why the file was refused.
 	Reason string `json:"reason,omitempty"`
+	// Format is the file's format: deepseek-harness, claude-code or codex.
+	Format capture.Format `json:"format,omitempty"`
+	// Harness is what converting a Claude Code or Codex file gave: its
+	// sessions (its own first, then inline children) and its counts.
+	Harness *follow.FileResult `json:"harness,omitempty"`
+}
+
+// harnessTotals are the counts of the Claude Code or Codex files of one
+// format an import met (imported, present or refused alike).
+type harnessTotals struct {
+	Files         int   `json:"files"`
+	Sessions      int   `json:"sessions"`
+	ChildSessions int   `json:"childSessions"`
+	Events        int64 `json:"events"`
+	LogOnly       int64 `json:"logOnly"`
+	InvalidLines  int64 `json:"invalidLines"`
+	Lines         int64 `json:"lines"`
+	Bytes         int64 `json:"bytes"`
 }
 
 // importSummary is the import command's report (--json prints it).
@@ -63,28 +83,46 @@ type importSummary struct {
 	// Generation is the stream sequence of the last record this run stored
 	// (0 when none): pass it as --min-generation to read the import back.
 	Generation uint64 `json:"generation"`
+	// Harnesses counts the Claude Code and Codex files converted, by
+	// format (absent when there were none).
+	Harnesses map[capture.Format]*harnessTotals `json:"harnesses,omitempty"`
 }
 
 func newImportCmd(g *globals) *cobra.Command {
 	var o importOptions
 	cmd := &cobra.Command{
-		Use:   "import PATH...",
-		Short: "Import session logs (.jsonl, .jsonl.zst[d] files, or a harness session root)",
-		Long: `import publishes session logs in the original harness's JSONL format to the
-session stream: .jsonl files, zstd-compressed .jsonl.zst and .jsonl.zstd files
-(any zstd stream, as the zstd tool writes it, or the harness's own framing), or
-directories — a session root of the original harness
-(<root>/--<project>--/<id>/session.jsonl[.zstd]) or any directory of log files,
-walked recursively. Other files a walk meets are skipped: the summary counts
-them and -v lists them.
+		Use:   "import [PATH...]",
+		Short: "Import session logs: deepseek-harness, Claude Code and Codex files or roots",
+		Long: `import publishes session files to the session stream: .jsonl files,
+zstd-compressed .jsonl.zst and .jsonl.zstd files, or directories walked
+recursively. Each file's format is told from its first lines:
+
+  deepseek-harness  the original harness's session logs (a session root
+                    <root>/--<project>--/<id>/session.jsonl[.zstd], any zstd
+                    stream as the zstd tool writes it, or the harness's framing)
+  claude-code       Claude Code transcripts (~/.claude/projects), subagent
+                    files and inline sidechains becoming child sessions
+  codex             Codex rollouts (~/.codex/sessions, ~/.codex/archived_sessions)
+
+A Claude Code or Codex file is converted as docs/harnesses.md describes:
+every line is kept verbatim (export --source writes the file back byte for
+byte), a line that is not JSON is kept as an invalid-line event and counted,
+never a refused file. With no PATH, import reads the harnesses' own roots that
+exist: $CLAUDE_CONFIG_DIR/projects (default ~/.claude/projects),
+$CODEX_HOME/sessions and $CODEX_HOME/archived_sessions (default ~/.codex/…).
+Other files a walk meets are skipped: the summary counts them and -v lists
+them.
 
 Import is idempotent: a session whose stored records equal the file's is
 reported as already present, and a partial earlier import is completed. A
 stored session with the same id and different content is refused, unless
 --rename-on-conflict stores the file under a derived id (<id>~<hash>, the same
 for the same content, so a repeated import finds it present). A session a
-harness is writing (it holds the session's write lease) is refused; import it
-again once the harness is done. Logs are checked as the projector reads them,
+harness (or dshq watch) is writing — it holds the session's write lease — is
+refused; import it again once the writer is done. A Claude Code or Codex file
+that grew since it was imported is continued: its stored lines convert as they
+did, the new ones are appended. One that no longer begins with the lines its
+session holds (rewritten, truncated) is refused. Logs are checked as the projector reads them,
 so older message shapes of real logs are taken and nothing imported is
 quarantined.
 
@@ -94,11 +132,19 @@ substitutes them as the original's web seeder does ({{sessionId}} becomes
 
 A progress bar is shown on stderr when it is a terminal. The exit status is 1
 when any file was refused.`,
-		Example: `  dshq import ~/.dsh/sessions
+		Example: `  dshq import
+  dshq import ~/.claude/projects ~/.codex/sessions
+  dshq import ~/.dsh/sessions
   dshq import session.jsonl other.jsonl.zst
   dshq import --fixture-cwd /tmp/ws --rename-on-conflict corpus/logs --json`,
-		Args: cobra.MinimumNArgs(1),
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				var err error
+				if args, err = g.harnessRoots(); err != nil {
+					return err
+				}
+			}
 			if o.fixtureCwd != "" {
 				abs, err := filepath.Abs(o.fixtureCwd)
 				if err != nil {
@@ -134,7 +180,7 @@ when any file was refused.`,
 			if err != nil {
 				return err
 			}
-			sum.Skipped = skipped
+			sum.Skipped = append(skipped, sum.Skipped...)
 			if err := g.printImport(sum, o.verbose); err != nil {
 				return err
 			}
@@ -151,6 +197,38 @@ when any file was refused.`,
 	f.StringVar(&o.stream, "stream", dshq.SessionStream, "session log stream")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "list every imported and present file, not only refused ones")
 	return cmd
+}
+
+// harnessRoots returns the harnesses' own roots that exist, or an error
+// naming where it looked.
+func (g *globals) harnessRoots() ([]string, error) {
+	home, err := g.home()
+	if err != nil {
+		return nil, err
+	}
+	var dirs, looked []string
+	for _, r := range follow.DefaultRoots(g.getenv, home) {
+		looked = append(looked, r.Dir)
+		if follow.Exists(r.Dir) {
+			dirs = append(dirs, r.Dir)
+		}
+	}
+	if len(dirs) == 0 {
+		return nil, usageErrorf("no harness root to import (looked in %s): name the files or directories to import", strings.Join(looked, ", "))
+	}
+	return dirs, nil
+}
+
+// home returns the user's home directory ($HOME, else the system's idea).
+func (g *globals) home() (string, error) {
+	if h := g.getenv("HOME"); h != "" {
+		return h, nil
+	}
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("home directory: %w", err)
+	}
+	return h, nil
 }
 
 // progress returns a progress bar on stderr when stderr is a terminal and
@@ -188,7 +266,28 @@ func runImport(ctx context.Context, store *bus.Store, files []importFile, o impo
 		if ctx.Err() != nil {
 			return sum, ctx.Err()
 		}
+		if h := res.Harness; h != nil {
+			if sum.Harnesses == nil {
+				sum.Harnesses = map[capture.Format]*harnessTotals{}
+			}
+			t := sum.Harnesses[h.Format]
+			if t == nil {
+				t = &harnessTotals{}
+				sum.Harnesses[h.Format] = t
+			}
+			t.Files++
+			t.Sessions += len(h.Sessions)
+			t.ChildSessions += h.Children
+			t.Events += h.Events
+			t.LogOnly += h.LogOnly
+			t.InvalidLines += h.InvalidLines
+			t.Lines += h.Lines
+			t.Bytes += h.Bytes
+		}
 		switch {
+		case errors.Is(err, errEmptyFile):
+			res.Reason = err.Error()
+			sum.Skipped = append(sum.Skipped, res)
 		case err != nil:
 			res.Reason = oneLine(err.Error())
 			sum.Refused = append(sum.Refused, res)
@@ -209,6 +308,14 @@ func importOne(ctx context.Context, store *bus.Store, f importFile, o importOpti
 	res := importResult{File: f.path}
 	if f.refused != "" {
 		return res, 0, errors.New(f.refused)
+	}
+	format, err := fileFormat(f)
+	if err != nil {
+		return res, 0, err
+	}
+	res.Format = format
+	if follow.Harness(format) {
+		return importHarness(ctx, store, f.path, format, res)
 	}
 	hdr, events, err := readLog(f, o)
 	if err != nil {
@@ -235,6 +342,63 @@ func importOne(ctx context.Context, store *bus.Store, f importFile, o importOpti
 	return res, out.LastSeq, nil
 }
 
+// fileFormat tells a file's format from its name and first lines
+// (capture.Detect); a file in a deepseek-harness session root is one, and
+// a file of a harness's own root whose lines say nothing (every line torn or
+// not JSON) is that harness's.
+func fileFormat(f importFile) (capture.Format, error) {
+	if f.inRoot {
+		return capture.FormatDeepseek, nil
+	}
+	if strings.HasSuffix(f.path, ".zst") || strings.HasSuffix(f.path, ".zstd") {
+		return capture.FormatDeepseek, nil
+	}
+	fh, err := os.Open(f.path)
+	if err != nil {
+		return "", unwrapPathError(err)
+	}
+	defer fh.Close()
+	head := make([]byte, 256<<10)
+	n, err := io.ReadFull(fh, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return "", unwrapPathError(err)
+	}
+	format := capture.Detect(f.path, head[:n])
+	if format == capture.FormatUnknown {
+		format = f.hint
+	}
+	if format == capture.FormatUnknown {
+		format = capture.FormatDeepseek // the original's reader says what is wrong with it
+	}
+	return format, nil
+}
+
+// errEmptyFile is a harness file with no line yet: skipped, not refused
+// (a harness creates its file before it writes).
+var errEmptyFile = errors.New("an empty file (no line yet)")
+
+// importHarness converts and stores one Claude Code or Codex file.
+func importHarness(ctx context.Context, store *bus.Store, path string, format capture.Format, res importResult) (importResult, uint64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return res, 0, unwrapPathError(err)
+	}
+	fr, err := follow.Import(ctx, store, format, path, data)
+	res.Harness = &fr
+	if len(fr.Sessions) > 0 {
+		res.SessionID = fr.Sessions[0].ID
+		res.Events = fr.Sessions[0].Events
+	}
+	for _, s := range fr.Sessions {
+		res.Published += s.Stored
+		res.Continued = res.Continued || s.Continued
+	}
+	if err == nil && len(fr.Sessions) == 0 {
+		err = errEmptyFile
+	}
+	return res, fr.LastSeq, err
+}
+
 // readLog reads a file: the header as written, then every event (packed
 // rows expanded), with placeholders substituted when asked.
 func readLog(f importFile, o importOptions) (dshq.HeaderRecord, []dshq.Event, error) {
@@ -242,6 +406,11 @@ func readLog(f importFile, o importOptions) (dshq.HeaderRecord, []dshq.Event, er
 	if err != nil {
 		return dshq.HeaderRecord{}, nil, unwrapPathError(err)
 	}
+	return parseLog(f, data, o)
+}
+
+// parseLog reads a file's content data as readLog does.
+func parseLog(f importFile, data []byte, o importOptions) (dshq.HeaderRecord, []dshq.Event, error) {
 	if f.inRoot {
 		if err := checkPlace(f.path, data); err != nil {
 			return dshq.HeaderRecord{}, nil, err
@@ -382,13 +551,23 @@ func (g *globals) printImport(sum importSummary, verbose bool) error {
 	if g.json {
 		return writeJSON(g.stdout, sum)
 	}
-	events := 0
-	for _, r := range sum.Imported {
-		events += r.Events
+	sessions := func(rs []importResult) (n, events int) {
+		for _, r := range rs {
+			if r.Harness == nil {
+				n, events = n+1, events+r.Events
+				continue
+			}
+			for _, s := range r.Harness.Sessions {
+				n, events = n+1, events+s.Events
+			}
+		}
+		return n, events
 	}
+	imported, events := sessions(sum.Imported)
+	present, _ := sessions(sum.Present)
 	w := g.stdout
-	fmt.Fprintf(w, "imported  %s (%s)\n", count(len(sum.Imported), "session"), count(events, "event"))
-	fmt.Fprintf(w, "present   %s (already stored, nothing written)\n", count(len(sum.Present), "session"))
+	fmt.Fprintf(w, "imported  %s (%s)\n", count(imported, "session"), count(events, "event"))
+	fmt.Fprintf(w, "present   %s (already stored, nothing written)\n", count(present, "session"))
 	fmt.Fprintf(w, "refused   %s\n", count(len(sum.Refused), "file"))
 	if n := len(sum.Skipped); n > 0 {
 		note := ""
@@ -396,6 +575,14 @@ func (g *globals) printImport(sum importSummary, verbose bool) error {
 			note = "; -v lists them"
 		}
 		fmt.Fprintf(w, "skipped   %s (not session logs%s)\n", count(n, "file"), note)
+	}
+	for _, f := range []capture.Format{capture.FormatClaudeCode, capture.FormatCodex} {
+		t := sum.Harnesses[f]
+		if t == nil {
+			continue
+		}
+		fmt.Fprintf(w, "%-11s %s, %s (%s, %d log-only), %s, %s\n", f, count(t.Files, "file"), count(t.Sessions, "session"),
+			count(int(t.Events), "event"), t.LogOnly, count(int(t.InvalidLines), "invalid line"), count(t.ChildSessions, "child session"))
 	}
 	if sum.Generation > 0 {
 		fmt.Fprintf(w, "generation %d (read it back with --min-generation %d)\n", sum.Generation, sum.Generation)
@@ -410,9 +597,11 @@ func (g *globals) printImport(sum importSummary, verbose bool) error {
 				note += fmt.Sprintf(" (renamed from %q)", r.RenamedFrom)
 			}
 			fmt.Fprintf(w, "  imported %s → %s%s\n", r.File, r.SessionID, note)
+			printChildren(w, r)
 		}
 		for _, r := range sum.Present {
 			fmt.Fprintf(w, "  present  %s → %s\n", r.File, r.SessionID)
+			printChildren(w, r)
 		}
 		for _, r := range sum.Skipped {
 			fmt.Fprintf(w, "  skipped  %s: %s\n", r.File, r.Reason)
@@ -422,6 +611,20 @@ func (g *globals) printImport(sum importSummary, verbose bool) error {
 		fmt.Fprintf(w, "  refused  %s: %s\n", r.File, r.Reason)
 	}
 	return nil
+}
+
+// printChildren lists the inline child sessions of a harness file, and
+// what the converter said about its sessions.
+func printChildren(w io.Writer, r importResult) {
+	if r.Harness == nil {
+		return
+	}
+	for _, s := range r.Harness.Sessions[1:] {
+		fmt.Fprintf(w, "             + %s (child of %s, %s)\n", s.ID, s.Parent, count(s.Events, "event"))
+	}
+	for _, n := range r.Harness.Notices {
+		fmt.Fprintf(w, "             note: %s\n", n)
+	}
 }
 
 // writeJSON writes v as one indented JSON document.

@@ -8,6 +8,9 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf16"
+
+	"github.com/dshq/dshq/capture"
+	"github.com/dshq/dshq/capture/follow"
 )
 
 // The original harness's session root
@@ -93,6 +96,9 @@ type importFile struct {
 	inRoot bool
 	// refused is set when discovery already refused the file.
 	refused string
+	// hint is the format of the harness root the file was found under
+	// (follow.RootFormat), used when its lines do not tell.
+	hint capture.Format
 }
 
 // isProjectDir reports a directory name of the session root layout.
@@ -147,6 +153,7 @@ func discover(paths []string) (files []importFile, skipped []importResult, err e
 			continue
 		}
 		var found []importFile
+		hint := follow.RootFormat(p)
 		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
@@ -158,7 +165,9 @@ func discover(paths []string) (files []importFile, skipped []importResult, err e
 				skipped = append(skipped, importResult{File: path, Reason: why})
 				return nil
 			}
-			found = append(found, classify(path))
+			f := classify(path)
+			f.hint = hint
+			found = append(found, f)
 			return nil
 		})
 		if err != nil {

@@ -62,6 +62,9 @@ const (
 	CodeUnavailable dshq.Code = "DSHQ_UNAVAILABLE"
 	// CodeRefused: import refused some files (the summary says which).
 	CodeRefused dshq.Code = "DSHQ_IMPORT_REFUSED"
+	// CodeNoSource: export --source of a session that holds no source
+	// file (not converted from a harness file, or an inline child).
+	CodeNoSource dshq.Code = "DSHQ_NO_SOURCE"
 	// CodeFailed: any other failure.
 	CodeFailed dshq.Code = "DSHQ_FAILED"
 )

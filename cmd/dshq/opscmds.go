@@ -9,6 +9,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -287,7 +290,9 @@ func newStatsCmd(g *globals) *cobra.Command {
 		Use:   "stats",
 		Short: "Show what the projection holds and how far behind the stream it is",
 		Long: `stats asks the running projector (dsh.admin.v1.stats) for its counts, taken
-from one consistent snapshot: sessions (and how many are invalid or live),
+from one consistent snapshot: sessions (and how many are invalid or live, and,
+once Claude Code or Codex sessions are stored, how many come from each harness:
+native, claude-code, codex),
 events, quarantined records, the index, and the generation beside the session
 stream's last sequence (lag = records not yet applied). While the projector
 works off a backlog (after a start or an automatic rebuild) its first line
@@ -313,6 +318,17 @@ says "catching up: generation X of Y".`,
 			}
 			tw := newTable(g.stdout)
 			fmt.Fprintf(tw, "sessions\t%d\t(%d invalid, %d live)\n", st.Sessions, st.InvalidSessions, st.LiveSessions)
+			if names := harnessNames(st.Harnesses); len(names) > 0 {
+				var parts []string
+				for _, h := range names {
+					name := h
+					if h == "" {
+						name = "native"
+					}
+					parts = append(parts, fmt.Sprintf("%d %s", st.Harnesses[h], name))
+				}
+				fmt.Fprintf(tw, "by harness\t%s\t\n", strings.Join(parts, ", "))
+			}
 			fmt.Fprintf(tw, "events\t%d\t\n", st.Events)
 			fmt.Fprintf(tw, "quarantined\t%d\trecords\n", st.Quarantined)
 			fmt.Fprintf(tw, "generation\t%d\t(stream last sequence %d, %d records)\n", st.Generation, st.StreamLastSeq, st.StreamRecords)
@@ -323,6 +339,21 @@ says "catching up: generation X of Y".`,
 		},
 	}
 	return cmd
+}
+
+// harnessNames returns the harnesses of a stats reply in display order:
+// native first, then by name. Native alone (no converted session) is not
+// listed: the sessions line says it all.
+func harnessNames(m map[string]int64) []string {
+	if len(m) == 0 || len(m) == 1 && m[""] > 0 {
+		return nil
+	}
+	names := make([]string, 0, len(m))
+	for h := range m {
+		names = append(names, h)
+	}
+	sort.Strings(names)
+	return names
 }
 
 func newEnvCmd(g *globals) *cobra.Command {
@@ -375,23 +406,35 @@ when set and not blank, else ~/.dsh, made absolute. It needs no server.`,
 }
 
 func newMCPCmd(g *globals) *cobra.Command {
-	var viaTools bool
+	var (
+		viaTools  bool
+		workspace string
+	)
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve the five session tools to an MCP client over stdio",
 		Long: `mcp runs an MCP server on stdin/stdout exposing session_search,
 session_event_search, session_trace, session_event_trace and session_event_read.
 The caller is the session named by DSH_SESSION_ID in this process's environment
-(the harness sets it for its shell children); unset, or naming no stored
-session, every call fails with SESSION_QUERY_TOOL_MISSING_AGENT, its text
-saying which (and a warning on stderr). Tools see only sessions of the caller's
-workspace (its tenant and cwd). It reaches a running dshq at --nats-url; with
+(the harness sets it for its shell children); naming no stored session, every
+call fails with SESSION_QUERY_TOOL_MISSING_AGENT, its text saying so (and a
+warning on stderr). Without DSH_SESSION_ID the caller is a workspace:
+--workspace DIR, by default the working directory (made absolute, symlinks as
+they are) — what Claude Code and Codex, which name no session, get: the model
+sees exactly the sessions whose cwd is that directory (its Claude Code, Codex
+and deepseek-harness sessions alike), none excluded from search, and the
+single-session tools need session_id. Whoever configures the MCP client
+chooses the workspace, never the model. Tools see only sessions of the
+caller's workspace (its tenant and cwd). It reaches a running dshq at --nats-url; with
 --via-tools it calls the dsh-tools service on its trusted subjects instead of
 the trusted query API. With --tenant (a tenant's credential) it calls the
 tenant's tool subjects, all such a credential may reach, so it implies
 --via-tools, and DSH_SESSION_ID must be one of the tenant's sessions.
 Diagnostics go to stderr.`,
-		Example: `  DSH_SESSION_ID=3f2a0c1e-… dshq mcp
+		Example: `  claude mcp add dshq -- dshq mcp
+  codex mcp add dshq -- dshq mcp
+  dshq mcp --workspace /home/me/project
+  DSH_SESSION_ID=3f2a0c1e-… dshq mcp
   # in an MCP client configuration:
   {"command": "dshq", "args": ["mcp", "--nats-url", "nats://127.0.0.1:4222"]}
   DSH_SESSION_ID=… DSH_NATS_PASSWORD=… dshq mcp --tenant teamA --user teamA --nats-url nats://dshq.internal:4222`,
@@ -403,6 +446,16 @@ Diagnostics go to stderr.`,
 			}
 			defer nc.Close()
 			cfg := mcpserver.ConfigFromEnv(g.getenv, g.conn.URL)
+			if cfg.SessionID != "" && cmd.Flags().Changed("workspace") {
+				return usageErrorf("--workspace and %s name two callers: unset %s to call as the workspace", mcpserver.EnvSessionID, mcpserver.EnvSessionID)
+			}
+			if cfg.SessionID == "" {
+				ws, err := callerWorkspace(workspace)
+				if err != nil {
+					return err
+				}
+				cfg.Workspace = ws
+			}
 			cfg.Conn = nc
 			cfg.ViaToolService = viaTools
 			cfg.Tenant = g.tenant
@@ -422,5 +475,25 @@ Diagnostics go to stderr.`,
 		},
 	}
 	cmd.Flags().BoolVar(&viaTools, "via-tools", false, "call the dsh-tools service instead of the query API")
+	cmd.Flags().StringVar(&workspace, "workspace", "", "without DSH_SESSION_ID, call as this workspace: the sessions whose cwd is DIR (default: the working directory)")
 	return cmd
+}
+
+// callerWorkspace returns the workspace of a workspace caller: dir made
+// absolute, symlinks as they are, or, when dir is "", the working directory
+// as the system reports it (getcwd, not $PWD), which is what Claude Code
+// and Codex record as their sessions' cwd.
+func callerWorkspace(dir string) (string, error) {
+	if dir == "" {
+		wd, err := syscall.Getwd()
+		if err != nil {
+			return "", fmt.Errorf("--workspace: the working directory: %w", err)
+		}
+		return wd, nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", usageErrorf("--workspace: %w", err)
+	}
+	return abs, nil
 }

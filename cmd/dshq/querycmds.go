@@ -90,6 +90,7 @@ func newSearchCmd(g *globals) *cobra.Command {
 		cwds     []string
 		types    []string
 		surfaces []string
+		harness  []string
 		limit    int
 		all      bool
 	)
@@ -101,14 +102,16 @@ diacritic-insensitive) in the semantic text of events. Without --session it
 returns sessions, each with its strongest matching event (sessions.search);
 with --session it returns that session's matching events (events.search).
 
-Filters narrow the search: --cwd (a workspace, repeatable), --type and
---surface (event filters, repeatable). --limit is the page size (1..100,
+Filters narrow the search: --cwd (a workspace, repeatable), --harness (the
+harness a session was converted from: claude-code, codex, or native for the
+others; repeatable), --type and --surface (event filters, repeatable). --limit is the page size (1..100,
 default 20); --all follows every page. --json prints one JSON document: the
 reply, or with --all every page's items in one reply (generation and
 nextCursor those of the last page).`,
 		Example: `  dshq search "flaky test"
   dshq search "permission denied" --cwd /home/me/project --type tool/result --all
-  dshq search retry --session 3f2a0c1e-… --surface current --json`,
+  dshq search retry --session 3f2a0c1e-… --surface current --json
+  dshq search "rate limit" --harness claude-code --harness codex`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("limit") && (limit < 1 || limit > dshq.MaxSearchLimit) {
@@ -132,14 +135,17 @@ nextCursor those of the last page).`,
 			return g.withClient(cmd.Context(), func(c *query.Client) error {
 				ctx := cmd.Context()
 				if session != "" {
-					if len(cwds) > 0 {
-						return usageErrorf("--cwd filters sessions; it does not go with --session")
+					if len(cwds) > 0 || len(harness) > 0 {
+						return usageErrorf("--cwd and --harness filter sessions; they do not go with --session")
 					}
 					return g.searchEvents(ctx, c, dshq.EventSearchRequest{SessionID: session, Query: args[0], Filters: eventFilters, Limit: limit}, all, qf.opts())
 				}
 				var sessionFilters []dshq.Filter
 				if len(cwds) > 0 {
 					sessionFilters = append(sessionFilters, listFilter(dshq.FilterCwd, cwds))
+				}
+				if len(harness) > 0 {
+					sessionFilters = append(sessionFilters, harnessFilter(harness))
 				}
 				return g.searchSessions(ctx, c, dshq.SessionSearchRequest{Query: args[0], SessionFilters: sessionFilters, EventFilters: eventFilters, Limit: limit}, all, qf.opts())
 			})
@@ -148,12 +154,28 @@ nextCursor those of the last page).`,
 	f := cmd.Flags()
 	f.StringVar(&session, "session", "", "search the events of this session")
 	f.StringArrayVar(&cwds, "cwd", nil, "only sessions of this workspace (repeatable)")
+	f.StringArrayVar(&harness, "harness", nil, "only sessions converted from this harness: claude-code, codex, or native (repeatable)")
 	f.StringArrayVar(&types, "type", nil, "only events of this type, e.g. user/message (repeatable)")
 	f.StringArrayVar(&surfaces, "surface", nil, "only events on this surface: current, shadowed, log-only (repeatable)")
 	f.IntVar(&limit, "limit", 0, "page size, 1..100 (default 20)")
 	f.BoolVar(&all, "all", false, "follow every page")
 	qf.add(cmd)
 	return cmd
+}
+
+// harnessFilter is the harness clause of --harness values: "native" is the
+// null value (sessions written through the SDK or imported from
+// deepseek-harness logs).
+func harnessFilter(values []string) dshq.Filter {
+	f := dshq.Filter{Kind: dshq.FilterHarness}
+	for _, v := range values {
+		if v == "native" {
+			f.Values = append(f.Values, nil)
+			continue
+		}
+		f.Values = append(f.Values, &v)
+	}
+	return f
 }
 
 // checkSurfaces refuses a --surface value that is not a surface, in the
@@ -357,6 +379,9 @@ func printLineage(w io.Writer, tr *dshq.LineageTrace) {
 		if r.Header.Origin != "" {
 			origin = " " + r.Header.Origin
 		}
+		if r.Header.Harness != "" {
+			origin += " (" + r.Header.Harness + ")"
+		}
 		fmt.Fprintf(w, "%s%s%s  %s  %s%s%s\n", indent, mark, r.Header.ID, isoTime(r.Header.CreatedAt), cwd, origin, live)
 	}
 	if !tr.Complete && tr.UnresolvedParentID != nil {
@@ -415,8 +440,9 @@ every page of the session in one sessions.read reply.`,
 						return writeJSON(g.stdout, win)
 					}
 					tw := newTable(g.stdout)
+					calls := map[string]string{}
 					for _, e := range win.Events {
-						printEvent(tw, e, e.Seq == win.Target.Seq)
+						printEvent(tw, e, e.Seq == win.Target.Seq, calls)
 					}
 					if err := tw.Flush(); err != nil {
 						return err
@@ -440,6 +466,7 @@ func (g *globals) readSession(ctx context.Context, c *query.Client, id string, o
 	req := dshq.SessionReadRequest{SessionID: id}
 	tw := newTable(g.stdout)
 	n := 0
+	calls := map[string]string{}
 	var merged *dshq.SessionRead // --json: every page's events in one reply
 	for {
 		page, err := c.ReadSession(ctx, req, opts...)
@@ -456,10 +483,14 @@ func (g *globals) readSession(ctx context.Context, c *query.Client, id string, o
 		} else {
 			if n == 0 {
 				cwd, _ := page.Session.CwdOrEmpty()
-				fmt.Fprintf(g.stdout, "session %s  created %s  %s\n", page.Session.ID, isoTime(page.Session.CreatedAt), cwd)
+				from := ""
+				if page.Session.Harness != "" {
+					from = "  (" + page.Session.Harness + ")"
+				}
+				fmt.Fprintf(g.stdout, "session %s  created %s  %s%s\n", page.Session.ID, isoTime(page.Session.CreatedAt), cwd, from)
 			}
 			for _, e := range page.Events {
-				printEvent(tw, e, false)
+				printEvent(tw, e, false, calls)
 			}
 		}
 		n += len(page.Events)
@@ -478,21 +509,51 @@ func (g *globals) readSession(ctx context.Context, c *query.Client, id string, o
 	}
 }
 
-// printEvent writes one event row: mark, seq, time, type, text preview.
-func printEvent(tw io.Writer, e dshq.Event, target bool) {
+// printEvent writes one event row: mark, seq, time, type, text preview; a
+// tool result is preceded by its tool's name when calls (the tool names of
+// the tool calls read so far, by call id) knows it.
+func printEvent(tw io.Writer, e dshq.Event, target bool, calls map[string]string) {
 	mark := " "
 	if target {
 		mark = ">"
 	}
-	fmt.Fprintf(tw, "%s %d\t%s\t%s\t%s\n", mark, e.Seq, isoTime(e.Time), e.Type, flat(preview(e), 100))
+	text := preview(e)
+	var d struct {
+		CallID  string `json:"callId"`
+		Name    string `json:"name"`
+		Message struct {
+			Source struct {
+				CallID string `json:"callId"`
+			} `json:"source"`
+		} `json:"message"`
+	}
+	switch e.Type {
+	case "tool/call":
+		if json.Unmarshal(e.Data, &d) == nil && d.CallID != "" && calls != nil {
+			calls[d.CallID] = d.Name
+		}
+	case "tool/result":
+		if json.Unmarshal(e.Data, &d) == nil && calls[d.Message.Source.CallID] != "" {
+			text = calls[d.Message.Source.CallID] + " → " + text
+		}
+	}
+	fmt.Fprintf(tw, "%s %d\t%s\t%s\t%s\n", mark, e.Seq, isoTime(e.Time), e.Type, flat(text, 100))
 }
 
 // preview is the text read shows for an event: its semantic text (what
-// search finds), else what the rows that have none carry: a chunk's delta
-// or block, a title.
+// search finds), with who it came from where the type does not say it (a
+// compaction summary, a failed tool result); else what the rows that have
+// none carry: a chunk's delta or block, a title, a model message's
+// thinking, a converted harness record's subtype.
 func preview(e dshq.Event) string {
-	if t := fold.Text(e); t != "" {
+	if t := fold.Text(e); strings.TrimSpace(t) != "" {
+		if w := who(e); !strings.HasPrefix(strings.ToLower(t), strings.TrimSpace(w)) {
+			return w + t
+		}
 		return t
+	}
+	if p := harnessPreview(e); p != "" {
+		return p
 	}
 	switch e.Type {
 	case "assistant/chunk":
@@ -534,6 +595,95 @@ func preview(e dshq.Event) string {
 		}
 	}
 	return ""
+}
+
+// message is what preview reads of a message event: its source and the
+// kinds of its content.
+type message struct {
+	Source struct {
+		Kind   string `json:"kind"`
+		Plugin string `json:"plugin"`
+	} `json:"source"`
+	Content []struct {
+		Type    string `json:"type"`
+		Text    string `json:"text"`
+		IsError bool   `json:"isError"`
+	} `json:"content"`
+}
+
+// messageOf decodes the message of a user/message (its data) or of an
+// assistant/message or tool/result (data.message).
+func messageOf(e dshq.Event) (message, bool) {
+	var m message
+	switch e.Type {
+	case dshq.TypeUserMessage:
+		return m, json.Unmarshal(e.Data, &m) == nil
+	case "assistant/message", "tool/result":
+		var d struct {
+			Message message `json:"message"`
+		}
+		ok := json.Unmarshal(e.Data, &d) == nil
+		return d.Message, ok
+	}
+	return m, false
+}
+
+// who is the prefix naming where a text came from when the event type
+// does not: a plugin's message (a compaction summary), a tool result that
+// is an error.
+func who(e dshq.Event) string {
+	m, ok := messageOf(e)
+	if !ok {
+		return ""
+	}
+	for _, c := range m.Content {
+		if c.Type == "tool-result" && c.IsError {
+			return "error: "
+		}
+	}
+	if m.Source.Kind == "plugin" && m.Source.Plugin != "" {
+		return "[" + m.Source.Plugin + "] "
+	}
+	return ""
+}
+
+// harnessPreview is what read shows for an event without semantic text: a
+// model message's thinking ("thinking: …", kept but never searchable), a
+// message with only blank text, a converted harness record's subtype and
+// role (claude-code/progress hook_progress).
+func harnessPreview(e dshq.Event) string {
+	if m, ok := messageOf(e); ok {
+		for _, c := range m.Content {
+			if c.Type == "reasoning" && strings.TrimSpace(c.Text) != "" {
+				return "thinking: " + c.Text
+			}
+		}
+		if len(m.Content) > 0 {
+			return "(blank)"
+		}
+		return ""
+	}
+	if !strings.HasPrefix(e.Type, dshq.HarnessClaudeCode+"/") && !strings.HasPrefix(e.Type, dshq.HarnessCodex+"/") {
+		return ""
+	}
+	var d struct {
+		Subtype  string `json:"subtype"`
+		Role     string `json:"role"`
+		Error    string `json:"error"`
+		RoutedTo string `json:"routedTo"`
+		CopyOf   *int64 `json:"copyOf"`
+	}
+	if json.Unmarshal(e.Data, &d) != nil {
+		return ""
+	}
+	out := words(d.Subtype, d.Role, d.Error)
+	if d.RoutedTo != "" {
+		out = words(out, "→ "+d.RoutedTo)
+	}
+	if d.CopyOf != nil {
+		out = words(out, fmt.Sprintf("(copy of %d)", *d.CopyOf))
+	}
+	return out
 }
 
 // newTable returns an aligned table writer.

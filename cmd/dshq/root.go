@@ -63,7 +63,7 @@ a running dshq over NATS (--nats-url, default ` + defaultNATSURL + `).`,
 	pf.StringVar(&g.tenant, "tenant", getenv("DSH_TENANT"), "the tenant whose credential this is (env DSH_TENANT): inbox _INBOX_<tenant>, its log subjects (import, export), its tool subjects (mcp)")
 
 	root.AddCommand(newServeCmd(g), newImportCmd(g), newExportCmd(g), newSearchCmd(g), newTraceCmd(g),
-		newReadCmd(g), newTailCmd(g), newRebuildCmd(g), newStatsCmd(g), newEnvCmd(g), newMCPCmd(g), newUICmd(g),
+		newReadCmd(g), newTailCmd(g), newRebuildCmd(g), newStatsCmd(g), newEnvCmd(g), newMCPCmd(g), newUICmd(g), newWatchCmd(g),
 		newTenantCmd(g))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &codedError{code: CodeUsage, err: err} })
 	usageArgs(root)

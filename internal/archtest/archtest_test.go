@@ -26,8 +26,8 @@ var heavy = map[string]string{
 // rules are the import rules of the tree.
 var rules = []rule{
 	{
-		why:      "the harness SDK, the query API's wire, the tools, the MCP server and the query service link neither bbolt, Bleve nor nats-server",
-		packages: []string{"bus", "query", "tools", "tools/mcpserver", "cmd/query"},
+		why:      "the harness SDK, the query API's wire, the tools, the MCP server, the query service and the harness file follower link neither bbolt, Bleve nor nats-server",
+		packages: []string{"bus", "query", "tools", "tools/mcpserver", "cmd/query", "capture/follow"},
 		forbid:   heavyLibrary,
 	},
 	{

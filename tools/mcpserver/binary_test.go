@@ -78,6 +78,98 @@ func TestBinaryEndToEnd(t *testing.T) {
 			t.Fatalf("got %+v", res)
 		}
 	})
+	t.Run("without DSH_SESSION_ID the caller is the workspace: its Claude Code and Codex sessions", func(t *testing.T) {
+		workspaceCaller(t, bin, url)
+	})
+}
+
+// workspaceCaller imports a Claude Code transcript and a Codex rollout
+// written in a workspace, and one Claude Code transcript of another, and
+// drives dshq mcp without DSH_SESSION_ID, as Claude Code and Codex run it:
+// started in the workspace (the default), with --workspace, and through
+// dsh-tools (--via-tools). The model sees exactly the workspace's sessions,
+// both harnesses', none excluded from search; the single-session tools
+// need session_id; another workspace's session is hidden.
+func workspaceCaller(t *testing.T, bin, url string) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := t.TempDir()
+	q, _ := json.Marshal(ws)
+	claude := func(id, cwd, prompt string) string {
+		c, _ := json.Marshal(cwd)
+		return `{"type":"user","sessionId":"` + id + `","uuid":"u1","parentUuid":null,"cwd":` + string(c) + `,"timestamp":"2026-03-01T10:00:00.000Z","message":{"role":"user","content":"` + prompt + `"}}` + "\n" +
+			`{"type":"assistant","sessionId":"` + id + `","uuid":"a1","parentUuid":"u1","cwd":` + string(c) + `,"timestamp":"2026-03-01T10:00:01.000Z","message":{"role":"assistant","model":"claude-test","content":[{"type":"text","text":"The retry budget lives in config/retry.toml"}]}}` + "\n"
+	}
+	write := func(name, content string) string {
+		p := filepath.Join(files, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	paths := []string{
+		write("ws-claude-1.jsonl", claude("ws-claude-1", ws, "where is the retry budget configured")),
+		write("other-claude-1.jsonl", claude("other-claude-1", "/elsewhere/project", "the retry budget of another team")),
+		write("rollout-2026-03-01T11-00-00-ws-codex-1.jsonl",
+			`{"timestamp":"2026-03-01T11:00:00.000Z","type":"session_meta","payload":{"id":"ws-codex-1","timestamp":"2026-03-01T11:00:00.000Z","cwd":`+string(q)+`,"originator":"codex_cli_rs","cli_version":"0.1.0"}}`+"\n"+
+				`{"timestamp":"2026-03-01T11:00:01.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"rename the retry budget flag"}]}}`+"\n"),
+	}
+	imp := exec.Command(bin, append([]string{"--nats-url", url, "--json", "import"}, paths...)...)
+	out, err := imp.Output()
+	if err != nil {
+		t.Fatalf("import: %v\n%s", err, out)
+	}
+	waitProjected(t, url, string(out))
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DSH_SESSION_ID=") {
+			env = append(env, kv)
+		}
+	}
+	for _, v := range []struct {
+		name string
+		args []string
+		dir  string
+	}{
+		{"started in the workspace", nil, ws},
+		{"--workspace", []string{"--workspace", ws}, files},
+		{"--via-tools", []string{"--via-tools"}, ws},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			cmd := exec.Command(bin, append([]string{"mcp", "--nats-url", url}, v.args...)...)
+			cmd.Env, cmd.Dir = env, v.dir
+			client := mcp.NewClient(&mcp.Implementation{Name: "workspace-test", Version: "1"}, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			defer cs.Close()
+			got := text(t, callTool(t, cs, tools.NameSessionSearch, `{"query":"retry budget"}`))
+			if !strings.HasPrefix(got, "Session search results (2):") || !strings.Contains(got, "cc-ws-claude-1") || !strings.Contains(got, "codex-ws-codex-1") || strings.Contains(got, "other-claude-1") {
+				t.Errorf("session_search:\n%s", got)
+			}
+			got = text(t, callTool(t, cs, tools.NameSessionEventSearch, `{"session_id":"codex-ws-codex-1","query":"rename"}`))
+			if !strings.Contains(got, "Event search results (1):") || !strings.Contains(got, "user/message") {
+				t.Errorf("session_event_search:\n%s", got)
+			}
+			res := callTool(t, cs, tools.NameSessionTrace, `{}`)
+			if got := text(t, res); !res.IsError || got != "Error: invalid arguments: session_id is required: the caller is a workspace, not a session" {
+				t.Errorf("session_trace without session_id: %s", got)
+			}
+			res = callTool(t, cs, tools.NameSessionTrace, `{"session_id":"cc-other-claude-1"}`)
+			if got := text(t, res); !res.IsError || got != "Error: session target is outside the caller workspace" {
+				t.Errorf("session_trace of another workspace's session: %s", got)
+			}
+			res = callTool(t, cs, tools.NameSessionEventRead, `{"session_id":"cc-ws-claude-1","seq":1}`)
+			if got := text(t, res); res.IsError || !strings.Contains(got, "where is the retry budget configured") {
+				t.Errorf("session_event_read:\n%s", got)
+			}
+		})
+	}
 }
 
 // wantPrefix is the start of each call's rendering (the imported sessions

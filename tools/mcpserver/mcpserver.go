@@ -1,8 +1,10 @@
 // Package mcpserver is the core of `dshq mcp`: an MCP server over stdio that
 // exposes the five session tools to any MCP client. Its caller is the session
 // named by DSH_SESSION_ID in its own environment (set by the trusted harness
-// for its shell children), never an argument; without it every call fails
-// with SESSION_QUERY_TOOL_MISSING_AGENT. It reaches a running dshq over NATS,
+// for its shell children), or, without it, the workspace its configuration
+// names (Config.Workspace: Claude Code and Codex, which say no session, see
+// their workspace's history); never an argument. With neither, every call
+// fails with SESSION_QUERY_TOOL_MISSING_AGENT. It reaches a running dshq over NATS,
 // either running the tools itself over the trusted query API (the default)
 // or calling the dsh-tools service as that caller (ViaToolService), and
 // always returns the full text to the client.
@@ -46,9 +48,15 @@ type Config struct {
 	NATSOptions []nats.Option
 	// Conn, when set, is used instead of dialing NATSURL; Run does not close it.
 	Conn *nats.Conn
-	// SessionID is the caller; "" makes every call fail with
+	// SessionID is the caller session. Without it, Workspace is the
+	// caller; with neither, every call fails with
 	// SESSION_QUERY_TOOL_MISSING_AGENT.
 	SessionID string
+	// Workspace, used when SessionID is "", makes the caller a workspace
+	// (tools.Tools.CallAsWorkspace): the sessions whose cwd is exactly this
+	// absolute directory, chosen by whoever configured the MCP client
+	// (dshq mcp --workspace), never by the model.
+	Workspace string
 	// ViaToolService calls the dsh-tools service (on its trusted subjects)
 	// instead of running the tools over the query API.
 	ViaToolService bool
@@ -91,7 +99,7 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if cfg.SessionID == "" {
+	if cfg.SessionID == "" && cfg.Workspace == "" {
 		cfg.Logger.Warn(EnvSessionID + " is not set: every tool call fails with " + string(dshq.CodeToolMissingAgent))
 	}
 	call = explainCaller(call, cfg)
@@ -109,8 +117,12 @@ type nopWriteCloser struct{ io.Writer }
 func (nopWriteCloser) Close() error { return nil }
 
 func newCaller(nc *nats.Conn, cfg Config) (caller, error) {
+	workspace := cfg.SessionID == "" && cfg.Workspace != ""
 	if cfg.ViaToolService || cfg.Tenant != "" {
 		c := toolservice.NewClient(nc, cfg.SessionID)
+		if workspace {
+			c = toolservice.NewWorkspaceClient(nc, cfg.Workspace)
+		}
 		if cfg.Tenant != "" {
 			c = c.InTenant(cfg.Tenant)
 		}
@@ -135,6 +147,11 @@ func newCaller(nc *nats.Conn, cfg Config) (caller, error) {
 	if err != nil {
 		return nil, err
 	}
+	if workspace {
+		return func(ctx context.Context, name string, args json.RawMessage) (tools.Result, error) {
+			return tl.CallAsWorkspace(ctx, cfg.Workspace, name, args)
+		}, nil
+	}
 	return func(ctx context.Context, name string, args json.RawMessage) (tools.Result, error) {
 		return tl.Call(ctx, cfg.SessionID, name, args)
 	}, nil
@@ -147,7 +164,7 @@ func newCaller(nc *nats.Conn, cfg Config) (caller, error) {
 func explainCaller(call caller, cfg Config) caller {
 	return func(ctx context.Context, name string, args json.RawMessage) (tools.Result, error) {
 		r, err := call(ctx, name, args)
-		if err != nil || r.Code != dshq.CodeToolMissingAgent {
+		if err != nil || r.Code != dshq.CodeToolMissingAgent || cfg.SessionID == "" && cfg.Workspace != "" {
 			return r, err
 		}
 		if cfg.SessionID == "" {

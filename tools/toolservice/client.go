@@ -19,9 +19,11 @@ import (
 // harness (or the MCP adapter) uses; it needs no access to the trusted
 // query API.
 type Client struct {
-	nc      *nats.Conn
-	caller  string
-	timeout time.Duration
+	nc     *nats.Conn
+	caller string
+	// workspace, when set, names a workspace caller instead of a session.
+	workspace string
+	timeout   time.Duration
 	// minGen, when set, is sent as Dsh-Min-Generation.
 	minGen *uint64
 	// at is the binding whose subjects the calls go to.
@@ -32,6 +34,14 @@ type Client struct {
 // caller header, so every tool fails with SESSION_QUERY_TOOL_MISSING_AGENT).
 func NewClient(nc *nats.Conn, caller string) *Client {
 	return &Client{nc: nc, caller: caller, timeout: DefaultCallTimeout + 5*time.Second}
+}
+
+// NewWorkspaceClient returns a Client that calls as the workspace caller
+// cwd (Dsh-Caller-Workspace): what dshq mcp --workspace uses.
+func NewWorkspaceClient(nc *nats.Conn, cwd string) *Client {
+	c := NewClient(nc, "")
+	c.workspace = cwd
+	return c
 }
 
 // InTenant returns a copy of c that calls on the tool subjects of tenant
@@ -61,6 +71,9 @@ func (c *Client) request(ctx context.Context, endpoint string, body []byte, out 
 	msg.Data = body
 	if c.caller != "" {
 		msg.Header.Set(CallerHeader, c.caller)
+	}
+	if c.workspace != "" {
+		msg.Header.Set(WorkspaceHeader, c.workspace)
 	}
 	if c.minGen != nil {
 		msg.Header.Set(MinGenerationHeader, strconv.FormatUint(*c.minGen, 10))

@@ -52,6 +52,10 @@ import (
 const (
 	// CallerHeader names the calling session; only the trusted harness sets it.
 	CallerHeader = "Dsh-Caller-Session"
+	// WorkspaceHeader (an addition) names a workspace caller instead: an
+	// absolute cwd, set by whoever configured the calling harness (dshq mcp
+	// --workspace), never by the model (tools.Tools.CallAsWorkspace).
+	WorkspaceHeader = "Dsh-Caller-Workspace"
 	// MinGenerationHeader (optional, an addition to the contract,
 	// docs/protocol.md#4-the-model-facing-tools) asks that the call be answered
 	// by a projection that has applied at least this stream sequence: the
@@ -259,7 +263,10 @@ func marshal(v any) []byte {
 func (s *server) call(ctx context.Context, name string, r *nats.Msg, b binding) any {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.callTimeout)
 	defer cancel()
-	caller := r.Header.Get(CallerHeader)
+	caller, workspace := r.Header.Get(CallerHeader), r.Header.Get(WorkspaceHeader)
+	if caller != "" && workspace != "" {
+		return errorReply(dshq.CodeInvalidRequest, CallerHeader+" and "+WorkspaceHeader+" do not go together: name one caller")
+	}
 	if g := r.Header.Get(MinGenerationHeader); g != "" {
 		n, err := strconv.ParseUint(g, 10, 64)
 		if err != nil {
@@ -268,7 +275,13 @@ func (s *server) call(ctx context.Context, name string, r *nats.Msg, b binding) 
 		ctx = tools.WithMinGeneration(ctx, n)
 	}
 	start := time.Now()
-	res, err := b.call(ctx, s.tools, caller, name, r.Data)
+	var res tools.Result
+	var err error
+	if workspace != "" {
+		res, err = b.callWorkspace(ctx, s.tools, workspace, name, r.Data)
+	} else {
+		res, err = b.call(ctx, s.tools, caller, name, r.Data)
+	}
 	s.metrics.observe(name, start, res, err)
 	if err != nil {
 		return errorReply(dshq.CodeAborted, "session query was cancelled")
@@ -280,7 +293,7 @@ func (s *server) call(ctx context.Context, name string, r *nats.Msg, b binding) 
 	if len(marshal(reply)) <= s.limit() {
 		return reply
 	}
-	spilled, err := s.spill(ctx, b, caller, res.Text)
+	spilled, err := s.spill(ctx, b, caller, workspace, res.Text)
 	if err != nil {
 		s.cfg.log.Warn("spill failed", "tool", name, "err", err)
 		return errorReply(dshq.CodeToolFailed, "session query operation failed")
@@ -291,10 +304,11 @@ func (s *server) call(ctx context.Context, name string, r *nats.Msg, b binding) 
 // limit is the largest reply body: the payload limit less room for headers.
 func (s *server) limit() int { return s.cfg.maxPayload - 1024 }
 
-// spill stores text for caller (of binding b) and returns the preview reply.
-func (s *server) spill(ctx context.Context, b binding, caller, text string) (Reply, error) {
+// spill stores text for caller or workspace (of binding b) and returns the
+// preview reply.
+func (s *server) spill(ctx context.Context, b binding, caller, workspace, text string) (Reply, error) {
 	id := nuid.Next()
-	meta := jetstream.ObjectMeta{Name: id, Metadata: map[string]string{"caller": caller, "tenant": b.tenant}}
+	meta := jetstream.ObjectMeta{Name: id, Metadata: map[string]string{"caller": caller, "workspace": workspace, "tenant": b.tenant}}
 	if _, err := s.store.Put(ctx, meta, strings.NewReader(text)); err != nil {
 		return Reply{}, fmt.Errorf("put %s: %w", id, err)
 	}
@@ -337,9 +351,12 @@ func prefix(s string, n int) string {
 // spillRead pages a spilled result for the caller that produced it, on the
 // subjects (trusted, or the same tenant's) it was produced on.
 func (s *server) spillRead(ctx context.Context, r *nats.Msg, b binding) any {
-	caller := r.Header.Get(CallerHeader)
-	if caller == "" {
+	caller, workspace := r.Header.Get(CallerHeader), r.Header.Get(WorkspaceHeader)
+	if caller == "" && workspace == "" {
 		return errorReply(dshq.CodeToolMissingAgent, authz.MsgNoCaller)
+	}
+	if caller != "" && workspace != "" {
+		return errorReply(dshq.CodeInvalidRequest, CallerHeader+" and "+WorkspaceHeader+" do not go together: name one caller")
 	}
 	var req SpillReadRequest
 	dec := json.NewDecoder(bytes.NewReader(r.Data))
@@ -354,7 +371,7 @@ func (s *server) spillRead(ctx context.Context, r *nats.Msg, b binding) any {
 		return notFound
 	}
 	info, err := s.store.GetInfo(ctx, req.ID)
-	if err != nil || info.Metadata["caller"] != caller || info.Metadata["tenant"] != b.tenant {
+	if err != nil || info.Metadata["caller"] != caller || info.Metadata["workspace"] != workspace || info.Metadata["tenant"] != b.tenant {
 		if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 			s.cfg.log.Warn("spill info", "err", err)
 		}

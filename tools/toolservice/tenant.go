@@ -40,3 +40,13 @@ func (b binding) call(ctx context.Context, t *tools.Tools, caller, name string, 
 	}
 	return t.Call(ctx, caller, name, args)
 }
+
+// callWorkspace runs a tool for a workspace caller under the binding: a
+// tenant's workspace on its subjects, the untenanted namespace's on the
+// trusted ones.
+func (b binding) callWorkspace(ctx context.Context, t *tools.Tools, cwd, name string, args json.RawMessage) (tools.Result, error) {
+	if b.tenanted {
+		return t.CallAsWorkspaceInTenant(ctx, b.tenant, cwd, name, args)
+	}
+	return t.CallAsWorkspace(ctx, cwd, name, args)
+}

@@ -1,0 +1,257 @@
+package follow
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/capture"
+	"github.com/dshq/dshq/capture/claudecode"
+	"github.com/dshq/dshq/capture/codex"
+	"github.com/dshq/dshq/record"
+)
+
+// Harness reports whether f is a format this package converts (Claude Code
+// or Codex; deepseek-harness files are session logs already).
+func Harness(f capture.Format) bool {
+	return f == capture.FormatClaudeCode || f == capture.FormatCodex
+}
+
+// NewConverter returns the converter of format f for the file at path,
+// resumed under own when it is set (capture.Config.Own). It panics on a
+// format Harness does not accept: the callers detect first.
+func NewConverter(f capture.Format, path string, own *dshq.HeaderRecord) capture.Converter {
+	cfg := capture.Config{Path: path, Own: own}
+	switch f {
+	case capture.FormatClaudeCode:
+		return claudecode.New(cfg)
+	case capture.FormatCodex:
+		return codex.New(cfg)
+	}
+	panic(fmt.Sprintf("follow: no converter for format %q", f))
+}
+
+// Records reads a session's stored records, header record first
+// (bus.Store.Records); a session that is not stored is bus.ErrNotFound.
+type Records interface {
+	Records(ctx context.Context, id string) ([]bus.Record, error)
+}
+
+// ChangedError is the refusal of a file whose stored session no longer
+// matches it: the file does not begin with the bytes its session holds (it
+// was rewritten or truncated), or the lines it holds convert to other
+// events than the stored ones. Nothing is published for such a file.
+type ChangedError struct {
+	Path      string
+	SessionID string
+	Why       string
+}
+
+func (e *ChangedError) Error() string {
+	return fmt.Sprintf("%s: the file no longer matches its stored session %s: %s", e.Path, e.SessionID, e.Why)
+}
+
+// Resumed is a file's conversion continued from what the stream holds: the
+// converter has been fed the lines the file's stored session holds, and
+// Lines continues after them.
+type Resumed struct {
+	// Format is the file's format.
+	Format capture.Format
+	// OwnID is the id of the file's own session (the one that holds its
+	// lines), "" while the lines have not decided it.
+	OwnID string
+	// Conv is the converter, fed the stored lines.
+	Conv capture.Converter
+	// Lines cuts the file's bytes after the stored ones (Offset is where
+	// the next read starts).
+	Lines *capture.Lines
+	// Headers are the stored header records of the sessions the stored
+	// lines give (the file's own and its inline children).
+	Headers map[string]dshq.HeaderRecord
+	// Stored is the number of events stored per session (its next seq).
+	Stored map[string]int64
+	// Prefix is everything the stored lines convert to, the file's own
+	// header first: the log a one-shot import of them gives.
+	Prefix []capture.Update
+	// Replay is what re-converting the stored lines gave that is not
+	// stored yet: the updates a crash between two sessions' appends left
+	// unpublished, to publish first.
+	Replay []capture.Update
+}
+
+// Resume prepares the conversion of the file at path whose current content
+// is data: it
+// finds the file's own session by the id its first lines give (or its
+// name), reads what the stream holds of it, checks that the file still
+// begins with the stored bytes, and re-derives the stored lines, checking
+// that every session they give holds exactly the re-derived prefix. A file
+// whose session is not stored resumes from its first line.
+//
+// Errors: *ChangedError, or the store's.
+func Resume(ctx context.Context, st Records, f capture.Format, path string, data []byte) (*Resumed, error) {
+	id := probeID(f, path, data)
+	r := &Resumed{Format: f, Headers: map[string]dshq.HeaderRecord{}, Stored: map[string]int64{}}
+	if id == "" {
+		r.Conv, r.Lines = NewConverter(f, path, nil), &capture.Lines{}
+		return r, nil
+	}
+	stored, err := st.Records(ctx, id)
+	if errors.Is(err, bus.ErrNotFound) {
+		r.Conv, r.Lines = NewConverter(f, path, nil), &capture.Lines{}
+		return r, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	changed := func(format string, args ...any) error {
+		return &ChangedError{Path: path, SessionID: id, Why: fmt.Sprintf(format, args...)}
+	}
+	hdr, events, err := parseStored(stored)
+	if err != nil {
+		return nil, changed("%v", err)
+	}
+	if hdr.Header.Harness != string(f) {
+		return nil, changed("the stored session is not a %s session (harness %q)", f, hdr.Header.Harness)
+	}
+	lines, err := capture.SourceLines(events)
+	if err != nil {
+		return nil, changed("%v", err)
+	}
+	var n int64
+	for _, l := range lines {
+		if !bytes.HasPrefix(data[min(n, int64(len(data))):], l.Text) || !bytes.HasPrefix(data[min(n+int64(len(l.Text)), int64(len(data))):], []byte(l.EOL)) {
+			n = -1
+			break
+		}
+		n += l.Len()
+	}
+	if n < 0 {
+		n = 0
+		for _, l := range lines {
+			n += l.Len()
+		}
+		return nil, changed("the file does not begin with the %d bytes (%d lines) the session holds: it was rewritten or truncated", n, len(lines))
+	}
+	r.OwnID = id
+	r.Headers[id] = hdr
+	r.Stored[id] = int64(len(events))
+	r.Conv = NewConverter(f, path, &hdr)
+	ups := []capture.Update{{SessionID: id, Header: &hdr}}
+	for _, l := range lines {
+		u, err := r.Conv.Feed(l)
+		if err != nil {
+			return nil, err
+		}
+		ups = append(ups, u...)
+	}
+	r.Lines = capture.NewLines(int64(len(lines))+1, n)
+	r.Prefix = ups
+	// Every session the stored lines give must hold exactly what they give,
+	// or a prefix of it (the rest is replayed).
+	logs := map[string][]bus.Record{id: stored}
+	for _, u := range ups[1:] {
+		recs, ok := logs[u.SessionID]
+		if !ok {
+			recs, err = st.Records(ctx, u.SessionID)
+			switch {
+			case errors.Is(err, bus.ErrNotFound):
+				recs = nil
+			case err != nil:
+				return nil, err
+			}
+			logs[u.SessionID] = recs
+			if len(recs) > 0 {
+				h, _, err := parseStored(recs[:1])
+				if err != nil {
+					return nil, changed("session %s: %v", u.SessionID, err)
+				}
+				r.Headers[u.SessionID] = h
+				r.Stored[u.SessionID] = int64(len(recs) - 1)
+			}
+		}
+		if u.Header != nil && len(recs) > 0 && !bytes.Equal(u.Header.Raw, recs[0].Data) {
+			return nil, changed("session %s is stored with another header", u.SessionID)
+		}
+		next := r.Stored[u.SessionID]
+		var rest []dshq.Event
+		for _, e := range u.Events {
+			if e.Seq < next {
+				if !bytes.Equal(e.Raw, recs[e.Seq+1].Data) {
+					return nil, changed("session %s: event %d converts differently from the stored one", u.SessionID, e.Seq)
+				}
+				continue
+			}
+			rest = append(rest, e)
+		}
+		if u.Header != nil && len(recs) > 0 {
+			u.Header = nil
+		}
+		if u.Header != nil || len(rest) > 0 {
+			u.Events = rest
+			r.Replay = append(r.Replay, u)
+		}
+	}
+	return r, nil
+}
+
+// probeID returns the id of the file's own session as its lines (then its
+// name) decide it, "" when the file gives none yet (no line at all).
+func probeID(f capture.Format, path string, data []byte) string {
+	c := NewConverter(f, path, nil)
+	var s capture.Lines
+	for len(data) > 0 {
+		chunk := data[:min(len(data), 1<<20)]
+		data = data[len(chunk):]
+		for _, l := range s.Write(chunk) {
+			ups, err := c.Feed(l)
+			if err != nil {
+				return ""
+			}
+			if id := firstHeader(ups); id != "" {
+				return id
+			}
+		}
+	}
+	if l, ok := s.Finish(); ok {
+		if ups, err := c.Feed(l); err == nil {
+			if id := firstHeader(ups); id != "" {
+				return id
+			}
+		}
+	}
+	return firstHeader(c.Finish())
+}
+
+func firstHeader(ups []capture.Update) string {
+	for _, u := range ups {
+		if u.Header != nil {
+			return u.SessionID
+		}
+	}
+	return ""
+}
+
+// parseStored decodes stored records: the header record (Raw kept) and the
+// events.
+func parseStored(recs []bus.Record) (dshq.HeaderRecord, []dshq.Event, error) {
+	if len(recs) == 0 {
+		return dshq.HeaderRecord{}, nil, errors.New("no header record stored")
+	}
+	hdr, err := record.ParseHeader(recs[0].Data)
+	if err != nil {
+		return dshq.HeaderRecord{}, nil, fmt.Errorf("stored header: %w", err)
+	}
+	hdr.Raw = recs[0].Data
+	events := make([]dshq.Event, 0, len(recs)-1)
+	for i, rec := range recs[1:] {
+		e, err := record.ParseEvent(rec.Data)
+		if err != nil {
+			return hdr, nil, fmt.Errorf("stored event %d: %w", i, err)
+		}
+		events = append(events, e)
+	}
+	return hdr, events, nil
+}

@@ -1,0 +1,100 @@
+package follow_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/capture"
+	"github.com/dshq/dshq/capture/follow"
+	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/corpus"
+)
+
+func newStore(t *testing.T) *bus.Store {
+	t.Helper()
+	ctx := context.Background()
+	e, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	nc, err := e.InProcessConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	st, err := bus.NewStore(ctx, nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestResume stores only the own session of a transcript whose inline
+// sidechains give two child sessions (a crash between the appends of a
+// file's sessions), and checks that Resume replays exactly the children,
+// that nothing is left to replay once they are stored, and that a file
+// that no longer begins with the stored lines is a *ChangedError.
+func TestResume(t *testing.T) {
+	dir := corpus.RequireHarnesses(t)
+	path := filepath.Join(dir, "claude-code", "daaain__claude-code-log", "test", "test_data", "sidechain_integrated.jsonl")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st := newStore(t)
+	ups, err := capture.Convert(follow.NewConverter(capture.FormatClaudeCode, path, nil), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, err := capture.Collect(ups)
+	if err != nil || len(logs) != 3 {
+		t.Fatalf("%d logs (%v), want the file's and two children", len(logs), err)
+	}
+	if _, err := st.Import(ctx, logs[0].Header, logs[0].Events); err != nil {
+		t.Fatal(err)
+	}
+	r, err := follow.Resume(ctx, st, capture.FormatClaudeCode, path, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OwnID != logs[0].Header.Header.ID || r.Lines.Offset() != int64(len(data)) || r.Stored[r.OwnID] != int64(len(logs[0].Events)) {
+		t.Fatalf("resumed %q at offset %d with %d events stored", r.OwnID, r.Lines.Offset(), r.Stored[r.OwnID])
+	}
+	replayed, err := capture.Collect(r.Replay)
+	if err != nil || len(replayed) != 2 {
+		t.Fatalf("replay: %d logs (%v), want the two children", len(replayed), err)
+	}
+	for i, l := range replayed {
+		w := logs[i+1]
+		if !bytes.Equal(l.Header.Raw, w.Header.Raw) || len(l.Events) != len(w.Events) {
+			t.Fatalf("replayed %s: %d events, want %s with %d", l.Header.Header.ID, len(l.Events), w.Header.Header.ID, len(w.Events))
+		}
+		if _, err := st.Import(ctx, l.Header, l.Events); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err = follow.Resume(ctx, st, capture.FormatClaudeCode, path, data); err != nil || len(r.Replay) != 0 {
+		t.Fatalf("resume of a stored file: %v, %d updates to replay", err, len(r.Replay))
+	}
+	var changed *follow.ChangedError
+	for name, d := range map[string][]byte{
+		"truncated": data[:len(data)/2],
+		"rewritten": bytes.Replace(data, []byte(`"type"`), []byte(`"type" `), 1),
+	} {
+		if _, err := follow.Resume(ctx, st, capture.FormatClaudeCode, path, d); !errors.As(err, &changed) || changed.SessionID != r.OwnID {
+			t.Errorf("%s file: %v, want a *ChangedError of %s", name, err, r.OwnID)
+		}
+	}
+	// Import of a stored file: every session present.
+	res, err := follow.Import(ctx, st, capture.FormatClaudeCode, path, data)
+	if err != nil || res.Published() || len(res.Sessions) != 3 || res.Children != 2 {
+		t.Fatalf("import of a stored file: %+v, %v", res, err)
+	}
+}
