@@ -5,17 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
+	"github.com/dshq/dshq/internal/failover"
 )
 
 // Headers of a session record (CONTRACT §2) and of an atomic batch
@@ -59,6 +58,8 @@ type publisher struct {
 	nc         *nats.Conn
 	js         jetstream.JetStream
 	reader     logReader
+	name       string // the stream's name
+	watch      *failover.Watch
 	maxElapsed time.Duration
 	attempt    time.Duration // per-attempt request timeout
 	retries    atomic.Int64  // attempts retried after a transient failure
@@ -117,16 +118,11 @@ func (p *publisher) publish(ctx context.Context, subject string, prev uint64, re
 
 func (p *publisher) publishChunk(ctx context.Context, subject string, prev uint64, recs []outRecord) (uint64, error) {
 	var last uint64
-	op := func() error {
-		actx, cancel := context.WithTimeout(ctx, p.attempt)
-		defer cancel()
+	err := p.run(ctx, func(actx context.Context) error {
 		seq, err := p.send(actx, subject, prev, recs)
 		if err == nil {
 			last = seq
 			return nil
-		}
-		if ctx.Err() != nil {
-			return backoff.Permanent(ctx.Err())
 		}
 		if isConflict(err) {
 			// A previous attempt may have stored the chunk already.
@@ -148,20 +144,9 @@ func (p *publisher) publishChunk(ctx context.Context, subject string, prev uint6
 			}
 			return backoff.Permanent(err)
 		}
-		if isTransient(err) {
-			p.retries.Add(1)
-			return err
-		}
-		return backoff.Permanent(err)
-	}
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = 20 * time.Millisecond
-	b.MaxInterval = time.Second
-	b.MaxElapsedTime = p.maxElapsed
-	if err := backoff.Retry(op, backoff.WithContext(b, ctx)); err != nil {
-		return 0, err
-	}
-	return last, nil
+		return err
+	})
+	return last, err
 }
 
 // send makes one attempt: a plain publish for one record, otherwise an
@@ -180,7 +165,9 @@ func (p *publisher) send(ctx context.Context, subject string, prev uint64, recs 
 		return m
 	}
 	if len(recs) == 1 {
-		ack, err := p.js.PublishMsg(ctx, msg(0))
+		// No retry inside the attempt: run retries, and a leader
+		// election wakes it up.
+		ack, err := p.js.PublishMsg(ctx, msg(0), jetstream.WithRetryAttempts(0))
 		if err != nil {
 			return 0, err
 		}
@@ -203,7 +190,7 @@ func (p *publisher) send(ctx context.Context, subject string, prev uint64, recs 
 			continue
 		}
 		m.Header.Set(hdrBatchCommit, "1")
-		ack, err := p.js.PublishMsg(ctx, m)
+		ack, err := p.js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
 		if err != nil {
 			return 0, err
 		}
@@ -248,6 +235,12 @@ func (p *publisher) confirm(ctx context.Context, subject string, prev uint64, re
 
 // isConflict reports a refusal that may mean "already stored": a wrong last
 // subject sequence, a duplicate msg id in a batch, or a duplicate ack.
+//
+// The constant form of a wrong last sequence (10164) is not one: a
+// replicated stream's leader answers it while another message of the
+// subject is still in flight between its proposal and its application —
+// which includes the previous record of the same writer for a moment after
+// its acknowledgement was sent. It is retried (isTransient).
 func isConflict(err error) bool {
 	if errors.Is(err, errDuplicateAck) {
 		return true
@@ -255,8 +248,7 @@ func isConflict(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
-		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant,
-			errCodeBatchDuplicate:
+		case jetstream.JSErrCodeStreamWrongLastSequence, errCodeBatchDuplicate:
 			return true
 		}
 	}
@@ -273,59 +265,92 @@ func isDuplicate(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeBatchDuplicate
 }
 
-// isTransient reports a failure worth retrying: the server or the route to
-// it is temporarily unavailable, or the attempt timed out.
+// isTransient reports a failure worth retrying: the server, the route to it
+// or the stream's leader is temporarily unavailable, the attempt timed out
+// (failover.Transient), or the stream refused a publish for a moment (a
+// message id or another message of the subject still in flight, a batch
+// message lost in transit), or a lease claim raced with a change of the key.
 func isTransient(err error) bool {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, nats.ErrTimeout),
-		errors.Is(err, nats.ErrNoResponders),
-		errors.Is(err, jetstream.ErrNoStreamResponse),
-		errors.Is(err, nats.ErrDisconnected),
-		errors.Is(err, nats.ErrConnectionReconnecting),
-		errors.Is(err, nats.ErrConnectionDraining),
-		errors.Is(err, jetstream.ErrJetStreamNotEnabled),
-		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return true
-	}
-	// A write on a connection the server dropped (it is being restarted)
-	// before the client noticed: the client reconnects and buffers.
-	var netErr net.Error
-	if errors.As(err, &netErr) {
+	if failover.Transient(err) || errors.Is(err, errLeaseChanged) {
 		return true
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
-		case errCodeDupInProcess, errCodeBatchIncomplete:
+		case errCodeDupInProcess, errCodeBatchIncomplete, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
 			return true
 		}
-		return apiErr.Code == 503 || apiErr.Code == 408
 	}
 	return false
 }
 
+// Retry pacing: the first retry after 20 ms, growing to retryMaxInterval.
+// A retry waiting for its turn is woken at once by a reconnect or a leader
+// election (failover.Watch), so the cap only paces retries while the cluster
+// has no leader and the advisories cannot be followed.
+const (
+	retryInitialInterval = 20 * time.Millisecond
+	retryMaxInterval     = 500 * time.Millisecond
+)
+
 // retry runs op with the publisher's bounded backoff, retrying transient
 // failures only.
 func (p *publisher) retry(ctx context.Context, op func(ctx context.Context) error) error {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = 20 * time.Millisecond
-	b.MaxInterval = time.Second
-	b.MaxElapsedTime = p.maxElapsed
-	return backoff.Retry(func() error {
-		actx, cancel := context.WithTimeout(ctx, p.attempt)
-		defer cancel()
+	return p.run(ctx, func(actx context.Context) error {
 		err := op(actx)
-		switch {
-		case err == nil:
+		if err != nil && !isTransient(err) && !failover.Interrupted(actx) {
+			return backoff.Permanent(err)
+		}
+		return err
+	})
+}
+
+// run calls op, each attempt bounded by the attempt timeout and interrupted
+// when its answer can no longer come (failover.Watch), until it succeeds, fails
+// with a backoff.Permanent error, or the retries run out (maxElapsed) or ctx
+// ends. An interrupted attempt is retried at once; a waiting retry wakes up
+// at a reconnect or a leader election.
+func (p *publisher) run(ctx context.Context, op func(actx context.Context) error) error {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = retryInitialInterval
+	b.MaxInterval = retryMaxInterval
+	b.MaxElapsedTime = p.maxElapsed
+	b.Reset()
+	for {
+		woken := p.watch.Changed()
+		actx, release := p.watch.Attempt(ctx, p.attempt)
+		err := op(actx)
+		cut := failover.Interrupted(actx)
+		release()
+		if err == nil {
 			return nil
-		case ctx.Err() != nil:
-			return backoff.Permanent(fmt.Errorf("%w (last error: %v)", ctx.Err(), err))
-		case isTransient(err):
+		}
+		var perm *backoff.PermanentError
+		if errors.As(err, &perm) {
+			return perm.Err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		}
+		if !cut && !isTransient(err) {
 			return err
 		}
-		return backoff.Permanent(err)
-	}, backoff.WithContext(b, ctx))
+		p.retries.Add(1)
+		wait := b.NextBackOff()
+		if wait == backoff.Stop {
+			return err
+		}
+		if cut {
+			continue
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-woken:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		}
+	}
 }
