@@ -59,6 +59,13 @@ const (
 	// AdminSubjectPrefix.<endpoint>.
 	AdminService       = "dsh-admin"
 	AdminSubjectPrefix = "dsh.admin.v1"
+
+	// MovedEndpoint is the pseudo-endpoint on which an instance of
+	// dsh-query or of a projection shard announces itself (an empty
+	// message on <prefix>.moved) when it connects and after every
+	// reconnect: a request in flight to it when its connection dropped was
+	// lost, and a client waiting for a reply sends it again.
+	MovedEndpoint = "moved"
 )
 
 // ShardSubjectPrefix returns the subject prefix of projection shard shard:

@@ -29,7 +29,7 @@ func TestNamesAreDocumented(t *testing.T) {
 		SessionStream, LogSubjectPrefix, LogSubjects, LeaseBucket, ProjectorDurable, CursorBucket, SpillBucket,
 		FeedStream, FeedSubjectPrefix, FeedSubjects, ServiceVersion, "queue group `" + ServiceQueueGroup + "`",
 		QueryService, QuerySubjectPrefix, ShardService, "dsh.proj.<shard>.v1", "`p<shard>`", "shard `" + DefaultShard + "`",
-		ToolsService, ToolsSubjectPrefix, AdminService, AdminSubjectPrefix,
+		ToolsService, ToolsSubjectPrefix, AdminService, AdminSubjectPrefix, QuerySubjectPrefix + "." + MovedEndpoint,
 	} {
 		if !strings.Contains(string(doc), name) {
 			t.Errorf("docs/protocol.md does not mention %q", name)

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/failover"
 	"github.com/dshq/dshq/internal/microhost"
 )
 
@@ -149,7 +150,14 @@ func ServeEndpoints(ctx context.Context, nc *nats.Conn, spec Spec, answer Answer
 	if err != nil {
 		return nil, err
 	}
-	return svc.Stop, nil
+	// Clients waiting for replies send their requests again when the
+	// instance (re)connects: those in flight when its connection dropped
+	// are lost (failover.Watch.Announce).
+	stopAnnounce := failover.For(nc).Announce(spec.Subject(dshq.MovedEndpoint))
+	return func() error {
+		stopAnnounce()
+		return svc.Stop()
+	}, nil
 }
 
 // forward validates body and asks the projection shard, relaying its
@@ -162,7 +170,7 @@ func forward(ctx context.Context, nc *nats.Conn, shard, endpoint string, body []
 	wait := time.Duration(req.TimeoutMs)*time.Millisecond + 10*time.Second
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	msg, err := nc.RequestWithContext(ctx, dshq.ShardSubject(shard, endpoint), body)
+	msg, err := roundTrip(ctx, nc, dshq.ShardSubject(shard, endpoint), dshq.ShardSubject(shard, dshq.MovedEndpoint), body)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, &dshq.Error{Code: dshq.CodePersistenceFailed, Err: err,
