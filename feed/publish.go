@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/failover"
 )
 
 // DefaultPublishTimeout bounds how long Publish retries a commit whose
@@ -212,23 +213,37 @@ func (p *Publisher) publishRetrying(ctx context.Context, out []outgoing, first f
 	b.InitialInterval = 50 * time.Millisecond
 	b.MaxInterval = 2 * time.Second
 	b.MaxElapsedTime = 0 // ctx bounds the retries
-	var last error
+	b.Reset()
+	// An attempt whose acknowledgements can no longer come (the connection
+	// dropped, the feed stream elected a new leader) is abandoned and
+	// retried at once, and a retry waiting for its turn wakes up then: a
+	// failover holds the projector (which waits for the previous commit's
+	// publication) only as long as the cluster takes to recover.
+	watch := failover.For(p.js.Conn(), failover.StreamLeaderElected(p.stream))
 	send := first
-	err := backoff.Retry(func() error {
-		last = send(ctx, out)
-		if last != nil && ctx.Err() != nil {
-			return backoff.Permanent(last)
-		}
+	for {
+		changed := watch.Changed()
+		actx, release := watch.Attempt(ctx, publishAttemptTimeout)
+		err := send(actx, out)
+		cut := failover.Interrupted(actx)
+		release()
 		send = p.publishRest
-		return last
-	}, backoff.WithContext(b, ctx))
-	if err == nil {
-		return nil
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return err
+		case cut:
+			continue
+		}
+		t := time.NewTimer(b.NextBackOff())
+		select {
+		case <-t.C:
+		case <-changed:
+		case <-ctx.Done():
+		}
+		t.Stop()
 	}
-	if last != nil {
-		return last
-	}
-	return err
 }
 
 // Resume publishes the messages of one commit (as for Publish) that the
@@ -304,6 +319,9 @@ func (p *Publisher) unstored(ctx context.Context, out []outgoing) ([]outgoing, e
 	}
 	return rest, nil
 }
+
+// publishAttemptTimeout bounds one attempt at a commit's publication.
+const publishAttemptTimeout = 10 * time.Second
 
 // publishWindow bounds the acknowledgements Publish waits for at once
 // (below the client's async pending limit).
