@@ -177,7 +177,9 @@ func (l *life) provision() error {
 		return err
 	}
 	f := l.cfg.Feed
-	cfg := feed.StreamConfig{MaxBytes: f.MaxBytes, MaxAge: f.MaxAge, Duplicates: f.Duplicates, Adopt: true}
+	// The feed is replicated like the session stream: a copy on one server
+	// would stall the projector while that server is down.
+	cfg := feed.StreamConfig{MaxBytes: f.MaxBytes, MaxAge: f.MaxAge, Duplicates: f.Duplicates, Replicas: l.cfg.Stream.Replicas, Adopt: true}
 	if f.MaxBytes == 0 {
 		cfg.Budget = l.storageBudget(l.ctx, l.js)
 	}
@@ -268,7 +270,10 @@ func (l *life) startShard() error {
 	if l.cfg.Projection.NoShard {
 		return nil
 	}
-	cursors, err := engine.NewKVCursorStore(l.ctx, l.js, engine.WithCursorMaxBytes(l.cfg.Projection.CursorMaxBytes))
+	// The cursor bucket is replicated like the session stream: a copy on
+	// one server would fail every later page of a search while it is down.
+	cursors, err := engine.NewKVCursorStore(l.ctx, l.js, engine.WithCursorMaxBytes(l.cfg.Projection.CursorMaxBytes),
+		engine.WithCursorReplicas(l.cfg.Stream.Replicas))
 	if err != nil {
 		return fmt.Errorf("cursor store: %w", err)
 	}
@@ -336,7 +341,8 @@ func (l *life) startTools() error {
 	if err != nil {
 		return fmt.Errorf("tools: %w", err)
 	}
-	stop, err := toolservice.Serve(l.ctx, l.nc, t, toolservice.WithLogger(l.log), toolservice.WithRegisterer(l.reg))
+	stop, err := toolservice.Serve(l.ctx, l.nc, t, toolservice.WithLogger(l.log), toolservice.WithRegisterer(l.reg),
+		toolservice.WithSpillReplicas(l.cfg.Stream.Replicas))
 	if err != nil {
 		return fmt.Errorf("start tools service: %w", err)
 	}
