@@ -25,7 +25,11 @@ const DefaultPublishTimeout = 30 * time.Second
 // safe for concurrent use; Publish calls are serialized so that one
 // commit's messages are contiguous in the stream.
 type Publisher struct {
-	js      jetstream.JetStream
+	js jetstream.JetStream
+	// async publishes the messages: its acknowledgements time out after
+	// publishAttemptTimeout, so that those a failover lost do not stay
+	// pending (past 4000 of them an asynchronous publish stalls for good).
+	async   jetstream.JetStream
 	stream  string
 	timeout time.Duration
 
@@ -53,9 +57,12 @@ func WithPublishTimeout(d time.Duration) PublisherOption {
 // NewPublisher returns a Publisher on js. The stream must exist
 // (EnsureStream).
 func NewPublisher(js jetstream.JetStream, opts ...PublisherOption) *Publisher {
-	p := &Publisher{js: js, stream: dshq.FeedStream, timeout: DefaultPublishTimeout}
+	p := &Publisher{js: js, async: js, stream: dshq.FeedStream, timeout: DefaultPublishTimeout}
 	for _, o := range opts {
 		o(p)
+	}
+	if async, err := jetstream.New(js.Conn(), jetstream.WithPublishAsyncTimeout(publishAttemptTimeout)); err == nil {
+		p.async = async
 	}
 	return p
 }
@@ -339,7 +346,7 @@ func (p *Publisher) publishOnce(ctx context.Context, out []outgoing) error {
 			if o.id != "" {
 				opts = append(opts, jetstream.WithMsgID(o.id))
 			}
-			f, err := p.js.PublishMsgAsync(o.msg, opts...)
+			f, err := p.async.PublishMsgAsync(o.msg, opts...)
 			if err != nil {
 				return err
 			}
