@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -126,7 +127,7 @@ func (p *publisher) publishChunk(ctx context.Context, subject string, prev uint6
 		}
 		if isConflict(err) {
 			// A previous attempt may have stored the chunk already.
-			seq, ok, cerr := p.confirm(actx, subject, prev, recs)
+			seq, ok, cerr := p.confirm(actx, subject, prev, recs, leaderLast(err))
 			if cerr != nil {
 				return cerr // transient lookup failure: retry the whole step
 			}
@@ -172,7 +173,7 @@ func (p *publisher) send(ctx context.Context, subject string, prev uint64, recs 
 			return 0, err
 		}
 		if ack.Duplicate {
-			return 0, errDuplicateAck
+			return 0, &duplicateAck{seq: ack.Sequence}
 		}
 		return ack.Sequence, nil
 	}
@@ -203,16 +204,60 @@ func (p *publisher) send(ctx context.Context, subject string, prev uint64, recs 
 // id: resolved like a conflict, by checking what is stored.
 var errDuplicateAck = errors.New("publish acknowledged as duplicate")
 
+// duplicateAck is errDuplicateAck with the sequence the acknowledgement
+// names: the record's that holds the msg id.
+type duplicateAck struct{ seq uint64 }
+
+func (d *duplicateAck) Error() string {
+	return fmt.Sprintf("%v (the stored record's sequence is %d)", errDuplicateAck, d.seq)
+}
+
+func (d *duplicateAck) Is(target error) bool { return target == errDuplicateAck }
+
+// errStaleReplica: the replica that answered a lookup has not stored yet
+// what the stream's leader said it holds; the lookup is retried.
+var errStaleReplica = errors.New("the replica that answered is behind the stream's leader")
+
+// wrongLastSeqRe finds, in a wrong last sequence refusal (10071), the
+// subject's last sequence on the leader.
+var wrongLastSeqRe = regexp.MustCompile(`wrong last sequence: (\d+)`)
+
+// leaderLast returns what a conflict says of the subject's last stream
+// sequence on the stream's leader: the one a wrong last sequence refusal
+// names (0 = it says nothing). A duplicate acknowledgement names the
+// sequence of the record that holds the msg id, which may be on another
+// subject (another writer took the id): no bound on this one.
+func leaderLast(err error) uint64 {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		if m := wrongLastSeqRe.FindStringSubmatch(apiErr.Description); m != nil {
+			n, _ := strconv.ParseUint(m[1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
 // confirm reports whether recs are stored on subject right after prev: the
 // subject's last record has the chunk's last msg id and bytes, and the
 // chunk's first record follows prev. It returns the last record's sequence.
-func (p *publisher) confirm(ctx context.Context, subject string, prev uint64, recs []outRecord) (uint64, bool, error) {
+// atLeast is the subject's last sequence on the stream's leader as the
+// refusal named it (0 = unknown): a tenant's Store reads from any replica,
+// and one that has not stored that far is asked again (errStaleReplica),
+// never taken for the truth.
+func (p *publisher) confirm(ctx context.Context, subject string, prev uint64, recs []outRecord, atLeast uint64) (uint64, bool, error) {
 	last, err := p.reader.last(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		if atLeast > 0 {
+			return 0, false, fmt.Errorf("%w: %s holds nothing, the leader sequence %d", errStaleReplica, subject, atLeast)
+		}
 		return 0, false, nil
 	}
 	if err != nil {
 		return 0, false, err
+	}
+	if last.Sequence < atLeast {
+		return 0, false, fmt.Errorf("%w: %s ends at sequence %d, on the leader at %d", errStaleReplica, subject, last.Sequence, atLeast)
 	}
 	want := recs[len(recs)-1]
 	if last.Header.Get(hdrMsgID) != want.msgID || !bytes.Equal(last.Data, want.data) {
@@ -221,7 +266,9 @@ func (p *publisher) confirm(ctx context.Context, subject string, prev uint64, re
 	if len(recs) > 1 || prev > 0 {
 		first, err := p.reader.first(ctx, subject, prev+1)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return 0, false, nil
+			// The chunk's last record is stored after prev, so a record
+			// follows prev: the replica that answered is behind.
+			return 0, false, fmt.Errorf("%w: nothing after sequence %d of %s", errStaleReplica, prev, subject)
 		}
 		if err != nil {
 			return 0, false, err
@@ -271,7 +318,7 @@ func isDuplicate(err error) bool {
 // message id or another message of the subject still in flight, a batch
 // message lost in transit), or a lease claim raced with a change of the key.
 func isTransient(err error) bool {
-	if failover.Transient(err) || errors.Is(err, errLeaseChanged) {
+	if failover.Transient(err) || errors.Is(err, errLeaseChanged) || errors.Is(err, errStaleReplica) {
 		return true
 	}
 	var apiErr *jetstream.APIError

@@ -159,3 +159,30 @@ func TestPublisher_InFlightRefusalIsRetriedNotAConflict(t *testing.T) {
 		t.Errorf("a lease write refused as in flight is not a held key")
 	}
 }
+
+// What a conflict says of the subject's last sequence on the leader bounds
+// what a confirming lookup must see: a wrong last sequence refusal names it
+// (a duplicate acknowledgement names the record holding the msg id, maybe
+// on another subject: no bound). A lookup behind it (a tenant's read from a
+// replica that lags) is retried, not believed.
+func TestPublisher_ConflictNamesTheLeadersLastSequence(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want uint64
+	}{
+		{&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence, Description: "wrong last sequence: 4182"}, 4182},
+		{fmt.Errorf("publish: %w", &duplicateAck{seq: 77}), 0},
+		{&jetstream.APIError{Code: 400, ErrorCode: errCodeBatchDuplicate, Description: "batch duplicate"}, 0},
+		{&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence, Description: "wrong last sequence"}, 0},
+	} {
+		if got := leaderLast(c.err); got != c.want {
+			t.Errorf("leaderLast(%v) = %d, want %d", c.err, got, c.want)
+		}
+	}
+	if !isConflict(&duplicateAck{seq: 1}) || !errors.Is(&duplicateAck{seq: 1}, errDuplicateAck) {
+		t.Error("a duplicate acknowledgement is not a conflict")
+	}
+	if !isTransient(fmt.Errorf("%w: behind", errStaleReplica)) {
+		t.Error("a stale replica's answer is not retried")
+	}
+}
