@@ -35,6 +35,10 @@ type logReader interface {
 	// delivered and whether the caller should ask for more (see
 	// Store.fetch).
 	batch(ctx context.Context, subject string, start, upTo uint64, fn func(r Record) (bool, error)) (int, bool, error)
+	// leaderReads reports whether first and last are answered by the
+	// stream's leader (on a cluster; otherwise any replica may answer and
+	// may not have stored yet what the leader acknowledged).
+	leaderReads() bool
 }
 
 // streamReader is the untenanted Store's reader: the stream's own API. The
@@ -78,6 +82,8 @@ func (r streamReader) subjects(ctx context.Context) (map[string]uint64, error) {
 	}
 	return info.State.Subjects, nil
 }
+
+func (r streamReader) leaderReads() bool { return true }
 
 func (r streamReader) batch(ctx context.Context, subject string, start, upTo uint64, fn func(r Record) (bool, error)) (int, bool, error) {
 	return r.s.directBatch(ctx, subject, start, upTo, fn)

@@ -118,7 +118,10 @@ func (p *publisher) publish(ctx context.Context, subject string, prev uint64, re
 }
 
 func (p *publisher) publishChunk(ctx context.Context, subject string, prev uint64, recs []outRecord) (uint64, error) {
-	var last uint64
+	var (
+		last       uint64
+		doubtSince time.Time // since when a duplicate looks like another writer's
+	)
 	err := p.run(ctx, func(actx context.Context) error {
 		seq, err := p.send(actx, subject, prev, recs)
 		if err == nil {
@@ -134,6 +137,19 @@ func (p *publisher) publishChunk(ctx context.Context, subject string, prev uint6
 			if ok {
 				last = seq
 				return nil
+			}
+			if isDuplicate(err) && !p.reader.leaderReads() {
+				// A duplicate is most likely a previous attempt's
+				// record, and a tenant's lookup may have been answered
+				// by a replica that has not stored it yet: it is asked
+				// again for replicaSettle before the duplicate counts
+				// as another writer's.
+				if doubtSince.IsZero() {
+					doubtSince = time.Now()
+				}
+				if time.Since(doubtSince) < replicaSettle {
+					return fmt.Errorf("%w: a duplicate of msg id %s, not found on %s", errStaleReplica, recs[0].msgID, subject)
+				}
 			}
 			if isDuplicate(err) {
 				// The stream holds one of these msg ids, but not as
@@ -213,6 +229,12 @@ func (d *duplicateAck) Error() string {
 }
 
 func (d *duplicateAck) Is(target error) bool { return target == errDuplicateAck }
+
+// replicaSettle is how long a lookup answered by any replica (a tenant's)
+// is asked again before a duplicate msg id it does not find on the
+// session's subject counts as another writer's: far longer than a current
+// follower takes to store what its leader acknowledged.
+const replicaSettle = 2 * time.Second
 
 // errStaleReplica: the replica that answered a lookup has not stored yet
 // what the stream's leader said it holds; the lookup is retried.
