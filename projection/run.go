@@ -192,7 +192,9 @@ func (p *Projector) drain(ctx context.Context, inst *instance, mb jetstream.Mess
 // last delivered stream sequence past the checkpoint (records in flight
 // when a pull was cut off).
 func (p *Projector) fillDelivered(ctx context.Context, inst *instance, cons jetstream.Consumer) error {
-	info, err := cons.Info(ctx)
+	actx, release := p.attempt(ctx)
+	info, err := cons.Info(actx)
+	release()
 	if err != nil {
 		return nil // the next pull or the next fill will tell
 	}
@@ -225,9 +227,9 @@ func (p *Projector) fillDelivered(ctx context.Context, inst *instance, cons jets
 // wait for that, only for the stream's own leader. The consumer's later
 // deliveries of these records are redeliveries, skipped.
 func (p *Projector) readAhead(ctx context.Context, inst *instance) error {
-	sctx, cancel := context.WithTimeout(ctx, fetchWait)
-	st, err := p.js.Stream(sctx, p.cfg.stream)
-	cancel()
+	actx, release := p.attempt(ctx)
+	st, err := p.js.Stream(actx, p.cfg.stream)
+	release()
 	if err != nil {
 		return nil // no leader yet: the next pull or read-ahead tries again
 	}
@@ -264,20 +266,35 @@ func (p *Projector) checkpointOf(inst *instance) (uint64, error) {
 	return cp, nil
 }
 
+// attempt returns the context of one request of the loop's beside its
+// pulls: bounded by fetchWait and interrupted by a reconnect or a leader
+// election (the loop's failover.Watch), so that no lost reply holds the
+// projection for longer than the cluster takes to recover.
+func (p *Projector) attempt(ctx context.Context) (context.Context, func()) {
+	return failover.For(p.js.Conn()).Attempt(ctx, fetchWait)
+}
+
 // fill reads the stream's records from sequence from through to (the
-// stream never deletes, so every sequence is there).
+// stream never deletes, so every sequence is there), each batch of direct
+// gets one attempt.
 func (p *Projector) fill(ctx context.Context, from, to uint64) ([]streamRecord, error) {
 	if to-from+1 > maxFill {
 		return nil, fmt.Errorf("%w: %d records missing from sequence %d", errDeliveryGap, to-from+1, from)
 	}
 	var recs []streamRecord
-	err := failover.Range(ctx, p.js.Conn(), p.cfg.stream, ">", from, to, func(m failover.Msg) (bool, error) {
-		if m.Seq != from+uint64(len(recs)) {
-			return false, fmt.Errorf("stream %s: sequence %d after %d", p.cfg.stream, m.Seq, from+uint64(len(recs))-1)
-		}
-		recs = append(recs, streamRecord{seq: m.Seq, subject: m.Subject, data: m.Data})
-		return true, nil
-	})
+	var err error
+	for more := true; more && err == nil; {
+		next := from + uint64(len(recs))
+		actx, release := p.attempt(ctx)
+		_, more, err = failover.Batch(actx, p.js.Conn(), p.cfg.stream, ">", next, to, func(m failover.Msg) (bool, error) {
+			if m.Seq != from+uint64(len(recs)) {
+				return false, fmt.Errorf("stream %s: sequence %d after %d", p.cfg.stream, m.Seq, from+uint64(len(recs))-1)
+			}
+			recs = append(recs, streamRecord{seq: m.Seq, subject: m.Subject, data: m.Data})
+			return true, nil
+		})
+		release()
+	}
 	if err == nil && uint64(len(recs)) != to-from+1 {
 		err = fmt.Errorf("stream %s: %d of the records from %d to %d read", p.cfg.stream, len(recs), from, to)
 	}
