@@ -96,10 +96,11 @@ func (p *Projector) follow(ctx context.Context) error {
 		}
 		read, err := p.drain(ctx, inst, mb)
 		release()
+		answered := true // whether the consumer answered its info request
 		if err == nil && read < p.cfg.batchSize && ctx.Err() == nil {
-			err = p.fillDelivered(ctx, inst, cons)
+			answered, err = p.fillDelivered(ctx, inst, cons)
 		}
-		if err == nil && read == 0 && ctx.Err() == nil {
+		if err == nil && read == 0 && !answered && ctx.Err() == nil {
 			err = p.readAhead(ctx, inst)
 		}
 		switch {
@@ -190,14 +191,19 @@ func (p *Projector) drain(ctx context.Context, inst *instance, mb jetstream.Mess
 // fillDelivered applies what the consumer delivered and the loop never read
 // at the tail of the stream: after a pull that ended short, the consumer's
 // last delivered stream sequence past the checkpoint (records in flight
-// when a pull was cut off).
-func (p *Projector) fillDelivered(ctx context.Context, inst *instance, cons jetstream.Consumer) error {
+// when a pull was cut off). answered is false when the consumer did not
+// answer (it has no leader): the loop then reads ahead of it.
+func (p *Projector) fillDelivered(ctx context.Context, inst *instance, cons jetstream.Consumer) (answered bool, err error) {
 	actx, release := p.attempt(ctx)
 	info, err := cons.Info(actx)
 	release()
 	if err != nil {
-		return nil // the next pull or the next fill will tell
+		return false, nil // the next pull or the next fill will tell
 	}
+	return true, p.fillFrom(ctx, inst, info)
+}
+
+func (p *Projector) fillFrom(ctx context.Context, inst *instance, info *jetstream.ConsumerInfo) error {
 	cp, err := p.checkpointOf(inst)
 	if err != nil {
 		return err
@@ -220,12 +226,14 @@ func (p *Projector) fillDelivered(ctx context.Context, inst *instance, cons jets
 	return p.applyRecords(ctx, inst, recs, nil, info.NumPending)
 }
 
-// readAhead applies, after a pull that brought nothing, the records the
-// stream holds beyond the checkpoint, read from the stream itself: a
-// consumer that has lost its leader delivers nothing until it has elected
-// another (4-9 s after the loss of a server), and the projection need not
-// wait for that, only for the stream's own leader. The consumer's later
-// deliveries of these records are redeliveries, skipped.
+// readAhead applies, after a pull that brought nothing from a consumer that
+// did not answer, the records the stream holds beyond the checkpoint, read
+// from the stream itself: a consumer that has lost its leader delivers
+// nothing until it has elected another (4-9 s after the loss of a server),
+// and the projection need not wait for that, only for the stream's own
+// leader. The consumer's later deliveries of these records are
+// redeliveries, skipped. A consumer that answers is never read around (one
+// paused by an operator holds the projection, as it should).
 func (p *Projector) readAhead(ctx context.Context, inst *instance) error {
 	actx, release := p.attempt(ctx)
 	st, err := p.js.Stream(actx, p.cfg.stream)
