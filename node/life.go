@@ -18,6 +18,7 @@ import (
 	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/feed"
 	"github.com/dshq/dshq/feed/feedcommit"
+	"github.com/dshq/dshq/internal/failover"
 	"github.com/dshq/dshq/internal/metricsrv"
 	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/projection"
@@ -170,10 +171,16 @@ func (l *life) provision() error {
 	if !l.cfg.Parts.Projector {
 		return nil
 	}
-	if _, err := bus.EnsureStream(l.ctx, l.js, l.cfg.Stream); err != nil {
+	if err := l.retryTransient("ensure the session stream", func() error {
+		_, err := bus.EnsureStream(l.ctx, l.js, l.cfg.Stream)
+		return err
+	}); err != nil {
 		return err
 	}
-	if _, err := bus.EnsureLeaseBucket(l.ctx, l.js, l.cfg.Stream); err != nil {
+	if err := l.retryTransient("ensure the lease bucket", func() error {
+		_, err := bus.EnsureLeaseBucket(l.ctx, l.js, l.cfg.Stream)
+		return err
+	}); err != nil {
 		return err
 	}
 	f := l.cfg.Feed
@@ -183,13 +190,40 @@ func (l *life) provision() error {
 	if f.MaxBytes == 0 {
 		cfg.Budget = l.storageBudget(l.ctx, l.js)
 	}
-	st, err := feed.EnsureStream(l.ctx, l.js, cfg)
-	if err != nil {
+	var st jetstream.Stream
+	if err := l.retryTransient("ensure the feed stream", func() error {
+		var err error
+		st, err = feed.EnsureStream(l.ctx, l.js, cfg)
+		return err
+	}); err != nil {
 		return err
 	}
 	c := st.CachedInfo().Config
 	l.log.Debug("feed stream", "stream", c.Name, "maxBytes", c.MaxBytes, "maxAge", c.MaxAge, "duplicates", c.Duplicates)
 	return nil
+}
+
+// provisionRetryFor bounds how long a start retries a stream or bucket
+// that the cluster is slow to create: a JetStream cluster that has just
+// formed, or a leader election, answers an API request late or not at all.
+const provisionRetryFor = 30 * time.Second
+
+// retryTransient runs fn until it succeeds, fails other than transiently
+// (failover.Transient), provisionRetryFor passes or the life ends.
+func (l *life) retryTransient(what string, fn func() error) error {
+	deadline := time.Now().Add(provisionRetryFor)
+	wait := 100 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil || !failover.Transient(err) || time.Now().After(deadline) || l.ctx.Err() != nil {
+			return err
+		}
+		l.log.Warn("retrying", "what", what, "err", err, "in", wait)
+		if sleep(l.ctx, wait) != nil {
+			return err
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 // openProjector opens the projection under Home/projection (or
