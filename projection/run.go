@@ -477,6 +477,7 @@ func (p *Projector) consumer(ctx context.Context, inst *instance) (jetstream.Con
 		return nil, fmt.Errorf("create consumer %s: %w", p.cfg.durable, err)
 	}
 	p.learnStreamEnd(cp, stream.CachedInfo().State.LastSeq)
+	p.learnLineage(stream.CachedInfo())
 	return c, nil
 }
 
