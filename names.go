@@ -76,6 +76,17 @@ func ShardSubjectPrefix(shard string) string { return "dsh.proj." + shard + ".v1
 // dsh.proj.<shard>.v1.<endpoint>.
 func ShardSubject(shard, endpoint string) string { return ShardSubjectPrefix(shard) + "." + endpoint }
 
+// ShardReplicaSubject returns the subject of endpoint on one replica of
+// projection shard shard, the projector whose durable consumer is replica:
+// dsh.proj.<shard>.v1.replica.<replica>.<endpoint>.
+func ShardReplicaSubject(shard, replica, endpoint string) string {
+	return ShardSubjectPrefix(shard) + ".replica." + replica + "." + endpoint
+}
+
+// ShardStatusSubject returns the subject on which every replica of
+// projection shard shard announces its generation: dsh.proj.<shard>.v1.status.
+func ShardStatusSubject(shard string) string { return ShardSubjectPrefix(shard) + ".status" }
+
 // ShardQueueGroup returns the queue group of projection shard shard's
 // replicas: p<shard>.
 func ShardQueueGroup(shard string) string { return "p" + shard }

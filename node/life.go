@@ -312,7 +312,17 @@ func (l *life) startShard() error {
 		return fmt.Errorf("cursor store: %w", err)
 	}
 	eng := engine.New(engine.FromProjector(l.proj), engine.WithSearcher(engine.FromIndexFunc(l.proj.Index)), engine.WithCursorStore(cursors))
-	stop, err := engine.ServeShard(l.ctx, l.nc, dshq.DefaultShard, eng, query.WithLogger(l.log))
+	// Each projector is a replica of the shard, named by its durable
+	// consumer: the query service sends a request to one that has reached
+	// what it needs.
+	replica := l.cfg.Projection.Durable
+	if replica == "" {
+		replica = dshq.ProjectorDurable
+	}
+	stop, err := engine.ServeReplica(l.ctx, l.nc, dshq.DefaultShard, replica, eng, func() query.ReplicaStatus {
+		pr := l.proj.Progress()
+		return query.ReplicaStatus{Lineage: l.proj.Lineage(), Generation: pr.Generation, CatchingUp: pr.CatchingUp}
+	}, query.WithLogger(l.log))
 	if err != nil {
 		return fmt.Errorf("start query shard: %w", err)
 	}

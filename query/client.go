@@ -213,7 +213,7 @@ func (c *Client) request(ctx context.Context, endpoint string, body []byte) ([]b
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	msg, err := roundTrip(ctx, c.nc, c.prefix+"."+endpoint, c.prefix+"."+dshq.MovedEndpoint, body)
+	msg, err := roundTrip(ctx, c.nc, c.prefix+"."+endpoint, c.prefix+"."+dshq.MovedEndpoint, body, nil)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return nil, fmt.Errorf("%s: no query service is running: %w", endpoint, err)
@@ -241,7 +241,10 @@ const (
 // lost it), and after a short pause while no service answers (one is moving
 // to another server). A request that finds no service for noRespondersFor
 // fails with nats.ErrNoResponders.
-func roundTrip(ctx context.Context, nc *nats.Conn, subject, moved string, body []byte) (*nats.Msg, error) {
+//
+// gone, when not nil, is closed when the one service instance subject
+// reaches is taken for gone: roundTrip then returns errReplicaGone.
+func roundTrip(ctx context.Context, nc *nats.Conn, subject, moved string, body []byte, gone <-chan struct{}) (*nats.Msg, error) {
 	inbox := nc.NewRespInbox()
 	replies := make(chan *nats.Msg, 16)
 	sub, err := nc.ChanSubscribe(inbox, replies)
@@ -286,6 +289,8 @@ func roundTrip(ctx context.Context, nc *nats.Conn, subject, moved string, body [
 			pause, pauseTimer = nil, nil
 		case <-changed:
 			changed = watch.Changed()
+		case <-gone:
+			return nil, errReplicaGone
 		case <-ctx.Done():
 			if !noResp.IsZero() {
 				return nil, nats.ErrNoResponders
