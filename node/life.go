@@ -237,8 +237,11 @@ func (l *life) openProjector() error {
 	if l.cfg.feedFault != nil {
 		fopts = append(fopts, feedcommit.WithFault(l.cfg.feedFault))
 	}
-	l.feeder = feedcommit.NewFeeder(feed.NewPublisher(l.js), fopts...)
-	opts := append([]projection.Option{projection.WithLogger(l.log), projection.WithRegisterer(l.reg), projection.WithOnCommit(l.feeder.Hook)}, popts...)
+	opts := append([]projection.Option{projection.WithLogger(l.log), projection.WithRegisterer(l.reg)}, popts...)
+	if !l.cfg.Feed.Off {
+		l.feeder = feedcommit.NewFeeder(feed.NewPublisher(l.js), fopts...)
+		opts = append(opts, projection.WithOnCommit(l.feeder.Hook))
+	}
 	if l.cfg.Stream.Name != "" {
 		opts = append(opts, projection.WithStream(l.cfg.Stream.Name))
 	}
@@ -262,6 +265,9 @@ func (l *life) openProjector() error {
 // projector's loop. It stops after the loop (the stack stops in reverse),
 // finishing the publication in progress within feedDrain.
 func (l *life) startFeed() error {
+	if l.feeder == nil {
+		return nil // Feed.Off
+	}
 	if err := l.feeder.CatchUp(l.ctx, l.proj); err != nil {
 		return err
 	}
