@@ -36,6 +36,11 @@
 //     replica holds the same stream, the projection has all of it, nothing
 //     failed, and the longest wait of each failover is within its bound
 //     (logged per phase).
+//   - TestProjectionReplicas: two projectors of one stream (each its own
+//     durable and projection) behind a query service process: a cursor from
+//     either continues on the other page for page, and under a load of
+//     writes and queries each replica in turn is SIGKILLed and restarted
+//     without a request failing (the longest waits logged).
 //
 // Set DSHQ_E2E_BIN to a directory holding prebuilt dshq, projector, query,
 // nats-server and harnesssim binaries to skip the build; set DSHQ_E2E_RACE=1
