@@ -64,6 +64,13 @@ const (
 	// AdminSubjectPrefix.<endpoint>.
 	AdminService       = "dsh-admin"
 	AdminSubjectPrefix = "dsh.admin.v1"
+
+	// MovedEndpoint is the pseudo-endpoint on which an instance of
+	// dsh-query or of a projection shard announces itself (an empty
+	// message on <prefix>.moved) when it connects and after every
+	// reconnect: a request in flight to it when its connection dropped was
+	// lost, and a client waiting for a reply sends it again.
+	MovedEndpoint = "moved"
 )
 
 // ShardSubjectPrefix returns the subject prefix of projection shard shard:
@@ -73,6 +80,17 @@ func ShardSubjectPrefix(shard string) string { return "dsh.proj." + shard + ".v1
 // ShardSubject returns the subject of endpoint on projection shard shard:
 // dsh.proj.<shard>.v1.<endpoint>.
 func ShardSubject(shard, endpoint string) string { return ShardSubjectPrefix(shard) + "." + endpoint }
+
+// ShardReplicaSubject returns the subject of endpoint on one replica of
+// projection shard shard, the projector whose durable consumer is replica:
+// dsh.proj.<shard>.v1.replica.<replica>.<endpoint>.
+func ShardReplicaSubject(shard, replica, endpoint string) string {
+	return ShardSubjectPrefix(shard) + ".replica." + replica + "." + endpoint
+}
+
+// ShardStatusSubject returns the subject on which every replica of
+// projection shard shard announces its generation: dsh.proj.<shard>.v1.status.
+func ShardStatusSubject(shard string) string { return ShardSubjectPrefix(shard) + ".status" }
 
 // ShardQueueGroup returns the queue group of projection shard shard's
 // replicas: p<shard>.

@@ -13,6 +13,12 @@ func TestShardNames(t *testing.T) {
 	if got := ShardSubjectPrefix("7"); got != "dsh.proj.7.v1" {
 		t.Fatalf("ShardSubjectPrefix = %q", got)
 	}
+	if got := ShardReplicaSubject("0", "dsh-projector-b", "sessions.list"); got != "dsh.proj.0.v1.replica.dsh-projector-b.sessions.list" {
+		t.Fatalf("ShardReplicaSubject = %q", got)
+	}
+	if got := ShardStatusSubject("0"); got != "dsh.proj.0.v1.status" {
+		t.Fatalf("ShardStatusSubject = %q", got)
+	}
 	if got := ShardQueueGroup("0"); got != "p0" {
 		t.Fatalf("ShardQueueGroup = %q", got)
 	}
@@ -29,7 +35,8 @@ func TestNamesAreDocumented(t *testing.T) {
 		SessionStream, LogSubjectPrefix, LogSubjects, LeaseBucket, ProjectorDurable, CursorBucket, SpillBucket,
 		FeedStream, FeedSubjectPrefix, FeedSubjects, ServiceVersion, "queue group `" + ServiceQueueGroup + "`",
 		QueryService, QuerySubjectPrefix, ShardService, "dsh.proj.<shard>.v1", "`p<shard>`", "shard `" + DefaultShard + "`",
-		ToolsService, ToolsSubjectPrefix, AdminService, AdminSubjectPrefix,
+		ToolsService, ToolsSubjectPrefix, AdminService, AdminSubjectPrefix, QuerySubjectPrefix + "." + MovedEndpoint,
+		"dsh.proj.<shard>.v1.replica.<replica>.<endpoint>", "dsh.proj.<shard>.v1.status",
 	} {
 		if !strings.Contains(string(doc), name) {
 			t.Errorf("docs/protocol.md does not mention %q", name)

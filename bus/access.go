@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dshq/dshq/internal/failover"
 )
 
 // logReader is how a Store reads the session log. A Store without a tenant
@@ -33,13 +35,24 @@ type logReader interface {
 	// delivered and whether the caller should ask for more (see
 	// Store.fetch).
 	batch(ctx context.Context, subject string, start, upTo uint64, fn func(r Record) (bool, error)) (int, bool, error)
+	// leaderReads reports whether first and last are answered by the
+	// stream's leader (on a cluster; otherwise any replica may answer and
+	// may not have stored yet what the leader acknowledged).
+	leaderReads() bool
 }
 
-// streamReader is the untenanted Store's reader: the stream's own API.
+// streamReader is the untenanted Store's reader: the stream's own API. The
+// lookups that decide what a writer does next (a subject's first and last
+// record: whether a session exists, its tail, whether a retried publish
+// was stored) are answered by the stream's leader (failover.FirstMsg,
+// failover.LastMsg): on a cluster, a direct get may be answered by a
+// follower that has not stored yet what the leader acknowledged. Bulk
+// reads (batch) take direct gets from any replica, continued from the
+// leader where one lags.
 type streamReader struct{ s *Store }
 
 func (r streamReader) first(ctx context.Context, subject string, seq uint64) (*jetstream.RawStreamMsg, error) {
-	return r.s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+	return failover.FirstMsg(ctx, r.s.nc, r.s.opts.stream.Name, subject, seq)
 }
 
 func (r streamReader) header(ctx context.Context, subject string) (*jetstream.RawStreamMsg, *uint64, error) {
@@ -48,7 +61,7 @@ func (r streamReader) header(ctx context.Context, subject string) (*jetstream.Ra
 }
 
 func (r streamReader) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	return r.s.stream.GetLastMsgForSubject(ctx, subject)
+	return failover.LastMsg(ctx, r.s.nc, r.s.opts.stream.Name, subject)
 }
 
 func (r streamReader) count(ctx context.Context, subject string) (uint64, error) {
@@ -69,6 +82,8 @@ func (r streamReader) subjects(ctx context.Context) (map[string]uint64, error) {
 	}
 	return info.State.Subjects, nil
 }
+
+func (r streamReader) leaderReads() bool { return true }
 
 func (r streamReader) batch(ctx context.Context, subject string, start, upTo uint64, fn func(r Record) (bool, error)) (int, bool, error) {
 	return r.s.directBatch(ctx, subject, start, upTo, fn)

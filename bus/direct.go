@@ -2,30 +2,15 @@ package bus
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dshq/dshq/internal/failover"
 	"github.com/dshq/dshq/record"
 )
-
-// directBatchSize is how many records one direct get request asks for.
-const directBatchSize = 256
-
-// directGetRequest is the body of a batched direct get
-// ($JS.API.DIRECT.GET.<stream>, nats-server 2.11+): up to Batch messages of
-// subject NextFor from sequence Seq through UpToSeq.
-type directGetRequest struct {
-	Seq     uint64 `json:"seq"`
-	NextFor string `json:"next_by_subj"`
-	Batch   int    `json:"batch"`
-	UpToSeq uint64 `json:"up_to_seq"`
-}
 
 // Record is one record as stored on a session subject: its bytes exactly as
 // published, its stream sequence and its Nats-Msg-Id
@@ -40,72 +25,63 @@ type Record struct {
 	MsgID string
 }
 
-// directBatch fetches one batch of subject's records from start through
-// upTo and hands each to fn. It returns how many were delivered and whether
-// the caller should ask for more (false once fn declines, upTo was reached
-// or nothing remains). nats.go v1.55 has no batched direct get, so the
-// request and its multi-message reply (ending with a 204 EOB status) are
-// handled here.
+// directBatch delivers one batch of subject's records from start through
+// upTo (the subject's last record as the stream's leader reported it) to
+// fn: a batched direct get, which any replica answers, continued from the
+// leader where the replica has not stored everything yet (failover.Batch).
+// It returns how many were delivered and whether the caller should ask for
+// more. The attempt is bounded by the Store's attempt timeout and
+// interrupted by a reconnect or a leader election (failover.Watch).
 func (s *Store) directBatch(ctx context.Context, subject string, start, upTo uint64,
 	fn func(r Record) (bool, error)) (int, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.attempt)
-	defer cancel()
-	inbox := s.nc.NewRespInbox()
-	sub, err := s.nc.SubscribeSync(inbox)
-	if err != nil {
-		return 0, false, err
+	actx, release := s.pub.watch.Attempt(ctx, s.opts.attempt)
+	defer release()
+	n, more, err := failover.Batch(actx, s.nc, s.opts.stream.Name, subject, start, upTo, func(m failover.Msg) (bool, error) {
+		return fn(Record{Data: m.Data, Seq: m.Seq, MsgID: m.Header.Get(hdrMsgID)})
+	})
+	if err != nil && failover.Interrupted(actx) {
+		err = fmt.Errorf("%w: %w", failover.ErrInterrupted, err)
 	}
-	defer sub.Unsubscribe()
-	body, _ := json.Marshal(directGetRequest{Seq: start, NextFor: subject, Batch: directBatchSize, UpToSeq: upTo})
-	req := &nats.Msg{Subject: "$JS.API.DIRECT.GET." + s.opts.stream.Name, Reply: inbox, Data: body}
-	if err := s.nc.PublishMsg(req); err != nil {
-		return 0, false, err
-	}
-	n := 0
-	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return n, false, err
-		}
-		switch status := m.Header.Get("Status"); status {
-		case "":
-		case "204": // end of batch
-			return n, n == directBatchSize, nil
-		case "404": // nothing (more) on the subject in range
-			return n, false, nil
-		case "408", "503":
-			return n, false, fmt.Errorf("direct get: status %s %s: %w", status, m.Header.Get("Description"), nats.ErrTimeout)
-		default:
-			return n, false, fmt.Errorf("direct get: status %s %s", status, m.Header.Get("Description"))
-		}
-		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
-		if err != nil {
-			return n, false, fmt.Errorf("direct get: bad Nats-Sequence %q", m.Header.Get("Nats-Sequence"))
-		}
-		n++
-		more, err := fn(Record{Data: m.Data, Seq: seq, MsgID: m.Header.Get(hdrMsgID)})
-		if err != nil || !more || seq >= upTo {
-			return n, false, err
-		}
-	}
+	return n, more, err
 }
 
 // fetch delivers subject's records from stream sequence start through last
-// to fn, in order, until fn returns false. The untenanted Store uses
-// batched direct gets (the stream allows direct access): no consumer is
-// created, and any replica may answer; a tenant's Store reads through a
-// push consumer on its own subject (tenantReader). A transient failure
-// resumes after the last record delivered, within the Store's retry bound.
+// (the subject's last record as the stream's leader reported it) to fn, in
+// order, until fn returns false. The untenanted Store uses batched direct
+// gets (the stream allows direct access): no consumer is created, any
+// replica may answer, and the leader continues where a replica lags
+// (directBatch); a tenant's Store reads through a push consumer on its own
+// subject (tenantReader). A transient failure resumes after the last record
+// delivered, within the Store's retry bound, after the publisher's backoff
+// or at once when a reconnect or a leader election wakes it.
 func (s *Store) fetch(ctx context.Context, subject string, start, last uint64, fn func(r Record) (bool, error)) error {
 	next := start
 	deadline := time.Now().Add(s.opts.maxElapsed)
+	pause := retryInitialInterval
 	for next <= last {
+		woken := s.pub.watch.Changed()
+		var fnErr error
 		n, more, err := s.reader.batch(ctx, subject, next, last, func(r Record) (bool, error) {
 			next = r.Seq + 1
-			return fn(r)
+			more, err := fn(r)
+			fnErr = err
+			return more, err
 		})
 		switch {
+		case fnErr != nil:
+			return fnErr
 		case err != nil && isTransient(err) && time.Now().Before(deadline) && ctx.Err() == nil:
+			if errors.Is(err, failover.ErrInterrupted) {
+				continue
+			}
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-woken:
+			case <-ctx.Done():
+			}
+			t.Stop()
+			pause = min(2*pause, retryMaxInterval)
 			continue
 		case err != nil:
 			return err
@@ -114,6 +90,7 @@ func (s *Store) fetch(ctx context.Context, subject string, start, last uint64, f
 		case n == 0:
 			return fmt.Errorf("stream sequence %d is gone", next)
 		}
+		pause = retryInitialInterval
 	}
 	return nil
 }

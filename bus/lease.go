@@ -89,27 +89,66 @@ func acquireLease(ctx context.Context, kv leaseKV, key string, v []byte, ttl tim
 	return l, nil
 }
 
+// errLeaseInFlight wraps a refusal of a lease write while another write of
+// the key is in flight on the bucket's leader (the constant wrong last
+// sequence of a replicated stream): not a refusal by a holder, it is
+// retried.
+var errLeaseInFlight = errors.New("another write of the lease key is in flight")
+
+// errLeaseChanged: the lease key changed between a refused write and the
+// read of what it holds; the claim is tried again.
+var errLeaseChanged = errors.New("the lease key changed during the claim")
+
 // claim creates key with value v and returns its revision; a key that
-// already holds v is ours (adopted); one holding anything else is
-// ErrKeyExists.
+// already holds v is ours (adopted); a deleted or lapsed key is taken at
+// its revision; one holding anything else is ErrKeyExists. What the key
+// holds after a refused create is read from the bucket's leader where the
+// Store may (leaseKV.entry): a follower may not have stored the write that
+// made it ours or freed it.
 func claim(ctx context.Context, kv leaseKV, key string, v []byte) (uint64, error) {
 	rev, err := kv.create(ctx, key, v)
+	if inFlight(err) {
+		return 0, inFlightError(key, err)
+	}
 	if err == nil || !(errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err)) {
 		return rev, err
 	}
-	if rev, ok := ours(ctx, kv, key, v); ok {
-		return rev, nil
+	e, err := kv.entry(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return 0, errLeaseChanged
+	case err != nil:
+		return 0, err
+	case e.Operation() != jetstream.KeyValuePut:
+		// Deleted, purged or lapsed: free.
+		rev, err := kv.update(ctx, key, v, e.Revision())
+		switch {
+		case inFlight(err):
+			return 0, inFlightError(key, err)
+		case isWrongLastSequence(err):
+			return 0, errLeaseChanged
+		}
+		return rev, err
+	case bytes.Equal(e.Value(), v):
+		return e.Revision(), nil
 	}
 	return 0, jetstream.ErrKeyExists
 }
 
-// ours reports whether key currently holds v, and its revision.
-func ours(ctx context.Context, kv leaseKV, key string, v []byte) (uint64, bool) {
-	e, err := kv.get(ctx, key)
-	if err != nil || e.Operation() != jetstream.KeyValuePut || !bytes.Equal(e.Value(), v) {
-		return 0, false
-	}
-	return e.Revision(), true
+// inFlight reports the constant wrong last sequence (10164) of a replicated
+// stream: another write of the subject is between its proposal and its
+// application on the leader.
+func inFlight(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// inFlightError is err, a lease write refused as in flight, without the
+// jetstream.ErrKeyExists that nats.go wraps it in.
+func inFlightError(key string, err error) error {
+	var apiErr *jetstream.APIError
+	errors.As(err, &apiErr)
+	return fmt.Errorf("lease %s: %w (%w)", key, errLeaseInFlight, apiErr)
 }
 
 // heartbeat rewrites the key every ttl/3 so it never ages out while held.
@@ -197,11 +236,13 @@ func (l *lease) halt() {
 	<-l.done
 }
 
+// isWrongLastSequence reports a write refused because the key (subject)
+// holds another revision. The constant form (10164) is not one: see
+// inFlight.
 func isWrongLastSequence(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
-		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 	}
 	return false
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dshq/dshq/internal/failover"
 )
 
 // leaseKV is what the write leases need of the lease bucket: the semantics
@@ -25,11 +27,32 @@ type leaseKV interface {
 	get(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
 	// deleteAt deletes key if it is still at revision rev.
 	deleteAt(ctx context.Context, key string, rev uint64) error
+	// entry returns key's last record, deletion markers included (their
+	// Operation is not a put); a key never written is
+	// jetstream.ErrKeyNotFound. It reads from the bucket's leader where
+	// the Store's permissions allow: a claim decides by it.
+	entry(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
 }
 
 // jsLeases is the untenanted Store's lease bucket: nats.go's key-value
-// client, which reads the bucket's stream info and may read any key.
-type jsLeases struct{ kv jetstream.KeyValue }
+// client, which reads the bucket's stream info and may read any key, and
+// the bucket's leader for entry.
+type jsLeases struct {
+	kv jetstream.KeyValue
+	nc *nats.Conn
+}
+
+func (l jsLeases) entry(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	bucket := l.kv.Bucket()
+	m, err := failover.LastMsg(ctx, l.nc, "KV_"+bucket, "$KV."+bucket+"."+key)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, jetstream.ErrKeyNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return entryOf(bucket, key, m), nil
+}
 
 func (l jsLeases) create(ctx context.Context, key string, v []byte) (uint64, error) {
 	return l.kv.Create(ctx, key, v)
@@ -117,6 +140,8 @@ func (l tenantLeases) get(ctx context.Context, key string) (jetstream.KeyValueEn
 
 // entry returns key's last record, deletion markers included (their
 // Operation is not a put); a key never written is jetstream.ErrKeyNotFound.
+// A tenant may only read a key by the subject form of direct get, which any
+// replica of the bucket answers.
 func (l tenantLeases) entry(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
 	m, err := directGetLast(ctx, l.nc, "KV_"+l.bucket, l.subject(key))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -125,7 +150,13 @@ func (l tenantLeases) entry(ctx context.Context, key string) (jetstream.KeyValue
 	if err != nil {
 		return nil, err
 	}
-	e := &leaseEntry{bucket: l.bucket, key: key, value: m.Data, revision: m.Sequence, created: m.Time, op: jetstream.KeyValuePut}
+	return entryOf(l.bucket, key, m), nil
+}
+
+// entryOf is the entry of key that m, its last record in the bucket's
+// stream, makes.
+func entryOf(bucket, key string, m *jetstream.RawStreamMsg) *leaseEntry {
+	e := &leaseEntry{bucket: bucket, key: key, value: m.Data, revision: m.Sequence, created: m.Time, op: jetstream.KeyValuePut}
 	switch m.Header.Get(kvOperation) {
 	case kvDelete:
 		e.op = jetstream.KeyValueDelete
@@ -140,7 +171,7 @@ func (l tenantLeases) entry(ctx context.Context, key string) (jetstream.KeyValue
 			e.op = jetstream.KeyValueDelete
 		}
 	}
-	return e, nil
+	return e
 }
 
 // leaseEntry is one key's record, as jetstream.KeyValueEntry.

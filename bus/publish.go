@@ -5,17 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
+	"regexp"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
+	"github.com/dshq/dshq/internal/failover"
 )
 
 // Headers of a session record (docs/protocol.md#2-the-session-log-stream) and
@@ -60,6 +60,8 @@ type publisher struct {
 	nc         *nats.Conn
 	js         jetstream.JetStream
 	reader     logReader
+	name       string // the stream's name
+	watch      *failover.Watch
 	maxElapsed time.Duration
 	attempt    time.Duration // per-attempt request timeout
 	retries    atomic.Int64  // attempts retried after a transient failure
@@ -117,27 +119,38 @@ func (p *publisher) publish(ctx context.Context, subject string, prev uint64, re
 }
 
 func (p *publisher) publishChunk(ctx context.Context, subject string, prev uint64, recs []outRecord) (uint64, error) {
-	var last uint64
-	op := func() error {
-		actx, cancel := context.WithTimeout(ctx, p.attempt)
-		defer cancel()
+	var (
+		last       uint64
+		doubtSince time.Time // since when a duplicate looks like another writer's
+	)
+	err := p.run(ctx, func(actx context.Context) error {
 		seq, err := p.send(actx, subject, prev, recs)
 		if err == nil {
 			last = seq
 			return nil
 		}
-		if ctx.Err() != nil {
-			return backoff.Permanent(ctx.Err())
-		}
 		if isConflict(err) {
 			// A previous attempt may have stored the chunk already.
-			seq, ok, cerr := p.confirm(actx, subject, prev, recs)
+			seq, ok, cerr := p.confirm(actx, subject, prev, recs, leaderLast(err))
 			if cerr != nil {
 				return cerr // transient lookup failure: retry the whole step
 			}
 			if ok {
 				last = seq
 				return nil
+			}
+			if isDuplicate(err) && !p.reader.leaderReads() {
+				// A duplicate is most likely a previous attempt's
+				// record, and a tenant's lookup may have been answered
+				// by a replica that has not stored it yet: it is asked
+				// again for replicaSettle before the duplicate counts
+				// as another writer's.
+				if doubtSince.IsZero() {
+					doubtSince = time.Now()
+				}
+				if time.Since(doubtSince) < replicaSettle {
+					return fmt.Errorf("%w: a duplicate of msg id %s, not found on %s", errStaleReplica, recs[0].msgID, subject)
+				}
 			}
 			if isDuplicate(err) {
 				// The stream holds one of these msg ids, but not as
@@ -149,20 +162,9 @@ func (p *publisher) publishChunk(ctx context.Context, subject string, prev uint6
 			}
 			return backoff.Permanent(err)
 		}
-		if isTransient(err) {
-			p.retries.Add(1)
-			return err
-		}
-		return backoff.Permanent(err)
-	}
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = 20 * time.Millisecond
-	b.MaxInterval = time.Second
-	b.MaxElapsedTime = p.maxElapsed
-	if err := backoff.Retry(op, backoff.WithContext(b, ctx)); err != nil {
-		return 0, err
-	}
-	return last, nil
+		return err
+	})
+	return last, err
 }
 
 // send makes one attempt: a plain publish for one record, otherwise an
@@ -181,12 +183,14 @@ func (p *publisher) send(ctx context.Context, subject string, prev uint64, recs 
 		return m
 	}
 	if len(recs) == 1 {
-		ack, err := p.js.PublishMsg(ctx, msg(0))
+		// No retry inside the attempt: run retries, and a leader
+		// election wakes it up.
+		ack, err := p.js.PublishMsg(ctx, msg(0), jetstream.WithRetryAttempts(0))
 		if err != nil {
 			return 0, err
 		}
 		if ack.Duplicate {
-			return 0, errDuplicateAck
+			return 0, &duplicateAck{seq: ack.Sequence}
 		}
 		return ack.Sequence, nil
 	}
@@ -204,7 +208,7 @@ func (p *publisher) send(ctx context.Context, subject string, prev uint64, recs 
 			continue
 		}
 		m.Header.Set(hdrBatchCommit, "1")
-		ack, err := p.js.PublishMsg(ctx, m)
+		ack, err := p.js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
 		if err != nil {
 			return 0, err
 		}
@@ -217,16 +221,66 @@ func (p *publisher) send(ctx context.Context, subject string, prev uint64, recs 
 // id: resolved like a conflict, by checking what is stored.
 var errDuplicateAck = errors.New("publish acknowledged as duplicate")
 
+// duplicateAck is errDuplicateAck with the sequence the acknowledgement
+// names: the record's that holds the msg id.
+type duplicateAck struct{ seq uint64 }
+
+func (d *duplicateAck) Error() string {
+	return fmt.Sprintf("%v (the stored record's sequence is %d)", errDuplicateAck, d.seq)
+}
+
+func (d *duplicateAck) Is(target error) bool { return target == errDuplicateAck }
+
+// replicaSettle is how long a lookup answered by any replica (a tenant's)
+// is asked again before a duplicate msg id it does not find on the
+// session's subject counts as another writer's: far longer than a current
+// follower takes to store what its leader acknowledged.
+const replicaSettle = 2 * time.Second
+
+// errStaleReplica: the replica that answered a lookup has not stored yet
+// what the stream's leader said it holds; the lookup is retried.
+var errStaleReplica = errors.New("the replica that answered is behind the stream's leader")
+
+// wrongLastSeqRe finds, in a wrong last sequence refusal (10071), the
+// subject's last sequence on the leader.
+var wrongLastSeqRe = regexp.MustCompile(`wrong last sequence: (\d+)`)
+
+// leaderLast returns what a conflict says of the subject's last stream
+// sequence on the stream's leader: the one a wrong last sequence refusal
+// names (0 = it says nothing). A duplicate acknowledgement names the
+// sequence of the record that holds the msg id, which may be on another
+// subject (another writer took the id): no bound on this one.
+func leaderLast(err error) uint64 {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		if m := wrongLastSeqRe.FindStringSubmatch(apiErr.Description); m != nil {
+			n, _ := strconv.ParseUint(m[1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
 // confirm reports whether recs are stored on subject right after prev: the
 // subject's last record has the chunk's last msg id and bytes, and the
 // chunk's first record follows prev. It returns the last record's sequence.
-func (p *publisher) confirm(ctx context.Context, subject string, prev uint64, recs []outRecord) (uint64, bool, error) {
+// atLeast is the subject's last sequence on the stream's leader as the
+// refusal named it (0 = unknown): a tenant's Store reads from any replica,
+// and one that has not stored that far is asked again (errStaleReplica),
+// never taken for the truth.
+func (p *publisher) confirm(ctx context.Context, subject string, prev uint64, recs []outRecord, atLeast uint64) (uint64, bool, error) {
 	last, err := p.reader.last(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		if atLeast > 0 {
+			return 0, false, fmt.Errorf("%w: %s holds nothing, the leader sequence %d", errStaleReplica, subject, atLeast)
+		}
 		return 0, false, nil
 	}
 	if err != nil {
 		return 0, false, err
+	}
+	if last.Sequence < atLeast {
+		return 0, false, fmt.Errorf("%w: %s ends at sequence %d, on the leader at %d", errStaleReplica, subject, last.Sequence, atLeast)
 	}
 	want := recs[len(recs)-1]
 	if last.Header.Get(hdrMsgID) != want.msgID || !bytes.Equal(last.Data, want.data) {
@@ -235,7 +289,9 @@ func (p *publisher) confirm(ctx context.Context, subject string, prev uint64, re
 	if len(recs) > 1 || prev > 0 {
 		first, err := p.reader.first(ctx, subject, prev+1)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return 0, false, nil
+			// The chunk's last record is stored after prev, so a record
+			// follows prev: the replica that answered is behind.
+			return 0, false, fmt.Errorf("%w: nothing after sequence %d of %s", errStaleReplica, prev, subject)
 		}
 		if err != nil {
 			return 0, false, err
@@ -249,6 +305,12 @@ func (p *publisher) confirm(ctx context.Context, subject string, prev uint64, re
 
 // isConflict reports a refusal that may mean "already stored": a wrong last
 // subject sequence, a duplicate msg id in a batch, or a duplicate ack.
+//
+// The constant form of a wrong last sequence (10164) is not one: a
+// replicated stream's leader answers it while another message of the
+// subject is still in flight between its proposal and its application —
+// which includes the previous record of the same writer for a moment after
+// its acknowledgement was sent. It is retried (isTransient).
 func isConflict(err error) bool {
 	if errors.Is(err, errDuplicateAck) {
 		return true
@@ -256,8 +318,7 @@ func isConflict(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
-		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant,
-			errCodeBatchDuplicate:
+		case jetstream.JSErrCodeStreamWrongLastSequence, errCodeBatchDuplicate:
 			return true
 		}
 	}
@@ -274,59 +335,92 @@ func isDuplicate(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeBatchDuplicate
 }
 
-// isTransient reports a failure worth retrying: the server or the route to
-// it is temporarily unavailable, or the attempt timed out.
+// isTransient reports a failure worth retrying: the server, the route to it
+// or the stream's leader is temporarily unavailable, the attempt timed out
+// (failover.Transient), or the stream refused a publish for a moment (a
+// message id or another message of the subject still in flight, a batch
+// message lost in transit), or a lease claim raced with a change of the key.
 func isTransient(err error) bool {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, nats.ErrTimeout),
-		errors.Is(err, nats.ErrNoResponders),
-		errors.Is(err, jetstream.ErrNoStreamResponse),
-		errors.Is(err, nats.ErrDisconnected),
-		errors.Is(err, nats.ErrConnectionReconnecting),
-		errors.Is(err, nats.ErrConnectionDraining),
-		errors.Is(err, jetstream.ErrJetStreamNotEnabled),
-		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return true
-	}
-	// A write on a connection the server dropped (it is being restarted)
-	// before the client noticed: the client reconnects and buffers.
-	var netErr net.Error
-	if errors.As(err, &netErr) {
+	if failover.Transient(err) || errors.Is(err, errLeaseChanged) || errors.Is(err, errStaleReplica) {
 		return true
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
-		case errCodeDupInProcess, errCodeBatchIncomplete:
+		case errCodeDupInProcess, errCodeBatchIncomplete, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
 			return true
 		}
-		return apiErr.Code == 503 || apiErr.Code == 408
 	}
 	return false
 }
 
+// Retry pacing: the first retry after 20 ms, growing to retryMaxInterval.
+// A retry waiting for its turn is woken at once by a reconnect or a leader
+// election (failover.Watch), so the cap only paces retries while the cluster
+// has no leader and the advisories cannot be followed.
+const (
+	retryInitialInterval = 20 * time.Millisecond
+	retryMaxInterval     = 500 * time.Millisecond
+)
+
 // retry runs op with the publisher's bounded backoff, retrying transient
 // failures only.
 func (p *publisher) retry(ctx context.Context, op func(ctx context.Context) error) error {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = 20 * time.Millisecond
-	b.MaxInterval = time.Second
-	b.MaxElapsedTime = p.maxElapsed
-	return backoff.Retry(func() error {
-		actx, cancel := context.WithTimeout(ctx, p.attempt)
-		defer cancel()
+	return p.run(ctx, func(actx context.Context) error {
 		err := op(actx)
-		switch {
-		case err == nil:
+		if err != nil && !isTransient(err) && !failover.Interrupted(actx) {
+			return backoff.Permanent(err)
+		}
+		return err
+	})
+}
+
+// run calls op, each attempt bounded by the attempt timeout and interrupted
+// when its answer can no longer come (failover.Watch), until it succeeds, fails
+// with a backoff.Permanent error, or the retries run out (maxElapsed) or ctx
+// ends. An interrupted attempt is retried at once; a waiting retry wakes up
+// at a reconnect or a leader election.
+func (p *publisher) run(ctx context.Context, op func(actx context.Context) error) error {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = retryInitialInterval
+	b.MaxInterval = retryMaxInterval
+	b.MaxElapsedTime = p.maxElapsed
+	b.Reset()
+	for {
+		woken := p.watch.Changed()
+		actx, release := p.watch.Attempt(ctx, p.attempt)
+		err := op(actx)
+		cut := failover.Interrupted(actx)
+		release()
+		if err == nil {
 			return nil
-		case ctx.Err() != nil:
-			return backoff.Permanent(fmt.Errorf("%w (last error: %v)", ctx.Err(), err))
-		case isTransient(err):
+		}
+		var perm *backoff.PermanentError
+		if errors.As(err, &perm) {
+			return perm.Err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		}
+		if !cut && !isTransient(err) {
 			return err
 		}
-		return backoff.Permanent(err)
-	}, backoff.WithContext(b, ctx))
+		p.retries.Add(1)
+		wait := b.NextBackOff()
+		if wait == backoff.Stop {
+			return err
+		}
+		if cut {
+			continue
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-woken:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		}
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/internal/testnats"
@@ -137,5 +139,51 @@ func TestStoreFlush_NamesFailingSessions(t *testing.T) {
 	}
 	if snap, err := newStore(t, e).Stat(context.Background(), "flush-ok"); err != nil || snap == nil {
 		t.Fatalf("the healthy handle was not flushed: %v %v", snap, err)
+	}
+}
+
+// A replicated stream's leader refuses a publish with the constant wrong
+// last sequence (10164) while another message of the subject is in flight
+// between its proposal and its application, which includes the writer's own
+// previous record for a moment after its acknowledgement: that is retried,
+// not taken for another writer's record (which is the 10071 refusal).
+func TestPublisher_InFlightRefusalIsRetriedNotAConflict(t *testing.T) {
+	refused := &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequenceConstant, Description: "wrong last sequence"}
+	if isConflict(refused) || !isTransient(refused) {
+		t.Errorf("10164: conflict %v, transient %v; want a transient failure", isConflict(refused), isTransient(refused))
+	}
+	wrong := &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence, Description: "wrong last sequence: 7"}
+	if !isConflict(wrong) || isTransient(wrong) {
+		t.Errorf("10071: conflict %v, transient %v; want a conflict", isConflict(wrong), isTransient(wrong))
+	}
+	if isWrongLastSequence(refused) || !inFlight(refused) {
+		t.Errorf("a lease write refused as in flight is not a held key")
+	}
+}
+
+// What a conflict says of the subject's last sequence on the leader bounds
+// what a confirming lookup must see: a wrong last sequence refusal names it
+// (a duplicate acknowledgement names the record holding the msg id, maybe
+// on another subject: no bound). A lookup behind it (a tenant's read from a
+// replica that lags) is retried, not believed.
+func TestPublisher_ConflictNamesTheLeadersLastSequence(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want uint64
+	}{
+		{&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence, Description: "wrong last sequence: 4182"}, 4182},
+		{fmt.Errorf("publish: %w", &duplicateAck{seq: 77}), 0},
+		{&jetstream.APIError{Code: 400, ErrorCode: errCodeBatchDuplicate, Description: "batch duplicate"}, 0},
+		{&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence, Description: "wrong last sequence"}, 0},
+	} {
+		if got := leaderLast(c.err); got != c.want {
+			t.Errorf("leaderLast(%v) = %d, want %d", c.err, got, c.want)
+		}
+	}
+	if !isConflict(&duplicateAck{seq: 1}) || !errors.Is(&duplicateAck{seq: 1}, errDuplicateAck) {
+		t.Error("a duplicate acknowledgement is not a conflict")
+	}
+	if !isTransient(fmt.Errorf("%w: behind", errStaleReplica)) {
+		t.Error("a stale replica's answer is not retried")
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/fold"
+	"github.com/dshq/dshq/internal/failover"
 	"github.com/dshq/dshq/record"
 )
 
@@ -107,7 +108,8 @@ func NewStore(ctx context.Context, nc *nats.Conn, opts ...Option) (*Store, error
 		return nil, fmt.Errorf("new store: %w", err)
 	}
 	s := &Store{nc: nc, js: js, opts: o, pending: map[string]*Handle{}, writers: map[*Handle]struct{}{}}
-	s.pub = &publisher{nc: nc, js: js, maxElapsed: o.maxElapsed, attempt: o.attempt}
+	s.pub = &publisher{nc: nc, js: js, name: o.stream.Name, maxElapsed: o.maxElapsed, attempt: o.attempt,
+		watch: failover.For(nc, failover.StreamLeaderElected(o.stream.Name), failover.StreamLeaderElected("KV_"+o.stream.LeaseBucket))}
 	if o.tenant != "" {
 		if err := s.initTenant(ctx); err != nil {
 			return nil, fmt.Errorf("new store: %w", err)
@@ -124,7 +126,7 @@ func NewStore(ctx context.Context, nc *nats.Conn, opts ...Option) (*Store, error
 		if err != nil {
 			return err
 		}
-		s.stream, s.kv = st, jsLeases{kv}
+		s.stream, s.kv = st, jsLeases{kv: kv, nc: nc}
 		return nil
 	})
 	if err != nil {

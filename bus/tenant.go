@@ -88,7 +88,7 @@ func (s *Store) Namespace(tenant string) (*Store, error) {
 	ns := &Store{nc: s.nc, js: s.js, stream: s.stream, kv: s.kv, opts: s.opts, pending: map[string]*Handle{}, writers: map[*Handle]struct{}{}}
 	ns.opts.tenant = tenant
 	ns.reader = streamReader{ns}
-	ns.pub = &publisher{nc: s.nc, js: s.js, reader: ns.reader, maxElapsed: s.pub.maxElapsed, attempt: s.pub.attempt}
+	ns.pub = &publisher{nc: s.nc, js: s.js, reader: ns.reader, name: s.pub.name, watch: s.pub.watch, maxElapsed: s.pub.maxElapsed, attempt: s.pub.attempt}
 	return ns, nil
 }
 

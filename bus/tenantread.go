@@ -49,6 +49,9 @@ type tenantReader struct{ s *Store }
 
 func (r tenantReader) stream() string { return r.s.opts.stream.Name }
 
+// leaderReads is false: any replica answers a tenant's reads.
+func (r tenantReader) leaderReads() bool { return false }
+
 // last returns the last record of subject through the subject form of
 // direct get.
 func (r tenantReader) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {

@@ -27,8 +27,24 @@
 //   - TestCrashedHarnessReadsBalancedUntilResumed: a harness killed mid-turn
 //     reads balanced (synthetic closers) once its lease lapses, and resuming
 //     writes exactly that view.
+//   - TestClusterFailoverLosesNothing: three nats-server processes clustered
+//     on loopback with the deployment example's users, `dshq serve
+//     --replicas 3` joining them, eight harness writers of its two tenants
+//     on 200 sessions and two query loops, while the stream's leader
+//     is SIGKILLed twice and gracefully restarted once (lame-duck mode):
+//     every log ends byte-identical to what its writer appended, every
+//     replica holds the same stream, the projection has all of it, nothing
+//     failed, and the longest wait of each failover is within its bound
+//     (logged per phase).
+//   - TestProjectionReplicas: two projectors of one stream (each its own
+//     durable and projection) behind a query service process: a cursor from
+//     either continues on the other page for page, and under a load of
+//     writes and queries each replica in turn is SIGKILLed and restarted
+//     without a request failing (the longest waits logged).
 //
 // Set DSHQ_E2E_BIN to a directory holding prebuilt dshq, projector, query,
 // nats-server and harnesssim binaries to skip the build; set DSHQ_E2E_RACE=1
-// to build them with the race detector.
+// to build them with the race detector. The nats-server binary is kept
+// between runs in the user's cache directory (dshq-e2e/), named by a hash of
+// the Go toolchain, the build flags and every module it is built from.
 package e2e

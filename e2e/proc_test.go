@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -44,22 +47,36 @@ func buildAndRun(m *testing.M) (int, error) {
 		dir = tmp
 		// One build of every main package (go names each binary after its
 		// package path, nats-server/v2 → nats-server), so that the go command
-		// compiles them in parallel.
-		args := []string{"build"}
+		// compiles them in parallel. nats-server, which changes only with
+		// go.mod, comes from the cache of an earlier run when it can
+		// (cachedNATSServer).
+		var flags []string
 		if os.Getenv("DSHQ_E2E_RACE") != "" {
-			args = append(args, "-race")
+			flags = append(flags, "-race")
 		}
-		args = append(args, "-o", dir+string(filepath.Separator),
-			"github.com/dshq/dshq/cmd/dshq", "github.com/dshq/dshq/cmd/projector", "github.com/dshq/dshq/cmd/query",
-			"github.com/dshq/dshq/e2e/internal/harnesssim", "github.com/nats-io/nats-server/v2")
+		pkgs := []string{"github.com/dshq/dshq/cmd/dshq", "github.com/dshq/dshq/cmd/projector", "github.com/dshq/dshq/cmd/query",
+			"github.com/dshq/dshq/e2e/internal/harnesssim"}
+		bins.natsServer = filepath.Join(dir, "nats-server")
+		cache, hit := cachedNATSServer(flags)
+		if hit {
+			bins.natsServer = cache
+		} else {
+			pkgs = append(pkgs, natsServerPkg)
+		}
+		args := append(append([]string{"build"}, flags...), "-o", dir+string(filepath.Separator))
+		args = append(args, pkgs...)
 		if b, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 			return 0, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)
 		}
+		if !hit && cache != "" {
+			storeNATSServer(bins.natsServer, cache)
+		}
+	} else {
+		bins.natsServer = filepath.Join(dir, "nats-server")
 	}
 	bins.dshq = filepath.Join(dir, "dshq")
 	bins.projector = filepath.Join(dir, "projector")
 	bins.query = filepath.Join(dir, "query")
-	bins.natsServer = filepath.Join(dir, "nats-server")
 	bins.harnesssim = filepath.Join(dir, "harnesssim")
 	code := m.Run()
 	if code == 0 {
@@ -109,7 +126,7 @@ func startProc(t testing.TB, name, bin string, args, env []string) *proc {
 	t.Cleanup(func() {
 		p.kill(t)
 		if t.Failed() {
-			t.Logf("--- %s output (last lines) ---\n%s", p.name, p.out.tail(60))
+			t.Logf("--- %s output (last lines) ---\n%s", p.name, p.out.tail(400))
 		}
 	})
 	return p
@@ -257,5 +274,88 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() (bool, erro
 			t.Fatalf("timed out after %v waiting for %s (last error: %v)", d, what, last)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+const natsServerPkg = "github.com/nats-io/nats-server/v2"
+
+// natsServerCacheKey names the nats-server binary that go build makes with
+// flags from this module: a hash of the Go toolchain and target, the flags,
+// and the path, version and checksum of every module it is built from (as
+// this module's go.mod resolves them). It fails, and nothing is cached,
+// when one of those modules has no version.
+func natsServerCacheKey(flags []string) (string, error) {
+	env, err := exec.Command("go", "env", "GOVERSION", "GOOS", "GOARCH", "CGO_ENABLED", "GOFLAGS", "GOEXPERIMENT").Output()
+	if err != nil {
+		return "", err
+	}
+	mods, err := exec.Command("go", "list", "-deps", "-f",
+		`{{with .Module}}{{.Path}}@{{.Version}} {{.Sum}}{{with .Replace}} => {{.Path}}@{{.Version}} {{.Sum}}{{end}}{{end}}`,
+		natsServerPkg).Output()
+	if err != nil {
+		return "", err
+	}
+	// A module without a version (a directory replacement, a workspace
+	// module) can change without go.mod changing.
+	if unversioned := regexp.MustCompile(`@(\s|$)`); unversioned.Match(mods) {
+		return "", fmt.Errorf("nats-server is built from a module without a version")
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n%s", env, strings.Join(flags, " "), mods)
+	return hex.EncodeToString(h.Sum(nil))[:24], nil
+}
+
+// natsServerCachePath is where a nats-server binary with key is kept
+// between test runs.
+func natsServerCachePath(key string) (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "dshq-e2e", "nats-server-"+key), nil
+}
+
+// cachedNATSServer returns where the nats-server binary for flags is
+// cached and whether it is there ("" when it cannot be cached).
+func cachedNATSServer(flags []string) (path string, hit bool) {
+	key, err := natsServerCacheKey(flags)
+	if err != nil {
+		return "", false
+	}
+	if path, err = natsServerCachePath(key); err != nil {
+		return "", false
+	}
+	fi, err := os.Stat(path)
+	return path, err == nil && fi.Mode().IsRegular() && fi.Mode()&0o100 != 0
+}
+
+// storeNATSServer copies a freshly built nats-server to path in the cache:
+// to a temporary file beside it, then renamed, so that a concurrent run
+// never sees a partial binary. Failures only mean no cache.
+func storeNATSServer(built, path string) {
+	if os.MkdirAll(filepath.Dir(path), 0o755) != nil {
+		return
+	}
+	src, err := os.Open(built)
+	if err != nil {
+		return
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".nats-server-*")
+	if err != nil {
+		return
+	}
+	_, err = io.Copy(tmp, src)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o755)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
 	}
 }

@@ -21,7 +21,7 @@ func (s projectorSource) View(ctx context.Context, minGeneration uint64, fn func
 type snapshotAdapter struct{ s projection.Snapshot }
 
 func (a snapshotAdapter) Generation() uint64     { return a.s.Generation() }
-func (a snapshotAdapter) Epoch() string          { return a.s.Epoch() }
+func (a snapshotAdapter) Epoch() string          { return a.s.Lineage() }
 func (a snapshotAdapter) IsLive(id string) bool  { return a.s.IsLive(id) }
 func (a snapshotAdapter) LiveSessions() []string { return a.s.LiveSet() }
 

@@ -28,6 +28,9 @@
 //     silently. List-shaped endpoints page by key on their immutable order
 //     and count only what existed at the first page's generation.
 //   - A cursor is stale (SESSION_QUERY_STALE_CURSOR) when the projection
-//     epoch changed (a rebuild was swapped in), when a session it counted was
+//     answering it is of another lineage (another stream, or another
+//     projection version: Snapshot.Epoch), when a session it counted was
 //     reclassified after its first page, or when its stored results expired.
+//     Every replica of one stream, and a rebuild of it, has the same lineage:
+//     a cursor continues on any of them.
 package engine

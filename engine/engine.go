@@ -224,7 +224,7 @@ func (e *Engine) continueCursor(snap Snapshot, req *query.Request) (c *query.Cur
 		return nil, false, err
 	}
 	if c.Epoch != snap.Epoch() {
-		return nil, false, dshq.Errorf(dshq.CodeStaleCursor, "cursor is stale because the projection was rebuilt")
+		return nil, false, dshq.Errorf(dshq.CodeStaleCursor, "cursor is stale because the projection was rebuilt from another stream or by another version")
 	}
 	return c, false, nil
 }

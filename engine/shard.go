@@ -2,6 +2,12 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -64,3 +70,88 @@ func ServeShard(ctx context.Context, nc *nats.Conn, shard string, e *Engine, opt
 		return e.Answer(ctx, req, budget)
 	}, opts...)
 }
+
+// ServeReplica serves e as replica replica of projection shard shard: the
+// shard's queue-group endpoints (ServeShard), the replica's own endpoints
+// dsh.proj.<shard>.v1.replica.<replica>.<endpoint>, and its status
+// (query.ReplicaStatus, from status) on dsh.proj.<shard>.v1.status every
+// query.ReplicaStatusEvery and as soon as its generation moves, so that
+// the query service sends each request to a replica that has reached what
+// it needs. replica must be a NATS subject token: the projector's durable
+// consumer name, unique per projector. stop announces the replica gone,
+// then drains both services.
+func ServeReplica(ctx context.Context, nc *nats.Conn, shard, replica string, e *Engine, status func() query.ReplicaStatus,
+	opts ...query.ServiceOption) (stop func() error, err error) {
+	if replica == "" || strings.ContainsAny(replica, ".*> \t\r\n") {
+		return nil, fmt.Errorf("replica name %q is not a subject token", replica)
+	}
+	stopShard, err := ServeShard(ctx, nc, shard, e, opts...)
+	if err != nil {
+		return nil, err
+	}
+	budget := query.ReplyBudget(nc)
+	spec := query.Spec{
+		Name:        dshq.ShardService,
+		Description: "dshq projection reads of one replica, for the query service",
+		Metadata:    map[string]string{"shard": shard, "replica": replica},
+		Subject:     func(endpoint string) string { return dshq.ShardReplicaSubject(shard, replica, endpoint) },
+	}
+	stopReplica, err := query.ServeEndpoints(ctx, nc, spec, func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
+		req, err := query.DecodeRequest(endpoint, body)
+		if err != nil {
+			return nil, err
+		}
+		return e.Answer(ctx, req, budget)
+	}, opts...)
+	if err != nil {
+		_ = stopShard()
+		return nil, err
+	}
+	subject := dshq.ShardStatusSubject(shard)
+	announce := func(st query.ReplicaStatus) {
+		st.Replica = replica
+		if b, err := json.Marshal(st); err == nil {
+			_ = nc.Publish(subject, b)
+		}
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		poll := time.NewTicker(statusPoll)
+		defer poll.Stop()
+		var last query.ReplicaStatus
+		var sent time.Time
+		for {
+			select {
+			case <-quit:
+				return
+			case <-ctx.Done():
+				return
+			case now := <-poll.C:
+				st := status()
+				if st != last || now.Sub(sent) >= query.ReplicaStatusEvery {
+					announce(st)
+					last, sent = st, now
+				}
+			}
+		}
+	}()
+	var (
+		once    sync.Once
+		stopErr error
+	)
+	return func() error {
+		once.Do(func() {
+			close(quit)
+			<-done
+			announce(query.ReplicaStatus{Gone: true})
+			_ = nc.Flush()
+			stopErr = errors.Join(stopReplica(), stopShard())
+		})
+		return stopErr
+	}, nil
+}
+
+// statusPoll is how often ServeReplica looks at its replica's status: a
+// generation that moved is announced within it.
+const statusPoll = 20 * time.Millisecond

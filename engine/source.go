@@ -20,8 +20,10 @@ type Projection interface {
 type Snapshot interface {
 	// Generation is the stream sequence through which the snapshot applied.
 	Generation() uint64
-	// Epoch identifies the projection build; it changes when a rebuild is
-	// swapped in.
+	// Epoch is what cursors bind to: the projection's lineage (the stream
+	// and the projection version it was built from; projection.Snapshot's
+	// Lineage). Every replica of one stream has the same, and a rebuild of
+	// the same stream keeps it: a cursor continues on any of them.
 	Epoch() string
 	// Session returns a session by id; ok is false when there is none.
 	Session(id string) (info dshq.SessionInfo, ok bool, err error)

@@ -115,7 +115,7 @@ func TestStaleCursors(t *testing.T) {
 		}
 		t.Run(tt.endpoint+" is stale after a rebuild", func(t *testing.T) {
 			_, err := run(t, engine, tt.endpoint, withCursor(tt.body, cursors[tt.endpoint]))
-			wantErr(t, err, dshq.CodeStaleCursor, "cursor is stale because the projection was rebuilt")
+			wantErr(t, err, dshq.CodeStaleCursor, "cursor is stale because the projection was rebuilt from another stream or by another version")
 		})
 	}
 }

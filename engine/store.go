@@ -7,9 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/failover"
 	"github.com/dshq/dshq/query"
 )
 
@@ -65,6 +67,7 @@ func (s *MemoryCursorStore) Get(_ context.Context, key string) ([]byte, error) {
 // of a shard can continue any cursor.
 type KVCursorStore struct {
 	kv jetstream.KeyValue
+	nc *nats.Conn
 }
 
 // DefaultCursorMaxBytes bounds the memory of the cursor bucket.
@@ -88,9 +91,17 @@ func WithCursorMaxBytes(n int64) KVCursorOption {
 	}
 }
 
+// WithCursorReplicas sets the bucket's replica count (default 1). On a
+// cluster it should match the session stream's: a bucket on a single server
+// fails every paged search while that server is down.
+func WithCursorReplicas(n int) KVCursorOption {
+	return func(c *jetstream.KeyValueConfig) { c.Replicas = n }
+}
+
 // NewKVCursorStore creates or binds the KV bucket dshq.CursorBucket (memory
-// storage, TTL CursorTTL, DefaultCursorMaxBytes), and sets it to drop its
-// oldest entries when full rather than refuse new ones.
+// storage, TTL CursorTTL, DefaultCursorMaxBytes, the replicas asked for),
+// and sets it to drop its oldest entries when full rather than refuse new
+// ones.
 func NewKVCursorStore(ctx context.Context, js jetstream.JetStream, opts ...KVCursorOption) (*KVCursorStore, error) {
 	cfg := jetstream.KeyValueConfig{
 		Bucket:      dshq.CursorBucket,
@@ -110,7 +121,7 @@ func NewKVCursorStore(ctx context.Context, js jetstream.JetStream, opts ...KVCur
 	if err := discardOldest(ctx, js, "KV_"+dshq.CursorBucket); err != nil {
 		return nil, fmt.Errorf("cursor bucket %s: %w", dshq.CursorBucket, err)
 	}
-	return &KVCursorStore{kv: kv}, nil
+	return &KVCursorStore{kv: kv, nc: js.Conn()}, nil
 }
 
 // discardOldest makes a key-value bucket's stream drop its oldest entries
@@ -129,22 +140,85 @@ func discardOldest(ctx context.Context, js jetstream.JetStream, stream string) e
 	return err
 }
 
-// Put stores value under key.
+// The cursor bucket's retries: through a leader election of its stream
+// (4-9 s after the loss of a server) and a margin, each attempt bounded.
+const (
+	cursorRetryFor     = 15 * time.Second
+	cursorAttemptLimit = 2 * time.Second
+)
+
+// Put stores value under key, retrying transient failures.
 func (s *KVCursorStore) Put(ctx context.Context, key string, value []byte) error {
-	_, err := s.kv.Put(ctx, key, value)
-	return err
+	return s.retry(ctx, func(ctx context.Context) error {
+		_, err := s.kv.Put(ctx, key, value)
+		return err
+	})
 }
 
-// Get returns the value under key or ErrCursorExpired.
+// Get returns the value under key or ErrCursorExpired, retrying transient
+// failures. A key a replica does not hold is looked up on the bucket's
+// leader before it counts as expired: the replica that answered may not
+// have stored it yet.
 func (s *KVCursorStore) Get(ctx context.Context, key string) ([]byte, error) {
-	e, err := s.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, ErrCursorExpired
-	}
+	var out []byte
+	err := s.retry(ctx, func(ctx context.Context) error {
+		e, err := s.kv.Get(ctx, key)
+		if err == nil {
+			out = e.Value()
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return err
+		}
+		m, err := failover.LastMsg(ctx, s.nc, "KV_"+dshq.CursorBucket, "$KV."+dshq.CursorBucket+"."+key)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			return ErrCursorExpired
+		case err != nil:
+			return err
+		case m.Header.Get("KV-Operation") != "" || m.Header.Get("Nats-Marker-Reason") != "":
+			return ErrCursorExpired
+		}
+		out = m.Data
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	return e.Value(), nil
+	return out, nil
+}
+
+// retry runs op until it succeeds or fails other than transiently, within
+// cursorRetryFor; a reconnect or a leader election ends a wait at once.
+func (s *KVCursorStore) retry(ctx context.Context, op func(ctx context.Context) error) error {
+	watch := failover.For(s.nc, failover.StreamLeaderElected("KV_"+dshq.CursorBucket))
+	deadline := time.Now().Add(cursorRetryFor)
+	pause := 20 * time.Millisecond
+	for {
+		changed := watch.Changed()
+		actx, release := watch.Attempt(ctx, cursorAttemptLimit)
+		err := op(actx)
+		cut := failover.Interrupted(actx)
+		release()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case !cut && !failover.Transient(err), time.Now().After(deadline):
+			return err
+		case cut:
+			continue
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-changed:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		pause = min(2*pause, 250*time.Millisecond)
+	}
 }
 
 func msDuration(ms int) time.Duration { return time.Duration(ms) * time.Millisecond }

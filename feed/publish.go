@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/failover"
 )
 
 // DefaultPublishTimeout bounds how long Publish retries a commit whose
@@ -24,7 +25,11 @@ const DefaultPublishTimeout = 30 * time.Second
 // safe for concurrent use; Publish calls are serialized so that one
 // commit's messages are contiguous in the stream.
 type Publisher struct {
-	js      jetstream.JetStream
+	js jetstream.JetStream
+	// async publishes the messages: its acknowledgements time out after
+	// publishAttemptTimeout, so that those a failover lost do not stay
+	// pending (past 4000 of them an asynchronous publish stalls for good).
+	async   jetstream.JetStream
 	stream  string
 	timeout time.Duration
 
@@ -52,9 +57,12 @@ func WithPublishTimeout(d time.Duration) PublisherOption {
 // NewPublisher returns a Publisher on js. The stream must exist
 // (EnsureStream).
 func NewPublisher(js jetstream.JetStream, opts ...PublisherOption) *Publisher {
-	p := &Publisher{js: js, stream: dshq.FeedStream, timeout: DefaultPublishTimeout}
+	p := &Publisher{js: js, async: js, stream: dshq.FeedStream, timeout: DefaultPublishTimeout}
 	for _, o := range opts {
 		o(p)
+	}
+	if async, err := jetstream.New(js.Conn(), jetstream.WithPublishAsyncTimeout(publishAttemptTimeout)); err == nil {
+		p.async = async
 	}
 	return p
 }
@@ -212,23 +220,37 @@ func (p *Publisher) publishRetrying(ctx context.Context, out []outgoing, first f
 	b.InitialInterval = 50 * time.Millisecond
 	b.MaxInterval = 2 * time.Second
 	b.MaxElapsedTime = 0 // ctx bounds the retries
-	var last error
+	b.Reset()
+	// An attempt whose acknowledgements can no longer come (the connection
+	// dropped, the feed stream elected a new leader) is abandoned and
+	// retried at once, and a retry waiting for its turn wakes up then: a
+	// failover holds the projector (which waits for the previous commit's
+	// publication) only as long as the cluster takes to recover.
+	watch := failover.For(p.js.Conn(), failover.StreamLeaderElected(p.stream))
 	send := first
-	err := backoff.Retry(func() error {
-		last = send(ctx, out)
-		if last != nil && ctx.Err() != nil {
-			return backoff.Permanent(last)
-		}
+	for {
+		changed := watch.Changed()
+		actx, release := watch.Attempt(ctx, publishAttemptTimeout)
+		err := send(actx, out)
+		cut := failover.Interrupted(actx)
+		release()
 		send = p.publishRest
-		return last
-	}, backoff.WithContext(b, ctx))
-	if err == nil {
-		return nil
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return err
+		case cut:
+			continue
+		}
+		t := time.NewTimer(b.NextBackOff())
+		select {
+		case <-t.C:
+		case <-changed:
+		case <-ctx.Done():
+		}
+		t.Stop()
 	}
-	if last != nil {
-		return last
-	}
-	return err
 }
 
 // Resume publishes the messages of one commit (as for Publish) that the
@@ -305,6 +327,9 @@ func (p *Publisher) unstored(ctx context.Context, out []outgoing) ([]outgoing, e
 	return rest, nil
 }
 
+// publishAttemptTimeout bounds one attempt at a commit's publication.
+const publishAttemptTimeout = 10 * time.Second
+
 // publishWindow bounds the acknowledgements Publish waits for at once
 // (below the client's async pending limit).
 const publishWindow = 256
@@ -321,7 +346,7 @@ func (p *Publisher) publishOnce(ctx context.Context, out []outgoing) error {
 			if o.id != "" {
 				opts = append(opts, jetstream.WithMsgID(o.id))
 			}
-			f, err := p.js.PublishMsgAsync(o.msg, opts...)
+			f, err := p.async.PublishMsgAsync(o.msg, opts...)
 			if err != nil {
 				return err
 			}

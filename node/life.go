@@ -18,6 +18,7 @@ import (
 	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/feed"
 	"github.com/dshq/dshq/feed/feedcommit"
+	"github.com/dshq/dshq/internal/failover"
 	"github.com/dshq/dshq/internal/metricsrv"
 	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/projection"
@@ -170,24 +171,59 @@ func (l *life) provision() error {
 	if !l.cfg.Parts.Projector {
 		return nil
 	}
-	if _, err := bus.EnsureStream(l.ctx, l.js, l.cfg.Stream); err != nil {
+	if err := l.retryTransient("ensure the session stream", func() error {
+		_, err := bus.EnsureStream(l.ctx, l.js, l.cfg.Stream)
+		return err
+	}); err != nil {
 		return err
 	}
-	if _, err := bus.EnsureLeaseBucket(l.ctx, l.js, l.cfg.Stream); err != nil {
+	if err := l.retryTransient("ensure the lease bucket", func() error {
+		_, err := bus.EnsureLeaseBucket(l.ctx, l.js, l.cfg.Stream)
+		return err
+	}); err != nil {
 		return err
 	}
 	f := l.cfg.Feed
-	cfg := feed.StreamConfig{MaxBytes: f.MaxBytes, MaxAge: f.MaxAge, Duplicates: f.Duplicates, Adopt: true}
+	// The feed is replicated like the session stream: a copy on one server
+	// would stall the projector while that server is down.
+	cfg := feed.StreamConfig{MaxBytes: f.MaxBytes, MaxAge: f.MaxAge, Duplicates: f.Duplicates, Replicas: l.cfg.Stream.Replicas, Adopt: true}
 	if f.MaxBytes == 0 {
 		cfg.Budget = l.storageBudget(l.ctx, l.js)
 	}
-	st, err := feed.EnsureStream(l.ctx, l.js, cfg)
-	if err != nil {
+	var st jetstream.Stream
+	if err := l.retryTransient("ensure the feed stream", func() error {
+		var err error
+		st, err = feed.EnsureStream(l.ctx, l.js, cfg)
+		return err
+	}); err != nil {
 		return err
 	}
 	c := st.CachedInfo().Config
 	l.log.Debug("feed stream", "stream", c.Name, "maxBytes", c.MaxBytes, "maxAge", c.MaxAge, "duplicates", c.Duplicates)
 	return nil
+}
+
+// provisionRetryFor bounds how long a start retries a stream or bucket
+// that the cluster is slow to create: a JetStream cluster that has just
+// formed, or a leader election, answers an API request late or not at all.
+const provisionRetryFor = 30 * time.Second
+
+// retryTransient runs fn until it succeeds, fails other than transiently
+// (failover.Transient), provisionRetryFor passes or the life ends.
+func (l *life) retryTransient(what string, fn func() error) error {
+	deadline := time.Now().Add(provisionRetryFor)
+	wait := 100 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil || !failover.Transient(err) || time.Now().After(deadline) || l.ctx.Err() != nil {
+			return err
+		}
+		l.log.Warn("retrying", "what", what, "err", err, "in", wait)
+		if sleep(l.ctx, wait) != nil {
+			return err
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 // openProjector opens the projection under Home/projection (or
@@ -201,8 +237,11 @@ func (l *life) openProjector() error {
 	if l.cfg.feedFault != nil {
 		fopts = append(fopts, feedcommit.WithFault(l.cfg.feedFault))
 	}
-	l.feeder = feedcommit.NewFeeder(feed.NewPublisher(l.js), fopts...)
-	opts := append([]projection.Option{projection.WithLogger(l.log), projection.WithRegisterer(l.reg), projection.WithOnCommit(l.feeder.Hook)}, popts...)
+	opts := append([]projection.Option{projection.WithLogger(l.log), projection.WithRegisterer(l.reg)}, popts...)
+	if !l.cfg.Feed.Off {
+		l.feeder = feedcommit.NewFeeder(feed.NewPublisher(l.js), fopts...)
+		opts = append(opts, projection.WithOnCommit(l.feeder.Hook))
+	}
 	if l.cfg.Stream.Name != "" {
 		opts = append(opts, projection.WithStream(l.cfg.Stream.Name))
 	}
@@ -226,6 +265,9 @@ func (l *life) openProjector() error {
 // projector's loop. It stops after the loop (the stack stops in reverse),
 // finishing the publication in progress within feedDrain.
 func (l *life) startFeed() error {
+	if l.feeder == nil {
+		return nil // Feed.Off
+	}
 	if err := l.feeder.CatchUp(l.ctx, l.proj); err != nil {
 		return err
 	}
@@ -269,7 +311,10 @@ func (l *life) startShard() error {
 	if l.cfg.Projection.NoShard {
 		return nil
 	}
-	cursors, err := engine.NewKVCursorStore(l.ctx, l.js, engine.WithCursorMaxBytes(l.cfg.Projection.CursorMaxBytes))
+	// The cursor bucket is replicated like the session stream: a copy on
+	// one server would fail every later page of a search while it is down.
+	cursors, err := engine.NewKVCursorStore(l.ctx, l.js, engine.WithCursorMaxBytes(l.cfg.Projection.CursorMaxBytes),
+		engine.WithCursorReplicas(l.cfg.Stream.Replicas))
 	if err != nil {
 		return fmt.Errorf("cursor store: %w", err)
 	}
@@ -279,7 +324,17 @@ func (l *life) startShard() error {
 	}
 	eng := engine.New(engine.FromProjector(l.proj), engine.WithSearcher(engine.FromIndexFunc(l.proj.Index)),
 		engine.WithCursorStore(cursors), engine.WithCursorKey(key))
-	stop, err := engine.ServeShard(l.ctx, l.nc, dshq.DefaultShard, eng, query.WithLogger(l.log))
+	// Each projector is a replica of the shard, named by its durable
+	// consumer: the query service sends a request to one that has reached
+	// what it needs.
+	replica := l.cfg.Projection.Durable
+	if replica == "" {
+		replica = dshq.ProjectorDurable
+	}
+	stop, err := engine.ServeReplica(l.ctx, l.nc, dshq.DefaultShard, replica, eng, func() query.ReplicaStatus {
+		pr := l.proj.Progress()
+		return query.ReplicaStatus{Lineage: l.proj.Lineage(), Generation: pr.Generation, CatchingUp: pr.CatchingUp}
+	}, query.WithLogger(l.log))
 	if err != nil {
 		return fmt.Errorf("start query shard: %w", err)
 	}
@@ -342,7 +397,8 @@ func (l *life) startTools() error {
 	if err != nil {
 		return fmt.Errorf("tools: %w", err)
 	}
-	stop, err := toolservice.Serve(l.ctx, l.nc, t, toolservice.WithLogger(l.log), toolservice.WithRegisterer(l.reg))
+	stop, err := toolservice.Serve(l.ctx, l.nc, t, toolservice.WithLogger(l.log), toolservice.WithRegisterer(l.reg),
+		toolservice.WithSpillReplicas(l.cfg.Stream.Replicas))
 	if err != nil {
 		return fmt.Errorf("start tools service: %w", err)
 	}

@@ -82,6 +82,10 @@ type Config struct {
 // whatever it has; a limit set here is applied to an existing stream that
 // differs.
 type FeedConfig struct {
+	// Off publishes nothing to the feed: a further replica of the
+	// projection (one projector publishes the feed; each replica would
+	// publish its own commits).
+	Off bool
 	// MaxBytes bounds the stream's size, oldest messages first (0 =
 	// feed.DefaultMaxBytes, or a quarter of the storage JetStream can
 	// still reserve when that is less; negative = no limit).

@@ -54,8 +54,12 @@ type Snapshot interface {
 	// applied.
 	Generation() uint64
 	// Epoch identifies the projection instance: it changes when a rebuilt
-	// projection is swapped in (cursors from another epoch are stale).
+	// projection is swapped in (the live feed's subscribers resynchronise).
 	Epoch() string
+	// Lineage identifies what the projection was built from: the stream
+	// and the projection's version (Projector.Lineage). Every replica of
+	// one stream, and a rebuild of it, has the same: cursors bind to it.
+	Lineage() string
 	// Index is the full-text index of the projection this snapshot reads;
 	// it stays open while the snapshot is in use, even across a rebuild
 	// swap. Its content may be ahead of the snapshot (see the package doc).

@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/dshq/dshq/internal/failover"
 )
 
 // fetchWait is how long one pull request waits for records.
@@ -36,12 +38,22 @@ func (p *Projector) current() *instance {
 	return p.cur
 }
 
-// follow is the projector loop.
+// follow is the projector loop. It pulls from the durable consumer and
+// applies records strictly in stream order: the store's checkpoint, not the
+// consumer, says which record comes next. A record the consumer delivered
+// and this loop never read (a pull cut off by its deadline, a connection
+// dropped or a consumer leader lost with deliveries in flight) shows as a
+// delivery past the next sequence, or, at the tail, as a consumer that has
+// delivered past the checkpoint; the missing records are read from the
+// stream (fill), so no failover costs a consumer reset. Pulls are
+// interrupted when their answer can no longer come (a reconnect, a leader
+// election of the stream or the consumer) and retried at once.
 func (p *Projector) follow(ctx context.Context) error {
 	var (
-		cons jetstream.Consumer
-		for_ *instance
-		next uint64 // the consumer sequence of the next delivery
+		cons  jetstream.Consumer
+		for_  *instance
+		watch *failover.Watch
+		pause = followPauseMin
 	)
 	for ctx.Err() == nil {
 		inst := p.current()
@@ -65,12 +77,15 @@ func (p *Projector) follow(ctx context.Context) error {
 				}
 				continue
 			}
-			cons, for_, next = c, inst, 1
+			cons, for_ = c, inst
+			watch = failover.For(p.js.Conn(), failover.StreamLeaderElected(p.cfg.stream),
+				failover.ConsumerLeaderElected(p.cfg.stream, p.cfg.durable))
 		}
-		fctx, cancel := context.WithTimeout(ctx, fetchWait)
+		changed := watch.Changed()
+		fctx, release := watch.Attempt(ctx, fetchWait)
 		mb, err := cons.Fetch(p.cfg.batchSize, jetstream.FetchContext(fctx))
 		if err != nil {
-			cancel()
+			release()
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -81,36 +96,77 @@ func (p *Projector) follow(ctx context.Context) error {
 			}
 			continue
 		}
-		read, err := p.drain(ctx, inst, mb, &next)
-		cancel()
+		read, err := p.drain(ctx, inst, mb)
+		release()
+		answered := true // whether the consumer answered its info request
 		if err == nil && read < p.cfg.batchSize && ctx.Err() == nil {
-			err = p.checkDelivered(ctx, cons, next)
+			answered, err = p.fillDelivered(ctx, inst, cons)
 		}
-		if errors.Is(err, errConsumerGone) {
+		if err == nil && read == 0 && !answered && ctx.Err() == nil {
+			err = p.readAhead(ctx, inst)
+		}
+		switch {
+		case errors.Is(err, errSwapped):
+			continue // the loop recreates its consumer for the new instance
+		case errors.Is(err, errConsumerGone):
+			// Deleted (with its stream, perhaps): recreating it checks the
+			// stream's identity before anything more is read.
 			p.log.Warn("the consumer is gone; creating it again", "err", err)
 			for_ = nil
 			continue
-		}
-		if errors.Is(err, errDeliveryGap) {
-			// A pull cut off by its deadline dropped records the server
-			// had sent; acknowledging a later one (AckAll) would lose them.
-			// Resume from the checkpoint with a new consumer.
-			p.log.Debug("resuming after an interrupted delivery", "err", err)
+		case errors.Is(err, errDeliveryGap):
+			// The consumer is far from the checkpoint.
+			p.log.Warn("recreating the consumer at the checkpoint", "err", err)
 			for_ = nil
 			continue
-		}
-		if err != nil {
+		case err != nil:
 			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		ferr := mb.Error()
+		switch {
+		case ferr == nil, errors.Is(ferr, context.DeadlineExceeded), errors.Is(ferr, context.Canceled):
+			pause = followPauseMin
+		case errors.Is(ferr, jetstream.ErrConsumerDeleted), errors.Is(ferr, jetstream.ErrConsumerNotFound):
+			p.log.Warn("the consumer is gone; recreating it", "err", ferr)
+			for_ = nil
+			continue
+		default:
+			// No consumer leader (no responders) or a refused pull (the
+			// stream was read ahead meanwhile): wait for an election or a
+			// reconnect, or a growing pause.
+			p.log.Debug("pull failed; retrying", "err", ferr)
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-changed:
+			case <-ctx.Done():
+			}
+			t.Stop()
+			pause = min(2*pause, followPauseMax)
+			continue
 		}
 	}
 	return nil
 }
 
+// The pause between failed pulls while the consumer has no leader (an
+// election or a reconnect ends it at once).
+const (
+	followPauseMin = 50 * time.Millisecond
+	followPauseMax = time.Second
+)
+
+// maxFill bounds the records one fill reads from the stream; a gap wider
+// than that means the consumer is not where the checkpoint is, and the
+// consumer is recreated at the checkpoint instead.
+const maxFill = 1 << 16
+
 // drain applies the messages of one pull request, grouping those that are
-// already there into batches. next is the consumer sequence expected next: a
-// delivery past it means records were delivered and never read, so drain
-// applies what came before it and returns errDeliveryGap.
-func (p *Projector) drain(ctx context.Context, inst *instance, mb jetstream.MessageBatch, next *uint64) (read int, err error) {
+// already there into batches.
+func (p *Projector) drain(ctx context.Context, inst *instance, mb jetstream.MessageBatch) (read int, err error) {
 	msgs := mb.Messages()
 	for {
 		var first jetstream.Msg
@@ -129,29 +185,10 @@ func (p *Projector) drain(ctx context.Context, inst *instance, mb jetstream.Mess
 			group, cut = group[:c-read], true // the rest is dropped, as by a deadline
 		}
 		read += len(group)
-		var gap error
-		for i, m := range group {
-			md, err := m.Metadata()
-			if err != nil {
-				return read, fmt.Errorf("message metadata: %w", err)
-			}
-			if md.Sequence.Consumer != *next {
-				gap = fmt.Errorf("%w: delivery %d after %d (stream sequence %d)", errDeliveryGap, md.Sequence.Consumer, *next-1, md.Sequence.Stream)
-				group = group[:i]
-				break
-			}
-			*next++
-		}
 		if len(group) > 0 {
 			if err := p.applyMsgs(ctx, inst, group); err != nil {
-				if errors.Is(err, errSwapped) {
-					return read, nil
-				}
 				return read, err
 			}
-		}
-		if gap != nil {
-			return read, gap
 		}
 		if cut {
 			return read, nil
@@ -162,28 +199,130 @@ func (p *Projector) drain(ctx context.Context, inst *instance, mb jetstream.Mess
 // errConsumerGone means the projector's consumer no longer exists.
 var errConsumerGone = errors.New("the projector's consumer is gone")
 
-// checkDelivered asks the server how many records the consumer delivered
-// after a pull that ended short: more than were read means a pull cut off
-// by its deadline dropped some (errDeliveryGap); a consumer that is gone
-// is errConsumerGone. Its pending count tells the loop how far behind the
-// stream it is.
-func (p *Projector) checkDelivered(ctx context.Context, cons jetstream.Consumer, next uint64) error {
-	info, err := cons.Info(ctx)
+// fillDelivered applies what the consumer delivered and the loop never read
+// at the tail of the stream: after a pull that ended short, the consumer's
+// last delivered stream sequence past the checkpoint (records in flight
+// when a pull was cut off). answered is false when the consumer did not
+// answer (it has no leader): the loop then reads ahead of it. A consumer
+// that is gone is errConsumerGone: the loop never reads around it, as the
+// stream it read may have been replaced.
+func (p *Projector) fillDelivered(ctx context.Context, inst *instance, cons jetstream.Consumer) (answered bool, err error) {
+	actx, release := p.attempt(ctx)
+	info, err := cons.Info(actx)
+	release()
 	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		// Deleted (with its stream, perhaps): its pulls would end empty
-		// forever.
-		return fmt.Errorf("%w: %v", errConsumerGone, err)
+		return true, fmt.Errorf("%w: %v", errConsumerGone, err)
 	}
 	if err != nil {
-		return nil // the next pull or consumer reset will tell
+		return false, nil // the next pull or the next fill will tell
 	}
-	if info.Delivered.Consumer >= next {
-		return fmt.Errorf("%w: %d deliveries, %d read", errDeliveryGap, info.Delivered.Consumer, next-1)
+	return true, p.fillFrom(ctx, inst, info)
+}
+
+func (p *Projector) fillFrom(ctx context.Context, inst *instance, info *jetstream.ConsumerInfo) error {
+	cp, err := p.checkpointOf(inst)
+	if err != nil {
+		return err
 	}
-	// Everything delivered was applied: what the stream holds beyond is
-	// pending (a pull that ended short with records pending is behind).
-	p.noteBatch(p.Generation(), info.NumPending)
-	return nil
+	if info.Delivered.Stream <= cp {
+		// Everything delivered was applied: what the stream holds beyond
+		// is pending (a pull that ended short with records pending is
+		// behind).
+		p.noteBatch(p.Generation(), info.NumPending)
+		return nil
+	}
+	recs, err := p.fill(ctx, cp+1, info.Delivered.Stream)
+	if errors.Is(err, errDeliveryGap) {
+		return err
+	}
+	if err != nil {
+		p.log.Debug("cannot read the records the consumer delivered; the next pull retries", "err", err)
+		return nil
+	}
+	return p.applyRecords(ctx, inst, recs, nil, info.NumPending)
+}
+
+// readAhead applies, after a pull that brought nothing from a consumer that
+// did not answer, the records the stream holds beyond the checkpoint, read
+// from the stream itself: a consumer that has lost its leader delivers
+// nothing until it has elected another (4-9 s after the loss of a server),
+// and the projection need not wait for that, only for the stream's own
+// leader. The consumer's later deliveries of these records are
+// redeliveries, skipped. A consumer that answers is never read around (one
+// paused by an operator holds the projection, as it should).
+func (p *Projector) readAhead(ctx context.Context, inst *instance) error {
+	actx, release := p.attempt(ctx)
+	st, err := p.js.Stream(actx, p.cfg.stream)
+	release()
+	if err != nil {
+		return nil // no leader yet: the next pull or read-ahead tries again
+	}
+	last := st.CachedInfo().State.LastSeq
+	cp, err := p.checkpointOf(inst)
+	if err != nil {
+		return err
+	}
+	if last <= cp {
+		return nil
+	}
+	to := min(last, cp+uint64(p.cfg.batchSize))
+	recs, err := p.fill(ctx, cp+1, to)
+	if err != nil {
+		p.log.Debug("cannot read ahead of the consumer; retrying", "from", cp+1, "to", to, "err", err)
+		return nil
+	}
+	p.log.Debug("read ahead of a consumer that delivered nothing", "from", cp+1, "to", to)
+	return p.applyRecords(ctx, inst, recs, nil, last-to)
+}
+
+// checkpointOf returns inst's checkpoint, or errSwapped when a rebuild has
+// replaced (and closed) it.
+func (p *Projector) checkpointOf(inst *instance) (uint64, error) {
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	if p.current() != inst {
+		return 0, errSwapped
+	}
+	cp, err := inst.store.checkpoint()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrCorruptStore, err)
+	}
+	return cp, nil
+}
+
+// attempt returns the context of one request of the loop's beside its
+// pulls: bounded by fetchWait and interrupted by a reconnect or a leader
+// election (the loop's failover.Watch), so that no lost reply holds the
+// projection for longer than the cluster takes to recover.
+func (p *Projector) attempt(ctx context.Context) (context.Context, func()) {
+	return failover.For(p.js.Conn()).Attempt(ctx, fetchWait)
+}
+
+// fill reads the stream's records from sequence from through to (the
+// stream never deletes, so every sequence is there), each batch of direct
+// gets one attempt.
+func (p *Projector) fill(ctx context.Context, from, to uint64) ([]streamRecord, error) {
+	if to-from+1 > maxFill {
+		return nil, fmt.Errorf("%w: %d records missing from sequence %d", errDeliveryGap, to-from+1, from)
+	}
+	var recs []streamRecord
+	var err error
+	for more := true; more && err == nil; {
+		next := from + uint64(len(recs))
+		actx, release := p.attempt(ctx)
+		_, more, err = failover.Batch(actx, p.js.Conn(), p.cfg.stream, ">", next, to, func(m failover.Msg) (bool, error) {
+			if m.Seq != from+uint64(len(recs)) {
+				return false, fmt.Errorf("stream %s: sequence %d after %d", p.cfg.stream, m.Seq, from+uint64(len(recs))-1)
+			}
+			recs = append(recs, streamRecord{seq: m.Seq, subject: m.Subject, data: m.Data})
+			return true, nil
+		})
+		release()
+	}
+	if err == nil && uint64(len(recs)) != to-from+1 {
+		err = fmt.Errorf("stream %s: %d of the records from %d to %d read", p.cfg.stream, len(recs), from, to)
+	}
+	return recs, err
 }
 
 // gatherLinger bounds how long a batch waits for records that the stream
@@ -233,7 +372,16 @@ func (p *Projector) gather(msgs <-chan jetstream.Msg, first jetstream.Msg) []jet
 // swapped in); the loop re-creates its consumer from the new checkpoint.
 var errSwapped = errors.New("projection swapped")
 
+// applyMsgs applies a group of delivered messages in stream order: those
+// at or below the checkpoint are redeliveries (skipped), and the records
+// missing before a delivery past the next sequence are read from the
+// stream first. The last message acknowledges the group (AckAll).
 func (p *Projector) applyMsgs(ctx context.Context, inst *instance, msgs []jetstream.Msg) error {
+	cp, err := p.checkpointOf(inst)
+	if err != nil {
+		return err
+	}
+	next := cp + 1
 	recs := make([]streamRecord, 0, len(msgs))
 	var pending uint64
 	for _, m := range msgs {
@@ -241,30 +389,62 @@ func (p *Projector) applyMsgs(ctx context.Context, inst *instance, msgs []jetstr
 		if err != nil {
 			return fmt.Errorf("message metadata: %w", err)
 		}
-		recs = append(recs, streamRecord{seq: md.Sequence.Stream, subject: m.Subject(), data: m.Data()})
 		pending = md.NumPending
+		seq := md.Sequence.Stream
+		if seq < next {
+			continue // redelivered: already applied
+		}
+		if seq > next {
+			missing, err := p.fill(ctx, next, seq-1)
+			if errors.Is(err, errDeliveryGap) {
+				return err
+			}
+			if err != nil {
+				// Apply what is contiguous; the next pull delivers after
+				// it and fills again.
+				p.log.Debug("cannot read the records missing before a delivery; retrying", "from", next, "to", seq-1, "err", err)
+				break
+			}
+			p.log.Debug("read records the consumer delivered and this projector did not receive", "from", next, "to", seq-1)
+			recs = append(recs, missing...)
+		}
+		recs = append(recs, streamRecord{seq: seq, subject: m.Subject(), data: m.Data()})
+		next = seq + 1
 	}
+	return p.applyRecords(ctx, inst, recs, msgs[len(msgs)-1], pending)
+}
+
+// applyRecords applies recs (in stream order, contiguous after the
+// checkpoint but for redeliveries) as one batch and then acknowledges ack
+// (AckAll: everything delivered up to it; nil = nothing to acknowledge).
+// pending is the stream's count of records after the batch, for the lag
+// metric.
+func (p *Projector) applyRecords(ctx context.Context, inst *instance, recs []streamRecord, ack jetstream.Msg, pending uint64) error {
 	start := time.Now()
-	p.writeMu.Lock()
-	if p.current() != inst {
+	if len(recs) > 0 {
+		p.writeMu.Lock()
+		if p.current() != inst {
+			p.writeMu.Unlock()
+			return errSwapped
+		}
+		c, err := p.applyBatch(ctx, inst, recs)
+		if err == nil && c != nil {
+			p.published(c)
+		}
 		p.writeMu.Unlock()
-		return errSwapped
+		if err != nil {
+			return err
+		}
+		p.noteBatch(recs[len(recs)-1].seq, pending)
+		if herr := p.hook("before-ack", recs[len(recs)-1].seq); herr != nil {
+			return herr
+		}
 	}
-	c, err := p.applyBatch(ctx, inst, recs)
-	if err == nil && c != nil {
-		p.published(c)
+	if ack == nil {
+		return nil
 	}
-	p.writeMu.Unlock()
-	if err != nil {
-		return err
-	}
-	p.noteBatch(recs[len(recs)-1].seq, pending)
-	if herr := p.hook("before-ack", recs[len(recs)-1].seq); herr != nil {
-		return herr
-	}
-	// AckAll: acknowledging the last acknowledges the group. A lost ack
-	// only means a redelivery, which the checkpoint skips.
-	if err := msgs[len(msgs)-1].Ack(); err != nil {
+	// A lost ack only means a redelivery, which the checkpoint skips.
+	if err := ack.Ack(); err != nil {
 		p.log.Debug("ack failed", "err", err)
 	}
 	p.metrics.batchSeconds.Observe(time.Since(start).Seconds())
@@ -321,6 +501,7 @@ func (p *Projector) consumer(ctx context.Context, inst *instance) (jetstream.Con
 		return nil, fmt.Errorf("create consumer %s: %w", p.cfg.durable, err)
 	}
 	p.learnStreamEnd(cp, stream.CachedInfo().State.LastSeq)
+	p.learnLineage(stream.CachedInfo())
 	return c, nil
 }
 

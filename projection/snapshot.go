@@ -20,6 +20,7 @@ type snapshot struct {
 	tx          *bolt.Tx
 	gen         uint64
 	epoch       string
+	lineage     string
 	live        map[string]bool // subject tokens whose lease is held
 	liveVersion uint64
 	index       *index.Index
@@ -27,6 +28,7 @@ type snapshot struct {
 
 func (s *snapshot) Generation() uint64  { return s.gen }
 func (s *snapshot) Epoch() string       { return s.epoch }
+func (s *snapshot) Lineage() string     { return s.lineage }
 func (s *snapshot) LiveVersion() uint64 { return s.liveVersion }
 func (s *snapshot) Index() *index.Index { return s.index }
 

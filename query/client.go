@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/failover"
 	"github.com/dshq/dshq/internal/microhost"
 )
 
@@ -223,7 +224,7 @@ func (c *Client) request(ctx context.Context, endpoint string, body []byte) ([]b
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	msg, err := c.nc.RequestWithContext(ctx, c.prefix+"."+endpoint, body)
+	msg, err := roundTrip(ctx, c.nc, c.prefix+"."+endpoint, c.prefix+"."+dshq.MovedEndpoint, body, nil)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return nil, fmt.Errorf("%s: no query service is running: %w", endpoint, err)
@@ -234,4 +235,81 @@ func (c *Client) request(ctx context.Context, endpoint string, body []byte) ([]b
 		return nil, err
 	}
 	return msg.Data, nil
+}
+
+// How roundTrip asks again while no service answers: a service instance
+// whose server went away takes that long to be back on another one.
+const (
+	noRespondersFor   = time.Second
+	noRespondersPause = 50 * time.Millisecond
+)
+
+// roundTrip sends a request to subject and returns its reply. The query API
+// only reads, so a request may be sent more than once and the first reply
+// is taken. It is sent again at once when this connection drops or comes
+// back (a reply routed to the old server is lost) and when a service
+// instance announces itself on moved (one that had the request may have
+// lost it), and after a short pause while no service answers (one is moving
+// to another server). A request that finds no service for noRespondersFor
+// fails with nats.ErrNoResponders.
+//
+// gone, when not nil, is closed when the one service instance subject
+// reaches is taken for gone: roundTrip then returns errReplicaGone.
+func roundTrip(ctx context.Context, nc *nats.Conn, subject, moved string, body []byte, gone <-chan struct{}) (*nats.Msg, error) {
+	inbox := nc.NewRespInbox()
+	replies := make(chan *nats.Msg, 16)
+	sub, err := nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	watch := failover.For(nc, moved)
+	changed := watch.Changed()
+	send := func() error { return nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: body}) }
+	if err := send(); err != nil {
+		return nil, err
+	}
+	var (
+		noResp     time.Time // since when no service answers; zero while one does
+		pause      <-chan time.Time
+		pauseTimer *time.Timer
+	)
+	defer func() {
+		if pauseTimer != nil {
+			pauseTimer.Stop()
+		}
+	}()
+	for {
+		select {
+		case m := <-replies:
+			if m.Header.Get("Status") != "503" || len(m.Data) > 0 {
+				return m, nil
+			}
+			if noResp.IsZero() {
+				noResp = time.Now()
+			}
+			if time.Since(noResp) >= noRespondersFor {
+				return nil, nats.ErrNoResponders
+			}
+			if pause == nil {
+				pauseTimer = time.NewTimer(noRespondersPause)
+				pause = pauseTimer.C
+			}
+			continue
+		case <-pause:
+			pause, pauseTimer = nil, nil
+		case <-changed:
+			changed = watch.Changed()
+		case <-gone:
+			return nil, errReplicaGone
+		case <-ctx.Done():
+			if !noResp.IsZero() {
+				return nil, nats.ErrNoResponders
+			}
+			return nil, ctx.Err()
+		}
+		if err := send(); err != nil {
+			return nil, err
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/failover"
 	"github.com/dshq/dshq/internal/microhost"
 )
 
@@ -75,15 +76,36 @@ func Serve(ctx context.Context, nc *nats.Conn, opts ...ServiceOption) (stop func
 		Metadata:    map[string]string{"shard": cfg.shard},
 		Subject:     func(endpoint string) string { return dshq.QuerySubjectPrefix + "." + endpoint },
 	}
-	return ServeEndpoints(ctx, nc, spec, shardAnswer(nc, cfg), opts...)
+	var table *replicaTable
+	if cfg.local == nil {
+		// The shard's replicas announce their generations: each request
+		// goes to one that has reached what it needs.
+		if table, err = followReplicas(nc, cfg.shard); err != nil {
+			return nil, fmt.Errorf("follow the replicas of shard %s: %w", cfg.shard, err)
+		}
+	}
+	stopService, err := ServeEndpoints(ctx, nc, spec, shardAnswer(nc, cfg, table), opts...)
+	if err != nil {
+		if table != nil {
+			table.close()
+		}
+		return nil, err
+	}
+	return func() error {
+		err := stopService()
+		if table != nil {
+			table.close()
+		}
+		return err
+	}, nil
 }
 
 // shardAnswer returns how Serve answers: through the local shard, or by
-// forwarding to the shard over NATS.
-func shardAnswer(nc *nats.Conn, cfg serviceConfig) Answer {
+// forwarding to a replica of the shard over NATS (table).
+func shardAnswer(nc *nats.Conn, cfg serviceConfig, table *replicaTable) Answer {
 	if cfg.local == nil {
 		return func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
-			return forward(ctx, nc, cfg.shard, endpoint, body)
+			return forward(ctx, nc, table, cfg.shard, endpoint, body)
 		}
 	}
 	budget := ReplyBudget(nc)
@@ -149,12 +171,19 @@ func ServeEndpoints(ctx context.Context, nc *nats.Conn, spec Spec, answer Answer
 	if err != nil {
 		return nil, err
 	}
-	return svc.Stop, nil
+	// Clients waiting for replies send their requests again when the
+	// instance (re)connects: those in flight when its connection dropped
+	// are lost (failover.Watch.Announce).
+	stopAnnounce := failover.For(nc).Announce(spec.Subject(dshq.MovedEndpoint))
+	return func() error {
+		stopAnnounce()
+		return svc.Stop()
+	}, nil
 }
 
-// forward validates body and asks the projection shard, relaying its
-// answer (errors included).
-func forward(ctx context.Context, nc *nats.Conn, shard, endpoint string, body []byte) ([]byte, error) {
+// forward validates body and asks a replica of the projection shard
+// (forwardReplicas), relaying its answer (errors included).
+func forward(ctx context.Context, nc *nats.Conn, table *replicaTable, shard, endpoint string, body []byte) ([]byte, error) {
 	req, err := DecodeRequest(endpoint, body)
 	if err != nil {
 		return nil, err
@@ -162,7 +191,7 @@ func forward(ctx context.Context, nc *nats.Conn, shard, endpoint string, body []
 	wait := time.Duration(req.TimeoutMs)*time.Millisecond + 10*time.Second
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	msg, err := nc.RequestWithContext(ctx, dshq.ShardSubject(shard, endpoint), body)
+	msg, err := forwardReplicas(ctx, nc, table, shard, endpoint, req, body)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, &dshq.Error{Code: dshq.CodePersistenceFailed, Err: err,

@@ -85,6 +85,17 @@ func For(tenant string, o Options) (Permissions, error) {
 		ResponseExpires: DefaultResponseExpires,
 		notes:           map[string]string{},
 	}
+	// On a cluster the SDK follows the leader elections of the stream and
+	// the bucket, so that a write in flight on a leader that stepped down
+	// is sent again at once (docs/cluster.md). An advisory names the
+	// stream, its leader and its replicas: nothing of any tenant's data.
+	for _, a := range []struct{ subject, why string }{
+		{LeaderElected(stream), "the session stream's leader elections (a cluster's failovers)"},
+		{LeaderElected("KV_" + bucket), "the lease bucket's leader elections"},
+	} {
+		p.SubscribeAllow = append(p.SubscribeAllow, a.subject)
+		p.notes[a.subject] = a.why
+	}
 	for _, a := range []struct{ subject, why string }{
 		{logs, "session records: dsh.log.<tenant>.<token> (publish acks come back on the inbox)"},
 		{leases, "write leases: the keys <tenant>.<token> of the lease bucket"},
@@ -105,6 +116,10 @@ func For(tenant string, o Options) (Permissions, error) {
 	p.PublishDeny = append(p.PublishDeny, "dsh.query.>", "dsh.proj.>", "dsh.admin.>", "dsh.feed.>")
 	return p, nil
 }
+
+// LeaderElected is the subject of the advisory a JetStream cluster
+// publishes when stream elects a leader.
+func LeaderElected(stream string) string { return "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED." + stream }
 
 // Variable returns the configuration variable ConfigBlock defines:
 // TENANT_<tenant>.
@@ -146,6 +161,9 @@ func (p Permissions) ConfigBlock() string {
 	w("  }\n")
 	w("  subscribe: {\n    # Its private inbox: replies to its own requests, deliveries of its own consumers.\n    allow: [\n")
 	for _, s := range p.SubscribeAllow {
+		if c := p.notes[s]; c != "" {
+			w("      # %s\n", c)
+		}
 		w("      %q\n", s)
 	}
 	w("    ]\n  }\n")

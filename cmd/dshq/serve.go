@@ -144,7 +144,7 @@ SIGTERM, and logs when it begins ("dshq shutting down") and when it is done
 	f.StringVar(&home, "home", "", "data directory (default $DSH_HOME, else ~/.dsh)")
 	f.StringVar(&listen, "listen", node.DefaultListen, "embedded NATS client address (loopback by default)")
 	f.StringVar(&metrics, "metrics", "", "serve Prometheus metrics on HOST:PORT (/metrics)")
-	f.IntVar(&replicas, "replicas", 1, "replicas of the session stream and the lease bucket when serve creates them (a NATS cluster with --nats-url; the embedded server has one)")
+	f.IntVar(&replicas, "replicas", 1, "replicas of the session stream, the lease bucket, the feed, the cursor and the spill buckets (a NATS cluster with --nats-url; the embedded server has one; an existing stream must have as many)")
 	f.BoolVar(&relaxedSync, "relaxed-sync", false, "let the embedded server fsync periodically instead of on every write (faster; a power loss can lose acknowledged records)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	h.add(cmd, g, true)

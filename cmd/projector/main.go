@@ -51,11 +51,13 @@ type options struct {
 	data        string
 	stream      string
 	leaseBucket string
+	replicas    int
 	durable     string
 	metrics     string
 	pprof       string
 	rebuild     bool
 	noQueries   bool
+	noFeed      bool
 	noVerify    bool
 	batchSize   int
 	cacheBytes  int64
@@ -79,6 +81,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.data, "data", "", "projection data directory (required)")
 	fs.StringVar(&o.stream, "stream", dshq.SessionStream, "session log stream")
 	fs.StringVar(&o.leaseBucket, "lease-bucket", dshq.LeaseBucket, "write-lease key-value bucket")
+	fs.IntVar(&o.replicas, "replicas", 1, "replicas of the session stream, the lease bucket, the feed and the cursor bucket (as `dshq serve --replicas`: an existing stream must have as many)")
+	fs.BoolVar(&o.noFeed, "no-feed", false, "publish nothing to the live feed DSH_FEED: for a further replica of the projection (one projector publishes the feed)")
 	fs.StringVar(&o.durable, "durable", dshq.ProjectorDurable, "durable consumer name (one per projector)")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics on HOST:PORT/metrics (off when empty)")
 	fs.StringVar(&o.pprof, "pprof", "", "serve Go's net/http/pprof profiles on HOST:PORT/debug/pprof/ (off when empty; keep it on loopback)")
@@ -137,7 +141,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 		Conn:    o.conn,
 		Metrics: o.metrics,
 		Parts:   node.Parts{Projector: true},
-		Stream:  bus.StreamConfig{Name: o.stream, LeaseBucket: o.leaseBucket},
+		Stream:  bus.StreamConfig{Name: o.stream, LeaseBucket: o.leaseBucket, Replicas: o.replicas},
 		Projection: node.ProjectionConfig{
 			Dir:            o.data,
 			Durable:        o.durable,
@@ -148,7 +152,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 			NoShard:        o.noQueries,
 			CursorMaxBytes: int64(o.cursorBytes),
 		},
-		Feed:   node.FeedConfig{MaxBytes: int64(o.feedBytes), MaxAge: o.feedAge},
+		Feed:   node.FeedConfig{Off: o.noFeed, MaxBytes: int64(o.feedBytes), MaxAge: o.feedAge},
 		Logger: log,
 	}
 	err = node.Run(ctx, cfg, func(info node.Info) {

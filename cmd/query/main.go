@@ -2,7 +2,8 @@
 // micro service of the trusted query API
 // (docs/protocol.md#3-the-trusted-query-api). Run any number
 // of replicas; each joins the same queue group and asks the projection shard
-// (hosted by the projector) over NATS. It connects, serves query.Serve and,
+// (hosted by the projectors) over NATS, each request a projection replica that
+// has reached what it needs (docs/cluster.md, "Projection replicas"). It connects, serves query.Serve and,
 // with --metrics-addr, its Prometheus metrics; it opens no store and does not
 // import node.
 //

@@ -35,11 +35,38 @@ type Options struct {
 	InboxPrefix string
 }
 
-// ReconnectWait is the pause between reconnection attempts.
-const ReconnectWait = 250 * time.Millisecond
+// Connection settings for a long-running client of a JetStream cluster
+// (ClientOptions).
+const (
+	// ReconnectWait is the pause before trying a server again that was
+	// tried less than that long ago; another server of the list is tried
+	// at once.
+	ReconnectWait = 250 * time.Millisecond
+	// PingInterval and MaxPingsOut bound how long a connection to a server
+	// that hangs, or to a machine that vanished without resetting its
+	// connections, stays open: it is given up after 2 to 3 intervals
+	// without an answer (nats.go's defaults, 2 minutes and 2, leave it open
+	// for 4 to 6 minutes).
+	PingInterval = 2 * time.Second
+	MaxPingsOut  = 2
+)
+
+// ClientOptions returns the nats.go options with which a long-running
+// client rides out a cluster's failovers: it reconnects forever
+// (ReconnectWait), and it leaves a server that stopped answering within
+// PingInterval × (MaxPingsOut+1) (docs/cluster.md).
+func ClientOptions() []nats.Option {
+	return []nats.Option{
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(ReconnectWait),
+		nats.PingInterval(PingInterval),
+		nats.MaxPingsOutstanding(MaxPingsOut),
+	}
+}
 
 // Connect connects to the deployment described by o. The connection
-// reconnects forever: a long-running daemon rides out server restarts.
+// reconnects forever and leaves a server that hangs within seconds
+// (ClientOptions): a long-running daemon rides out server restarts.
 func Connect(o Options) (*nats.Conn, error) {
 	if o.URL == "" {
 		return nil, fmt.Errorf("connect: no NATS URL")
@@ -80,7 +107,7 @@ func (o Options) natsOptions() ([]nats.Option, error) {
 	if name == "" {
 		name = "dshq"
 	}
-	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(ReconnectWait)}
+	opts := append([]nats.Option{nats.Name(name)}, ClientOptions()...)
 	if o.Creds != "" {
 		opts = append(opts, nats.UserCredentials(o.Creds))
 	}

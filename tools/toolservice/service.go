@@ -90,6 +90,7 @@ type config struct {
 	ttl         time.Duration
 	maxPayload  int
 	callTimeout time.Duration
+	replicas    int
 	log         *slog.Logger
 	registerer  prometheus.Registerer
 }
@@ -106,6 +107,11 @@ func WithMaxPayload(n int) Option { return func(c *config) { c.maxPayload = n } 
 
 // WithCallTimeout bounds one tool call (default DefaultCallTimeout).
 func WithCallTimeout(d time.Duration) Option { return func(c *config) { c.callTimeout = d } }
+
+// WithSpillReplicas sets the spill bucket's replica count (default 1). On a
+// cluster it should match the session stream's: a bucket on one server
+// fails every spilling call while that server is down.
+func WithSpillReplicas(n int) Option { return func(c *config) { c.replicas = n } }
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
@@ -173,7 +179,7 @@ func Serve(ctx context.Context, nc *nats.Conn, t *tools.Tools, opts ...Option) (
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	store, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket: cfg.bucket, TTL: cfg.ttl, Description: "dsh-tools spilled results"})
+		Bucket: cfg.bucket, TTL: cfg.ttl, Description: "dsh-tools spilled results", Replicas: cfg.replicas})
 	if err != nil {
 		return nil, fmt.Errorf("spill bucket %s: %w", cfg.bucket, err)
 	}

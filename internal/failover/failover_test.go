@@ -1,0 +1,182 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func startServer(t *testing.T, js bool) *server.Server {
+	t.Helper()
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, JetStream: js, StoreDir: t.TempDir()}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return s
+}
+
+func connect(t *testing.T, s *server.Server) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func waitDone(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// An attempt in flight is interrupted, and waiting retries are woken, when
+// a followed advisory arrives (a leader election) and when the connection
+// drops; other attempts keep their timeout.
+func TestWatch_InterruptsAttemptsOnElectionAndDisconnect(t *testing.T) {
+	s := startServer(t, false)
+	nc := connect(t, s)
+	subject := StreamLeaderElected("S")
+	w := For(nc, subject)
+	if For(nc) != w {
+		t.Fatal("a second For on the same connection returned another Watch")
+	}
+	if err := nc.Flush(); err != nil { // the advisory subscription is in place
+		t.Fatal(err)
+	}
+
+	changed := w.Changed()
+	actx, release := w.Attempt(context.Background(), time.Minute)
+	other, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.Publish(subject, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, actx.Done(), "the attempt to be interrupted by the advisory")
+	waitDone(t, changed, "the retries to be woken by the advisory")
+	if !Interrupted(actx) || !Transient(context.Cause(actx)) {
+		t.Fatalf("cause %v: want ErrInterrupted, transient", context.Cause(actx))
+	}
+	release()
+
+	unrelated, release2 := w.Attempt(context.Background(), 20*time.Millisecond)
+	<-unrelated.Done()
+	if Interrupted(unrelated) || !errors.Is(unrelated.Err(), context.DeadlineExceeded) {
+		t.Fatalf("an attempt timing out by itself: cause %v", context.Cause(unrelated))
+	}
+	release2()
+
+	changed = w.Changed()
+	actx, release = w.Attempt(context.Background(), time.Minute)
+	defer release()
+	s.Shutdown() // the connection drops and reconnects
+	waitDone(t, actx.Done(), "the attempt to be interrupted by the disconnect")
+	waitDone(t, changed, "the retries to be woken by the disconnect")
+	if !Interrupted(actx) {
+		t.Fatalf("cause %v, want ErrInterrupted", context.Cause(actx))
+	}
+}
+
+// The Watch's goroutine ends with its connection.
+func TestWatch_EndsWithTheConnection(t *testing.T) {
+	s := startServer(t, false)
+	nc := connect(t, s)
+	w := For(nc)
+	nc.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		watchesMu.Lock()
+		_, ok := watches[nc]
+		watchesMu.Unlock()
+		if !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watch of a closed connection is still registered")
+		}
+		time.Sleep(5 * time.Millisecond) // poll interval
+	}
+	if For(nc) == w {
+		t.Fatal("For on a closed connection returned the old Watch")
+	}
+}
+
+// Range delivers a subject's messages in order across several direct get
+// batches, stops when fn declines, and the leader reads find what is
+// stored.
+func TestRange_AndLeaderReads(t *testing.T) {
+	s := startServer(t, true)
+	nc := connect(t, s)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "R", Subjects: []string{"r.>"}, AllowDirect: true}); err != nil {
+		t.Fatal(err)
+	}
+	var want []uint64
+	for i := range 700 {
+		subj := "r.other"
+		if i%2 == 0 {
+			subj = "r.mine"
+		}
+		ack, err := js.Publish(ctx, subj, []byte(fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if subj == "r.mine" {
+			want = append(want, ack.Sequence)
+		}
+	}
+	last, err := LastMsg(ctx, nc, "R", "r.mine")
+	if err != nil || last.Sequence != want[len(want)-1] {
+		t.Fatalf("LastMsg: %v, %v; want sequence %d", last, err, want[len(want)-1])
+	}
+	first, err := FirstMsg(ctx, nc, "R", "r.mine", want[3]+1)
+	if err != nil || first.Sequence != want[4] || string(first.Data) != "8" {
+		t.Fatalf("FirstMsg: %+v, %v; want sequence %d", first, err, want[4])
+	}
+	if _, err := LastMsg(ctx, nc, "R", "r.none"); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Fatalf("LastMsg of an empty subject: %v, want ErrMsgNotFound", err)
+	}
+	var got []uint64
+	err = Range(ctx, nc, "R", "r.mine", 1, last.Sequence, func(m Msg) (bool, error) {
+		got = append(got, m.Seq)
+		if m.Subject != "r.mine" {
+			t.Errorf("message %d on %q", m.Seq, m.Subject)
+		}
+		return true, nil
+	})
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Range: %v; got %d messages, want %d", err, len(got), len(want))
+	}
+	got = nil
+	err = Range(ctx, nc, "R", "r.mine", 1, last.Sequence, func(m Msg) (bool, error) {
+		got = append(got, m.Seq)
+		return len(got) < 300, nil
+	})
+	if err != nil || len(got) != 300 {
+		t.Fatalf("Range declined at 300: %v, %d messages", err, len(got))
+	}
+}
