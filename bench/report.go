@@ -56,6 +56,9 @@ const (
 	sectionRead
 	sectionRebuild
 	sectionMemory
+	sectionServe
+	sectionServeMemory
+	sectionDisk
 )
 
 func (r *Report) add(metric string, value float64, ref string, refValue float64) {
