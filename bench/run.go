@@ -54,6 +54,12 @@ type Config struct {
 	ApplyOnly bool
 	// NoServe leaves out the dshq serve phase (see measureServe).
 	NoServe bool
+	// ServeOnly runs the dshq serve phase alone (no in-process pipeline):
+	// its figures in a few minutes, for profiling the all-in-one process.
+	ServeOnly bool
+	// ServePprof, when set, is passed to dshq serve as --pprof (profile it
+	// during the load).
+	ServePprof string
 	// Dshq is the dshq binary the serve phase runs ("" = one built with
 	// go build into the working directory).
 	Dshq string
@@ -157,6 +163,15 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			err = errors.Join(err, stack[i]())
 		}
 	}()
+	if cfg.ServeOnly {
+		if err := r.measureServe(ctx); err != nil {
+			return nil, err
+		}
+		r.progressRows()
+		r.rep.sort()
+		r.rep.Elapsed = time.Since(start)
+		return r.rep, nil
+	}
 	if err := r.loadBulk(ctx); err != nil {
 		return nil, err
 	}

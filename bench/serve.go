@@ -49,8 +49,12 @@ type serveProc struct {
 
 // startServe runs `dshq serve` on a fresh home with a random loopback
 // port, no web UI and no metrics, and waits for its ready line.
-func startServe(ctx context.Context, bin, home string) (*serveProc, error) {
-	cmd := exec.Command(bin, "serve", "--home", home, "--listen", "127.0.0.1:0", "--http", "off", "--log-level", "info")
+func startServe(ctx context.Context, bin, home, pprof string) (*serveProc, error) {
+	args := []string{"serve", "--home", home, "--listen", "127.0.0.1:0", "--http", "off", "--log-level", "info"}
+	if pprof != "" {
+		args = append(args, "--pprof", pprof)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "DSH_HOME="+home)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -161,7 +165,7 @@ func (r *runner) measureServe(ctx context.Context) (err error) {
 	}
 	home := filepath.Join(r.dir, "serve-home")
 	r.progress("dshq serve: starting on an empty home")
-	p, err := startServe(ctx, bin, home)
+	p, err := startServe(ctx, bin, home, r.cfg.ServePprof)
 	if err != nil {
 		return err
 	}
