@@ -242,6 +242,34 @@ func TestRunApplyOnlyStopsAfterTheApplyFigures(t *testing.T) {
 	}
 }
 
+func TestRunServeOnlyPrintsTheServeRowsAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs dshq serve")
+	}
+	rep, err := Run(context.Background(), Config{
+		Corpus: CorpusConfig{Sessions: 6, Turns: 2, Seed: 4}, Dir: t.TempDir(),
+		Samples: 5, ServeOnly: true, Dshq: dshqBin,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rep.Rows {
+		if !strings.HasPrefix(row.Metric, "dshq serve") || row.Value <= 0 || row.RefValue <= 0 {
+			t.Errorf("row %q = %v beside %v: want only positive dshq serve rows", row.Metric, row.Value, row.RefValue)
+		}
+	}
+	if len(rep.Rows) < 10 {
+		t.Errorf("%d rows, want every serve row", len(rep.Rows))
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "dshq serve phase only") || strings.Contains(table.String(), "measured ingest sample") {
+		t.Errorf("the table's head does not say the serve phase ran alone:\n%s", table.String())
+	}
+}
+
 func TestRunRefusesAUsedDirectory(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "leftover"), nil, 0o600); err != nil {

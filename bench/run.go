@@ -164,6 +164,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		}
 	}()
 	if cfg.ServeOnly {
+		r.rep.ServeOnly, r.rep.Records = true, r.corpus.Records()
 		if err := r.measureServe(ctx); err != nil {
 			return nil, err
 		}
