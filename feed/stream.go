@@ -26,10 +26,15 @@ const (
 	DefaultMaxBytes = 1 << 30
 	// MinDefaultMaxBytes is the least a Budget cuts the default size to.
 	MinDefaultMaxBytes = 16 << 20
-	// DefaultDuplicates is the duplicate window: a commit re-published
-	// within it (a projector restarting after a crash between its bbolt
-	// commit and the feed publication) is stored once.
-	DefaultDuplicates = 10 * time.Minute
+	// DefaultDuplicates is the duplicate window: a message published again
+	// within it is stored once. Publish's retries, Resume and the
+	// projector's rule read what the feed's tail holds instead of relying
+	// on it (a commit re-published after a crash is stored once whatever
+	// the window), so it only has to cover a message still in flight when
+	// a retry reads the tail: Publish retries for DefaultPublishTimeout.
+	// The server keeps every id of the window in memory (about a hundred
+	// bytes each, at the feed's message rate), so it is no longer.
+	DefaultDuplicates = DefaultPublishTimeout
 )
 
 // StreamConfig says what EnsureStream provisions. The zero value is the
@@ -280,7 +285,7 @@ func compareStream(want, got jetstream.StreamConfig) error {
 // ReplaceSyncedStream replaces a single-replica feed stream that syncs
 // every write (one created before the feed used the asynchronous persist
 // mode, which a stream cannot change) with one as EnsureStream creates it,
-// keeping its limits and continuing its sequence: the new stream reads as
+// keeping its size and age limits and continuing its sequence: the new stream reads as
 // one whose messages all aged out, so the projector's rule publishes from
 // the projection's generation on (nothing again), and a subscriber resuming
 // into the old history is told it is no longer retained (ErrNotRetained)
@@ -299,7 +304,7 @@ func ReplaceSyncedStream(ctx context.Context, js jetstream.JetStream, cfg Stream
 		return false, nil
 	}
 	want := cfg.jsConfig()
-	want.MaxAge, want.MaxBytes, want.MaxMsgs, want.Duplicates = got.MaxAge, got.MaxBytes, got.MaxMsgs, got.Duplicates
+	want.MaxAge, want.MaxBytes, want.MaxMsgs = got.MaxAge, got.MaxBytes, got.MaxMsgs
 	want.FirstSeq = info.State.LastSeq + 1
 	if err := js.DeleteStream(ctx, cfg.Name); err != nil {
 		return false, fmt.Errorf("replace feed stream %s: %w", cfg.Name, err)
