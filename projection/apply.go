@@ -578,7 +578,6 @@ func (p *Projector) applyBatch(ctx context.Context, inst *instance, recs []strea
 		return nil, fmt.Errorf("commit batch: %w", err)
 	}
 	ok = true
-	p.releaseMapped(inst)
 	for kind, n := range b.counts {
 		p.metrics.applied.WithLabelValues(kind).Add(float64(n))
 	}
