@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,12 +18,42 @@ import (
 	"github.com/dshq/dshq"
 )
 
+// dshqBin is the dshq binary the serve phase of the tests runs, built once
+// by TestMain ("" in -short runs, which skip the whole-pipeline tests).
+var dshqBin string
+
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// The embedded server's and nats.go's process-wide helpers.
-		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*Server).Start.func1"),
-		goleak.IgnoreAnyFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"),
-	)
+	flag.Parse()
+	code := 0
+	func() {
+		if !testing.Short() {
+			dir, err := os.MkdirTemp("", "dshq-bench-bin-")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				code = 2
+				return
+			}
+			defer os.RemoveAll(dir)
+			dshqBin = filepath.Join(dir, "dshq")
+			if out, err := exec.Command("go", "build", "-o", dshqBin, "github.com/dshq/dshq/cmd/dshq").CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "go build dshq: %v\n%s", err, out)
+				code = 2
+				return
+			}
+		}
+		code = m.Run()
+		if code == 0 {
+			if err := goleak.Find(
+				// The embedded server's and nats.go's process-wide helpers.
+				goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*Server).Start.func1"),
+				goleak.IgnoreAnyFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"),
+			); err != nil {
+				fmt.Fprintln(os.Stderr, "goleak:", err)
+				code = 1
+			}
+		}
+	}()
+	os.Exit(code)
 }
 
 // TestRunPrintsEveryRow runs the whole bench on a tiny corpus, once with
@@ -48,7 +81,7 @@ func checkEveryRow(t *testing.T, sample int, bulk bool) {
 		Corpus:         CorpusConfig{Sessions: 12, Turns: 4, Seed: 1},
 		Dir:            t.TempDir(),
 		SampleSessions: sample, BulkWriters: 3,
-		Writers: 2, Samples: 20, AppendSamples: 2,
+		Writers: 2, Samples: 20, AppendSamples: 2, Dshq: dshqBin,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +105,22 @@ func checkEveryRow(t *testing.T, sample int, bulk bool) {
 	}
 	if bulk {
 		want = append(want, "bulk backlog to searchable (events/s)|raw JetStream pull+ack consume, same records")
+	}
+	want = append(want,
+		"dshq serve: records published (rec/s)|raw JetStream, same client and server",
+		"dshq serve: whole load searchable (events/s)|the same load published (events/s)",
+		"dshq serve peak RSS (MiB)|dshq serve RSS when ready, empty home",
+		"dshq serve home: DSH_SESSIONS stream (MiB)|the records' own bytes",
+		"dshq serve home: DSH_FEED stream (MiB)|DSH_SESSIONS stream",
+		"dshq serve home: bbolt projection.db (MiB)|DSH_SESSIONS stream",
+		"dshq serve home: Bleve index (MiB)|DSH_SESSIONS stream",
+		"dshq serve home: Bleve index (MiB)|SQLite FTS5, whole database",
+		"dshq serve home: whole $DSH_HOME (MiB)|DSH_SESSIONS stream",
+	)
+	for _, p := range []string{"p50", "p99"} {
+		want = append(want,
+			"dshq serve: publish→searchable during the load (|publish→ack of the same records "+p,
+			"dshq serve: one append→searchable, quiet "+p+" (ms)|raw publish→consumer delivery, same server "+p)
 	}
 	for _, policy := range []string{"sync always", "sync relaxed"} {
 		for _, n := range []string{"1", "10", "100"} {
@@ -101,6 +150,9 @@ func checkEveryRow(t *testing.T, sample int, bulk bool) {
 		metric, ref, _ := strings.Cut(w, "|")
 		if !slices.ContainsFunc(got, func(g string) bool {
 			m, r, _ := strings.Cut(g, "|")
+			if strings.HasSuffix(metric, "(") { // a metric naming its sample count
+				return strings.HasPrefix(m, metric) && strings.HasPrefix(r, ref)
+			}
 			return m == metric && strings.HasPrefix(r, ref)
 		}) {
 			t.Errorf("no row %q beside %q", metric, ref)
@@ -187,6 +239,34 @@ func TestRunApplyOnlyStopsAfterTheApplyFigures(t *testing.T) {
 				t.Error("no documents counted")
 			}
 		})
+	}
+}
+
+func TestRunServeOnlyPrintsTheServeRowsAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs dshq serve")
+	}
+	rep, err := Run(context.Background(), Config{
+		Corpus: CorpusConfig{Sessions: 6, Turns: 2, Seed: 4}, Dir: t.TempDir(),
+		Samples: 5, ServeOnly: true, Dshq: dshqBin,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rep.Rows {
+		if !strings.HasPrefix(row.Metric, "dshq serve") || row.Value <= 0 || row.RefValue <= 0 {
+			t.Errorf("row %q = %v beside %v: want only positive dshq serve rows", row.Metric, row.Value, row.RefValue)
+		}
+	}
+	if len(rep.Rows) < 10 {
+		t.Errorf("%d rows, want every serve row", len(rep.Rows))
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "dshq serve phase only") || strings.Contains(table.String(), "measured ingest sample") {
+		t.Errorf("the table's head does not say the serve phase ran alone:\n%s", table.String())
 	}
 }
 

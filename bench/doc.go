@@ -48,6 +48,24 @@
 // peak during ingest, beside the same figures just before ingest (the
 // server, the projector and the corpus are in the same process).
 //
+// Last, the dshq serve phase measures what a client of the all-in-one
+// process sees (measureServe; -serve=false leaves it out, -serve-only runs it
+// alone): a `dshq serve` child process (built with go build, or -dshq) on a
+// fresh home, over TCP. The whole corpus is published into it with the
+// contract's headers (Nats-Msg-Id, Nats-Expected-Last-Subject-Sequence
+// chaining each session), 256 sessions at once with one publish in flight
+// each, beside the same client publishing the corpus's first sessions (at
+// most 200,000 records) to a raw stream of the same server while dshq is
+// idle. One query follows the generation dshq answers at (asking each time
+// for one past the last it saw, so that each commit answers it), which
+// gives when every sampled record of the load became searchable; a record's
+// publish→ack is its reference. Then single appends through the harness SDK
+// on the quiet server, each until a query at its generation answers, beside
+// raw publish→delivery on the same server; the process's peak RSS (VmHWM)
+// beside its RSS when it was ready; and, once it stopped, its home's size
+// on disk by part beside the session stream (and the stream beside the
+// records' own bytes, and Bleve beside the SQLite baseline's database).
+//
 // A run fails rather than print a meaningless figure: a generated record
 // the projector quarantines, a search that finds nothing, or a rare-phrase
 // search on which dshq and the baseline disagree is an error.

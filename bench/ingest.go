@@ -143,7 +143,7 @@ func (r *runner) measurePublishToSearchable(ctx context.Context) error {
 		}
 		got = append(got, time.Since(t0))
 	}
-	want, err := r.rawDeliveryLatency(ctx, start.Raw)
+	want, err := rawDeliveryLatency(ctx, r.js, r.raw, start.Raw, r.cfg.Samples)
 	if err != nil {
 		return err
 	}
@@ -160,11 +160,11 @@ func probeEvent(raw string) (dshq.Event, error) {
 	return e, nil
 }
 
-// rawDeliveryLatency publishes single records to BENCH_RAW and times each
-// until an ordered consumer delivers it.
-func (r *runner) rawDeliveryLatency(ctx context.Context, data []byte) ([]time.Duration, error) {
+// rawDeliveryLatency publishes samples single records to raw (BENCH_RAW)
+// and times each until an ordered consumer delivers it.
+func rawDeliveryLatency(ctx context.Context, js jetstream.JetStream, raw jetstream.Stream, data []byte, samples int) ([]time.Duration, error) {
 	subject := rawSubjectPrefix + "probe"
-	cons, err := r.raw.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverNewPolicy})
+	cons, err := raw.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverNewPolicy})
 	if err != nil {
 		return nil, fmt.Errorf("raw consumer: %w", err)
 	}
@@ -174,13 +174,13 @@ func (r *runner) rawDeliveryLatency(ctx context.Context, data []byte) ([]time.Du
 		return nil, fmt.Errorf("raw consume: %w", err)
 	}
 	defer cc.Stop()
-	out := make([]time.Duration, 0, r.cfg.Samples)
-	for i := range r.cfg.Samples {
+	out := make([]time.Duration, 0, samples)
+	for i := range samples {
 		m := nats.NewMsg(subject)
 		m.Data = data
 		m.Header.Set(jetstream.MsgIDHeader, "probe:"+strconv.Itoa(i))
 		t0 := time.Now()
-		if _, err := r.js.PublishMsg(ctx, m); err != nil {
+		if _, err := js.PublishMsg(ctx, m); err != nil {
 			return nil, fmt.Errorf("raw publish: %w", err)
 		}
 		select {

@@ -76,8 +76,11 @@ func resetPeakRSS() bool {
 }
 
 // procStatus reads a kB field (VmHWM, VmRSS) of /proc/self/status in bytes.
-func procStatus(field string) (uint64, error) {
-	f, err := os.Open("/proc/self/status")
+func procStatus(field string) (uint64, error) { return procStatusOf("self", field) }
+
+// procStatusOf reads a kB field of /proc/<pid>/status in bytes.
+func procStatusOf(pid, field string) (uint64, error) {
+	f, err := os.Open("/proc/" + pid + "/status")
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", field, err)
 	}

@@ -43,6 +43,8 @@ type Report struct {
 	Elapsed time.Duration `json:"elapsedNs"`
 	// Rows are the figures, in table order.
 	Rows []Row `json:"rows"`
+	// ServeOnly is true for a run of the dshq serve phase alone.
+	ServeOnly bool `json:"serveOnly,omitempty"`
 
 	section int // the section rows are added to (see Section…)
 }
@@ -56,6 +58,9 @@ const (
 	sectionRead
 	sectionRebuild
 	sectionMemory
+	sectionServe
+	sectionServeMemory
+	sectionDisk
 )
 
 func (r *Report) add(metric string, value float64, ref string, refValue float64) {
@@ -95,12 +100,20 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "dshq bench: %d sessions, %d events, %d stream records, %d search documents; %s\n",
 		r.Sessions, r.Events, r.Records, r.Documents, r.Elapsed.Round(time.Second))
 	ph := r.Phases
+	if r.ServeOnly {
+		fmt.Fprintf(w, "dshq serve phase only: every record published into a dshq serve process, %d in flight, sync always\n\n", DefaultServeInFlight)
+		return r.writeRows(w)
+	}
 	if ph.BulkSessions > 0 {
 		fmt.Fprintf(w, "bulk load (no figure, nothing projected meanwhile): %d sessions, %d events through Store.Import, record by record, %d writers, sync relaxed, in %s (%.0f events/s)\n",
 			ph.BulkSessions, ph.BulkEvents, ph.BulkWriters, ph.BulkElapsed.Round(time.Millisecond), float64(ph.BulkEvents)/ph.BulkElapsed.Seconds())
 	}
 	fmt.Fprintf(w, "measured ingest sample: %d sessions, %d events through bus.Store appends, %d writers, sync always, projector running; every later phase runs on sync always\n\n",
 		ph.SampleSessions, ph.SampleEvents, ph.SampleWriters)
+	return r.writeRows(w)
+}
+
+func (r *Report) writeRows(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "metric\tdshq\treference\tref\tratio\t")
 	fmt.Fprintln(tw, strings.Repeat("-", 6)+"\t"+strings.Repeat("-", 4)+"\t"+strings.Repeat("-", 9)+"\t---\t-----\t")

@@ -52,6 +52,17 @@ type Config struct {
 	// reference on the same documents: the throughput figures alone, for
 	// profiling the projector at scale.
 	ApplyOnly bool
+	// NoServe leaves out the dshq serve phase (see measureServe).
+	NoServe bool
+	// ServeOnly runs the dshq serve phase alone (no in-process pipeline):
+	// its figures in a few minutes, for profiling the all-in-one process.
+	ServeOnly bool
+	// ServePprof, when set, is passed to dshq serve as --pprof (profile it
+	// during the load).
+	ServePprof string
+	// Dshq is the dshq binary the serve phase runs ("" = one built with
+	// go build into the working directory).
+	Dshq string
 }
 
 // Defaults of Config.
@@ -119,6 +130,8 @@ type runner struct {
 	applyRecords   uint64        // records it applied
 	commits        atomic.Int64  // batches the projectors committed
 	ingestRate     float64       // events/s to searchable
+	ftsBytes       uint64        // the SQLite FTS5 database's size on disk
+	serveRawLabel  string        // the reference of the serve publish rate
 }
 
 // Run generates the corpus, runs every measurement and returns the report.
@@ -150,6 +163,16 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			err = errors.Join(err, stack[i]())
 		}
 	}()
+	if cfg.ServeOnly {
+		r.rep.ServeOnly, r.rep.Records = true, r.corpus.Records()
+		if err := r.measureServe(ctx); err != nil {
+			return nil, err
+		}
+		r.progressRows()
+		r.rep.sort()
+		r.rep.Elapsed = time.Since(start)
+		return r.rep, nil
+	}
 	if err := r.loadBulk(ctx); err != nil {
 		return nil, err
 	}
@@ -171,7 +194,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		// No backlog to catch up with: a fresh projector applies the stream.
 		phases = append(phases, r.measureApply)
 	}
-	for _, phase := range append(phases, r.measureQueries, r.measureRebuild) {
+	phases = append(phases, r.measureQueries, r.measureRebuild)
+	if !cfg.NoServe {
+		phases = append(phases, r.measureServe)
+	}
+	for _, phase := range phases {
 		if err := phase(ctx); err != nil {
 			return nil, err
 		}

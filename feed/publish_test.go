@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
 )
@@ -290,4 +291,89 @@ func TestEnsureStreamSizesANewStreamToTheStorageJetStreamHas(t *testing.T) {
 			t.Fatalf("max bytes %d, want DefaultMaxBytes", got)
 		}
 	})
+}
+
+func TestANewStreamPersistsAsynchronouslyAndCompressesItsBlocks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  StreamConfig
+		want jetstream.PersistModeType
+	}{
+		{"a single-replica feed persists asynchronously", StreamConfig{}, jetstream.AsyncPersistMode},
+		{"SyncWrites keeps the server's sync of every write", StreamConfig{SyncWrites: true}, jetstream.DefaultPersistMode},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, js := setup(t, tc.cfg)
+			st, err := js.Stream(testContext(t), dshq.FeedStream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := st.CachedInfo().Config; c.PersistMode != tc.want || c.Compression != jetstream.S2Compression {
+				t.Fatalf("persist mode %v, compression %v; want %v and s2", c.PersistMode, c.Compression, tc.want)
+			}
+		})
+	}
+}
+
+func TestAdoptingAStreamTurnsOnCompression(t *testing.T) {
+	srv := startServer(t)
+	_, js := connect(t, srv)
+	ctx := testContext(t)
+	old := StreamConfig{}.withDefaults().jsConfig()
+	old.Compression = jetstream.NoCompression
+	if _, err := js.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	st, err := EnsureStream(ctx, js, StreamConfig{Adopt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.CachedInfo().Config; c.Compression != jetstream.S2Compression {
+		t.Fatalf("compression %v after adopting, want s2", c.Compression)
+	}
+}
+
+func TestReplaceSyncedStreamContinuesItsSequenceAsAgedOut(t *testing.T) {
+	pub, js := setup(t, StreamConfig{SyncWrites: true, MaxAge: time.Hour})
+	ctx := testContext(t)
+	for gen := uint64(3); gen <= 5; gen++ {
+		if err := pub.Publish(ctx, commitAt(t, gen)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := js.Stream(ctx, dshq.FeedStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := before.CachedInfo().State.LastSeq
+	replaced, err := ReplaceSyncedStream(ctx, js, StreamConfig{})
+	if err != nil || !replaced {
+		t.Fatalf("replace: %v, %v; want the synced stream replaced", replaced, err)
+	}
+	st, err := js.Stream(ctx, dshq.FeedStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := st.CachedInfo()
+	if info.Config.PersistMode != jetstream.AsyncPersistMode || info.Config.MaxAge != time.Hour {
+		t.Fatalf("replacement: persist mode %v, max age %v; want async and the old stream's hour", info.Config.PersistMode, info.Config.MaxAge)
+	}
+	if info.State.Msgs != 0 || info.State.LastSeq != last {
+		t.Fatalf("replacement holds %d messages, last sequence %d; want none after sequence %d", info.State.Msgs, info.State.LastSeq, last)
+	}
+	if _, err := NewPublisher(js).Checkpoint(ctx); !errors.Is(err, ErrAgedOut) {
+		t.Fatalf("checkpoint of the replacement: %v, want ErrAgedOut (the projector publishes nothing again)", err)
+	}
+	if _, err := Tail(ctx, js, Filter{Workspace: wsOf("/ws/a")}, AfterGeneration(3)); !errors.Is(err, ErrNotRetained) {
+		t.Fatalf("resuming into the old history: %v, want ErrNotRetained", err)
+	}
+	if err := NewPublisher(js).Publish(ctx, commitAt(t, 6)); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := ReplaceSyncedStream(ctx, js, StreamConfig{}); err != nil || again {
+		t.Fatalf("replacing the asynchronous stream: %v, %v; want it left as it is", again, err)
+	}
+	if n := streamMsgs(t, pub); n == 0 {
+		t.Fatal("the replacement lost what was published to it")
+	}
 }

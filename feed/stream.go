@@ -26,10 +26,15 @@ const (
 	DefaultMaxBytes = 1 << 30
 	// MinDefaultMaxBytes is the least a Budget cuts the default size to.
 	MinDefaultMaxBytes = 16 << 20
-	// DefaultDuplicates is the duplicate window: a commit re-published
-	// within it (a projector restarting after a crash between its bbolt
-	// commit and the feed publication) is stored once.
-	DefaultDuplicates = 10 * time.Minute
+	// DefaultDuplicates is the duplicate window: a message published again
+	// within it is stored once. Publish's retries, Resume and the
+	// projector's rule read what the feed's tail holds instead of relying
+	// on it (a commit re-published after a crash is stored once whatever
+	// the window), so it only has to cover a message still in flight when
+	// a retry reads the tail: Publish retries for DefaultPublishTimeout.
+	// The server keeps every id of the window in memory (about a hundred
+	// bytes each, at the feed's message rate), so it is no longer.
+	DefaultDuplicates = DefaultPublishTimeout
 )
 
 // StreamConfig says what EnsureStream provisions. The zero value is the
@@ -55,9 +60,14 @@ type StreamConfig struct {
 	Budget int64
 	// Adopt makes EnsureStream take an existing stream's limits (MaxAge,
 	// MaxBytes, MaxMsgs, Duplicates) for the ones left at 0 here, and
-	// update the ones set here when they differ, instead of refusing them.
+	// update the ones set here when they differ, instead of refusing them;
+	// it also turns on the block compression of a stream created without.
 	// Subjects, storage, retention and replicas must match either way.
 	Adopt bool
+	// SyncWrites makes a new single-replica stream flush and sync every
+	// write as the server's sync policy says, instead of the asynchronous
+	// persist mode the feed uses by default (see jsConfig).
+	SyncWrites bool
 }
 
 func (c StreamConfig) withDefaults() StreamConfig {
@@ -93,9 +103,21 @@ func (c StreamConfig) withDefaults() StreamConfig {
 
 // jsConfig is the JetStream configuration of the feed: file storage, limits
 // retention discarding the oldest, no per-subject limit (a session's
-// messages must all stay for resume to be gap-free), and direct get for
-// the publisher's checkpoint read.
+// messages must all stay for resume to be gap-free), direct get for the
+// publisher's checkpoint read, S2 compression of its blocks (its JSON
+// repeats workspace keys, tokens and member names), and — with one replica
+// and unless SyncWrites — the asynchronous persist mode: the server writes
+// feed messages in the background instead of syncing each one. The feed is
+// derived from the projection: what a crash loses of its tail, the
+// projector publishes again on its next start (docs/protocol.md §5.5), with
+// the same generations and message ids. A replicated stream is synced by
+// its replication log and keeps the default mode (the server refuses async
+// there).
 func (c StreamConfig) jsConfig() jetstream.StreamConfig {
+	persist := jetstream.DefaultPersistMode
+	if c.Replicas == 1 && !c.SyncWrites {
+		persist = jetstream.AsyncPersistMode
+	}
 	return jetstream.StreamConfig{
 		Name:              c.Name,
 		Description:       "dshq live feed: what the projector committed",
@@ -111,6 +133,8 @@ func (c StreamConfig) jsConfig() jetstream.StreamConfig {
 		Duplicates:        c.Duplicates,
 		Replicas:          c.Replicas,
 		AllowDirect:       true,
+		Compression:       jetstream.S2Compression,
+		PersistMode:       persist,
 	}
 }
 
@@ -169,11 +193,12 @@ func adopt(ctx context.Context, js jetstream.JetStream, given StreamConfig, want
 	if given.Duplicates == 0 {
 		want.Duplicates = got.Duplicates
 	}
-	if err := compareStream(want, got); err == nil {
+	if err := compareStream(want, got); err == nil && got.Compression == want.Compression {
 		return js.Stream(ctx, want.Name)
 	}
 	limits := got
 	limits.MaxAge, limits.MaxBytes, limits.MaxMsgs, limits.Duplicates = want.MaxAge, want.MaxBytes, want.MaxMsgs, want.Duplicates
+	limits.Compression = want.Compression // the server compresses the blocks it writes from now on
 	if err := compareStream(want, limits); err != nil {
 		return nil, err // more than limits differ
 	}
@@ -201,9 +226,14 @@ const jsErrStorageResourcesExceeded jetstream.ErrorCode = 10047
 // UpdateStream changes an existing feed stream's limits (age, bytes,
 // messages, duplicate window) to cfg's. Shrinking a limit removes the
 // oldest messages at once.
+// The stream keeps its persist mode (the server cannot change it).
 func UpdateStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
 	cfg = cfg.withDefaults()
-	st, err := js.UpdateStream(ctx, cfg.jsConfig())
+	want := cfg.jsConfig()
+	if cur, err := js.Stream(ctx, cfg.Name); err == nil {
+		want.PersistMode = cur.CachedInfo().Config.PersistMode
+	}
+	st, err := js.UpdateStream(ctx, want)
 	if err != nil {
 		return nil, fmt.Errorf("update feed stream %s: %w", cfg.Name, err)
 	}
@@ -250,4 +280,37 @@ func compareStream(want, got jetstream.StreamConfig) error {
 	}
 	return fmt.Errorf("feed stream %s exists with another configuration: %s: %w",
 		want.Name, strings.Join(diffs, "; "), ErrStreamConflict)
+}
+
+// ReplaceSyncedStream replaces a single-replica feed stream that syncs
+// every write (one created before the feed used the asynchronous persist
+// mode, which a stream cannot change) with one as EnsureStream creates it,
+// keeping its size and age limits and continuing its sequence: the new stream reads as
+// one whose messages all aged out, so the projector's rule publishes from
+// the projection's generation on (nothing again), and a subscriber resuming
+// into the old history is told it is no longer retained (ErrNotRetained)
+// and resynchronises from the query API. It reports whether it replaced
+// the stream; a stream in the asynchronous mode, a replicated one, or one
+// that cfg.SyncWrites keeps synced is left as it is.
+func ReplaceSyncedStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (bool, error) {
+	cfg = cfg.withDefaults()
+	st, err := js.Stream(ctx, cfg.Name)
+	if err != nil {
+		return false, fmt.Errorf("replace feed stream %s: %w", cfg.Name, err)
+	}
+	info := st.CachedInfo()
+	got := info.Config
+	if cfg.SyncWrites || got.Replicas != 1 || got.PersistMode == jetstream.AsyncPersistMode {
+		return false, nil
+	}
+	want := cfg.jsConfig()
+	want.MaxAge, want.MaxBytes, want.MaxMsgs = got.MaxAge, got.MaxBytes, got.MaxMsgs
+	want.FirstSeq = info.State.LastSeq + 1
+	if err := js.DeleteStream(ctx, cfg.Name); err != nil {
+		return false, fmt.Errorf("replace feed stream %s: %w", cfg.Name, err)
+	}
+	if _, err := js.CreateStream(ctx, want); err != nil {
+		return false, fmt.Errorf("replace feed stream %s: %w", cfg.Name, err)
+	}
+	return true, nil
 }

@@ -29,7 +29,12 @@ type stored struct {
 // Apply applies b and records generation as the index's applied stream
 // sequence, in one atomic Bleve batch: after a crash the index holds either
 // everything before it or everything through it. Apply returns once the batch
-// is durable. An invalid doc fails the whole batch with ErrInvalidDoc
+// is searchable; Bleve writes and syncs it in the background, a few
+// milliseconds later (Close waits for that, within a bound). After a crash the index
+// may therefore be behind its last Apply — Generation, read back at Open,
+// says through which generation it holds everything — and its owner feeds it
+// the rest again (the projector re-feeds it from its store). An invalid doc
+// fails the whole batch with ErrInvalidDoc
 // (CodeIndexFailed) and changes nothing. Concurrent calls are serialized.
 func (x *Index) Apply(ctx context.Context, b *Batch, generation uint64) error {
 	x.applyMu.Lock()

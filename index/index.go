@@ -151,13 +151,33 @@ func (x *Index) create() error {
 	b := idx.NewBatch()
 	b.SetInternal(keyMapping, []byte(MappingVersion))
 	b.SetInternal(keyGeneration, encodeGen(0))
-	if err := idx.Batch(b); err != nil {
+	if err := batchDurable(context.Background(), idx, b); err != nil {
 		_ = idx.Close()
 		return err
 	}
 	x.idx = idx
 	return nil
 }
+
+// batchDurable applies b to idx and waits until it is on disk.
+func batchDurable(ctx context.Context, idx bleve.Index, b *bleve.Batch) error {
+	persisted := make(chan error, 1)
+	b.SetPersistedCallback(func(err error) { persisted <- err })
+	if err := idx.Batch(b); err != nil {
+		return err
+	}
+	select {
+	case err := <-persisted:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// closeFlushTimeout bounds how long Close waits for the batches not yet on
+// disk (Bleve's persister may be waiting for a merge); what it leaves, the
+// projector re-feeds from its store on the next open.
+const closeFlushTimeout = 10 * time.Second
 
 func (x *Index) open() (err error) {
 	defer func() {
@@ -195,11 +215,14 @@ func (x *Index) open() (err error) {
 	return nil
 }
 
-// boltConfig is the index's scorch configuration: the lock timeout, and a
+// boltConfig is the index's scorch configuration: the lock timeout, a
 // merge plan whose segments stop growing at MaxSegmentDocs, so that the
-// memory and file pages one merge touches do not grow with the corpus.
+// memory and file pages one merge touches do not grow with the corpus, and
+// batches that return once they are searchable, not once their segment is
+// written and synced (see Apply).
 func (x *Index) boltConfig() map[string]any {
 	return map[string]any{
+		"unsafe_batch":           true,
 		"bolt_timeout":           x.opts.LockTimeout.String(),
 		"scorchMergePlanOptions": map[string]any{"MaxSegmentSize": MaxSegmentDocs},
 	}
@@ -219,6 +242,13 @@ func (x *Index) Close() error {
 	if x.idx == nil {
 		return nil
 	}
+	// Best effort: an index closed with batches not yet on disk opens at an
+	// earlier generation, and its owner feeds it the rest again.
+	ctx, cancel := context.WithTimeout(context.Background(), closeFlushTimeout)
+	defer cancel()
+	b := x.idx.NewBatch()
+	b.SetInternal(keyGeneration, encodeGen(x.gen.Load()))
+	_ = batchDurable(ctx, x.idx, b)
 	err := x.idx.Close()
 	x.idx = nil
 	if err != nil {

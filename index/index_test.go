@@ -110,14 +110,14 @@ func TestOpenRefusesUnusableDirectories(t *testing.T) {
 		}, ErrIncompatible},
 		{"an index of another mapping version is incompatible", func(t *testing.T, dir string) {
 			makeIndex(t, dir)
-			idx, err := bleve.Open(dir)
+			idx, err := bleve.OpenUsing(dir, map[string]any{"unsafe_batch": false}) // written before Close returns
 			must(t, err)
 			must(t, idx.SetInternal(keyMapping, []byte("dshq-index-v0")))
 			must(t, idx.Close())
 		}, ErrIncompatible},
 		{"an index without a readable generation is corrupt", func(t *testing.T, dir string) {
 			makeIndex(t, dir)
-			idx, err := bleve.Open(dir)
+			idx, err := bleve.OpenUsing(dir, map[string]any{"unsafe_batch": false}) // written before Close returns
 			must(t, err)
 			must(t, idx.SetInternal(keyGeneration, []byte("xyz")))
 			must(t, idx.Close())

@@ -198,6 +198,21 @@ func (l *life) provision() error {
 	}); err != nil {
 		return err
 	}
+	if l.emb != nil {
+		// The embedded server supports the feed's asynchronous persist
+		// mode; a feed created before it synced every write, which made
+		// each commit's publication wait for one sync per message.
+		replaced, err := feed.ReplaceSyncedStream(l.ctx, l.js, cfg)
+		if err != nil {
+			return err
+		}
+		if replaced {
+			l.log.Warn("feed stream replaced by one that persists asynchronously (its history is dropped; subscribers resuming into it resynchronise)", "stream", st.CachedInfo().Config.Name)
+			if st, err = feed.EnsureStream(l.ctx, l.js, cfg); err != nil {
+				return err
+			}
+		}
+	}
 	c := st.CachedInfo().Config
 	l.log.Debug("feed stream", "stream", c.Name, "maxBytes", c.MaxBytes, "maxAge", c.MaxAge, "duplicates", c.Duplicates)
 	return nil

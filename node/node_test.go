@@ -419,3 +419,46 @@ func TestRun_ServeStartsOnASmallDisk(t *testing.T) {
 		}
 	})
 }
+
+// A home whose feed stream syncs every write (created before the feed
+// persisted asynchronously) gets an asynchronous one on start; the
+// projection's records are not published again, later ones are.
+func TestRun_AFeedThatSyncsEveryWriteIsReplacedOnStart(t *testing.T) {
+	home := t.TempDir()
+	logs := &testenv.Buffer{}
+	base := Config{Home: home, Listen: "127.0.0.1:0", RelaxedSync: true, Parts: Parts{Projector: true},
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	n := start(t, base)
+	_, js := dial(t, n.Info.ClientURL)
+	ctx := context.Background()
+	if err := js.DeleteStream(ctx, dshq.FeedStream); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := feed.EnsureStream(ctx, js, feed.StreamConfig{SyncWrites: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitFeed(t, js, publishAs(t, js, "s-a"))
+	n.Stop(t)
+
+	n = start(t, base)
+	_, js = dial(t, n.Info.ClientURL)
+	st, err := js.Stream(ctx, dshq.FeedStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.CachedInfo().Config; c.PersistMode != jetstream.AsyncPersistMode {
+		t.Fatalf("feed persist mode %v after the start, want async", c.PersistMode)
+	}
+	if !strings.Contains(logs.String(), "feed stream replaced") {
+		t.Errorf("the replacement was not logged:\n%s", logs)
+	}
+	gen := publishAs(t, js, "s-b")
+	waitFeed(t, js, gen)
+	msgs := readFeed(t, js)
+	checkOnce(t, msgs, "s-b")
+	for _, m := range msgs {
+		if m.SessionID == "s-a" {
+			t.Fatalf("the replacement feed republished s-a: %+v", m)
+		}
+	}
+}

@@ -208,6 +208,7 @@ func (p *Projector) feedBatch(ctx context.Context, inst *instance, msgs <-chan j
 		if _, err := p.applyBatch(ctx, inst, recs); err != nil {
 			return fmt.Errorf("rebuild: %w", err)
 		}
+		p.releaseMapped(inst)
 		prog.Applied = recs[len(recs)-1].seq
 		prog.Records += len(recs)
 		recs = recs[:0]

@@ -430,6 +430,9 @@ func (p *Projector) applyRecords(ctx context.Context, inst *instance, recs []str
 		c, err := p.applyBatch(ctx, inst, recs)
 		if err == nil && c != nil {
 			p.published(c)
+			// After the generation advanced: readers waiting for it do not
+			// wait for the release too.
+			p.releaseMapped(inst)
 		}
 		p.writeMu.Unlock()
 		if err != nil {

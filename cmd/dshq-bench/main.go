@@ -5,6 +5,7 @@
 //
 //	dshq-bench                        # default corpus, aligned table
 //	dshq-bench -sessions 2000 -json   # larger corpus, JSON report
+//	dshq-bench -serve=false           # without the dshq serve phase
 package main
 
 import (
@@ -44,6 +45,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.AppendSamples, "append-samples", bench.DefaultAppendSamples, "appends per batch size and sync policy")
 	fs.StringVar(&cfg.Dir, "dir", "", "working directory (default: a temporary one, removed after)")
 	fs.BoolVar(&cfg.ApplyOnly, "apply-only", false, "measure only the projector's apply (catch-up of the bulk) beside raw Bleve on the same documents, then stop")
+	fs.StringVar(&cfg.Dshq, "dshq", "", "the dshq binary of the serve phase (default: go build it into the working directory)")
+	serve := fs.Bool("serve", true, "run the dshq serve phase: the whole corpus published into a dshq serve process, its peak RSS and home size by part")
+	fs.BoolVar(&cfg.ServeOnly, "serve-only", false, "run only the dshq serve phase")
+	fs.StringVar(&cfg.ServePprof, "serve-pprof", "", "pass --pprof HOST:PORT to dshq serve, to profile it during the serve phase")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address during the run (e.g. 127.0.0.1:6060), to profile a phase")
@@ -60,6 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if !*quiet {
 		cfg.Progress = stderr
 	}
+	cfg.NoServe = !*serve
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *pprofAddr != "" {

@@ -17,6 +17,7 @@ import (
 	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/internal/bytesize"
 	"github.com/dshq/dshq/internal/natsconn"
+	"github.com/dshq/dshq/internal/pprofsrv"
 	"github.com/dshq/dshq/node"
 	"github.com/dshq/dshq/shellenv"
 	"github.com/dshq/dshq/web"
@@ -31,6 +32,7 @@ func newServeCmd(g *globals) *cobra.Command {
 		relaxedSync bool
 		replicas    int
 		logLevel    string
+		pprofAddr   string
 		h           httpFlags
 		feedBytes   bytesize.Size
 		feedAge     time.Duration
@@ -67,6 +69,13 @@ SIGTERM, and logs when it begins ("dshq shutting down") and when it is done
 				return usageErrorf("--log-level: %w", err)
 			}
 			log := slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+			if pprofAddr != "" {
+				stop, err := pprofsrv.Serve(pprofAddr)
+				if err != nil {
+					return usageErrorf("%w", err)
+				}
+				defer stop()
+			}
 			cfg := node.Config{
 				Home:        resolved,
 				Listen:      listen,
@@ -147,6 +156,7 @@ SIGTERM, and logs when it begins ("dshq shutting down") and when it is done
 	f.IntVar(&replicas, "replicas", 1, "replicas of the session stream, the lease bucket, the feed, the cursor and the spill buckets (a NATS cluster with --nats-url; the embedded server has one; an existing stream must have as many)")
 	f.BoolVar(&relaxedSync, "relaxed-sync", false, "let the embedded server fsync periodically instead of on every write (faster; a power loss can lose acknowledged records)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&pprofAddr, "pprof", "", "serve Go's net/http/pprof profiles on HOST:PORT/debug/pprof/ (off when empty; keep it on loopback)")
 	h.add(cmd, g, true)
 	addSizeFlags(f, &feedBytes, &feedAge, &cursorBytes)
 	return cmd

@@ -16,9 +16,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -32,6 +29,7 @@ import (
 	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/internal/bytesize"
 	"github.com/dshq/dshq/internal/natsconn"
+	"github.com/dshq/dshq/internal/pprofsrv"
 	"github.com/dshq/dshq/node"
 	"github.com/dshq/dshq/projection"
 )
@@ -130,7 +128,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if o.pprof != "" {
-		stop, err := servePprof(o.pprof)
+		stop, err := pprofsrv.Serve(o.pprof)
 		if err != nil {
 			return err
 		}
@@ -164,25 +162,4 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 	})
 	log.Info("projector stopped", "err", err)
 	return err
-}
-
-// servePprof serves net/http/pprof's handlers on addr until stop.
-func servePprof(addr string) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--pprof: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	return func() { _ = srv.Close(); <-done }, nil
 }

@@ -281,6 +281,9 @@ func (b *builder) emit(m feed.Message) error {
 // fitEvent keeps an event message within max bytes: first without its raw
 // record, then with the longest prefix of its text that fits.
 func fitEvent(m *feed.Message, max int) error {
+	if eventBound(m) <= max {
+		return nil // the common case, without encoding the message to measure it
+	}
 	size := func() (int, error) {
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
@@ -321,6 +324,16 @@ func fitEvent(m *feed.Message, max int) error {
 	}
 	m.Event.Text = capText(text, lo)
 	return nil
+}
+
+// eventBound is an upper bound of the JSON size of an event message: every
+// string at most 6 bytes per byte (\u00XX), the raw record as it is, and a
+// fixed allowance for the member names, numbers and punctuation.
+func eventBound(m *feed.Message) int {
+	e := m.Event
+	strs := len(m.Workspace) + len(m.Token) + len(m.SessionID) + len(m.Epoch) +
+		len(e.SessionID) + len(e.Type) + len(e.Surface) + len(e.Text)
+	return 6*strs + len(e.Raw) + 512
 }
 
 // capText returns s as valid UTF-8 (invalid bytes replaced by U+FFFD), cut

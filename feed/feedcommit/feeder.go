@@ -190,35 +190,39 @@ func (f *Feeder) advance(ctx context.Context, to uint64) error {
 			return err
 		}
 	}
-	if to <= f.published {
-		return nil
-	}
-	return f.proj.View(ctx, to, func(s projection.Snapshot) error {
-		for f.published < to {
-			next := min(to, f.published+rederiveChunk)
+	for f.published < to {
+		next := min(to, f.published+rederiveChunk)
+		msgs, err := f.messages(ctx, to, func(s projection.Snapshot) (projection.Commit, error) {
 			c, err := Rederive(s, f.published, next)
 			if err != nil {
-				return fmt.Errorf("re-derive feed commits (%d, %d]: %w", f.published, next, err)
+				return c, fmt.Errorf("re-derive feed commits (%d, %d]: %w", f.published, next, err)
 			}
-			if err := f.publish(ctx, c, s, f.pub.Publish); err != nil {
-				return err
-			}
-			f.published = next
+			return c, nil
+		})
+		if err != nil {
+			return err
 		}
-		return nil
-	})
+		if err := f.send(ctx, msgs, f.pub.Publish); err != nil {
+			return err
+		}
+		f.published = next
+	}
+	return nil
 }
 
 // complete publishes the messages the partly published commit at partial
 // lacks. The caller holds mu.
 func (f *Feeder) complete(ctx context.Context) error {
-	err := f.proj.View(ctx, f.partial, func(s projection.Snapshot) error {
+	msgs, err := f.messages(ctx, f.partial, func(s projection.Snapshot) (projection.Commit, error) {
 		c, err := Rederive(s, f.published, f.partial)
 		if err != nil {
-			return fmt.Errorf("re-derive the partly published feed commit (%d, %d]: %w", f.published, f.partial, err)
+			return c, fmt.Errorf("re-derive the partly published feed commit (%d, %d]: %w", f.published, f.partial, err)
 		}
-		return f.publish(ctx, c, s, f.pub.Resume)
+		return c, nil
 	})
+	if err == nil {
+		err = f.send(ctx, msgs, f.pub.Resume)
+	}
 	if err != nil {
 		return err
 	}
@@ -227,11 +231,28 @@ func (f *Feeder) complete(ctx context.Context) error {
 	return nil
 }
 
-// publish turns c into messages on s and publishes them with send.
-func (f *Feeder) publish(ctx context.Context, c projection.Commit, s projection.Snapshot, send func(context.Context, []feed.Message) error) error {
-	msgs, err := FromCommit(c, s)
-	if err != nil || len(msgs) == 0 {
+// messages turns the commit commit returns from a snapshot at
+// minGeneration or later into feed messages. The snapshot (a read
+// transaction of the projection's store) ends before they are published,
+// so that a slow publication never holds the store's pages or keeps the
+// projector's next commit from growing the store's file.
+func (f *Feeder) messages(ctx context.Context, minGeneration uint64, commit func(projection.Snapshot) (projection.Commit, error)) ([]feed.Message, error) {
+	var msgs []feed.Message
+	err := f.proj.View(ctx, minGeneration, func(s projection.Snapshot) error {
+		c, err := commit(s)
+		if err != nil {
+			return err
+		}
+		msgs, err = FromCommit(c, s)
 		return err
+	})
+	return msgs, err
+}
+
+// send publishes msgs with send (nothing when there are none).
+func (f *Feeder) send(ctx context.Context, msgs []feed.Message, send func(context.Context, []feed.Message) error) error {
+	if len(msgs) == 0 {
+		return nil
 	}
 	return send(ctx, msgs)
 }
@@ -330,7 +351,10 @@ func (f *Feeder) publishCommit(ctx context.Context, c projection.Commit, continu
 	// The snapshot may be at a later generation than c: the commit's
 	// messages read from it only the workspace and subject token of a
 	// session, which never change.
-	err := f.proj.View(ctx, c.Generation, func(s projection.Snapshot) error { return f.publish(ctx, c, s, f.pub.Publish) })
+	msgs, err := f.messages(ctx, c.Generation, func(projection.Snapshot) (projection.Commit, error) { return c, nil })
+	if err == nil {
+		err = f.send(ctx, msgs, f.pub.Publish)
+	}
 	if err != nil {
 		return err
 	}
@@ -383,7 +407,10 @@ func (f *Feeder) flushLeases(ctx context.Context) {
 	for _, tok := range slices.Sorted(maps.Keys(f.held)) {
 		c.Leases = append(c.Leases, f.held[tok])
 	}
-	err := f.proj.View(ctx, 0, func(s projection.Snapshot) error { return f.publish(ctx, c, s, f.pub.Publish) })
+	msgs, err := f.messages(ctx, 0, func(projection.Snapshot) (projection.Commit, error) { return c, nil })
+	if err == nil {
+		err = f.send(ctx, msgs, f.pub.Publish)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			f.log.Error("publish lease changes to the feed", "generation", c.Generation, "err", err)
