@@ -109,8 +109,9 @@ func (c StreamConfig) withDefaults() StreamConfig {
 // and unless SyncWrites — the asynchronous persist mode: the server writes
 // feed messages in the background instead of syncing each one. The feed is
 // derived from the projection: what a crash loses of its tail, the
-// projector publishes again on its next start (docs/protocol.md §5.5), with
-// the same generations and message ids. A replicated stream is synced by
+// projector publishes again on its next start
+// (docs/protocol.md#55-publishing-and-the-projectors-rule), with the same
+// generations and message ids. A replicated stream is synced by
 // its replication log and keeps the default mode (the server refuses async
 // there).
 func (c StreamConfig) jsConfig() jetstream.StreamConfig {
