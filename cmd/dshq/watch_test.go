@@ -257,7 +257,7 @@ func TestWatch(t *testing.T) {
 			restarts++
 		}
 	}
-	waitFor(t, 60*time.Second, func() string { _, why := stored(st, want); return why + "\n" + w.out.String() }, func() bool {
+	waitFor(t, 3*time.Minute, func() string { _, why := stored(st, want); return why + "\n" + w.out.String() }, func() bool {
 		ok, _ := stored(st, want)
 		return ok
 	})
@@ -354,7 +354,10 @@ func TestWatchFastAndMany(t *testing.T) {
 		}
 	}()
 	wg.Wait()
-	waitFor(t, 120*time.Second, func() string { _, why := stored(st, want); return why + "\n" + w.out.String() + w.errs.String() }, func() bool {
+	// A deadline for correctness, not speed (the latency benchmark measures
+	// that): under the race detector on two loaded cores the SDK's appends
+	// time out and are retried, and the last lines land minutes late.
+	waitFor(t, 5*time.Minute, func() string { _, why := stored(st, want); return why + "\n" + w.out.String() + w.errs.String() }, func() bool {
 		ok, _ := stored(st, want)
 		return ok
 	})
