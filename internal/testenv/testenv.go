@@ -41,8 +41,10 @@ import (
 	"github.com/dshq/dshq/record"
 )
 
-// WaitTimeout bounds every wait of this package for the stack to catch up.
-const WaitTimeout = 30 * time.Second
+// WaitTimeout bounds every wait of this package for the stack to catch up
+// (generous: under -race on two loaded cores, indexing a 1 MiB event takes
+// tens of seconds; a wait that succeeds returns at once).
+const WaitTimeout = 2 * time.Minute
 
 // Env is one test's stack.
 type Env struct {
