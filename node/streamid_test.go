@@ -9,6 +9,7 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/internal/natsconn"
+	"github.com/dshq/dshq/internal/testnats"
 	"github.com/dshq/dshq/query"
 )
 
@@ -42,11 +43,7 @@ func readAll(t *testing.T, url string, gen uint64, want []string) {
 // "not found", their records taken as already applied).
 func TestRun_AHomeStartedAgainstAnotherStreamIsRebuiltFromIt(t *testing.T) {
 	home := t.TempDir()
-	other, err := embedded.Start(context.Background(), embedded.Config{Dir: t.TempDir(), Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Shutdown(context.Background())
+	other := testnats.Start(t, embedded.Config{Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed})
 	n := start(t, Config{Home: home, Conn: natsconn.Options{URL: other.ClientURL()}, Parts: All})
 	_, js := dial(t, other.ClientURL())
 	var gen uint64

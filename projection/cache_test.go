@@ -160,9 +160,15 @@ func TestProjector_FollowsLeasesAndBalancesLapsedOpenTurns(t *testing.T) {
 	waitFor(t, "the TTL lease to be seen", isLive)
 	waitFor(t, "the TTL lease to lapse", func() bool { return !isLive() })
 
+	// The hook gets a lease change after View shows it: wait for the last.
+	want := []LeaseChange{{tok, id, true}, {tok, id, false}, {"s-ttl", "s-ttl", true}, {"s-ttl", "s-ttl", false}}
+	waitFor(t, "OnCommit to get every lease change", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(leases) >= len(want)
+	})
 	mu.Lock()
 	defer mu.Unlock()
-	want := []LeaseChange{{tok, id, true}, {tok, id, false}, {"s-ttl", "s-ttl", true}, {"s-ttl", "s-ttl", false}}
 	if !slices.Equal(leases, want) {
 		t.Errorf("lease changes = %+v, want %+v", leases, want)
 	}

@@ -190,6 +190,12 @@ func TestOnCommit_ReportsWhatEachBatchChanged(t *testing.T) {
 		mu.Unlock()
 	}))
 	waitGen(t, r.p, last)
+	// The hook gets a commit after the generation is visible: wait for it.
+	waitFor(t, "OnCommit to get the last commit", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(commits) > 0 && commits[len(commits)-1].Generation >= last
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	var all Commit

@@ -13,22 +13,13 @@ import (
 	"github.com/dshq/dshq/capture/follow"
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/internal/corpus"
+	"github.com/dshq/dshq/internal/testnats"
 )
 
 func newStore(t *testing.T) *bus.Store {
 	t.Helper()
 	ctx := context.Background()
-	e, err := embedded.Start(ctx, embedded.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
-	nc, err := e.InProcessConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	st, err := bus.NewStore(ctx, nc)
+	st, err := bus.NewStore(ctx, testnats.Start(t, embedded.Config{}).Conn(t))
 	if err != nil {
 		t.Fatal(err)
 	}

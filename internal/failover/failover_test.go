@@ -7,35 +7,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/testnats"
 )
 
-func startServer(t *testing.T, js bool) *server.Server {
+func TestMain(m *testing.M) { testnats.VerifyNoLeaks(m) }
+
+// startServer starts a test's server with a loopback listener (testnats).
+func startServer(t *testing.T) *testnats.Server {
 	t.Helper()
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, JetStream: js, StoreDir: t.TempDir()}
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return s
+	return testnats.Start(t, embedded.Config{Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed})
 }
 
-func connect(t *testing.T, s *server.Server) *nats.Conn {
+// connect dials s, reconnecting at once and forever.
+func connect(t *testing.T, s *testnats.Server) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond),
+	return s.Dial(t, nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond),
 		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
 }
 
 func waitDone(t *testing.T, ch <-chan struct{}, what string) {
@@ -51,7 +42,7 @@ func waitDone(t *testing.T, ch <-chan struct{}, what string) {
 // a followed advisory arrives (a leader election) and when the connection
 // drops; other attempts keep their timeout.
 func TestWatch_InterruptsAttemptsOnElectionAndDisconnect(t *testing.T) {
-	s := startServer(t, false)
+	s := startServer(t)
 	nc := connect(t, s)
 	subject := StreamLeaderElected("S")
 	w := For(nc, subject)
@@ -89,7 +80,7 @@ func TestWatch_InterruptsAttemptsOnElectionAndDisconnect(t *testing.T) {
 	changed = w.Changed()
 	actx, release = w.Attempt(context.Background(), time.Minute)
 	defer release()
-	s.Shutdown() // the connection drops and reconnects
+	s.NATSServer().Shutdown() // the connection drops and reconnects
 	waitDone(t, actx.Done(), "the attempt to be interrupted by the disconnect")
 	waitDone(t, changed, "the retries to be woken by the disconnect")
 	if !Interrupted(actx) {
@@ -99,7 +90,7 @@ func TestWatch_InterruptsAttemptsOnElectionAndDisconnect(t *testing.T) {
 
 // The Watch's goroutine ends with its connection.
 func TestWatch_EndsWithTheConnection(t *testing.T) {
-	s := startServer(t, false)
+	s := startServer(t)
 	nc := connect(t, s)
 	w := For(nc)
 	nc.Close()
@@ -125,7 +116,7 @@ func TestWatch_EndsWithTheConnection(t *testing.T) {
 // batches, stops when fn declines, and the leader reads find what is
 // stored.
 func TestRange_AndLeaderReads(t *testing.T) {
-	s := startServer(t, true)
+	s := startServer(t)
 	nc := connect(t, s)
 	js, err := jetstream.New(nc)
 	if err != nil {
