@@ -569,7 +569,6 @@ func (p *Projector) consumer(ctx context.Context, inst *instance) (jetstream.Con
 		return nil, fmt.Errorf("create consumer %s: %w", p.cfg.durable, err)
 	}
 	p.learnStreamEnd(cp, stream.CachedInfo().State.LastSeq)
-	p.learnLineage(stream.CachedInfo())
 	return c, nil
 }
 
