@@ -145,7 +145,7 @@ func TestProjectionReplicas(t *testing.T) {
 	var phases []failoverPhase
 	for _, r := range []struct {
 		name, data string
-		proc **proc
+		proc       **proc
 	}{{replicaB, dataB, &b}, {replicaA, dataA, &a}} {
 		ph := failoverPhase{kind: "SIGKILL", node: r.name, start: time.Now()}
 		t.Logf("%s: SIGKILL of %s", ph.start.Format("15:04:05.000"), r.name)

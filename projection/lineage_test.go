@@ -2,6 +2,7 @@ package projection
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -59,4 +60,23 @@ func TestLineageIsTheStreamsAndTheVersions(t *testing.T) {
 	if c.Lineage() == la || !strings.HasPrefix(c.Lineage(), "l1-") {
 		t.Errorf("a stream created again has lineage %q, the old one's was %q", c.Lineage(), la)
 	}
+}
+
+// A second projector on the durable another one pulls from refuses to run
+// (ErrDurableInUse) rather than take the consumer from it at every start;
+// the first keeps projecting.
+func TestASecondProjectorOnTheSameDurableIsRefused(t *testing.T) {
+	e := newEnv(t)
+	_, last := e.publishLog(readLines(t, "upstream-2.5.jsonl"))
+	a := e.start(t.TempDir())
+	waitGen(t, a.p, last)
+	b := e.open(t.TempDir())
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.Run(ctx); !errors.Is(err, ErrDurableInUse) {
+		t.Fatalf("a second projector on dsh-projector: Run = %v, want ErrDurableInUse", err)
+	}
+	_, more := e.publishLog(withID(t, readLines(t, "upstream-2.5.jsonl"), "after-refusal"))
+	waitGen(t, a.p, more)
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -119,9 +118,6 @@ type Projector struct {
 	// catchUp tracks how far the loop is behind the stream (Progress).
 	catchUp catchUp
 
-	// lineage is the projection's lineage (a string; Lineage).
-	lineage atomic.Value
-
 	// liveMu guards live and liveVersion.
 	liveMu      sync.RWMutex
 	live        map[string]bool
@@ -189,7 +185,6 @@ func Open(ctx context.Context, js jetstream.JetStream, dir string, opts ...Optio
 		return nil, err
 	}
 	p.cur = inst
-	p.readLineage(ctx)
 	cp, err := inst.store.checkpoint()
 	if err != nil {
 		inst.close()
@@ -512,7 +507,7 @@ func (p *Projector) View(ctx context.Context, minGeneration uint64, fn func(Snap
 	if err != nil {
 		return &dshq.Error{Code: dshq.CodeIndexFailed, Message: "projection read failed", Err: err}
 	}
-	s := &snapshot{tx: tx, gen: gen, epoch: inst.store.epoch, lineage: p.Lineage(), index: inst.index}
+	s := &snapshot{tx: tx, gen: gen, epoch: inst.store.epoch, index: inst.index}
 	p.liveMu.RLock()
 	s.live = make(map[string]bool, len(p.live))
 	for k, v := range p.live {

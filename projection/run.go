@@ -55,6 +55,9 @@ func (p *Projector) follow(ctx context.Context) error {
 		watch *failover.Watch
 		pause = followPauseMin
 	)
+	if err := p.checkDurableFree(ctx); err != nil {
+		return err
+	}
 	for ctx.Err() == nil {
 		inst := p.current()
 		if inst == nil {
@@ -150,6 +153,68 @@ func (p *Projector) follow(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// ErrDurableInUse: another projector pulls from the durable consumer this
+// one was given. Each projector of one stream is a replica with its own
+// durable (projector --durable NAME): two on one durable would take the
+// consumer from each other at every start.
+var ErrDurableInUse = errors.New("another projector pulls from this durable consumer")
+
+// How the check at start watches the durable's pull requests: a projector
+// pulling from it has one waiting nearly all the time (it waits fetchWait
+// for records, then applies them), so durableQuiet without any means it
+// is free; once one is seen, the check goes on for longer than one pull
+// lives (durableCheckFor), so that the pulls of a projector that stopped or
+// crashed a moment ago expire, and one still seen in its last second is
+// another projector's.
+const (
+	durableQuiet    = 250 * time.Millisecond
+	durableCheckFor = fetchWait + 2*time.Second
+	durableSample   = 100 * time.Millisecond
+)
+
+// checkDurableFree refuses to start (ErrDurableInUse) when another
+// projector is pulling from the durable (see above). A consumer that does
+// not exist, or that cannot be asked (no stream or bus yet: the loop waits
+// for them), is free.
+func (p *Projector) checkDurableFree(ctx context.Context) error {
+	start := time.Now()
+	var seen, lastSeen time.Time // the first and last sample with a pull waiting
+	for {
+		actx, release := p.attempt(ctx)
+		c, err := p.js.Consumer(actx, p.cfg.stream, p.cfg.durable)
+		waiting := 0
+		if err == nil {
+			var info *jetstream.ConsumerInfo
+			if info, err = c.Info(actx); err == nil {
+				waiting = info.NumWaiting
+			}
+		}
+		release()
+		now := time.Now()
+		switch {
+		case err != nil:
+			return nil
+		case waiting > 0:
+			if seen.IsZero() {
+				seen = now
+			}
+			lastSeen = now
+		case seen.IsZero() && now.Sub(start) >= durableQuiet:
+			return nil
+		}
+		if now.Sub(start) >= durableCheckFor {
+			if !lastSeen.IsZero() && now.Sub(lastSeen) < time.Second {
+				return fmt.Errorf("%w: %s on %s has pull requests waiting; give each projector of the stream its own --durable",
+					ErrDurableInUse, p.cfg.durable, p.cfg.stream)
+			}
+			return nil
+		}
+		if waitCtx(ctx, durableSample) != nil {
+			return nil
+		}
+	}
 }
 
 // The pause between failed pulls while the consumer has no leader (an
@@ -504,7 +569,6 @@ func (p *Projector) consumer(ctx context.Context, inst *instance) (jetstream.Con
 		return nil, fmt.Errorf("create consumer %s: %w", p.cfg.durable, err)
 	}
 	p.learnStreamEnd(cp, stream.CachedInfo().State.LastSeq)
-	p.learnLineage(stream.CachedInfo())
 	return c, nil
 }
 

@@ -20,15 +20,22 @@ type snapshot struct {
 	tx          *bolt.Tx
 	gen         uint64
 	epoch       string
-	lineage     string
 	live        map[string]bool // subject tokens whose lease is held
 	liveVersion uint64
 	index       *index.Index
 }
 
-func (s *snapshot) Generation() uint64  { return s.gen }
-func (s *snapshot) Epoch() string       { return s.epoch }
-func (s *snapshot) Lineage() string     { return s.lineage }
+func (s *snapshot) Generation() uint64 { return s.gen }
+func (s *snapshot) Epoch() string      { return s.epoch }
+
+// Lineage is the lineage of the stream the snapshot's store records.
+func (s *snapshot) Lineage() string {
+	var id StreamIdentity
+	if b := s.tx.Bucket(bucketMeta).Get(metaStream); b != nil {
+		_ = json.Unmarshal(b, &id) // a garbled record fails the store's open
+	}
+	return lineageOf(id, s.epoch)
+}
 func (s *snapshot) LiveVersion() uint64 { return s.liveVersion }
 func (s *snapshot) Index() *index.Index { return s.index }
 
