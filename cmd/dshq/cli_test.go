@@ -337,8 +337,8 @@ func checkImport(t *testing.T, p *pipeline, dir string, facts importFacts) impor
 		r := p.dshq("import", "--fixture-cwd", fixtureCwd, "--rename-on-conflict", "--json", dir)
 		r.decode(t, &again)
 		if len(again.Imported) != 0 || len(again.Present) != valid || len(again.Refused) != facts.refused || again.Generation != 0 {
-			t.Errorf("second import: %d imported, %d present, %d refused, generation %d; want 0, %d, %d, 0",
-				len(again.Imported), len(again.Present), len(again.Refused), again.Generation, valid, facts.refused)
+			t.Errorf("second import: %d imported, %d present, %d refused, generation %d; want 0, %d, %d, 0; refused: %+v",
+				len(again.Imported), len(again.Present), len(again.Refused), again.Generation, valid, facts.refused, again.Refused)
 		}
 		after := stats(t, p)
 		if after.StreamRecords != before.StreamRecords || after.StreamLastSeq != before.StreamLastSeq {
