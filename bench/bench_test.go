@@ -109,6 +109,7 @@ func checkEveryRow(t *testing.T, sample int, bulk bool) {
 	want = append(want,
 		"dshq serve: records published (rec/s)|raw JetStream, same client and server",
 		"dshq serve: whole load searchable (events/s)|the same load published (events/s)",
+		"dshq serve: CPU of the load to searchable (ms per 1k records)|dshq serve's CPU during the raw reference",
 		"dshq serve peak RSS (MiB)|dshq serve RSS when ready, empty home",
 		"dshq serve home: DSH_SESSIONS stream (MiB)|the records' own bytes",
 		"dshq serve home: DSH_FEED stream (MiB)|DSH_SESSIONS stream",

@@ -131,7 +131,6 @@ type runner struct {
 	commits        atomic.Int64  // batches the projectors committed
 	ingestRate     float64       // events/s to searchable
 	ftsBytes       uint64        // the SQLite FTS5 database's size on disk
-	serveRawLabel  string        // the reference of the serve publish rate
 }
 
 // Run generates the corpus, runs every measurement and returns the report.

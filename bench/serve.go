@@ -116,6 +116,30 @@ func (p *serveProc) lastLines() string {
 	return strings.Join(p.tail, "\n")
 }
 
+// cpu returns the CPU time (user and system) the process has used so far.
+func (p *serveProc) cpu() (time.Duration, error) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/stat")
+	if err != nil {
+		return 0, fmt.Errorf("dshq serve CPU time: %w", err)
+	}
+	// The fields after the command (which may hold spaces, in parentheses):
+	// state is the 3rd field of stat, utime and stime the 14th and 15th.
+	rest := string(raw[strings.LastIndexByte(string(raw), ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0, fmt.Errorf("dshq serve CPU time: short /proc stat %q", raw)
+	}
+	utime, err1 := strconv.ParseUint(f[11], 10, 64)
+	stime, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("dshq serve CPU time: /proc stat %q", raw)
+	}
+	return time.Duration(utime+stime) * time.Second / userHZ, nil
+}
+
+// userHZ is the unit of /proc's CPU times (USER_HZ, 100 on Linux).
+const userHZ = 100
+
 // status reads a kB field of the process's /proc status in bytes.
 func (p *serveProc) status(field string) (uint64, error) {
 	return procStatusOf(strconv.Itoa(p.cmd.Process.Pid), field)
@@ -189,11 +213,11 @@ func (r *runner) measureServe(ctx context.Context) (err error) {
 	}
 	client := query.NewClient(nc)
 
-	rawRate, err := r.serveRawPublish(ctx, js)
+	raw, err := r.serveRawPublish(ctx, js, p)
 	if err != nil {
 		return err
 	}
-	if err := r.serveLoad(ctx, js, client, rawRate); err != nil {
+	if err := r.serveLoad(ctx, js, client, p, raw); err != nil {
 		return fmt.Errorf("%w (dshq serve's last log lines:\n%s)", err, p.lastLines())
 	}
 	if err := r.serveQuietAppend(ctx, nc, js, client); err != nil {
@@ -298,7 +322,15 @@ func publishLanes(ctx context.Context, js jetstream.JetStream, prefix string, se
 // DefaultServeRawRecords records) to a raw stream of the serve process's
 // server with the load's client, then deletes the stream: the server's own
 // publish rate at the same durability, with dshq idle.
-func (r *runner) serveRawPublish(ctx context.Context, js jetstream.JetStream) (float64, error) {
+// serveRaw is the raw reference of the serve load.
+type serveRaw struct {
+	rate  float64       // records/s
+	cpu   time.Duration // dshq serve's CPU time meanwhile
+	recs  int           // records published
+	label string
+}
+
+func (r *runner) serveRawPublish(ctx context.Context, js jetstream.JetStream, p *serveProc) (serveRaw, error) {
 	var sessions []Session
 	recs := 0
 	for _, s := range r.corpus.Sessions {
@@ -311,30 +343,42 @@ func (r *runner) serveRawPublish(ctx context.Context, js jetstream.JetStream) (f
 	r.progress("dshq serve: raw JetStream reference, %d records of %d sessions, %d in flight", recs, len(sessions), DefaultServeInFlight)
 	raw, err := rawStream(ctx, js)
 	if err != nil {
-		return 0, err
+		return serveRaw{}, err
+	}
+	cpu0, err := p.cpu()
+	if err != nil {
+		return serveRaw{}, err
 	}
 	start := time.Now()
 	_, n, _, err := publishLanes(ctx, js, rawSubjectPrefix+"serve.", sessions, DefaultServeInFlight, 0)
 	elapsed := time.Since(start)
 	if err != nil {
-		return 0, fmt.Errorf("raw reference: %w", err)
+		return serveRaw{}, fmt.Errorf("raw reference: %w", err)
+	}
+	cpu1, err := p.cpu()
+	if err != nil {
+		return serveRaw{}, err
 	}
 	if err := js.DeleteStream(ctx, raw.CachedInfo().Config.Name); err != nil {
-		return 0, fmt.Errorf("delete the raw reference stream: %w", err)
+		return serveRaw{}, fmt.Errorf("delete the raw reference stream: %w", err)
 	}
-	r.serveRawLabel = fmt.Sprintf("raw JetStream, same client and server, %d records (rec/s)", n)
-	return float64(n) / elapsed.Seconds(), nil
+	return serveRaw{rate: float64(n) / elapsed.Seconds(), cpu: cpu1 - cpu0, recs: n,
+		label: fmt.Sprintf("raw JetStream, same client and server, %d records (rec/s)", n)}, nil
 }
 
 // serveLoad publishes the whole corpus into dshq serve and measures the
 // publish rate, the rate at which the load became searchable, and
 // publish→searchable of every sampled record during the load.
-func (r *runner) serveLoad(ctx context.Context, js jetstream.JetStream, client *query.Client, rawRate float64) error {
+func (r *runner) serveLoad(ctx context.Context, js jetstream.JetStream, client *query.Client, p *serveProc, raw serveRaw) error {
 	records := r.corpus.Records()
 	sampleEvery := max(1, records/(4*r.cfg.Samples))
 	r.progress("dshq serve: load of %d records, %d in flight, sync always, publish→searchable of every %dth", records, DefaultServeInFlight, sampleEvery)
 	w := startGenerationWatch(ctx, client)
 	defer w.stop()
+	cpu0, err := p.cpu()
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	last, n, samples, err := publishLanes(ctx, js, dshq.LogSubjectPrefix, r.corpus.Sessions, DefaultServeInFlight, sampleEvery)
 	published := time.Since(start)
@@ -342,6 +386,10 @@ func (r *runner) serveLoad(ctx context.Context, js jetstream.JetStream, client *
 		return err
 	}
 	searchable, err := w.wait(ctx, last)
+	if err != nil {
+		return err
+	}
+	cpu1, err := p.cpu()
 	if err != nil {
 		return err
 	}
@@ -360,7 +408,9 @@ func (r *runner) serveLoad(ctx context.Context, js jetstream.JetStream, client *
 	}
 	events := float64(r.rep.Events)
 	r.rep.section = sectionServe
-	r.rep.add("dshq serve: records published (rec/s)", float64(n)/published.Seconds(), r.serveRawLabel, rawRate)
+	r.rep.add("dshq serve: records published (rec/s)", float64(n)/published.Seconds(), raw.label, raw.rate)
+	r.rep.add("dshq serve: CPU of the load to searchable (ms per 1k records)", cpuPerK(cpu1-cpu0, uint64(n)),
+		"dshq serve's CPU during the raw reference (ms per 1k records)", cpuPerK(raw.cpu, uint64(raw.recs)))
 	r.rep.add("dshq serve: whole load searchable (events/s)", events/searchableIn.Seconds(), "the same load published (events/s)", events/published.Seconds())
 	r.rep.addLatency(fmt.Sprintf("dshq serve: publish→searchable during the load (%d samples)", len(got)), got, "publish→ack of the same records", acks)
 	return nil
