@@ -123,4 +123,3 @@ func TestRun_RefusesBadFlags(t *testing.T) {
 		})
 	}
 }
-
