@@ -146,8 +146,19 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config, endpoints []Endpoint)
 		s.abort()
 		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
 	}
+	// The subscriptions may still be in the client's buffer: a round trip
+	// makes the server hold them, so that the service answers every
+	// connection once Start returns.
+	if err := nc.FlushTimeout(subscribeTimeout); err != nil {
+		s.abort()
+		return nil, fmt.Errorf("%s: the server did not confirm the subscriptions: %w", cfg.Name, err)
+	}
 	return s, nil
 }
+
+// subscribeTimeout bounds Start's wait for the server to confirm the
+// service's subscriptions.
+const subscribeTimeout = 10 * time.Second
 
 func withDefaults(cfg Config) Config {
 	if cfg.QueueGroup == "" {

@@ -359,3 +359,23 @@ func TestStart_RefusesBadNames(t *testing.T) {
 		t.Fatal("bad endpoint name accepted")
 	}
 }
+
+// TestStart_ServesEveryConnectionOnReturn: when Start returns, the server
+// has the service's subscriptions, so a request from another connection
+// finds a responder at once (cmd/query's test saw "no responders" under load
+// when Start returned with its subscriptions still in the client's buffer).
+func TestStart_ServesEveryConnectionOnReturn(t *testing.T) {
+	srv := testnats.Start(t, embedded.Config{Listen: "127.0.0.1:0", Sync: embedded.SyncRelaxed})
+	host, client := srv.Dial(t), srv.Dial(t)
+	echo := func(_ context.Context, m *nats.Msg) ([]byte, error) { return m.Data, nil }
+	for i := range 200 {
+		subject := fmt.Sprintf("ready.%d", i)
+		s := start(t, host, Config{Name: "ready"}, Endpoint{Name: "e", Subject: subject, Handler: echo})
+		if _, err := client.Request(subject, nil, 10*time.Second); err != nil {
+			t.Fatalf("request %d right after Start: %v", i, err)
+		}
+		if err := s.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
