@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/dshq/dshq"
@@ -97,14 +98,14 @@ type indexSearcher struct{ x *index.Index }
 
 func (s indexSearcher) SearchSessions(ctx context.Context, q SearchQuery) ([]SessionHit, error) {
 	var out []SessionHit
-	var asOf uint64
+	asOf := q.AsOf
 	for len(out) < q.Limit {
 		page, err := s.x.SearchSessions(ctx, index.SessionQuery{Query: q.Phrase, SessionFilters: q.SessionFilters,
 			EventFilters: q.EventFilters, LiveSessionIDs: q.LiveSessionIDs, Offset: len(out), Limit: min(index.MaxLimit, q.Limit-len(out)), AsOf: asOf})
 		if err != nil {
 			return nil, err
 		}
-		asOf = page.Generation
+		asOf = cmp.Or(asOf, page.Generation)
 		for _, h := range page.Hits {
 			out = append(out, SessionHit{SessionID: h.SessionID, BestMatch: h.EventHit()})
 		}
@@ -117,14 +118,14 @@ func (s indexSearcher) SearchSessions(ctx context.Context, q SearchQuery) ([]Ses
 
 func (s indexSearcher) SearchEvents(ctx context.Context, q SearchQuery) ([]dshq.EventSearchHit, error) {
 	var out []dshq.EventSearchHit
-	var asOf uint64
+	asOf := q.AsOf
 	for len(out) < q.Limit {
 		page, err := s.x.SearchEvents(ctx, index.EventQuery{SessionID: q.SessionID, Query: q.Phrase, Filters: q.EventFilters,
 			Offset: len(out), Limit: min(index.MaxLimit, q.Limit-len(out)), AsOf: asOf})
 		if err != nil {
 			return nil, err
 		}
-		asOf = page.Generation
+		asOf = cmp.Or(asOf, page.Generation)
 		for _, h := range page.Hits {
 			out = append(out, h.EventHit())
 		}
@@ -138,7 +139,7 @@ func (s indexSearcher) SearchEvents(ctx context.Context, q SearchQuery) ([]dshq.
 // RankSessionKeys ranks as SearchSessions does, loading no doc: index
 // pages of up to index.MaxLimit keys, all as of the first's generation.
 func (s indexSearcher) RankSessionKeys(ctx context.Context, q SearchQuery) (Ranked, error) {
-	return s.rankPages(q.Limit, func(offset, limit int, asOf uint64) (index.Ranking, error) {
+	return s.rankPages(q.Limit, q.AsOf, func(offset, limit int, asOf uint64) (index.Ranking, error) {
 		return s.x.RankSessions(ctx, index.SessionQuery{Query: q.Phrase, SessionFilters: q.SessionFilters,
 			EventFilters: q.EventFilters, LiveSessionIDs: q.LiveSessionIDs, Offset: offset, Limit: limit, AsOf: asOf})
 	})
@@ -146,18 +147,18 @@ func (s indexSearcher) RankSessionKeys(ctx context.Context, q SearchQuery) (Rank
 
 // RankEventKeys ranks as SearchEvents does, loading no doc.
 func (s indexSearcher) RankEventKeys(ctx context.Context, q SearchQuery) (Ranked, error) {
-	return s.rankPages(q.Limit, func(offset, limit int, asOf uint64) (index.Ranking, error) {
+	return s.rankPages(q.Limit, q.AsOf, func(offset, limit int, asOf uint64) (index.Ranking, error) {
 		return s.x.RankEvents(ctx, index.EventQuery{SessionID: q.SessionID, Query: q.Phrase, Filters: q.EventFilters,
 			Offset: offset, Limit: limit, AsOf: asOf})
 	})
 }
 
-// rankPages collects up to limit keys in rankings of up to index.MaxLimit.
-// The ranking's generation is the index state every page read, or 0 when
-// they read different states (or none).
-func (s indexSearcher) rankPages(limit int, rank func(offset, limit int, asOf uint64) (index.Ranking, error)) (Ranked, error) {
+// rankPages collects up to limit keys in rankings of up to index.MaxLimit,
+// every page as of asOf (0: as of the first page's generation). The
+// ranking's generation is the index state every page read, or 0 when they
+// read different states (or none).
+func (s indexSearcher) rankPages(limit int, asOf uint64, rank func(offset, limit int, asOf uint64) (index.Ranking, error)) (Ranked, error) {
 	out := Ranked{index: s.x}
-	var asOf uint64
 	for page := 0; len(out.Keys) < limit; page++ {
 		r, err := rank(len(out.Keys), min(index.MaxLimit, limit-len(out.Keys)), asOf)
 		if err != nil {
@@ -168,7 +169,7 @@ func (s indexSearcher) rankPages(limit int, rank func(offset, limit int, asOf ui
 		} else if r.Searched != out.Generation {
 			out.Generation = 0
 		}
-		asOf, out.More = r.Generation, r.More
+		asOf, out.More = cmp.Or(asOf, r.Generation), r.More
 		for _, k := range r.Keys {
 			out.Keys = append(out.Keys, HitKey{SessionID: k.SessionID, Seq: k.Seq, Gen: k.Gen})
 		}

@@ -96,9 +96,10 @@ func rankKeys(ctx context.Context, e *Engine, limit int, q SearchQuery, probe bo
 	return r, nil
 }
 
-// keySessions is the first page of sessions.search through a KeySearcher:
-// keys the snapshot does not hold (the index may be ahead of it) or whose
-// session is invalid are dropped before any is stored.
+// keySessions is the first page of sessions.search through a KeySearcher.
+// The ranking is as of the snapshot's generation, so each session is ranked
+// by an event the snapshot holds; keys the snapshot still does not hold or
+// whose session is invalid are dropped before any is stored.
 func (e *Engine) keySessions(ctx context.Context, ks KeySearcher, snap Snapshot, req *query.Request, c *query.Cursor, page dshq.SessionSearchPage) ([]dshq.SessionSearchHit, string, error) {
 	var kept []HitKey
 	sessions := []string{}
@@ -106,7 +107,7 @@ func (e *Engine) keySessions(ctx context.Context, ks KeySearcher, snap Snapshot,
 	if !matchesNothing(req.SessionFilters) && !matchesNothing(req.EventFilters) {
 		liveIDs := snap.LiveSessions()
 		q := SearchQuery{Phrase: req.Query, SessionFilters: req.SessionFilters, EventFilters: req.EventFilters,
-			LiveSessionIDs: liveIDs}
+			LiveSessionIDs: liveIDs, AsOf: snap.Generation()}
 		// The live set answers IsLive for every key without a lookup each.
 		live := make(map[string]bool, len(liveIDs))
 		for _, id := range liveIDs {
@@ -152,7 +153,7 @@ func (e *Engine) keyEvents(ctx context.Context, ks KeySearcher, snap Snapshot, r
 	var kept []HitKey
 	truncated := false
 	if !matchesNothing(req.Filters) {
-		q := SearchQuery{Phrase: req.Query, SessionID: req.SessionID, EventFilters: req.Filters}
+		q := SearchQuery{Phrase: req.Query, SessionID: req.SessionID, EventFilters: req.Filters, AsOf: snap.Generation()}
 		r, err := rankKeys(ctx, e, req.Limit, q, true, ks.RankEventKeys)
 		if err != nil {
 			return nil, "", err

@@ -61,7 +61,7 @@ func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *query.R
 	truncated := false
 	if !matchesNothing(req.SessionFilters) && !matchesNothing(req.EventFilters) {
 		q := SearchQuery{Phrase: req.Query, SessionFilters: req.SessionFilters, EventFilters: req.EventFilters,
-			LiveSessionIDs: snap.LiveSessions(), SnippetChars: dshq.SnippetChars}
+			LiveSessionIDs: snap.LiveSessions(), SnippetChars: dshq.SnippetChars, AsOf: snap.Generation()}
 		found, more, err := probeThenRank(ctx, e, req.Limit, q, e.search.SearchSessions)
 		if err != nil {
 			return nil, indexFailed(err)
@@ -124,7 +124,7 @@ func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *query.Req
 	var hits []dshq.EventSearchHit
 	truncated := false
 	if !matchesNothing(req.Filters) {
-		q := SearchQuery{Phrase: req.Query, SessionID: req.SessionID, EventFilters: req.Filters, SnippetChars: dshq.SnippetChars}
+		q := SearchQuery{Phrase: req.Query, SessionID: req.SessionID, EventFilters: req.Filters, SnippetChars: dshq.SnippetChars, AsOf: snap.Generation()}
 		found, more, err := probeThenRank(ctx, e, req.Limit, q, e.search.SearchEvents)
 		if err != nil {
 			return nil, indexFailed(err)

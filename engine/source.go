@@ -80,6 +80,13 @@ type SearchQuery struct {
 	EventFilters []dshq.Filter
 	// Limit is the most hits to return.
 	Limit int
+	// AsOf, when non-zero, hides the events first indexed after that
+	// generation. A search passes its snapshot's generation: the index
+	// can be ahead of the snapshot (a batch is indexed before the store
+	// commits it), and an event the snapshot does not hold must not take
+	// a rank from one it holds (a session would be ranked by its newest
+	// event, then dropped).
+	AsOf uint64
 	// SnippetChars bounds each snippet in code points.
 	SnippetChars int
 }
