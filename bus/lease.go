@@ -55,6 +55,11 @@ type lease struct {
 	key   string
 	value []byte
 	ttl   time.Duration
+	// retry, when set, retries a release's transient failures.
+	retry func(context.Context, func(context.Context) error) error
+	// unsettled, when set, is called when a release fails: the key may
+	// still hold the value.
+	unsettled func()
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -207,7 +212,8 @@ func (l *lease) check() bool {
 	return !l.lost && time.Since(l.lastBeat) < l.ttl
 }
 
-// release stops the heartbeat and deletes the key if it is still ours.
+// release stops the heartbeat and deletes the key if it still holds our
+// value, retrying transient failures when retry is set.
 func (l *lease) release(ctx context.Context) error {
 	l.halt()
 	l.mu.Lock()
@@ -216,8 +222,35 @@ func (l *lease) release(ctx context.Context) error {
 	if lost {
 		return nil
 	}
-	err := l.kv.deleteAt(ctx, l.key, rev)
-	if err != nil && !isWrongLastSequence(err) {
+	del := func(ctx context.Context) error {
+		err := l.kv.deleteAt(ctx, l.key, rev)
+		if !isWrongLastSequence(err) {
+			return err
+		}
+		// The key moved on: taken over, a retried delete that was
+		// applied, or a beat whose reply was lost (it holds our value).
+		e, err := l.kv.entry(ctx, l.key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			return nil
+		case err != nil:
+			return err
+		case e.Operation() != jetstream.KeyValuePut || !bytes.Equal(e.Value(), l.value):
+			return nil
+		}
+		rev = e.Revision()
+		return errLeaseChanged
+	}
+	var err error
+	if l.retry != nil {
+		err = l.retry(ctx, del)
+	} else {
+		err = del(ctx)
+	}
+	if err != nil {
+		if l.unsettled != nil {
+			l.unsettled()
+		}
 		return fmt.Errorf("release lease %s: %w", l.key, err)
 	}
 	return nil

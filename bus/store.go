@@ -88,9 +88,22 @@ type Store struct {
 	opts   storeOptions
 	pub    *publisher
 
-	mu      sync.Mutex // guards pending and writers
+	mu      sync.Mutex // guards pending, writers and unsettled
 	pending map[string]*Handle
 	writers map[*Handle]struct{}
+	// unsettled holds, by lease key, the value of a lease this Store may
+	// have stored and holds through no handle: a claim that failed with
+	// its outcome unknown (a create whose reply was lost, then no read
+	// could tell), or a release that failed. The next claim of the key
+	// reuses the value, so that it finds the key its own instead of
+	// refusing itself as another writer until the lease ages out.
+	unsettled map[string]unsettledLease
+}
+
+// unsettledLease is a lease value of Store.unsettled and when it was left.
+type unsettledLease struct {
+	value []byte
+	at    time.Time
 }
 
 // NewStore provisions (or verifies) the stream and the lease bucket on nc and
@@ -107,7 +120,8 @@ func NewStore(ctx context.Context, nc *nats.Conn, opts ...Option) (*Store, error
 	if err != nil {
 		return nil, fmt.Errorf("new store: %w", err)
 	}
-	s := &Store{nc: nc, js: js, opts: o, pending: map[string]*Handle{}, writers: map[*Handle]struct{}{}}
+	s := &Store{nc: nc, js: js, opts: o, pending: map[string]*Handle{}, writers: map[*Handle]struct{}{},
+		unsettled: map[string]unsettledLease{}}
 	s.pub = &publisher{nc: nc, js: js, name: o.stream.Name, maxElapsed: o.maxElapsed, attempt: o.attempt,
 		watch: failover.For(nc, failover.StreamLeaderElected(o.stream.Name), failover.StreamLeaderElected("KV_"+o.stream.LeaseBucket))}
 	if o.tenant != "" {
@@ -262,19 +276,59 @@ func buildHeader(h dshq.Header, co createOptions) (dshq.HeaderRecord, []byte, er
 const maxSafeInt = 1<<53 - 1
 
 // acquire takes the write lease of session id (subject token tok); a held
-// lease is ErrAlreadyOwned.
+// lease is ErrAlreadyOwned. A lease this Store left unsettled on the key is
+// claimed with its value, so that it is adopted as the Store's own.
 func (s *Store) acquire(ctx context.Context, id, tok string) (*lease, error) {
+	key := s.leaseKey(tok)
+	v := s.takeUnsettled(key)
+	if v == nil {
+		v = newLeaseValue(id) // the same value on every attempt
+	}
 	var l *lease
-	v := newLeaseValue(id) // the same value on every attempt
 	err := s.pub.retry(ctx, func(ctx context.Context) error {
 		var err error
-		l, err = acquireLease(ctx, s.kv, s.leaseKey(tok), v, s.opts.stream.LeaseTTL)
+		l, err = acquireLease(ctx, s.kv, key, v, s.opts.stream.LeaseTTL)
 		if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err) {
 			return errorf(ErrAlreadyOwned, id, "session %q is already owned by another writer", id)
 		}
 		return err
 	})
+	switch {
+	case err == nil:
+		l.retry, l.unsettled = s.pub.retry, func() { s.unsettle(key, v) }
+	case !errors.Is(err, ErrAlreadyOwned):
+		// The key may hold v: an attempt's create may have been stored.
+		s.unsettle(key, v)
+	}
 	return l, err
+}
+
+// takeUnsettled removes and returns the value of the lease this Store left
+// unsettled on key, or nil.
+func (s *Store) takeUnsettled(key string) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.unsettled[key]
+	delete(s.unsettled, key)
+	if !ok || time.Since(u.at) >= s.opts.stream.LeaseTTL {
+		return nil
+	}
+	return u.value
+}
+
+// unsettle records that key may hold the lease value v though no handle of
+// this Store holds it. Values older than the lease TTL, whose keys have aged
+// out, are dropped.
+func (s *Store) unsettle(key string, v []byte) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, u := range s.unsettled {
+		if now.Sub(u.at) >= s.opts.stream.LeaseTTL {
+			delete(s.unsettled, k)
+		}
+	}
+	s.unsettled[key] = unsettledLease{value: v, at: now}
 }
 
 // headerExists reports whether the subject holds any record.
