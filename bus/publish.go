@@ -129,6 +129,14 @@ func (p *publisher) publishChunk(ctx context.Context, subject string, prev uint6
 			last = seq
 			return nil
 		}
+		if n, ok := refusedAt(err); ok && n < prev {
+			// The subject holds this writer's acknowledged records
+			// through prev: a server that says it ends before them
+			// is a former leader that has not yet learnt it lost its
+			// leadership (a paused server resuming). Asked again.
+			return fmt.Errorf("%w: the server that refused holds %s through sequence %d, this writer's acknowledged records through %d",
+				errStaleReplica, subject, n, prev)
+		}
 		if isConflict(err) {
 			// A previous attempt may have stored the chunk already.
 			seq, ok, cerr := p.confirm(actx, subject, prev, recs, leaderLast(err))
@@ -251,14 +259,22 @@ var wrongLastSeqRe = regexp.MustCompile(`wrong last sequence: (\d+)`)
 // sequence of the record that holds the msg id, which may be on another
 // subject (another writer took the id): no bound on this one.
 func leaderLast(err error) uint64 {
+	n, _ := refusedAt(err)
+	return n
+}
+
+// refusedAt returns the subject's last stream sequence that a wrong last
+// sequence refusal (10071) names, on the server that refused; ok is false
+// for any other error.
+func refusedAt(err error) (n uint64, ok bool) {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
 		if m := wrongLastSeqRe.FindStringSubmatch(apiErr.Description); m != nil {
-			n, _ := strconv.ParseUint(m[1], 10, 64)
-			return n
+			n, err := strconv.ParseUint(m[1], 10, 64)
+			return n, err == nil
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // confirm reports whether recs are stored on subject right after prev: the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -185,5 +186,36 @@ func TestPublisher_ConflictNamesTheLeadersLastSequence(t *testing.T) {
 	}
 	if !isTransient(fmt.Errorf("%w: behind", errStaleReplica)) {
 		t.Error("a stale replica's answer is not retried")
+	}
+}
+
+// A refusal that says the subject ends before this writer's own
+// acknowledged records cannot be the stream's: it comes from a former leader
+// that resumed after a pause and still takes itself for the leader. It is
+// retried (errStaleReplica), never reported as a conflict (which a handle
+// takes for lost ownership); a refusal at or after them still is one. The
+// real server here refuses as such a leader would: the writer believes its
+// records reach further than the server holds.
+func TestPublisher_RefusalBehindTheWritersOwnRecordsIsRetriedNotAConflict(t *testing.T) {
+	e := testnats.Start(t, embedded.Config{})
+	ctx := testCtx(t)
+	s := newStore(t, e, WithRetryMaxElapsed(200*time.Millisecond))
+	subject := dshq.LogSubjectPrefix + "stale-leader"
+	recs := []outRecord{{msgID: "stale-leader:h", data: []byte(`{"h":1}`)}}
+	last, err := s.pub.publishChunk(ctx, subject, 0, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := streamMsgs(t, s)
+	next := []outRecord{{msgID: "stale-leader:0", data: []byte(`{"e":0}`)}}
+	_, err = s.pub.publishChunk(ctx, subject, last+3, next)
+	if isConflict(err) || !errors.Is(err, errStaleReplica) {
+		t.Fatalf("a refusal behind the writer's records: %v; want a retried stale answer, not a conflict", err)
+	}
+	if got := streamMsgs(t, s); got != before {
+		t.Fatalf("stored %d records", got-before)
+	}
+	if _, err := s.pub.publishChunk(ctx, subject, 0, next); !isConflict(err) {
+		t.Fatalf("a refusal after the writer's records: %v; want a conflict", err)
 	}
 }
