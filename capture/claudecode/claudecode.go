@@ -49,12 +49,11 @@ type Converter struct {
 	agentFile bool
 	// agentFromName and sessionFromName are what the path says.
 	agentFromName, sessionFromName string
-	next                           int64
+	intake                         build.Intake
 	stats                          capture.Stats
 	// Before the header is decided: the held lines and what they told.
-	pending      []pendingLine
-	pendingBytes int64
-	facts        facts
+	held  build.Held
+	facts facts
 	// After: the file's own session and the children of its inline
 	// sidechains.
 	own      *thread
@@ -63,12 +62,6 @@ type Converter struct {
 	// sidechain maps the uuid of an inline sidechain record to its thread.
 	sidechain map[string]*thread
 	lastTime  int64
-}
-
-type pendingLine struct {
-	line capture.Line
-	rec  build.Record
-	why  string
 }
 
 // facts are what the lines have stated for the file's header so far.
@@ -94,7 +87,7 @@ type thread struct {
 
 // New returns a converter for the transcript at cfg.Path.
 func New(cfg capture.Config) *Converter {
-	c := &Converter{cfg: cfg, max: cfg.MaxEvent(), next: 1, children: map[string]*thread{}, sidechain: map[string]*thread{}}
+	c := &Converter{cfg: cfg, max: cfg.MaxEvent(), children: map[string]*thread{}, sidechain: map[string]*thread{}}
 	dir, base := build.FileName(cfg.Path)
 	stem := build.Stem(base)
 	if a, ok := strings.CutPrefix(stem, "agent-"); ok && base != "" {
@@ -115,21 +108,16 @@ func New(cfg capture.Config) *Converter {
 
 // Feed converts the next line (capture.Converter).
 func (c *Converter) Feed(l capture.Line) ([]capture.Update, error) {
-	if l.No != c.next {
-		return nil, fmt.Errorf("%w: got line %d, expected %d", capture.ErrLineOrder, l.No, c.next)
+	rec, why, err := c.intake.Next(l, &c.stats)
+	if err != nil {
+		return nil, err
 	}
-	c.next++
-	c.stats.Lines++
-	c.stats.Bytes += l.Len()
-	rec, why := build.ParseRecord(l.Text)
 	if c.own != nil {
 		c.process(l, rec, why)
 		return c.drain(), nil
 	}
 	c.learn(rec)
-	c.pending = append(c.pending, pendingLine{l, rec, why})
-	c.pendingBytes += l.Len()
-	if c.ready() || len(c.pending) >= capture.MaxPendingLines || c.pendingBytes >= capture.MaxPendingBytes {
+	if full := c.held.Hold(l, rec, why); full || c.ready() {
 		c.decide()
 	}
 	return c.drain(), nil
@@ -137,7 +125,7 @@ func (c *Converter) Feed(l capture.Line) ([]capture.Update, error) {
 
 // Finish decides a header still waiting (capture.Converter).
 func (c *Converter) Finish() []capture.Update {
-	if c.own == nil && len(c.pending) > 0 {
+	if c.own == nil && c.held.Len() > 0 {
 		c.decide()
 	}
 	return c.drain()
@@ -146,7 +134,7 @@ func (c *Converter) Finish() []capture.Update {
 // Stats returns the counts so far (capture.Converter).
 func (c *Converter) Stats() capture.Stats {
 	st := c.stats
-	st.Pending = int64(len(c.pending))
+	st.Pending = int64(c.held.Len())
 	for _, t := range c.order {
 		st = st.Add(t.s.Stats())
 	}
@@ -190,8 +178,8 @@ func (c *Converter) decide() {
 	if sid == "" {
 		sid = c.sessionFromName
 	}
-	if sid == "" && len(c.pending) > 0 {
-		sid = build.SessionID("", string(c.pending[0].line.Text))
+	if sid == "" {
+		sid = c.held.FirstLineID()
 	}
 	hf := build.HeaderFacts{Harness: dshq.HarnessClaudeCode, CreatedAt: f.createdAt, Cwd: f.cwd, CwdStated: f.cwdStated}
 	if c.agentFile {
@@ -207,10 +195,9 @@ func (c *Converter) decide() {
 	}
 	h, notices := hf.Record()
 	c.start(h, false, notices)
-	pending := c.pending
-	c.pending, c.pendingBytes = nil, 0
+	pending := c.held.Release()
 	for _, p := range pending {
-		c.process(p.line, p.rec, p.why)
+		c.process(p.Line, p.Rec, p.Why)
 	}
 }
 

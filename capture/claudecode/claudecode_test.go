@@ -15,7 +15,7 @@ import (
 	"github.com/dshq/dshq/capture"
 	"github.com/dshq/dshq/capture/claudecode"
 	"github.com/dshq/dshq/capture/internal/capturetest"
-	"github.com/dshq/dshq/fold"
+	"github.com/dshq/dshq/internal/corpus"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -50,65 +50,9 @@ func TestFixturesMatchTheirGoldenFiles(t *testing.T) {
 	for _, name := range fixtures {
 		t.Run(name, func(t *testing.T) {
 			got := capturetest.Render(t, convertFixture(t, name))
-			golden := filepath.Join("testdata", strings.TrimSuffix(name, ".jsonl")+".golden")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to write it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("conversion differs from %s (go test -update rewrites it; review the diff):\n%s", golden, got)
-			}
+			capturetest.MatchGolden(t, filepath.Join("testdata", strings.TrimSuffix(name, ".jsonl")+".golden"), got, *update)
 		})
 	}
-}
-
-// folded is a log with its fold and its events by source line.
-type folded struct {
-	capture.Log
-	res *fold.Result
-}
-
-func foldLog(t *testing.T, l capture.Log) folded {
-	t.Helper()
-	res, err := fold.Fold(l.Header, l.Events, fold.Strict)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return folded{l, res}
-}
-
-// eventsOfLine returns the seqs of the events derived from source line n.
-func (f folded) eventsOfLine(t *testing.T, n int64) []dshq.Event {
-	t.Helper()
-	var out []dshq.Event
-	for _, e := range f.Events {
-		var d struct {
-			Capture struct {
-				Line int64 `json:"line"`
-			} `json:"capture"`
-		}
-		if err := json.Unmarshal(e.Data, &d); err != nil {
-			t.Fatal(err)
-		}
-		if d.Capture.Line == n {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// types lists the types of events.
-func types(evs []dshq.Event) string {
-	var s []string
-	for _, e := range evs {
-		s = append(s, e.Type)
-	}
-	return strings.Join(s, " ")
 }
 
 func TestTurnsToolsAndTitles(t *testing.T) {
@@ -116,7 +60,7 @@ func TestTurnsToolsAndTitles(t *testing.T) {
 	if len(logs) != 1 {
 		t.Fatalf("%d sessions, want 1", len(logs))
 	}
-	f := foldLog(t, logs[0])
+	f := capturetest.Fold(t, logs[0])
 	h := f.Header.Header
 	if h.ID != "cc-7d1c2a40-0000-4000-8000-00000000a001" || h.Cwd == nil || *h.Cwd != "/home/dev/kiln" || h.Harness != dshq.HarnessClaudeCode {
 		t.Fatalf("header %s", f.Header.Raw)
@@ -143,41 +87,41 @@ func TestTurnsToolsAndTitles(t *testing.T) {
 		{18, "session/title"},
 		{19, "claude-code/summary"},
 	} {
-		if got := types(f.eventsOfLine(t, tt.line)); got != tt.want {
+		if got := capturetest.Types(f.EventsOfLine(t, tt.line)); got != tt.want {
 			t.Errorf("line %d gave %q, want %q", tt.line, got, tt.want)
 		}
 	}
-	thinking := f.eventsOfLine(t, 4)[0]
-	if txt := f.res.Texts[thinking.Seq]; txt != "" {
+	thinking := f.EventsOfLine(t, 4)[0]
+	if txt := f.Res.Texts[thinking.Seq]; txt != "" {
 		t.Errorf("thinking has semantic text %q, want none", txt)
 	}
 	if !strings.Contains(string(thinking.Data), `"type":"reasoning","text":"Probably integral windup`) {
 		t.Errorf("thinking is not kept as reasoning: %s", thinking.Data)
 	}
-	calls := f.eventsOfLine(t, 6)
+	calls := f.EventsOfLine(t, 6)
 	for i, line := range []int64{8, 9} {
-		res := f.eventsOfLine(t, line)[0]
+		res := f.EventsOfLine(t, line)[0]
 		if want := fmt.Sprintf("[%d]", calls[i+1].Seq); string(res.SourceEventSeqs) != want {
 			t.Errorf("the result on line %d cites %s, want its tool/call %s", line, res.SourceEventSeqs, want)
 		}
 	}
-	if errRes := f.eventsOfLine(t, 9)[0]; !strings.Contains(string(errRes.Data), `"isError":true`) || !strings.Contains(f.res.Texts[errRes.Seq], "No matches for integralClamp") {
-		t.Errorf("the failed Grep result: %s / %q", errRes.Data, f.res.Texts[errRes.Seq])
+	if errRes := f.EventsOfLine(t, 9)[0]; !strings.Contains(string(errRes.Data), `"isError":true`) || !strings.Contains(f.Res.Texts[errRes.Seq], "No matches for integralClamp") {
+		t.Errorf("the failed Grep result: %s / %q", errRes.Data, f.Res.Texts[errRes.Seq])
 	}
-	if f.res.Title == nil || f.res.Title.Title != "Fixing kiln PID integral windup" || f.res.State.TurnOpen() != true {
-		t.Errorf("title %+v, turn open %v: want the summary of a branch in the file, and the second turn still open", f.res.Title, f.res.State.TurnOpen())
+	if f.Res.Title == nil || f.Res.Title.Title != "Fixing kiln PID integral windup" || f.Res.State.TurnOpen() != true {
+		t.Errorf("title %+v, turn open %v: want the summary of a branch in the file, and the second turn still open", f.Res.Title, f.Res.State.TurnOpen())
 	}
-	if u := f.eventsOfLine(t, 12); f.res.State == nil || !strings.Contains(string(u[1].Data), `"reason":{"kind":"completed"}`) {
+	if u := f.EventsOfLine(t, 12); f.Res.State == nil || !strings.Contains(string(u[1].Data), `"reason":{"kind":"completed"}`) {
 		t.Errorf("stop hook summary did not end the turn: %s", u[1].Data)
 	}
 }
 
 func TestRewindShadowsTheAbandonedBranchAndCompactionTheRest(t *testing.T) {
-	f := foldLog(t, convertFixture(t, "rewind.jsonl")[0])
+	f := capturetest.Fold(t, convertFixture(t, "rewind.jsonl")[0])
 	surfaceOf := func(line int64) dshq.Surface {
-		for _, e := range f.eventsOfLine(t, line) {
+		for _, e := range f.EventsOfLine(t, line) {
 			if dshq.IsSurfaceType(e.Type) {
-				return f.res.Records[e.Seq].Surface
+				return f.Res.Records[e.Seq].Surface
 			}
 		}
 		t.Fatalf("line %d has no surface event", line)
@@ -195,17 +139,17 @@ func TestRewindShadowsTheAbandonedBranchAndCompactionTheRest(t *testing.T) {
 			t.Errorf("line %d is %s, want %s", line, got, want)
 		}
 	}
-	rewind := f.eventsOfLine(t, 5)
+	rewind := f.EventsOfLine(t, 5)
 	prompt := rewind[len(rewind)-1]
-	q2, q2a := f.eventsOfLine(t, 3), f.eventsOfLine(t, 4)
-	if f.res.ReplacedBy[q2[len(q2)-1].Seq] != prompt.Seq || f.res.ReplacedBy[q2a[0].Seq] != prompt.Seq {
-		t.Errorf("the abandoned branch is not replaced by the rewinding prompt (seq %d): %v", prompt.Seq, f.res.ReplacedBy)
+	q2, q2a := f.EventsOfLine(t, 3), f.EventsOfLine(t, 4)
+	if f.Res.ReplacedBy[q2[len(q2)-1].Seq] != prompt.Seq || f.Res.ReplacedBy[q2a[0].Seq] != prompt.Seq {
+		t.Errorf("the abandoned branch is not replaced by the rewinding prompt (seq %d): %v", prompt.Seq, f.Res.ReplacedBy)
 	}
-	summary := f.eventsOfLine(t, 8)[0]
-	if !strings.Contains(string(summary.Data), `"plugin":"compact"`) || len(f.res.ReplacedEventSeqs[summary.Seq]) != 4 {
-		t.Errorf("the summary %s replaced %v, want the 4 nodes then current", summary.Data, f.res.ReplacedEventSeqs[summary.Seq])
+	summary := f.EventsOfLine(t, 8)[0]
+	if !strings.Contains(string(summary.Data), `"plugin":"compact"`) || len(f.Res.ReplacedEventSeqs[summary.Seq]) != 4 {
+		t.Errorf("the summary %s replaced %v, want the 4 nodes then current", summary.Data, f.Res.ReplacedEventSeqs[summary.Seq])
 	}
-	if got := fmt.Sprint(f.res.Surface); got != fmt.Sprintf("[%d %d]", summary.Seq, f.eventsOfLine(t, 11)[2].Seq) {
+	if got := fmt.Sprint(f.Res.Surface); got != fmt.Sprintf("[%d %d]", summary.Seq, f.EventsOfLine(t, 11)[2].Seq) {
 		t.Errorf("final surface %s, want the summary and the last prompt", got)
 	}
 }
@@ -228,9 +172,9 @@ func TestInlineSidechainsBecomeChildSessions(t *testing.T) {
 			}
 		}
 	}
-	f := foldLog(t, logs[0])
-	if got := types(f.eventsOfLine(t, 3)); got != "claude-code/user" || !strings.Contains(string(f.eventsOfLine(t, 3)[0].Data), `"routedTo":"`+main+`-agent-beacon7"`) {
-		t.Errorf("the main session keeps a sidechain line as %q: %s", got, f.eventsOfLine(t, 3)[0].Data)
+	f := capturetest.Fold(t, logs[0])
+	if got := capturetest.Types(f.EventsOfLine(t, 3)); got != "claude-code/user" || !strings.Contains(string(f.EventsOfLine(t, 3)[0].Data), `"routedTo":"`+main+`-agent-beacon7"`) {
+		t.Errorf("the main session keeps a sidechain line as %q: %s", got, f.EventsOfLine(t, 3)[0].Data)
 	}
 	if n := len(logs[2].Events); n != 2 {
 		t.Errorf("the sidechain without agentId has %d events, want its two records", n)
@@ -264,21 +208,21 @@ func TestOddLinesAreKeptNotRefused(t *testing.T) {
 	if stats.InvalidLines != 4 {
 		t.Errorf("%d invalid lines, want 4 (not JSON, an array, a string, an empty line)", stats.InvalidLines)
 	}
-	f := foldLog(t, logs[0])
+	f := capturetest.Fold(t, logs[0])
 	for line, want := range map[int64]string{
 		1: `"eol":"\r\n","text":"{`, 2: `"error":"not JSON`, 3: `"error":"a JSON array, not an object"`,
 		5: `"error":"an empty line"`, 6: `claude-code/untyped`, 7: `claude-code/untyped`,
 		8: `"base64":"`, 11: `"eol":"","text":"`,
 	} {
-		e := f.eventsOfLine(t, line)[0]
+		e := f.EventsOfLine(t, line)[0]
 		if !strings.Contains(string(e.Raw), want) {
 			t.Errorf("line %d: %s, want it to hold %s", line, e.Raw, want)
 		}
 	}
-	if got := types(f.eventsOfLine(t, 10)); got != "turn/end turn/start user/message" {
+	if got := capturetest.Types(f.EventsOfLine(t, 10)); got != "turn/end turn/start user/message" {
 		t.Errorf("bare strings in a prompt's content gave %q", got)
 	}
-	if txt := f.res.Texts[f.eventsOfLine(t, 8)[0].Seq]; !strings.Contains(txt, "are not UTF-8") {
+	if txt := f.Res.Texts[f.EventsOfLine(t, 8)[0].Seq]; !strings.Contains(txt, "are not UTF-8") {
 		t.Errorf("a line with invalid UTF-8 lost its text: %q", txt)
 	}
 }
@@ -302,8 +246,8 @@ func TestLongLinesAreSplitAndTheirContentCut(t *testing.T) {
 	if stats.Parts == 0 || stats.Truncated == 0 {
 		t.Fatalf("stats %+v: want line parts and truncated content", stats)
 	}
-	f := foldLog(t, logs[0])
-	res := f.eventsOfLine(t, 3)
+	f := capturetest.Fold(t, logs[0])
+	res := f.EventsOfLine(t, 3)
 	if res[0].Type != dshq.TypeToolResult || !strings.Contains(string(res[0].Data), `"truncated":true`) {
 		t.Fatalf("the long result's holder %s", res[0].Raw)
 	}
@@ -312,7 +256,7 @@ func TestLongLinesAreSplitAndTheirContentCut(t *testing.T) {
 			t.Fatalf("after the holder: %s, want only line parts", e.Type)
 		}
 	}
-	if txt := f.res.Texts[res[0].Seq]; !strings.HasPrefix(txt, "résultat") {
+	if txt := f.Res.Texts[res[0].Seq]; !strings.HasPrefix(txt, "résultat") {
 		t.Errorf("the cut result's text %q", txt[:min(len(txt), 40)])
 	}
 }
@@ -332,7 +276,7 @@ func FuzzConvert(f *testing.F) {
 		}
 		f.Add(data, strings.Contains(name, "agent-"))
 	}
-	for _, file := range corpusFiles(f) {
+	for _, file := range corpus.RequireHarnessFiles(f, dshq.HarnessClaudeCode) {
 		data, err := os.ReadFile(file.Path)
 		if err != nil {
 			f.Fatal(err)
@@ -375,7 +319,7 @@ func TestTheHeaderWaitsForItsFactsButNotForever(t *testing.T) {
 		if len(ups) != 1 || ups[0].Header == nil || *ups[0].Header.Header.Cwd != "/w" {
 			t.Fatalf("the line stating the header gave %d updates", len(ups))
 		}
-		if got := types(ups[0].Events); got != "claude-code/file-history-snapshot claude-code/file-history-snapshot claude-code/file-history-snapshot turn/start user/message" {
+		if got := capturetest.Types(ups[0].Events); got != "claude-code/file-history-snapshot claude-code/file-history-snapshot claude-code/file-history-snapshot turn/start user/message" {
 			t.Fatalf("the held lines and the line stating the header gave %q", got)
 		}
 	})
@@ -422,8 +366,8 @@ func TestThousandsOfShortBlocksStillFitOneEvent(t *testing.T) {
 	if stats.Truncated == 0 {
 		t.Fatal("nothing was truncated")
 	}
-	f := foldLog(t, logs[0])
-	if txt := f.res.Texts[f.eventsOfLine(t, 2)[0].Seq]; !strings.HasPrefix(txt, "block 0 of a reply") {
+	f := capturetest.Fold(t, logs[0])
+	if txt := f.Res.Texts[f.EventsOfLine(t, 2)[0].Seq]; !strings.HasPrefix(txt, "block 0 of a reply") {
 		t.Errorf("the cut reply's text %q", txt[:min(len(txt), 60)])
 	}
 }

@@ -1,7 +1,6 @@
 package claudecode_test
 
 import (
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -9,27 +8,8 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/capture"
 	"github.com/dshq/dshq/capture/claudecode"
-	"github.com/dshq/dshq/internal/corpus"
+	"github.com/dshq/dshq/capture/internal/capturetest"
 )
-
-// corpusFiles returns the Claude Code transcripts of the agent-harnesses
-// corpus (its MANIFEST.md describes each).
-func corpusFiles(t corpus.TB) []corpus.HarnessFile {
-	files, err := corpus.HarnessFiles(corpus.RequireHarnesses(t))
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	var out []corpus.HarnessFile
-	for _, f := range files {
-		if f.Harness == dshq.HarnessClaudeCode {
-			out = append(out, f)
-		}
-	}
-	if len(out) == 0 {
-		t.Fatalf("the corpus has no claude-code transcripts")
-	}
-	return out
-}
 
 // converted caches convertCorpus's logs by file suffix: several tests read
 // the largest transcript.
@@ -37,53 +17,31 @@ var converted sync.Map
 
 // convertCorpus converts one corpus file whole (the full checks run in
 // package capture's corpus test).
-func convertCorpus(t *testing.T, suffix string) []folded {
+func convertCorpus(t *testing.T, suffix string) []capturetest.Folded {
 	t.Helper()
 	if v, ok := converted.Load(suffix); ok {
-		return v.([]folded)
+		return v.([]capturetest.Folded)
 	}
-	for _, file := range corpusFiles(t) {
-		if !strings.HasSuffix(file.Rel, suffix) {
-			continue
-		}
-		data, err := os.ReadFile(file.Path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ups, err := capture.Convert(claudecode.New(capture.Config{Path: file.Rel}), data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		logs, err := capture.Collect(ups)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []folded
-		for _, l := range logs {
-			out = append(out, foldLog(t, l))
-		}
-		converted.Store(suffix, out)
-		return out
-	}
-	t.Fatalf("no corpus file ends with %s", suffix)
-	return nil
+	out := capturetest.CorpusFile(t, dshq.HarnessClaudeCode, suffix, func(cfg capture.Config) capture.Converter { return claudecode.New(cfg) })
+	converted.Store(suffix, out)
+	return out
 }
 
 func TestRealCompactionShadowsEverythingBeforeItsSummary(t *testing.T) {
 	f := convertCorpus(t, "258c7280-ae70-4798-800f-63464d01a85d.jsonl")[0]
 	const boundary, summaryLine = 1256, 1257 // MANIFEST: compact_boundary, then the isCompactSummary user
-	if got := types(f.eventsOfLine(t, boundary)); got != "claude-code/system" {
+	if got := capturetest.Types(f.EventsOfLine(t, boundary)); got != "claude-code/system" {
 		t.Fatalf("the boundary gave %q", got)
 	}
-	summary := f.eventsOfLine(t, summaryLine)[0]
-	if summary.Type != dshq.TypeUserMessage || f.res.Records[summary.Seq].Surface != dshq.SurfaceCurrent {
-		t.Fatalf("the summary is %s %s", summary.Type, f.res.Records[summary.Seq].Surface)
+	summary := f.EventsOfLine(t, summaryLine)[0]
+	if summary.Type != dshq.TypeUserMessage || f.Res.Records[summary.Seq].Surface != dshq.SurfaceCurrent {
+		t.Fatalf("the summary is %s %s", summary.Type, f.Res.Records[summary.Seq].Surface)
 	}
 	before, shadowed := 0, 0
 	for _, e := range f.Events[:summary.Seq] {
 		if dshq.IsSurfaceType(e.Type) {
 			before++
-			if f.res.Records[e.Seq].Surface == dshq.SurfaceShadowed {
+			if f.Res.Records[e.Seq].Surface == dshq.SurfaceShadowed {
 				shadowed++
 			}
 		}
@@ -91,12 +49,12 @@ func TestRealCompactionShadowsEverythingBeforeItsSummary(t *testing.T) {
 	if before == 0 || shadowed != before {
 		t.Fatalf("%d of the %d surface events before the summary are shadowed, want all", shadowed, before)
 	}
-	if got := len(f.res.ReplacedEventSeqs[summary.Seq]); got != before {
+	if got := len(f.Res.ReplacedEventSeqs[summary.Seq]); got != before {
 		t.Errorf("the summary replaced %d nodes, want %d", got, before)
 	}
 	for _, e := range f.Events[summary.Seq+1:] {
-		if dshq.IsSurfaceType(e.Type) && f.res.Records[e.Seq].Surface != dshq.SurfaceCurrent {
-			t.Fatalf("event %d after the summary is %s", e.Seq, f.res.Records[e.Seq].Surface)
+		if dshq.IsSurfaceType(e.Type) && f.Res.Records[e.Seq].Surface != dshq.SurfaceCurrent {
+			t.Fatalf("event %d after the summary is %s", e.Seq, f.Res.Records[e.Seq].Surface)
 		}
 	}
 }
@@ -105,16 +63,16 @@ func TestRealRewindShadowsTheAbandonedBranch(t *testing.T) {
 	f := convertCorpus(t, "dag_compact_after_rewind.jsonl")[0]
 	// MANIFEST: a1 (line 2) has two user children, b1u (line 3) and b2u
 	// (line 5); only b2u continues.
-	b2u := f.eventsOfLine(t, 5)
+	b2u := f.EventsOfLine(t, 5)
 	rewind := b2u[len(b2u)-1]
 	if string(rewind.SourceEventSeqs) == "" {
 		t.Fatalf("the second attempt %s does not replace the first", rewind.Raw)
 	}
 	for _, line := range []int64{3, 4} {
-		evs := f.eventsOfLine(t, line)
+		evs := f.EventsOfLine(t, line)
 		node := evs[len(evs)-1]
-		if f.res.ReplacedBy[node.Seq] != rewind.Seq {
-			t.Errorf("line %d (seq %d) is replaced by %d, want the rewinding prompt %d", line, node.Seq, f.res.ReplacedBy[node.Seq], rewind.Seq)
+		if f.Res.ReplacedBy[node.Seq] != rewind.Seq {
+			t.Errorf("line %d (seq %d) is replaced by %d, want the rewinding prompt %d", line, node.Seq, f.Res.ReplacedBy[node.Seq], rewind.Seq)
 		}
 	}
 }
@@ -144,7 +102,7 @@ func TestRealThinkingIsKeptButNotSearchable(t *testing.T) {
 	for _, e := range f.Events {
 		if e.Type == dshq.TypeAssistantMessage && strings.Contains(string(e.Data), `"content":[{"type":"reasoning"`) {
 			n++
-			if txt := f.res.Texts[e.Seq]; txt != "" {
+			if txt := f.Res.Texts[e.Seq]; txt != "" {
 				t.Fatalf("thinking at seq %d has semantic text %q", e.Seq, txt)
 			}
 		}

@@ -74,16 +74,15 @@ var copies = map[copyKind]copyKind{
 
 // Converter converts one Codex rollout (capture.Converter).
 type Converter struct {
-	cfg   capture.Config
-	max   int
-	next  int64
-	stats capture.Stats
+	cfg    capture.Config
+	max    int
+	intake build.Intake
+	stats  capture.Stats
 	// fromName is the thread id the file name gives.
 	fromName string
 	// Before the header is decided.
-	pending      []pendingLine
-	pendingBytes int64
-	facts        facts
+	held  build.Held
+	facts facts
 	// After.
 	s        *build.Session
 	lastTime int64
@@ -96,12 +95,6 @@ type Converter struct {
 	// line repeating it is a copy.
 	prev    copyKind
 	prevSeq int64
-}
-
-type pendingLine struct {
-	line capture.Line
-	rec  build.Record
-	why  string
 }
 
 // facts are what the lines have stated for the header so far.
@@ -122,7 +115,7 @@ var uuidSuffix = regexp.MustCompile(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 
 // New returns a converter for the rollout at cfg.Path.
 func New(cfg capture.Config) *Converter {
-	c := &Converter{cfg: cfg, max: cfg.MaxEvent(), next: 1, provider: defaultProvider}
+	c := &Converter{cfg: cfg, max: cfg.MaxEvent(), provider: defaultProvider}
 	_, base := build.FileName(cfg.Path)
 	stem := build.Stem(base)
 	c.fromName = stem
@@ -138,22 +131,17 @@ func New(cfg capture.Config) *Converter {
 
 // Feed converts the next line (capture.Converter).
 func (c *Converter) Feed(l capture.Line) ([]capture.Update, error) {
-	if l.No != c.next {
-		return nil, fmt.Errorf("%w: got line %d, expected %d", capture.ErrLineOrder, l.No, c.next)
+	rec, why, err := c.intake.Next(l, &c.stats)
+	if err != nil {
+		return nil, err
 	}
-	c.next++
-	c.stats.Lines++
-	c.stats.Bytes += l.Len()
-	rec, why := build.ParseRecord(l.Text)
 	if c.s != nil {
 		c.learnModel(rec)
 		c.process(l, rec, why)
 		return c.drain(), nil
 	}
 	c.learn(rec, l.No == 1)
-	c.pending = append(c.pending, pendingLine{l, rec, why})
-	c.pendingBytes += l.Len()
-	if c.facts.meta || c.facts.legacy || len(c.pending) >= capture.MaxPendingLines || c.pendingBytes >= capture.MaxPendingBytes {
+	if full := c.held.Hold(l, rec, why); full || c.facts.meta || c.facts.legacy {
 		c.decide()
 	}
 	return c.drain(), nil
@@ -161,7 +149,7 @@ func (c *Converter) Feed(l capture.Line) ([]capture.Update, error) {
 
 // Finish decides a header still waiting (capture.Converter).
 func (c *Converter) Finish() []capture.Update {
-	if c.s == nil && len(c.pending) > 0 {
+	if c.s == nil && c.held.Len() > 0 {
 		c.decide()
 	}
 	return c.drain()
@@ -170,7 +158,7 @@ func (c *Converter) Finish() []capture.Update {
 // Stats returns the counts so far (capture.Converter).
 func (c *Converter) Stats() capture.Stats {
 	st := c.stats
-	st.Pending = int64(len(c.pending))
+	st.Pending = int64(c.held.Len())
 	if c.s != nil {
 		st = st.Add(c.s.Stats())
 	}
@@ -251,8 +239,8 @@ func (c *Converter) decide() {
 	if id == "" {
 		id = c.fromName
 	}
-	if id == "" && len(c.pending) > 0 {
-		id = build.SessionID("", string(c.pending[0].line.Text))
+	if id == "" {
+		id = c.held.FirstLineID()
 	}
 	hf := build.HeaderFacts{ID: build.SessionID(Prefix, id), Harness: dshq.HarnessCodex, CreatedAt: f.createdAt,
 		Cwd: f.cwd, CwdStated: f.cwdStated}
@@ -266,12 +254,11 @@ func (c *Converter) decide() {
 	c.s = build.NewSession(h, dshq.HarnessCodex, c.max, false, notices...)
 	// Lines before the first timestamped one take the session's start.
 	c.lastTime = h.Header.CreatedAt
-	pending := c.pending
-	c.pending, c.pendingBytes = nil, 0
+	pending := c.held.Release()
 	c.model = ""
 	for _, p := range pending {
-		c.learnModel(p.rec)
-		c.process(p.line, p.rec, p.why)
+		c.learnModel(p.Rec)
+		c.process(p.Line, p.Rec, p.Why)
 	}
 }
 

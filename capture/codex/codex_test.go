@@ -2,7 +2,6 @@ package codex_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -14,7 +13,7 @@ import (
 	"github.com/dshq/dshq/capture"
 	"github.com/dshq/dshq/capture/codex"
 	"github.com/dshq/dshq/capture/internal/capturetest"
-	"github.com/dshq/dshq/fold"
+	"github.com/dshq/dshq/internal/corpus"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -38,7 +37,7 @@ const (
 
 var fixtures = []string{turnsFile, compactedFile, childFile, noMetaFile, legacyFile, oddFile}
 
-func convertFixture(t *testing.T, name string) (folded, capture.Stats) {
+func convertFixture(t *testing.T, name string) (capturetest.Folded, capture.Stats) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
 	data, err := os.ReadFile(path)
@@ -49,7 +48,7 @@ func convertFixture(t *testing.T, name string) (folded, capture.Stats) {
 	if len(logs) != 1 {
 		t.Fatalf("%d sessions, want 1", len(logs))
 	}
-	return foldLog(t, logs[0]), stats
+	return capturetest.Fold(t, logs[0]), stats
 }
 
 func TestFixturesMatchTheirGoldenFiles(t *testing.T) {
@@ -57,62 +56,9 @@ func TestFixturesMatchTheirGoldenFiles(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f, _ := convertFixture(t, name)
 			got := capturetest.Render(t, []capture.Log{f.Log})
-			golden := filepath.Join("testdata", strings.TrimSuffix(name, ".jsonl")+".golden")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to write it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("conversion differs from %s (go test -update rewrites it; review the diff):\n%s", golden, got)
-			}
+			capturetest.MatchGolden(t, filepath.Join("testdata", strings.TrimSuffix(name, ".jsonl")+".golden"), got, *update)
 		})
 	}
-}
-
-type folded struct {
-	capture.Log
-	res *fold.Result
-}
-
-func foldLog(t *testing.T, l capture.Log) folded {
-	t.Helper()
-	res, err := fold.Fold(l.Header, l.Events, fold.Strict)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return folded{l, res}
-}
-
-func (f folded) eventsOfLine(t *testing.T, n int64) []dshq.Event {
-	t.Helper()
-	var out []dshq.Event
-	for _, e := range f.Events {
-		var d struct {
-			Capture struct {
-				Line int64 `json:"line"`
-			} `json:"capture"`
-		}
-		if err := json.Unmarshal(e.Data, &d); err != nil {
-			t.Fatal(err)
-		}
-		if d.Capture.Line == n {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func types(evs []dshq.Event) string {
-	var s []string
-	for _, e := range evs {
-		s = append(s, e.Type)
-	}
-	return strings.Join(s, " ")
 }
 
 func TestARolloutsTurnsCallsAndCopies(t *testing.T) {
@@ -149,58 +95,58 @@ func TestARolloutsTurnsCallsAndCopies(t *testing.T) {
 		{25, "codex/event_msg turn/end"},
 		{26, "codex/future_record_kind"},
 	} {
-		if got := types(f.eventsOfLine(t, tt.line)); got != tt.want {
+		if got := capturetest.Types(f.EventsOfLine(t, tt.line)); got != tt.want {
 			t.Errorf("line %d gave %q, want %q", tt.line, got, tt.want)
 		}
 	}
-	copyOf := f.eventsOfLine(t, 6)[0]
-	if want := fmt.Sprintf(`"copyOf":%d`, f.eventsOfLine(t, 5)[0].Seq); !strings.Contains(string(copyOf.Data), want) {
+	copyOf := f.EventsOfLine(t, 6)[0]
+	if want := fmt.Sprintf(`"copyOf":%d`, f.EventsOfLine(t, 5)[0].Seq); !strings.Contains(string(copyOf.Data), want) {
 		t.Errorf("the copy %s does not name the prompt it repeats (%s)", copyOf.Data, want)
 	}
-	reasoning := f.eventsOfLine(t, 8)[0]
-	if f.res.Texts[reasoning.Seq] != "" || !strings.Contains(string(reasoning.Data), `"type":"reasoning"`) {
-		t.Errorf("reasoning %s has text %q", reasoning.Data, f.res.Texts[reasoning.Seq])
+	reasoning := f.EventsOfLine(t, 8)[0]
+	if f.Res.Texts[reasoning.Seq] != "" || !strings.Contains(string(reasoning.Data), `"type":"reasoning"`) {
+		t.Errorf("reasoning %s has text %q", reasoning.Data, f.Res.Texts[reasoning.Seq])
 	}
 	if !strings.Contains(string(reasoning.Data), `"model":"gpt-5.3-codex"`) {
 		t.Errorf("the model of the turn_context is not the assistant's: %s", reasoning.Data)
 	}
 	for _, tt := range []struct{ call, result int64 }{{10, 12}, {13, 14}, {15, 16}} {
-		call, res := f.eventsOfLine(t, tt.call)[1], f.eventsOfLine(t, tt.result)[0]
+		call, res := f.EventsOfLine(t, tt.call)[1], f.EventsOfLine(t, tt.result)[0]
 		if string(res.SourceEventSeqs) != fmt.Sprintf("[%d]", call.Seq) {
 			t.Errorf("the result on line %d cites %s, want %d", tt.result, res.SourceEventSeqs, call.Seq)
 		}
 	}
-	if txt := f.res.Texts[f.eventsOfLine(t, 14)[0].Seq]; txt != "Success. Updated ledger/march.csv" {
+	if txt := f.Res.Texts[f.EventsOfLine(t, 14)[0].Seq]; txt != "Success. Updated ledger/march.csv" {
 		t.Errorf("the custom tool's array output gave %q", txt)
 	}
-	if txt := f.res.Texts[f.eventsOfLine(t, 17)[0].Seq]; !strings.Contains(txt, "bank export transposed digits") {
+	if txt := f.Res.Texts[f.EventsOfLine(t, 17)[0].Seq]; !strings.Contains(txt, "bank export transposed digits") {
 		t.Errorf("the web search's query is not searchable: %q", txt)
 	}
-	aborted := f.eventsOfLine(t, 25)[1]
-	if !strings.Contains(string(aborted.Data), `"kind":"aborted"`) || f.res.State.TurnOpen() {
-		t.Errorf("turn_aborted gave %s; turn open %v", aborted.Data, f.res.State.TurnOpen())
+	aborted := f.EventsOfLine(t, 25)[1]
+	if !strings.Contains(string(aborted.Data), `"kind":"aborted"`) || f.Res.State.TurnOpen() {
+		t.Errorf("turn_aborted gave %s; turn open %v", aborted.Data, f.Res.State.TurnOpen())
 	}
 }
 
 func TestCompactedReplacesTheWholeSurface(t *testing.T) {
 	f, _ := convertFixture(t, compactedFile)
-	first := f.eventsOfLine(t, 5)[0]
-	if first.Type != dshq.TypeUserMessage || f.res.Records[first.Seq].Surface != dshq.SurfaceShadowed {
-		t.Fatalf("the first compaction: %s %s", first.Type, f.res.Records[first.Seq].Surface)
+	first := f.EventsOfLine(t, 5)[0]
+	if first.Type != dshq.TypeUserMessage || f.Res.Records[first.Seq].Surface != dshq.SurfaceShadowed {
+		t.Fatalf("the first compaction: %s %s", first.Type, f.Res.Records[first.Seq].Surface)
 	}
-	if got := f.res.Texts[first.Seq]; got != "Summarise the quarter's discrepancies.\nThree discrepancies, all transpositions." {
+	if got := f.Res.Texts[first.Seq]; got != "Summarise the quarter's discrepancies.\nThree discrepancies, all transpositions." {
 		t.Errorf("the replacement history's text: %q", got)
 	}
-	if n := len(f.res.ReplacedEventSeqs[first.Seq]); n != 2 {
+	if n := len(f.Res.ReplacedEventSeqs[first.Seq]); n != 2 {
 		t.Errorf("the first compaction replaced %d nodes, want the prompt and the reply", n)
 	}
-	second := f.eventsOfLine(t, 8)[0]
-	if got := fmt.Sprint(f.res.Surface); got != fmt.Sprintf("[%d]", second.Seq) {
+	second := f.EventsOfLine(t, 8)[0]
+	if got := fmt.Sprint(f.Res.Surface); got != fmt.Sprintf("[%d]", second.Seq) {
 		t.Errorf("surface %s, want only the last summary %d", got, second.Seq)
 	}
 	for _, e := range f.Events[:second.Seq] {
-		if dshq.IsSurfaceType(e.Type) && f.res.Records[e.Seq].Surface != dshq.SurfaceShadowed {
-			t.Errorf("event %d before the last compaction is %s", e.Seq, f.res.Records[e.Seq].Surface)
+		if dshq.IsSurfaceType(e.Type) && f.Res.Records[e.Seq].Surface != dshq.SurfaceShadowed {
+			t.Errorf("event %d before the last compaction is %s", e.Seq, f.Res.Records[e.Seq].Surface)
 		}
 	}
 }
@@ -212,7 +158,7 @@ func TestASpawnedThreadIsAChild(t *testing.T) {
 		h.Origin != dshq.OriginSubagent || *h.DelegationDepth != 1 {
 		t.Fatalf("header %s", f.Header.Raw)
 	}
-	if got := types(f.Events); got != "codex/session_meta turn/start user/message user/message assistant/message" {
+	if got := capturetest.Types(f.Events); got != "codex/session_meta turn/start user/message user/message assistant/message" {
 		t.Errorf("events %q: the replayed prompt and the child's own should be one turn", got)
 	}
 }
@@ -222,7 +168,7 @@ func TestLegacyAndMetalessRollouts(t *testing.T) {
 	if h := legacy.Header.Header; h.ID != "codex-2c2c2c2c-3333-4444-8555-666677778888" || h.Cwd != nil || len(legacy.Notices) != 1 {
 		t.Errorf("legacy header %s, notices %q", legacy.Header.Raw, legacy.Notices)
 	}
-	if got := types(legacy.Events); got != "codex/legacy-header turn/start user/message assistant/message tool/call tool/result assistant/message codex/state" {
+	if got := capturetest.Types(legacy.Events); got != "codex/legacy-header turn/start user/message assistant/message tool/call tool/result assistant/message codex/state" {
 		t.Errorf("legacy events %q", got)
 	}
 	noMeta, _ := convertFixture(t, noMetaFile)
@@ -240,7 +186,7 @@ func TestOddRolloutLinesAreKept(t *testing.T) {
 		1: `"eol":"\r\n"`, 2: `"base64":"`, 3: `"error":"not JSON: a torn or malformed object"`,
 		4: `"error":"a JSON number, not an object"`, 6: `codex/event_msg`, 7: `"eol":"","text":"`,
 	} {
-		if e := f.eventsOfLine(t, line)[0]; !strings.Contains(string(e.Raw), want) {
+		if e := f.EventsOfLine(t, line)[0]; !strings.Contains(string(e.Raw), want) {
 			t.Errorf("line %d: %s, want %s", line, e.Raw, want)
 		}
 	}
@@ -254,7 +200,7 @@ func FuzzConvert(f *testing.F) {
 		}
 		f.Add(data)
 	}
-	for _, file := range corpusFiles(f) {
+	for _, file := range corpus.RequireHarnessFiles(f, dshq.HarnessCodex) {
 		data, err := os.ReadFile(file.Path)
 		if err != nil {
 			f.Fatal(err)

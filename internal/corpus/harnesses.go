@@ -38,3 +38,24 @@ func HarnessFiles(dir string) ([]HarnessFile, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, err
 }
+
+// RequireHarnessFiles returns the session files of one harness of the
+// agent-harnesses corpus (RequireHarnesses, HarnessFiles), failing t when
+// the corpus cannot be read or holds none of that harness's files.
+func RequireHarnessFiles(t TB, harness string) []HarnessFile {
+	t.Helper()
+	files, err := HarnessFiles(RequireHarnesses(t))
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	var out []HarnessFile
+	for _, f := range files {
+		if f.Harness == harness {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("the corpus has no %s session files", harness)
+	}
+	return out
+}
