@@ -112,7 +112,10 @@ func TestClusterFailoverLosesNothing(t *testing.T) {
 	waitCaughtUp(t, qc, streamLastSeq(t, mon))
 	ql := &queryLoop{c: qc, ops: ops}
 	wg.Go(func() { ql.run(ctx, stop) })
-	ryw := &rywLoop{c: rywc, ops: ops, writers: writers}
+	ryw := &rywLoop{c: rywc, ops: ops}
+	for _, w := range writers {
+		ryw.lasts = append(ryw.lasts, &w.last)
+	}
 	wg.Go(func() { ryw.run(ctx, stop) })
 	stopped := false
 	stopLoad := func() {
@@ -578,6 +581,35 @@ func clip(b []byte) string {
 	return string(b)
 }
 
+// paced makes one call per tick of pace until stop is closed, each bounded
+// by failoverOpTimeout, and logs each as an op of kind in ops; ok counts the
+// calls that succeeded. A call that returns skip is not logged (it had
+// nothing to do).
+func paced(ctx context.Context, stop <-chan struct{}, pace time.Duration, ops *opLog, kind string, ok *atomic.Int64,
+	call func(ctx context.Context, i int) (what string, skip bool, err error)) {
+	tick := time.NewTicker(pace)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		octx, cancel := context.WithTimeout(ctx, failoverOpTimeout)
+		start := time.Now()
+		what, skip, err := call(octx, i)
+		dur := time.Since(start)
+		cancel()
+		if skip {
+			continue
+		}
+		ops.add(op{kind: kind, what: what, start: start, dur: dur, err: err})
+		if err == nil {
+			ok.Add(1)
+		}
+	}
+}
+
 // queryLoop lists sessions and pages a search that every session matches
 // (its later pages come from the cursor bucket), one query per tick.
 type queryLoop struct {
@@ -587,30 +619,19 @@ type queryLoop struct {
 }
 
 func (q *queryLoop) run(ctx context.Context, stop <-chan struct{}) {
-	tick := time.NewTicker(failoverQueryPace)
-	defer tick.Stop()
 	cursor := ""
-	for i := 0; ; i++ {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-		}
-		octx, cancel := context.WithTimeout(ctx, failoverOpTimeout)
-		start := time.Now()
-		var what string
-		var err error
+	paced(ctx, stop, failoverQueryPace, q.ops, "query", &q.ok, func(ctx context.Context, i int) (what string, _ bool, err error) {
 		switch {
 		case i%3 == 0:
 			what = "sessions.list"
 			var p *dshq.SessionPage
-			if p, err = q.c.ListSessions(octx, dshq.SessionListRequest{Limit: 20}); err == nil && len(p.Items) == 0 {
+			if p, err = q.c.ListSessions(ctx, dshq.SessionListRequest{Limit: 20}); err == nil && len(p.Items) == 0 {
 				err = errors.New("no sessions listed")
 			}
 		case cursor != "":
 			what = "sessions.search, next page"
 			var p *dshq.SessionSearchPage
-			if p, err = q.c.SearchSessions(octx, dshq.SessionSearchRequest{Query: "failover check", Limit: 5, Cursor: cursor}); err == nil {
+			if p, err = q.c.SearchSessions(ctx, dshq.SessionSearchRequest{Query: "failover check", Limit: 5, Cursor: cursor}); err == nil {
 				cursor = p.NextCursor
 			} else if de := (*dshq.Error)(nil); errors.As(err, &de) && de.Code == dshq.CodeStaleCursor {
 				err, cursor = nil, "" // the projection moved on: a cursor's documented end
@@ -618,60 +639,42 @@ func (q *queryLoop) run(ctx context.Context, stop <-chan struct{}) {
 		default:
 			what = "sessions.search"
 			var p *dshq.SessionSearchPage
-			if p, err = q.c.SearchSessions(octx, dshq.SessionSearchRequest{Query: "failover check", Limit: 5}); err == nil {
+			if p, err = q.c.SearchSessions(ctx, dshq.SessionSearchRequest{Query: "failover check", Limit: 5}); err == nil {
 				if len(p.Items) == 0 {
 					err = errors.New("search found nothing")
 				}
 				cursor = p.NextCursor
 			}
 		}
-		dur := time.Since(start)
-		cancel()
-		q.ops.add(op{kind: "query", what: what, start: start, dur: dur, err: err})
-		if err == nil {
-			q.ok.Add(1)
-		}
-	}
+		return what, false, err
+	})
 }
 
-// rywLoop reads each writer's last acknowledged append back through the
-// projection (sessions.stat with minGeneration), one per tick.
+// rywLoop reads the writers' last acknowledged appends back through the
+// projection (sessions.stat with minGeneration), one writer's per tick,
+// round robin.
 type rywLoop struct {
-	c       *query.Client
-	ops     *opLog
-	writers []*clusterWriter
-	ok      atomic.Int64
+	c   *query.Client
+	ops *opLog
+	// lasts are the writers' last acknowledged appends.
+	lasts []*atomic.Pointer[ackedWrite]
+	ok    atomic.Int64
 }
 
 func (r *rywLoop) run(ctx context.Context, stop <-chan struct{}) {
-	tick := time.NewTicker(failoverRYWPace)
-	defer tick.Stop()
-	for i := 0; ; i++ {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-		}
-		a := r.writers[i%len(r.writers)].last.Load()
+	paced(ctx, stop, failoverRYWPace, r.ops, "read-your-writes", &r.ok, func(ctx context.Context, i int) (string, bool, error) {
+		a := r.lasts[i%len(r.lasts)].Load()
 		if a == nil {
-			continue
+			return "", true, nil
 		}
-		octx, cancel := context.WithTimeout(ctx, failoverOpTimeout)
-		start := time.Now()
-		st, err := r.c.StatSession(octx, dshq.SessionStatRequest{SessionID: a.id}, query.WithMinGeneration(a.gen),
+		st, err := r.c.StatSession(ctx, dshq.SessionStatRequest{SessionID: a.id}, query.WithMinGeneration(a.gen),
 			query.WithTimeoutMs(dshq.MaxTimeoutMs))
 		if err == nil && st.EventCount < a.events {
 			err = fmt.Errorf("the projection at generation %d has %d events of %s, the append acknowledged at %d made %d",
 				st.Generation, st.EventCount, a.id, a.gen, a.events)
 		}
-		dur := time.Since(start)
-		cancel()
-		r.ops.add(op{kind: "read-your-writes", what: fmt.Sprintf("sessions.stat %s at generation %d", a.id, a.gen),
-			start: start, dur: dur, err: err})
-		if err == nil {
-			r.ok.Add(1)
-		}
-	}
+		return fmt.Sprintf("sessions.stat %s at generation %d", a.id, a.gen), false, err
+	})
 }
 
 // streamState is one replica's state of a stream.

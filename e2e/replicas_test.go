@@ -129,7 +129,7 @@ func TestProjectionReplicas(t *testing.T) {
 	wg.Go(func() { w.run(ctx, stop, ops) })
 	ql := &queryLoop{c: q, ops: ops}
 	wg.Go(func() { ql.runSearch(ctx, stop, "replica check") })
-	ryw := &replicaRYW{c: q, w: w, ops: ops}
+	ryw := &rywLoop{c: q, ops: ops, lasts: []*atomic.Pointer[ackedWrite]{&w.last}}
 	wg.Go(func() { ryw.run(ctx, stop) })
 	stopLoad := sync.OnceFunc(func() { close(stop); wg.Wait() })
 	t.Cleanup(stopLoad)
@@ -290,24 +290,13 @@ func (w *replicaWriter) run(ctx context.Context, stop <-chan struct{}, ops *opLo
 // runSearch is the query loop of the replica test: lists, and searches for
 // phrase paged to their end.
 func (q *queryLoop) runSearch(ctx context.Context, stop <-chan struct{}, phrase string) {
-	tick := time.NewTicker(failoverQueryPace)
-	defer tick.Stop()
 	cursor := ""
-	for i := 0; ; i++ {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-		}
-		octx, cancel := context.WithTimeout(ctx, failoverOpTimeout)
-		start := time.Now()
-		var what string
-		var err error
+	paced(ctx, stop, failoverQueryPace, q.ops, "query", &q.ok, func(ctx context.Context, i int) (what string, _ bool, err error) {
 		switch {
 		case i%3 == 0 && cursor == "":
 			what = "sessions.list"
 			var p *dshq.SessionPage
-			if p, err = q.c.ListSessions(octx, dshq.SessionListRequest{Limit: 10}); err == nil && len(p.Items) == 0 {
+			if p, err = q.c.ListSessions(ctx, dshq.SessionListRequest{Limit: 10}); err == nil && len(p.Items) == 0 {
 				err = errors.New("no sessions listed")
 			}
 		default:
@@ -316,58 +305,15 @@ func (q *queryLoop) runSearch(ctx context.Context, stop <-chan struct{}, phrase 
 				what = "sessions.search, next page"
 			}
 			var p *dshq.SessionSearchPage
-			if p, err = q.c.SearchSessions(octx, dshq.SessionSearchRequest{Query: phrase, Limit: 5, Cursor: cursor}); err == nil {
+			if p, err = q.c.SearchSessions(ctx, dshq.SessionSearchRequest{Query: phrase, Limit: 5, Cursor: cursor}); err == nil {
 				if cursor == "" && len(p.Items) == 0 {
 					err = fmt.Errorf("search found nothing at generation %d", p.Generation)
 				}
 				cursor = p.NextCursor
 			}
 		}
-		dur := time.Since(start)
-		cancel()
-		q.ops.add(op{kind: "query", what: what, start: start, dur: dur, err: err})
-		if err == nil {
-			q.ok.Add(1)
-		}
-	}
-}
-
-// replicaRYW reads the writer's last append back through the query service
-// with its minGeneration.
-type replicaRYW struct {
-	c   *query.Client
-	w   *replicaWriter
-	ops *opLog
-	ok  atomic.Int64
-}
-
-func (r *replicaRYW) run(ctx context.Context, stop <-chan struct{}) {
-	tick := time.NewTicker(failoverRYWPace)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-		}
-		a := r.w.last.Load()
-		if a == nil {
-			continue
-		}
-		octx, cancel := context.WithTimeout(ctx, failoverOpTimeout)
-		start := time.Now()
-		st, err := r.c.StatSession(octx, dshq.SessionStatRequest{SessionID: a.id}, query.WithMinGeneration(a.gen),
-			query.WithTimeoutMs(dshq.MaxTimeoutMs))
-		if err == nil && st.EventCount < a.events {
-			err = fmt.Errorf("generation %d has %d events of %s, the append at %d made %d", st.Generation, st.EventCount, a.id, a.gen, a.events)
-		}
-		dur := time.Since(start)
-		cancel()
-		r.ops.add(op{kind: "read-your-writes", what: "sessions.stat " + a.id, start: start, dur: dur, err: err})
-		if err == nil {
-			r.ok.Add(1)
-		}
-	}
+		return what, false, err
+	})
 }
 
 // replicaDeathBound is how long a request may wait through a replica's
