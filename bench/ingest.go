@@ -114,42 +114,56 @@ func writeSession(ctx context.Context, store *bus.Store, s Session) (uint64, err
 // publish→delivery of a raw record through a JetStream consumer.
 func (r *runner) measurePublishToSearchable(ctx context.Context) error {
 	r.progress("publish→searchable: %d single appends", r.cfg.Samples)
-	h, err := r.store.Create(ctx, dshq.Header{Version: dshq.FormatVersion2, ID: "bench-probe", CreatedAt: 1_800_000_000_000, Cwd: dshq.Str("/home/dev/probe")})
+	got, first, err := probeAppends(ctx, r.store, "bench-probe", r.cfg.Samples, func(ctx context.Context, at uint64) error {
+		return waitProjected(ctx, r.proj, at)
+	})
 	if err != nil {
 		return err
 	}
-	defer h.Close(ctx)
-	start, err := probeEvent(`{"type":"turn/start","seq":0,"time":1800000000001,"data":{"turn":1}}`)
-	if err != nil {
-		return err
-	}
-	if _, err := h.Append(ctx, []dshq.Event{start}); err != nil {
-		return err
-	}
-	got := make([]time.Duration, 0, r.cfg.Samples)
-	for i := range r.cfg.Samples {
-		seq := int64(i + 1)
-		e, err := probeEvent(fmt.Sprintf(`{"type":"user/message","seq":%d,"time":%d,"data":{"id":"m-p%d","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":"probe %d needle"}]},"surfaceOp":"append"}`, seq, 1_800_000_000_001+seq, seq, seq))
-		if err != nil {
-			return err
-		}
-		t0 := time.Now()
-		at, err := h.Append(ctx, []dshq.Event{e})
-		if err == nil {
-			err = waitProjected(ctx, r.proj, at)
-		}
-		if err != nil {
-			return err
-		}
-		got = append(got, time.Since(t0))
-	}
-	want, err := rawDeliveryLatency(ctx, r.js, r.raw, start.Raw, r.cfg.Samples)
+	want, err := rawDeliveryLatency(ctx, r.js, r.raw, first, r.cfg.Samples)
 	if err != nil {
 		return err
 	}
 	r.rep.section = sectionPublishLatency
 	r.rep.addLatency("publish→searchable", got, "raw publish→consumer delivery", want)
 	return nil
+}
+
+// probeAppends creates session id in store and appends its first event, then
+// samples single user messages, timing each from its append until
+// searchable(its generation) returns. It returns the times and the first
+// event's record (what a raw reference publishes).
+func probeAppends(ctx context.Context, store *bus.Store, id string, samples int, searchable func(ctx context.Context, gen uint64) error) ([]time.Duration, []byte, error) {
+	h, err := store.Create(ctx, dshq.Header{Version: dshq.FormatVersion2, ID: id, CreatedAt: 1_800_000_000_000, Cwd: dshq.Str("/home/dev/probe")})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer h.Close(ctx)
+	first, err := probeEvent(`{"type":"turn/start","seq":0,"time":1800000000001,"data":{"turn":1}}`)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := h.Append(ctx, []dshq.Event{first}); err != nil {
+		return nil, nil, err
+	}
+	got := make([]time.Duration, 0, samples)
+	for i := range samples {
+		seq := int64(i + 1)
+		e, err := probeEvent(fmt.Sprintf(`{"type":"user/message","seq":%d,"time":%d,"data":{"id":"m-p%d","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":"probe %d needle"}]},"surfaceOp":"append"}`, seq, 1_800_000_000_001+seq, seq, seq))
+		if err != nil {
+			return nil, nil, err
+		}
+		t0 := time.Now()
+		at, err := h.Append(ctx, []dshq.Event{e})
+		if err == nil {
+			err = searchable(ctx, at)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		got = append(got, time.Since(t0))
+	}
+	return got, first.Raw, nil
 }
 
 func probeEvent(raw string) (dshq.Event, error) {

@@ -425,40 +425,18 @@ func (r *runner) serveQuietAppend(ctx context.Context, nc *nats.Conn, js jetstre
 	if err != nil {
 		return err
 	}
-	h, err := store.Create(ctx, dshq.Header{Version: dshq.FormatVersion2, ID: "bench-serve-probe", CreatedAt: 1_800_000_000_000, Cwd: dshq.Str("/home/dev/probe")})
+	got, first, err := probeAppends(ctx, store, "bench-serve-probe", r.cfg.Samples, func(ctx context.Context, at uint64) error {
+		_, err := client.ListSessions(ctx, dshq.SessionListRequest{Limit: 1}, query.WithMinGeneration(at), query.WithTimeoutMs(dshq.MaxTimeoutMs))
+		return err
+	})
 	if err != nil {
 		return err
-	}
-	defer h.Close(ctx)
-	first, err := probeEvent(`{"type":"turn/start","seq":0,"time":1800000000001,"data":{"turn":1}}`)
-	if err != nil {
-		return err
-	}
-	if _, err := h.Append(ctx, []dshq.Event{first}); err != nil {
-		return err
-	}
-	got := make([]time.Duration, 0, r.cfg.Samples)
-	for i := range r.cfg.Samples {
-		seq := int64(i + 1)
-		e, err := probeEvent(fmt.Sprintf(`{"type":"user/message","seq":%d,"time":%d,"data":{"id":"m-p%d","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":"probe %d needle"}]},"surfaceOp":"append"}`, seq, 1_800_000_000_001+seq, seq, seq))
-		if err != nil {
-			return err
-		}
-		t0 := time.Now()
-		at, err := h.Append(ctx, []dshq.Event{e})
-		if err == nil {
-			_, err = client.ListSessions(ctx, dshq.SessionListRequest{Limit: 1}, query.WithMinGeneration(at), query.WithTimeoutMs(dshq.MaxTimeoutMs))
-		}
-		if err != nil {
-			return err
-		}
-		got = append(got, time.Since(t0))
 	}
 	raw, err := rawStream(ctx, js)
 	if err != nil {
 		return err
 	}
-	want, err := rawDeliveryLatency(ctx, js, raw, first.Raw, r.cfg.Samples)
+	want, err := rawDeliveryLatency(ctx, js, raw, first, r.cfg.Samples)
 	if err != nil {
 		return err
 	}
