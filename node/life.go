@@ -223,14 +223,28 @@ func (l *life) provision() error {
 // formed, or a leader election, answers an API request late or not at all.
 const provisionRetryFor = 30 * time.Second
 
+// clusterNoPeers is JetStream's error code for a stream or bucket it cannot
+// place: too few servers seen. A cluster that has just formed answers so
+// until its servers have met (seen in the three-server failover test: the
+// cursor bucket refused with "peer offline" while the session stream was
+// already placed).
+const clusterNoPeers jetstream.ErrorCode = 10005
+
+// provisionTransient reports whether a start step's error may pass: a
+// transient failure (failover.Transient) or a cluster still forming.
+func provisionTransient(err error) bool {
+	var apiErr *jetstream.APIError
+	return failover.Transient(err) || errors.As(err, &apiErr) && apiErr.ErrorCode == clusterNoPeers
+}
+
 // retryTransient runs fn until it succeeds, fails other than transiently
-// (failover.Transient), provisionRetryFor passes or the life ends.
+// (provisionTransient), provisionRetryFor passes or the life ends.
 func (l *life) retryTransient(what string, fn func() error) error {
 	deadline := time.Now().Add(provisionRetryFor)
 	wait := 100 * time.Millisecond
 	for {
 		err := fn()
-		if err == nil || !failover.Transient(err) || time.Now().After(deadline) || l.ctx.Err() != nil {
+		if err == nil || !provisionTransient(err) || time.Now().After(deadline) || l.ctx.Err() != nil {
 			return err
 		}
 		l.log.Warn("retrying", "what", what, "err", err, "in", wait)
@@ -328,13 +342,21 @@ func (l *life) startShard() error {
 	}
 	// The cursor bucket is replicated like the session stream: a copy on
 	// one server would fail every later page of a search while it is down.
-	cursors, err := engine.NewKVCursorStore(l.ctx, l.js, engine.WithCursorMaxBytes(l.cfg.Projection.CursorMaxBytes),
-		engine.WithCursorReplicas(l.cfg.Stream.Replicas))
-	if err != nil {
+	var cursors *engine.KVCursorStore
+	if err := l.retryTransient("ensure the cursor bucket", func() error {
+		var err error
+		cursors, err = engine.NewKVCursorStore(l.ctx, l.js, engine.WithCursorMaxBytes(l.cfg.Projection.CursorMaxBytes),
+			engine.WithCursorReplicas(l.cfg.Stream.Replicas))
+		return err
+	}); err != nil {
 		return fmt.Errorf("cursor store: %w", err)
 	}
-	key, err := engine.LoadCursorKey(l.ctx, l.js, l.cfg.Stream.Replicas)
-	if err != nil {
+	var key query.CursorKey
+	if err := l.retryTransient("load the cursor key", func() error {
+		var err error
+		key, err = engine.LoadCursorKey(l.ctx, l.js, l.cfg.Stream.Replicas)
+		return err
+	}); err != nil {
 		return fmt.Errorf("cursor key: %w", err)
 	}
 	eng := engine.New(engine.FromProjector(l.proj), engine.WithSearcher(engine.FromIndexFunc(l.proj.Index)),
