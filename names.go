@@ -52,7 +52,8 @@ const (
 	// ShardService is the projection side of the query API, hosted by the
 	// projector on ShardSubject(shard, endpoint).
 	ShardService = "dsh-projection"
-	// DefaultShard is the only projection shard token for now.
+	// DefaultShard is the shard token of a projection that is not
+	// partitioned (ShardToken).
 	DefaultShard = "0"
 
 	// ToolsService is the model-facing tools' service name; its endpoints are
@@ -95,3 +96,13 @@ func ShardStatusSubject(shard string) string { return ShardSubjectPrefix(shard) 
 // ShardQueueGroup returns the queue group of projection shard shard's
 // replicas: p<shard>.
 func ShardQueueGroup(shard string) string { return "p" + shard }
+
+// ShardDurable returns the default durable consumer of shard shard of a
+// projection partitioned into shards: dsh-projector-<shard>of<shards>
+// (dsh-projector for the whole stream).
+func ShardDurable(shard, shards int) string {
+	if shards < 2 {
+		return ProjectorDurable
+	}
+	return ProjectorDurable + "-" + ShardToken(shard, shards)
+}

@@ -89,19 +89,20 @@ func New(p Projection, opts ...Option) *Engine {
 type handler func(e *Engine, ctx context.Context, snap Snapshot, req *query.Request) (any, error)
 
 var handlers = map[string]handler{
-	query.EndpointSessionsList:    (*Engine).listSessions,
-	query.EndpointSessionsFilter:  (*Engine).listSessions,
-	query.EndpointSessionsSearch:  (*Engine).searchSessions,
-	query.EndpointSessionsRead:    (*Engine).readSession,
-	query.EndpointSessionsSurface: (*Engine).readSurface,
-	query.EndpointSessionsTrace:   (*Engine).traceSession,
-	query.EndpointSessionsTitles:  (*Engine).readTitles,
-	query.EndpointSessionsStat:    (*Engine).statSession,
-	query.EndpointEventsList:      (*Engine).listEvents,
-	query.EndpointEventsFilter:    (*Engine).listEvents,
-	query.EndpointEventsSearch:    (*Engine).searchEvents,
-	query.EndpointEventsRead:      (*Engine).readEvent,
-	query.EndpointEventsTrace:     (*Engine).traceEvent,
+	query.EndpointSessionsList:     (*Engine).listSessions,
+	query.EndpointSessionsFilter:   (*Engine).listSessions,
+	query.EndpointSessionsSearch:   (*Engine).searchSessions,
+	query.EndpointSessionsRead:     (*Engine).readSession,
+	query.EndpointSessionsSurface:  (*Engine).readSurface,
+	query.EndpointSessionsTrace:    (*Engine).traceSession,
+	query.EndpointSessionsTitles:   (*Engine).readTitles,
+	query.EndpointSessionsStat:     (*Engine).statSession,
+	query.EndpointSessionsChildren: (*Engine).readChildren,
+	query.EndpointEventsList:       (*Engine).listEvents,
+	query.EndpointEventsFilter:     (*Engine).listEvents,
+	query.EndpointEventsSearch:     (*Engine).searchEvents,
+	query.EndpointEventsRead:       (*Engine).readEvent,
+	query.EndpointEventsTrace:      (*Engine).traceEvent,
 }
 
 // Run answers req and returns the reply body (JSON, at most the reply

@@ -82,6 +82,33 @@ func (e *Engine) readTitles(_ context.Context, snap Snapshot, req *query.Request
 	return out, nil
 }
 
+// readChildren answers sessions.children (a projection shard's endpoint,
+// for a partitioned projection's query service): the children of each
+// unique id this projection holds, siblings by createdAt asc, id asc.
+func (e *Engine) readChildren(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
+	out := query.SessionChildren{Items: []query.ChildrenOf{}, Generation: snap.Generation()}
+	seen := map[string]bool{}
+	for _, id := range req.SessionIDs {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		kids, err := snap.Children(id)
+		if err != nil {
+			return nil, fmt.Errorf("read children of %q: %w", id, err)
+		}
+		slices.SortFunc(kids, func(a, b dshq.SessionInfo) int {
+			return cmp.Or(cmp.Compare(a.Header.Header.CreatedAt, b.Header.Header.CreatedAt), cmp.Compare(a.Header.Header.ID, b.Header.Header.ID))
+		})
+		item := query.ChildrenOf{SessionID: id, Children: make([]dshq.SessionRecord, len(kids))}
+		for i, k := range kids {
+			item.Children[i] = sessionRecord(snap, k)
+		}
+		out.Items = append(out.Items, item)
+	}
+	return out, nil
+}
+
 func rejected(id string, err error) dshq.TitleResult {
 	reason := &dshq.ErrorBody{Code: dshq.ErrorCode(err), Message: err.Error()}
 	if reason.Code == "" {

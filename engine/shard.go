@@ -61,6 +61,7 @@ func ServeShard(ctx context.Context, nc *nats.Conn, shard string, e *Engine, opt
 		QueueGroup:  dshq.ShardQueueGroup(shard),
 		Metadata:    map[string]string{"shard": shard},
 		Subject:     func(endpoint string) string { return dshq.ShardSubject(shard, endpoint) },
+		Endpoints:   query.ShardEndpoints,
 	}
 	return query.ServeEndpoints(ctx, nc, spec, func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
 		req, err := query.DecodeRequest(endpoint, body)
@@ -95,6 +96,7 @@ func ServeReplica(ctx context.Context, nc *nats.Conn, shard, replica string, e *
 		Description: "dshq projection reads of one replica, for the query service",
 		Metadata:    map[string]string{"shard": shard, "replica": replica},
 		Subject:     func(endpoint string) string { return dshq.ShardReplicaSubject(shard, replica, endpoint) },
+		Endpoints:   query.ShardEndpoints,
 	}
 	stopReplica, err := query.ServeEndpoints(ctx, nc, spec, func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
 		req, err := query.DecodeRequest(endpoint, body)

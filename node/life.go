@@ -364,13 +364,15 @@ func (l *life) startShard() error {
 	// Each projector is a replica of the shard, named by its durable
 	// consumer: the query service sends a request to one that has reached
 	// what it needs.
-	replica := l.cfg.Projection.Durable
-	if replica == "" {
-		replica = dshq.ProjectorDurable
-	}
-	stop, err := engine.ServeReplica(l.ctx, l.nc, dshq.DefaultShard, replica, eng, func() query.ReplicaStatus {
+	replica := l.cfg.Projection.durable()
+	part := l.proj.Partition()
+	stop, err := engine.ServeReplica(l.ctx, l.nc, dshq.ShardToken(part.Shard, part.Count()), replica, eng, func() query.ReplicaStatus {
 		pr := l.proj.Progress()
-		return query.ReplicaStatus{Lineage: l.proj.Lineage(), Generation: pr.Generation, CatchingUp: pr.CatchingUp}
+		st := query.ReplicaStatus{Lineage: l.proj.Lineage(), Generation: pr.Generation, CatchingUp: pr.CatchingUp}
+		if part.Count() > 1 {
+			st.Shards = part.Count()
+		}
+		return st
 	}, query.WithLogger(l.log))
 	if err != nil {
 		return fmt.Errorf("start query shard: %w", err)

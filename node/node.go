@@ -22,6 +22,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/internal/natsconn"
@@ -121,13 +122,37 @@ type ProjectionConfig struct {
 	// CursorMaxBytes bounds the memory of the search cursor bucket
 	// DSH_CURSORS (0 = query.DefaultCursorMaxBytes; negative = no bound).
 	CursorMaxBytes int64
+	// Shard and Shards partition the projection (docs/cluster.md,
+	// "Partitioned projectors"): this projector projects and serves shard
+	// Shard of Shards (0 of 0 or 1 = the whole stream, shard "0"). A
+	// partitioned projector publishes no feed and runs no query part in
+	// its process (Check).
+	Shard, Shards int
+}
+
+// Partitioned reports whether c is one shard of a partitioned projection.
+func (c ProjectionConfig) Partitioned() bool { return c.Shards > 1 }
+
+// durable is the durable consumer's name: Durable, else
+// dshq.ShardDurable of the partition.
+func (c ProjectionConfig) durable() string {
+	if c.Durable != "" {
+		return c.Durable
+	}
+	if c.Partitioned() {
+		return dshq.ShardDurable(c.Shard, c.Shards)
+	}
+	return dshq.ProjectorDurable
 }
 
 // options returns the projection options of c.
 func (c ProjectionConfig) options() ([]projection.Option, error) {
-	var opts []projection.Option
-	if c.Durable != "" {
-		opts = append(opts, projection.WithDurable(c.Durable))
+	opts := []projection.Option{projection.WithDurable(c.durable())}
+	if c.Partitioned() || c.Shard != 0 {
+		if c.Shards < 2 || c.Shards > dshq.MaxShards || c.Shard < 0 || c.Shard >= c.Shards {
+			return nil, fmt.Errorf("projection: shard %d of %d: want 0 <= shard < shards, 2 <= shards <= %d", c.Shard, c.Shards, dshq.MaxShards)
+		}
+		opts = append(opts, projection.WithPartition(c.Shard, c.Shards))
 	}
 	switch {
 	case c.BatchSize < 0:
@@ -178,6 +203,27 @@ type Node struct {
 	lastWait time.Duration
 }
 
+// checkPartition refuses what a partitioned projector cannot do in its
+// process: publish the live feed (each shard would publish only its own
+// sessions' commits, and the feed's generations would not rise along it)
+// and answer the query API (a shard holds only its own sessions: the
+// query service of a partitioned deployment is the query command, run
+// with --shards).
+func (c Config) checkPartition() error {
+	if !c.Parts.Projector || !c.Projection.Partitioned() {
+		return nil
+	}
+	switch {
+	case !c.Feed.Off:
+		return fmt.Errorf("shard %d of %d: a partitioned projector does not publish the live feed (run it with --no-feed; an unpartitioned projector may publish it)",
+			c.Projection.Shard, c.Projection.Shards)
+	case c.Parts.Query || c.Parts.Tools:
+		return fmt.Errorf("shard %d of %d: a partitioned projector serves no query service or tools in its process (run the query command with --shards %d)",
+			c.Projection.Shard, c.Projection.Shards, c.Projection.Shards)
+	}
+	return nil
+}
+
 // New returns a Node for cfg; Run starts it.
 func New(cfg Config) *Node {
 	log := cfg.Logger
@@ -202,6 +248,9 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 // process exits non-zero for a supervisor to restart it.
 func (n *Node) Run(ctx context.Context, ready func(Info)) (err error) {
 	defer func() { err = errors.Join(err, n.shutdown.stop()) }()
+	if err := n.cfg.checkPartition(); err != nil {
+		return err
+	}
 	if err := n.startServer(ctx); err != nil {
 		return err
 	}

@@ -72,7 +72,13 @@ func (b *batch) apply(r streamRecord) error {
 		tenant, tok, err = record.SplitLogKey(key)
 	}
 	if !ok || err != nil {
+		if !b.p.cfg.partition.ownsSubject("") {
+			return nil // shard 0 quarantines it
+		}
 		return b.quarantine(r, "", fmt.Sprintf("subject %q is not %s<token> or %s<tenant>.<token>", r.subject, dshq.LogSubjectPrefix, dshq.LogSubjectPrefix))
+	}
+	if !b.p.cfg.partition.ownsSubject(tok) {
+		return nil // another shard's session: only the generation moves
 	}
 	if at := b.tx.Bucket(bucketBadSubjects).Get([]byte(key)); at != nil {
 		seq, _ := readU64(at)

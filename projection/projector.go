@@ -46,6 +46,7 @@ type config struct {
 	verify      bool
 	lockTimeout time.Duration // how long Open waits for another process's file lock
 	indexOpts   index.Options
+	partition   Partition
 	// hook, when set, is called at named points of a batch; an error makes
 	// the projector stop as if it crashed there (crash tests).
 	hook func(point string, gen uint64) error
@@ -246,6 +247,9 @@ func (c *config) complete() error {
 	case c.stream == "" || c.durable == "" || c.leaseBucket == "":
 		return errors.New("open projection: stream, durable and lease bucket names must not be empty")
 	}
+	if err := c.partition.check(); err != nil {
+		return fmt.Errorf("open projection: %w", err)
+	}
 	return nil
 }
 
@@ -305,6 +309,10 @@ func (p *Projector) newInstance(ctx context.Context) (*instance, error) {
 func (p *Projector) openInstance(ctx context.Context, dir string) (*instance, error) {
 	st, err := openStore(filepath.Join(dir, "projection.db"), p.cfg.verify, p.cfg.lockTimeout)
 	if err != nil {
+		return nil, err
+	}
+	if err := st.checkPartition(p.cfg.partition); err != nil {
+		st.close()
 		return nil, err
 	}
 	inst := &instance{dir: dir, store: st, cache: newStateCache(p.cfg.cacheBytes)}

@@ -32,6 +32,10 @@ type ReplicaStatus struct {
 	CatchingUp bool `json:"catchingUp,omitempty"`
 	// Gone is true in the last announcement of a replica that stops.
 	Gone bool `json:"gone,omitempty"`
+	// Shards is the number of shards the replica's projection is
+	// partitioned into (omitted, 0: not partitioned, one shard). A query
+	// service asks only the replicas of its own partitioning.
+	Shards int `json:"shards,omitempty"`
 }
 
 // ReplicaStatusEvery is how often a replica announces its status when its
@@ -56,6 +60,9 @@ type replicaTable struct {
 
 	stop chan struct{}
 	done chan struct{}
+
+	heard     chan struct{} // closed at the first announcement
+	heardOnce sync.Once
 }
 
 type replicaEntry struct {
@@ -66,7 +73,7 @@ type replicaEntry struct {
 
 // followReplicas subscribes to the status of shard's replicas; stop ends it.
 func followReplicas(nc *nats.Conn, shard string) (*replicaTable, error) {
-	t := &replicaTable{reps: map[string]*replicaEntry{}, stop: make(chan struct{}), done: make(chan struct{})}
+	t := &replicaTable{reps: map[string]*replicaEntry{}, stop: make(chan struct{}), done: make(chan struct{}), heard: make(chan struct{})}
 	sub, err := nc.Subscribe(dshq.ShardStatusSubject(shard), func(m *nats.Msg) {
 		var st ReplicaStatus
 		if json.Unmarshal(m.Data, &st) != nil || st.Replica == "" {
@@ -99,6 +106,7 @@ func (t *replicaTable) note(st ReplicaStatus, now time.Time) {
 		t.reps[st.Replica] = e
 	}
 	e.st, e.seen = st, now
+	t.heardOnce.Do(func() { close(t.heard) })
 }
 
 // expire drops the replicas not heard from for replicaExpiry.

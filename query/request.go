@@ -40,6 +40,30 @@ var Endpoints = []string{
 	EndpointEventsSearch, EndpointEventsRead, EndpointEventsTrace,
 }
 
+// EndpointSessionsChildren is an endpoint of the projection shards alone,
+// never of dsh.query.v1: the children of each of sessionIds, for the
+// query service of a partitioned projection, which walks a lineage across
+// its shards (docs/protocol.md, "Partitioned projections").
+const EndpointSessionsChildren = "sessions.children"
+
+// ShardEndpoints lists the endpoints of a projection shard: Endpoints and
+// EndpointSessionsChildren.
+var ShardEndpoints = append(append([]string(nil), Endpoints...), EndpointSessionsChildren)
+
+// SessionChildren is the sessions.children reply: for each unique id of
+// the request, in first-occurrence order, the records of the sessions
+// whose parent it is that this shard holds, by createdAt, then id.
+type SessionChildren struct {
+	Items      []ChildrenOf `json:"items"`
+	Generation uint64       `json:"generation"`
+}
+
+// ChildrenOf is one item of SessionChildren.
+type ChildrenOf struct {
+	SessionID string               `json:"sessionId"`
+	Children  []dshq.SessionRecord `json:"children"`
+}
+
 // maxSeqLiteral is the most of a seq's spelling a message repeats.
 const maxSeqLiteral = 64
 
@@ -80,19 +104,20 @@ type Request struct {
 // endpointFields lists the fields each endpoint accepts besides
 // minGeneration and timeoutMs.
 var endpointFields = map[string][]string{
-	EndpointSessionsList:    {"limit", "cursor"},
-	EndpointSessionsFilter:  {"filters", "limit", "cursor"},
-	EndpointSessionsSearch:  {"query", "sessionFilters", "eventFilters", "limit", "cursor"},
-	EndpointSessionsRead:    {"sessionId", "limit", "cursor"},
-	EndpointSessionsSurface: {"sessionId", "limit", "cursor"},
-	EndpointSessionsTrace:   {"sessionId"},
-	EndpointSessionsStat:    {"sessionId"},
-	EndpointSessionsTitles:  {"sessionIds"},
-	EndpointEventsList:      {"sessionId", "limit", "cursor"},
-	EndpointEventsFilter:    {"sessionId", "filters", "limit", "cursor"},
-	EndpointEventsSearch:    {"sessionId", "query", "filters", "limit", "cursor"},
-	EndpointEventsRead:      {"sessionId", "seq", "before", "after"},
-	EndpointEventsTrace:     {"sessionId", "seq"},
+	EndpointSessionsList:     {"limit", "cursor"},
+	EndpointSessionsFilter:   {"filters", "limit", "cursor"},
+	EndpointSessionsSearch:   {"query", "sessionFilters", "eventFilters", "limit", "cursor"},
+	EndpointSessionsRead:     {"sessionId", "limit", "cursor"},
+	EndpointSessionsSurface:  {"sessionId", "limit", "cursor"},
+	EndpointSessionsTrace:    {"sessionId"},
+	EndpointSessionsStat:     {"sessionId"},
+	EndpointSessionsTitles:   {"sessionIds"},
+	EndpointSessionsChildren: {"sessionIds"},
+	EndpointEventsList:       {"sessionId", "limit", "cursor"},
+	EndpointEventsFilter:     {"sessionId", "filters", "limit", "cursor"},
+	EndpointEventsSearch:     {"sessionId", "query", "filters", "limit", "cursor"},
+	EndpointEventsRead:       {"sessionId", "seq", "before", "after"},
+	EndpointEventsTrace:      {"sessionId", "seq"},
 }
 
 // DecodeRequest decodes body as a request of endpoint, strictly, and
@@ -154,7 +179,7 @@ func (r *Request) decodeFields(f map[string]json.RawMessage) error {
 		steps = []func() error{sessionID(dshq.CodeInvalidRequest), cursor, listLimit}
 	case EndpointSessionsTrace, EndpointSessionsStat:
 		steps = []func() error{sessionID(dshq.CodeInvalidRequest)}
-	case EndpointSessionsTitles:
+	case EndpointSessionsTitles, EndpointSessionsChildren:
 		steps = []func() error{func() (err error) { r.SessionIDs, err = decodeSessionIDs(f); return err }}
 	case EndpointEventsFilter:
 		steps = []func() error{sessionID(dshq.CodeInvalidRequest), filters("filters", &r.Filters, scopeEvent), cursor, listLimit}

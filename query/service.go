@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dshq/dshq"
@@ -27,6 +29,9 @@ type serviceConfig struct {
 	logger     *slog.Logger
 	registerer prometheus.Registerer
 	local      Shard
+	shards     int
+	cursorKey  CursorKey
+	keyJS      jetstream.JetStream
 }
 
 // Shard is a projection shard in this process (package engine's Engine):
@@ -76,6 +81,9 @@ func Serve(ctx context.Context, nc *nats.Conn, opts ...ServiceOption) (stop func
 		Metadata:    map[string]string{"shard": cfg.shard},
 		Subject:     func(endpoint string) string { return dshq.QuerySubjectPrefix + "." + endpoint },
 	}
+	if cfg.shards > 1 {
+		return servePartitioned(ctx, nc, cfg, spec, opts)
+	}
 	var table *replicaTable
 	if cfg.local == nil {
 		// The shard's replicas announce their generations: each request
@@ -96,6 +104,29 @@ func Serve(ctx context.Context, nc *nats.Conn, opts ...ServiceOption) (stop func
 		if table != nil {
 			table.close()
 		}
+		return err
+	}, nil
+}
+
+// servePartitioned serves the query API over a projection partitioned
+// into cfg.shards shards (WithShards).
+func servePartitioned(ctx context.Context, nc *nats.Conn, cfg serviceConfig, spec Spec, opts []ServiceOption) (func() error, error) {
+	if cfg.local != nil {
+		return nil, errors.New("a partitioned query service asks its shards over NATS: no local shard")
+	}
+	f, err := newFanout(nc, cfg)
+	if err != nil {
+		return nil, err
+	}
+	spec.Metadata = map[string]string{"shards": strconv.Itoa(cfg.shards)}
+	stopService, err := ServeEndpoints(ctx, nc, spec, f.answer, opts...)
+	if err != nil {
+		f.close()
+		return nil, err
+	}
+	return func() error {
+		err := stopService()
+		f.close()
 		return err
 	}, nil
 }
@@ -131,6 +162,8 @@ type Spec struct {
 	QueueGroup string
 	// Subject returns an endpoint's subject.
 	Subject func(endpoint string) string
+	// Endpoints lists the endpoints to serve (nil = Endpoints).
+	Endpoints []string
 }
 
 // ServeEndpoints hosts every query endpoint (Endpoints) as the service spec
@@ -149,8 +182,12 @@ func ServeEndpoints(ctx context.Context, nc *nats.Conn, spec Spec, answer Answer
 	if err != nil {
 		return nil, err
 	}
-	eps := make([]microhost.Endpoint, len(Endpoints))
-	for i, ep := range Endpoints {
+	names := spec.Endpoints
+	if names == nil {
+		names = Endpoints
+	}
+	eps := make([]microhost.Endpoint, len(names))
+	for i, ep := range names {
 		eps[i] = microhost.Endpoint{Name: ep, Subject: spec.Subject(ep), Handler: func(ctx context.Context, msg *nats.Msg) ([]byte, error) {
 			return answer(ctx, ep, msg.Data)
 		}}

@@ -63,6 +63,8 @@ type options struct {
 	feedBytes   bytesize.Size
 	feedAge     time.Duration
 	cursorBytes bytesize.Size
+	shard       int
+	shards      int
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -81,7 +83,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.leaseBucket, "lease-bucket", dshq.LeaseBucket, "write-lease key-value bucket")
 	fs.IntVar(&o.replicas, "replicas", 1, "replicas of the session stream, the lease bucket, the feed and the cursor bucket (as `dshq serve --replicas`: an existing stream must have as many)")
 	fs.BoolVar(&o.noFeed, "no-feed", false, "publish nothing to the live feed DSH_FEED: for a further replica of the projection (one projector publishes the feed)")
-	fs.StringVar(&o.durable, "durable", dshq.ProjectorDurable, "durable consumer name (one per projector)")
+	fs.StringVar(&o.durable, "durable", "", "durable consumer name, one per projector (default dsh-projector; dsh-projector-<shard>of<shards> for a shard of a partitioned projection)")
+	fs.IntVar(&o.shard, "shard", 0, "the shard of a partitioned projection this projector projects and serves, 0 to --shards - 1")
+	fs.IntVar(&o.shards, "shards", 1, "the number of shards the projection is partitioned into (1 = not partitioned); a partitioned projector needs --no-feed, and the query service --shards as many (docs/cluster.md)")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics on HOST:PORT/metrics (off when empty)")
 	fs.StringVar(&o.pprof, "pprof", "", "serve Go's net/http/pprof profiles on HOST:PORT/debug/pprof/ (off when empty; keep it on loopback)")
 	fs.BoolVar(&o.rebuild, "rebuild", false, "rebuild the projection from the stream beside the serving one, then swap it in")
@@ -102,6 +106,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.data == "" {
 		return o, errors.New("--data is required")
+	}
+	if o.shards < 1 || o.shards > dshq.MaxShards || o.shard < 0 || o.shard >= o.shards {
+		return o, fmt.Errorf("--shard %d --shards %d: want 0 <= shard < shards <= %d", o.shard, o.shards, dshq.MaxShards)
+	}
+	if o.shards > 1 && !o.noFeed {
+		return o, errors.New("--shards: a partitioned projector publishes no live feed: add --no-feed (an unpartitioned projector, --no-queries, may publish it)")
 	}
 	if o.batchSize < 1 {
 		return o, fmt.Errorf("--batch-size: batch size %d is not positive", o.batchSize)
@@ -149,6 +159,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 			RebuildOnStart: o.rebuild,
 			NoShard:        o.noQueries,
 			CursorMaxBytes: int64(o.cursorBytes),
+			Shard:          o.shard,
+			Shards:         o.shards,
 		},
 		Feed:   node.FeedConfig{Off: o.noFeed, MaxBytes: int64(o.feedBytes), MaxAge: o.feedAge},
 		Logger: log,

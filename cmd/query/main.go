@@ -7,7 +7,7 @@
 // with --metrics-addr, its Prometheus metrics; it opens no store and does not
 // import node.
 //
-//	query [--nats-url URL] [--creds FILE] [--shard 0] [--metrics-addr :9310] [--log-level info]
+//	query [--nats-url URL] [--creds FILE] [--shard 0 | --shards N] [--metrics-addr :9310] [--log-level info]
 package main
 
 import (
@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dshq/dshq"
@@ -46,7 +47,8 @@ func run(ctx context.Context, args []string, ready chan<- string) error {
 	fs := flag.NewFlagSet("query", flag.ContinueOnError)
 	url := fs.String("nats-url", envOr("NATS_URL", nats.DefaultURL), "NATS server URL")
 	creds := fs.String("creds", os.Getenv("NATS_CREDS"), "NATS credentials file")
-	shard := fs.String("shard", dshq.DefaultShard, "projection shard token to ask")
+	shard := fs.String("shard", dshq.DefaultShard, "projection shard token to ask (unpartitioned)")
+	shards := fs.Int("shards", 1, "ask a projection partitioned into this many shards (projector --shard I --shards N), merging their answers (docs/cluster.md)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (/metrics); empty = off")
 	if err := fs.Parse(args); err != nil {
@@ -56,8 +58,11 @@ func run(ctx context.Context, args []string, ready chan<- string) error {
 	if err := lv.UnmarshalText([]byte(*level)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
+	if *shards < 1 || *shards > dshq.MaxShards {
+		return fmt.Errorf("--shards %d: want 1 to %d", *shards, dshq.MaxShards)
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
-	err := serve(ctx, natsconn.Options{URL: *url, Name: dshq.QueryService, Creds: *creds}, *shard, *metricsAddr, log, ready)
+	err := serve(ctx, natsconn.Options{URL: *url, Name: dshq.QueryService, Creds: *creds}, target{*shard, *shards}, *metricsAddr, log, ready)
 	log.Info("stopped", "err", err)
 	return err
 }
@@ -75,7 +80,14 @@ const (
 // maxRestartWait, and serves again; when the server refuses the credentials,
 // or no connection succeeds within reconnectFor, it returns the error, so
 // that the process exits non-zero rather than stay alive serving nothing.
-func serve(ctx context.Context, conn natsconn.Options, shard, metricsAddr string, log *slog.Logger, ready chan<- string) error {
+// target is the projection the service asks: shard, or shards when
+// partitioned.
+type target struct {
+	shard  string
+	shards int
+}
+
+func serve(ctx context.Context, conn natsconn.Options, shard target, metricsAddr string, log *slog.Logger, ready chan<- string) error {
 	reg := metricsrv.NewRegistry()
 	if metricsAddr != "" {
 		url, stopMetrics, err := metricsrv.Serve(metricsAddr, reg, log)
@@ -104,16 +116,24 @@ func serve(ctx context.Context, conn natsconn.Options, shard, metricsAddr string
 // serveOn serves dsh-query on nc until ctx is done (nil) or the connection
 // closes for good (an error wrapping natsconn.ErrConnectionClosed); either
 // way the service is stopped and the connection drained.
-func serveOn(ctx context.Context, nc *nats.Conn, conn natsconn.Options, shard string, reg prometheus.Registerer, log *slog.Logger, ready chan<- string) (err error) {
+func serveOn(ctx context.Context, nc *nats.Conn, conn natsconn.Options, shard target, reg prometheus.Registerer, log *slog.Logger, ready chan<- string) (err error) {
 	watched, stopWatch := natsconn.WatchConnection(ctx, nc)
 	defer func() { err = errors.Join(err, natsconn.Drain(nc)) }()
 	defer stopWatch()
-	stop, err := query.Serve(watched, nc, query.WithLogger(log), query.WithRegisterer(reg), query.WithShard(shard))
+	qopts := []query.ServiceOption{query.WithLogger(log), query.WithRegisterer(reg), query.WithShard(shard.shard)}
+	if shard.shards > 1 {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		qopts = append(qopts, query.WithShards(shard.shards), query.WithCursorKeyFrom(js))
+	}
+	stop, err := query.Serve(watched, nc, qopts...)
 	if err != nil {
 		return fmt.Errorf("start query service: %w", err)
 	}
 	defer func() { err = errors.Join(err, stop()) }()
-	log.Info("serving", "service", dshq.QueryService, "subjects", dshq.QuerySubjectPrefix+".>", "shard", shard, "nats", natsconn.Redacted(conn.URL))
+	log.Info("serving", "service", dshq.QueryService, "subjects", dshq.QuerySubjectPrefix+".>", "shard", shard.shard, "shards", shard.shards, "nats", natsconn.Redacted(conn.URL))
 	if ready != nil {
 		ready <- conn.URL
 	}

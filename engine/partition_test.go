@@ -1,0 +1,285 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/bench"
+	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/engine"
+	"github.com/dshq/dshq/internal/testenv"
+	"github.com/dshq/dshq/projection"
+	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/record"
+)
+
+// partitionedStack is one stream projected twice: whole (shard "0", asked
+// directly: what one shard answers) and partitioned into shards shards
+// behind a partitioned query service (dsh.query.v1).
+type partitionedStack struct {
+	env        *testenv.Env
+	whole      *query.Client
+	parted     *query.Client
+	projectors []*projection.Projector
+	ids        []string
+}
+
+// serveProjector opens and runs a projector of partition shard/shards and
+// serves it as a replica of its shard.
+func serveProjector(t *testing.T, env *testenv.Env, shard, shards int) *projection.Projector {
+	t.Helper()
+	opts := []projection.Option{projection.WithDurable(dshq.ShardDurable(shard, shards))}
+	if shards > 1 {
+		opts = append(opts, projection.WithPartition(shard, shards))
+	}
+	p := env.StartProjector(t, opts...)
+	ctx := context.Background()
+	eng, err := engine.NewShardEngine(ctx, env.JS, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := engine.ServeReplica(ctx, env.Conn, dshq.ShardToken(shard, shards), dshq.ShardDurable(shard, shards), eng,
+		func() query.ReplicaStatus {
+			pr := p.Progress()
+			st := query.ReplicaStatus{Lineage: p.Lineage(), Generation: pr.Generation, CatchingUp: pr.CatchingUp}
+			if shards > 1 {
+				st.Shards = shards
+			}
+			return st
+		}, query.WithLogger(testenv.Quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("stop shard: %v", err)
+		}
+	})
+	return p
+}
+
+// writeCorpus writes the fixtures of testdata/ and a small generated
+// corpus (forks and subagents included, so lineages cross shards) and
+// returns the session ids.
+func writeCorpus(t *testing.T, env *testenv.Env) []string {
+	t.Helper()
+	var ids []string
+	files, _ := filepath.Glob("../testdata/logs/*.jsonl")
+	files = append(files, "../testdata/sample.jsonl", "../testdata/fork.jsonl")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimSuffix(filepath.Base(f), ".jsonl")
+		vars := map[string]string{"cwd": "/work/" + name, "sessionId": "fx-" + name}
+		var lines [][]byte
+		for _, l := range bytes.Split(b, []byte("\n")) {
+			lines = append(lines, record.Substitute(l, vars))
+		}
+		h, err := record.ParseHeader(bytes.Clone(lines[0]))
+		if err != nil || slices.Contains(ids, h.Header.ID) {
+			continue // a fixture of a bad header, or of a session already written
+		}
+		id, _ := env.PublishLog(t, bytes.Join(lines, []byte("\n")))
+		ids = append(ids, id)
+	}
+	c, err := bench.GenerateCorpus(bench.CorpusConfig{Sessions: 60, Turns: 2, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	store, err := bus.NewStore(ctx, env.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range c.Sessions {
+		var opts []bus.CreateOption
+		if s.Header.IsSeeded {
+			opts = append(opts, bus.WithInheritedEventCount(s.Inherited))
+		}
+		h, err := store.Create(ctx, s.Header, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range s.Batches {
+			if _, err := h.Append(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := h.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, s.Header.ID)
+	}
+	return ids
+}
+
+func startPartitioned(t *testing.T, shards int) *partitionedStack {
+	t.Helper()
+	env := testenv.Start(t)
+	st := &partitionedStack{env: env}
+	st.ids = writeCorpus(t, env)
+	st.projectors = append(st.projectors, serveProjector(t, env, 0, 1))
+	for i := range shards {
+		st.projectors = append(st.projectors, serveProjector(t, env, i, shards))
+	}
+	info, err := env.JS.Stream(context.Background(), dshq.SessionStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := info.CachedInfo().State.LastSeq
+	for _, p := range st.projectors {
+		testenv.WaitGeneration(t, p, last)
+	}
+	st.whole = query.NewClient(env.Conn, query.WithSubjectPrefix(dshq.ShardSubjectPrefix(dshq.DefaultShard)))
+	st.parted = env.ServeQuery(t, query.WithShards(shards), query.WithCursorKeyFrom(env.JS))
+	return st
+}
+
+// TestPartitionedAnswersLikeOneShard projects one corpus whole and
+// partitioned into three shards and asks both every question of the
+// endpoints a partitioned query service merges or routes: every reply
+// (bodies and failures) must be byte for byte the same, cursors included.
+func TestPartitionedAnswersLikeOneShard(t *testing.T) {
+	st := startPartitioned(t, 3)
+	ctx := context.Background()
+	last := st.projectors[0].Generation()
+	held := map[int]int{}
+	for _, id := range st.ids {
+		held[dshq.ShardOf(id, 3)]++
+	}
+	if len(held) != 3 {
+		t.Fatalf("the corpus does not span the shards: %v", held)
+	}
+	asked := 0
+	ask := func(endpoint string, fields map[string]any) []byte {
+		t.Helper()
+		fields["minGeneration"] = last
+		body, err := json.Marshal(fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, werr := st.whole.Raw(ctx, endpoint, body)
+		got, gerr := st.parted.Raw(ctx, endpoint, body)
+		asked++
+		if fmt.Sprint(werr) != fmt.Sprint(gerr) || dshq.ErrorCode(werr) != dshq.ErrorCode(gerr) {
+			t.Fatalf("%s %s: partitioned failed with %v, one shard with %v", endpoint, body, gerr, werr)
+		}
+		if !bytes.Equal(want, got) {
+			t.Fatalf("%s %s:\npartitioned %s\none shard   %s", endpoint, body, got, want)
+		}
+		return want
+	}
+	// page follows a paged endpoint to its end.
+	page := func(endpoint string, fields map[string]any) {
+		t.Helper()
+		for n := 0; ; n++ {
+			b := ask(endpoint, fields)
+			var p struct {
+				NextCursor string `json:"nextCursor"`
+			}
+			_ = json.Unmarshal(b, &p)
+			if p.NextCursor == "" {
+				return
+			}
+			if n > 1000 {
+				t.Fatalf("%s: no end of pages", endpoint)
+			}
+			fields["cursor"] = p.NextCursor
+		}
+	}
+	for _, limit := range []int{1, 7, 100} {
+		page(query.EndpointSessionsList, map[string]any{"limit": limit})
+	}
+	page(query.EndpointSessionsList, map[string]any{})
+	for _, filters := range []string{
+		`[]`,
+		`[{"kind":"availability","values":["persisted"]}]`,
+		`[{"kind":"parent","values":[null]}]`,
+		fmt.Sprintf(`[{"kind":"id","values":[%q,%q,"nobody"]}]`, st.ids[0], st.ids[len(st.ids)-1]),
+		`[{"kind":"created-at","from":1790000000000}]`,
+	} {
+		page(query.EndpointSessionsFilter, map[string]any{"filters": json.RawMessage(filters), "limit": 5})
+	}
+	titles := append(slices.Clone(st.ids), "nobody", st.ids[0])
+	ask(query.EndpointSessionsTitles, map[string]any{"sessionIds": titles})
+	ask(query.EndpointSessionsTitles, map[string]any{"sessionIds": []string{}})
+	for _, id := range append(slices.Clone(st.ids), "nobody") {
+		ask(query.EndpointSessionsTrace, map[string]any{"sessionId": id})
+		ask(query.EndpointSessionsStat, map[string]any{"sessionId": id})
+		page(query.EndpointSessionsRead, map[string]any{"sessionId": id, "limit": 50})
+		page(query.EndpointSessionsSurface, map[string]any{"sessionId": id, "limit": 50})
+		page(query.EndpointEventsList, map[string]any{"sessionId": id, "limit": 50})
+		page(query.EndpointEventsFilter, map[string]any{"sessionId": id, "filters": json.RawMessage(`[{"kind":"type","values":["user/message"]}]`), "limit": 3})
+		ask(query.EndpointEventsRead, map[string]any{"sessionId": id, "seq": 1, "before": 1, "after": 2})
+		ask(query.EndpointEventsTrace, map[string]any{"sessionId": id, "seq": 2})
+	}
+	// A cursor of one endpoint, or of another request, is refused alike.
+	b := ask(query.EndpointSessionsList, map[string]any{"limit": 2})
+	var p dshq.SessionPage
+	if err := json.Unmarshal(b, &p); err != nil || p.NextCursor == "" {
+		t.Fatalf("no cursor: %s", b)
+	}
+	ask(query.EndpointSessionsList, map[string]any{"limit": 3, "cursor": p.NextCursor})
+	ask(query.EndpointSessionsFilter, map[string]any{"filters": json.RawMessage(`[]`), "limit": 2, "cursor": p.NextCursor})
+	ask(query.EndpointSessionsList, map[string]any{"limit": 2, "cursor": p.NextCursor + "x"})
+	t.Logf("%d questions, the same answers (sessions per shard %v)", asked, held)
+
+	// Search needs the whole corpus's statistics: refused, typed.
+	_, err := st.parted.Raw(ctx, query.EndpointSessionsSearch, []byte(`{"query":"retry"}`))
+	if dshq.ErrorCode(err) != dshq.CodeSearchDisabled {
+		t.Fatalf("partitioned search: %v, want %s", err, dshq.CodeSearchDisabled)
+	}
+}
+
+// TestPartitionedShardMissing: a partitioned query service whose shard is
+// not there fails every request it needs that shard for with a typed
+// error, never answering a part as the whole.
+func TestPartitionedShardMissing(t *testing.T) {
+	env := testenv.Start(t)
+	ids := writeCorpus(t, env)
+	var ps []*projection.Projector
+	for i := range 2 { // of 3: shard 2 is missing
+		ps = append(ps, serveProjector(t, env, i, 3))
+	}
+	info, err := env.JS.Stream(context.Background(), dshq.SessionStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		testenv.WaitGeneration(t, p, info.CachedInfo().State.LastSeq)
+	}
+	c := env.ServeQuery(t, query.WithShards(3), query.WithCursorKeyFrom(env.JS))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var missing string
+	for _, id := range ids {
+		if dshq.ShardOf(id, 3) == 2 {
+			missing = id
+			break
+		}
+	}
+	for _, q := range []struct{ endpoint, body string }{
+		{query.EndpointSessionsList, `{}`},
+		{query.EndpointSessionsTitles, fmt.Sprintf(`{"sessionIds":[%q]}`, missing)},
+		{query.EndpointSessionsStat, fmt.Sprintf(`{"sessionId":%q}`, missing)},
+		{query.EndpointSessionsTrace, fmt.Sprintf(`{"sessionId":%q}`, ids[0])},
+	} {
+		_, err := c.Raw(ctx, q.endpoint, []byte(q.body))
+		var de *dshq.Error
+		if !errors.As(err, &de) || de.Code != dshq.CodePersistenceFailed || !bytes.Contains([]byte(de.Message), []byte("2of3")) {
+			t.Errorf("%s with shard 2of3 missing: %v, want %s naming the shard", q.endpoint, err, dshq.CodePersistenceFailed)
+		}
+	}
+}
