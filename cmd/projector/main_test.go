@@ -5,12 +5,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/admin"
@@ -114,6 +119,8 @@ func TestRun_RefusesBadFlags(t *testing.T) {
 		{"an unknown log level is refused", []string{"--data", "x", "--log-level", "loud"}, "--log-level"},
 		{"a TLS cert without its key is refused", []string{"--data", "x", "--tls-cert", "c.pem"}, "go together"},
 		{"a batch size below one is refused", []string{"--data", "x", "--batch-size", "0", "--nats-url", "nats://127.0.0.1:1"}, "batch size"},
+		{"a shard out of its partitioning is refused", []string{"--data", "x", "--shard", "2", "--shards", "2", "--no-feed"}, "--shard 2 --shards 2"},
+		{"a partitioned projector with the feed is refused", []string{"--data", "x", "--shard", "0", "--shards", "2"}, "--no-feed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := run(context.Background(), c.args, io.Discard, nil)
@@ -121,5 +128,48 @@ func TestRun_RefusesBadFlags(t *testing.T) {
 				t.Fatalf("err = %v, want it to mention %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestRun_ServesItsShard: a partitioned projector projects only its
+// shard's sessions and serves them on its partitioning's own subjects,
+// never on the unpartitioned shard's.
+func TestRun_ServesItsShard(t *testing.T) {
+	env := testenv.Start(t, testenv.Listen())
+	nc := env.Server.Dial(t)
+	ids := map[int]string{}
+	for i := 0; len(ids) < 2; i++ {
+		id := fmt.Sprintf("s-%d", i)
+		if _, ok := ids[dshq.ShardOf(id, 2)]; ok {
+			continue
+		}
+		ids[dshq.ShardOf(id, 2)] = id
+		env.PublishLog(t, []byte(fmt.Sprintf(`{"type":"session","version":2,"id":%q,"createdAt":1,"isSeeded":false}`, id)))
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(runCtx, []string{"--nats-url", env.URL(), "--data", t.TempDir(), "--shard", "1", "--shards", "2", "--no-feed", "--log-level", "warn"}, io.Discard, ready)
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("run failed: %v", err)
+	}
+	body, _ := json.Marshal(map[string]any{"minGeneration": env.Last(), "timeoutMs": 5000})
+	msg, err := nc.Request(dshq.ShardSubject(dshq.ShardToken(1, 2), "sessions.list"), body, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(msg.Data), strconv.Quote(ids[1])) || strings.Contains(string(msg.Data), strconv.Quote(ids[0])) {
+		t.Errorf("shard 1of2 lists %s; want %s alone", msg.Data, ids[1])
+	}
+	if _, err := nc.Request(dshq.ShardSubject(dshq.DefaultShard, "sessions.list"), body, time.Second); !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("the unpartitioned shard answered (%v): a partitioned projector must not serve it", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run after cancel: %v", err)
 	}
 }
