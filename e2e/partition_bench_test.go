@@ -245,4 +245,3 @@ func loadAvg() string {
 	}
 	return strings.Fields(string(b))[0]
 }
-

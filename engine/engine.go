@@ -98,6 +98,7 @@ var handlers = map[string]handler{
 	query.EndpointSessionsTitles:   (*Engine).readTitles,
 	query.EndpointSessionsStat:     (*Engine).statSession,
 	query.EndpointSessionsChildren: (*Engine).readChildren,
+	query.EndpointCorpusStats:      (*Engine).corpusStats,
 	query.EndpointEventsList:       (*Engine).listEvents,
 	query.EndpointEventsFilter:     (*Engine).listEvents,
 	query.EndpointEventsSearch:     (*Engine).searchEvents,

@@ -3,9 +3,11 @@ package engine_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -95,6 +97,7 @@ func writeCorpus(t *testing.T, env *testenv.Env) []string {
 		id, _ := env.PublishLog(t, bytes.Join(lines, []byte("\n")))
 		ids = append(ids, id)
 	}
+	ids = append(ids, writeSkewedTerms(t, env)...)
 	c, err := bench.GenerateCorpus(bench.CorpusConfig{Sessions: 60, Turns: 2, Seed: 7})
 	if err != nil {
 		t.Fatal(err)
@@ -164,40 +167,51 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 		t.Fatalf("the corpus does not span the shards: %v", held)
 	}
 	asked := 0
-	ask := func(endpoint string, fields map[string]any) []byte {
+	// askPair asks both the same question (each continuing its own
+	// cursor, when given) and compares the replies.
+	askPair := func(endpoint string, fields map[string]any, wantCursor, gotCursor string) (want, got []byte) {
 		t.Helper()
 		fields["minGeneration"] = last
-		body, err := json.Marshal(fields)
-		if err != nil {
-			t.Fatal(err)
+		body := func(cursor string) []byte {
+			f := maps.Clone(fields)
+			if cursor != "" {
+				f["cursor"] = cursor
+			}
+			b, err := json.Marshal(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
 		}
-		want, werr := st.whole.Raw(ctx, endpoint, body)
-		got, gerr := st.parted.Raw(ctx, endpoint, body)
+		want, werr := st.whole.Raw(ctx, endpoint, body(wantCursor))
+		got, gerr := st.parted.Raw(ctx, endpoint, body(gotCursor))
 		asked++
 		if fmt.Sprint(werr) != fmt.Sprint(gerr) || dshq.ErrorCode(werr) != dshq.ErrorCode(gerr) {
-			t.Fatalf("%s %s: partitioned failed with %v, one shard with %v", endpoint, body, gerr, werr)
+			t.Fatalf("%s %s: partitioned failed with %v, one shard with %v", endpoint, body(gotCursor), gerr, werr)
 		}
-		if !bytes.Equal(want, got) {
-			t.Fatalf("%s %s:\npartitioned %s\none shard   %s", endpoint, body, got, want)
+		if !bytes.Equal(withoutStoreName(t, want), withoutStoreName(t, got)) {
+			t.Fatalf("%s %s:\npartitioned %s\none shard   %s", endpoint, body(gotCursor), got, want)
 		}
+		return want, got
+	}
+	ask := func(endpoint string, fields map[string]any) []byte {
+		t.Helper()
+		want, _ := askPair(endpoint, fields, "", "")
 		return want
 	}
 	// page follows a paged endpoint to its end.
 	page := func(endpoint string, fields map[string]any) {
 		t.Helper()
+		var wc, gc string
 		for n := 0; ; n++ {
-			b := ask(endpoint, fields)
-			var p struct {
-				NextCursor string `json:"nextCursor"`
-			}
-			_ = json.Unmarshal(b, &p)
-			if p.NextCursor == "" {
+			want, got := askPair(endpoint, fields, wc, gc)
+			wc, gc = nextCursor(want), nextCursor(got)
+			if wc == "" {
 				return
 			}
 			if n > 1000 {
 				t.Fatalf("%s: no end of pages", endpoint)
 			}
-			fields["cursor"] = p.NextCursor
 		}
 	}
 	for _, limit := range []int{1, 7, 100} {
@@ -226,6 +240,16 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 		ask(query.EndpointEventsRead, map[string]any{"sessionId": id, "seq": 1, "before": 1, "after": 2})
 		ask(query.EndpointEventsTrace, map[string]any{"sessionId": id, "seq": 2})
 	}
+	// events.search ranks with the whole corpus's statistics: the same
+	// scores and order as one shard, pages and cursors included.
+	for _, id := range append(slices.Clone(st.ids), "nobody") {
+		for _, q := range []string{"retry budget", "timeout", "重试 预算", "config parser", "the", "incident zeta00003", "nothing matches this"} {
+			page(query.EndpointEventsSearch, map[string]any{"sessionId": id, "query": q, "limit": 4})
+		}
+		page(query.EndpointEventsSearch, map[string]any{"sessionId": id, "query": "kappa omega", "limit": 1})
+		page(query.EndpointEventsSearch, map[string]any{"sessionId": id, "query": "the", "limit": 2,
+			"filters": json.RawMessage(`[{"kind":"type","values":["user/message","assistant/message"]}]`)})
+	}
 	// A cursor of one endpoint, or of another request, is refused alike.
 	b := ask(query.EndpointSessionsList, map[string]any{"limit": 2})
 	var p dshq.SessionPage
@@ -237,8 +261,8 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 	ask(query.EndpointSessionsList, map[string]any{"limit": 2, "cursor": p.NextCursor + "x"})
 	t.Logf("%d questions, the same answers (sessions per shard %v)", asked, held)
 
-	// The five tools, over each: the three exact ones answer alike; the
-	// two searches fail typed on the partitioned service.
+	// The five tools, over each: four answer alike; session_search fails
+	// typed on the partitioned service.
 	wholeTools, err := tools.New(tools.FromQueryClient(st.whole))
 	if err != nil {
 		t.Fatal(err)
@@ -253,6 +277,8 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 			{"session_trace", `{}`},
 			{"session_event_trace", `{"seq":2}`},
 			{"session_event_read", `{"seq":1,"before":1,"after":1}`},
+			{"session_event_search", `{"query":"retry budget"}`},
+			{"session_event_search", fmt.Sprintf(`{"query":"the","session_id":%q}`, st.ids[len(st.ids)-1])},
 		} {
 			want, err := wholeTools.Call(ctx, caller, c.name, json.RawMessage(c.args))
 			if err != nil {
@@ -271,7 +297,7 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"session_search", "session_event_search"} {
+	for _, name := range []string{"session_search"} {
 		got, err := partTools.Call(ctx, st.ids[0], name, json.RawMessage(`{"query":"retry"}`))
 		if err != nil || !got.IsError || got.Code != dshq.CodeSearchDisabled {
 			t.Errorf("partitioned %s: %+v, %v; want a %s failure", name, got, err, dshq.CodeSearchDisabled)
@@ -328,4 +354,85 @@ func TestPartitionedShardMissing(t *testing.T) {
 			t.Errorf("%s with shard 2of3 missing: %v, want %s naming the shard", q.endpoint, err, dshq.CodePersistenceFailed)
 		}
 	}
+}
+
+func nextCursor(reply []byte) string {
+	var p struct {
+		NextCursor string `json:"nextCursor"`
+	}
+	_ = json.Unmarshal(reply, &p)
+	return p.NextCursor
+}
+
+// withoutStoreName returns reply with its nextCursor, when the cursor of a
+// search names the stored hits its later pages read ("s": 96 random bits,
+// different for every search, on one shard as on many), replaced by the
+// cursor's content less that name and the MAC over it.
+func withoutStoreName(t *testing.T, reply []byte) []byte {
+	t.Helper()
+	c := nextCursor(reply)
+	text, _, ok := strings.Cut(c, ".")
+	if !ok {
+		return reply
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(text)
+	if err != nil {
+		t.Fatalf("cursor %q: %v", c, err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		t.Fatalf("cursor %q: %v", c, err)
+	}
+	if _, ok := fields["s"]; !ok {
+		return reply
+	}
+	delete(fields, "s")
+	canon, _ := json.Marshal(fields) // sorted keys
+	return bytes.Replace(reply, []byte(c), canon, 1)
+}
+
+// skewedTarget is the session of writeSkewedTerms whose two events rank
+// one way with its shard's statistics and the other with the corpus's.
+const skewedTarget = "skew-target"
+
+// writeSkewedTerms writes sessions whose terms are spread unevenly over
+// the 3 shards: skewedTarget (in shard 0 of 3) holds "kappa omega kappa"
+// and "omega kappa omega"; its shard holds "kappa" in 6 more sessions, the
+// other shards "omega" in 20. With shard 0's statistics "omega" is the
+// rarer term (the second event ranks first for "kappa omega"); with the
+// corpus's "kappa" is (the first event does).
+func writeSkewedTerms(t *testing.T, env *testenv.Env) []string {
+	t.Helper()
+	if dshq.ShardOf(skewedTarget, 3) != 0 {
+		t.Fatalf("%s is not in shard 0 of 3", skewedTarget)
+	}
+	msg := func(seq int, text string) string {
+		return fmt.Sprintf(`{"type":"user/message","seq":%d,"time":%d,"data":{"id":"m%d","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":%q}]},"surfaceOp":"append"}`,
+			seq, 1_700_000_000_000+int64(seq), seq, text)
+	}
+	write := func(id string, texts ...string) {
+		lines := []string{fmt.Sprintf(`{"type":"session","version":2,"id":%q,"createdAt":1700000000000,"cwd":"/work/skew","isSeeded":false}`, id)}
+		for i, text := range texts {
+			lines = append(lines, msg(i, text))
+		}
+		env.PublishLog(t, []byte(strings.Join(lines, "\n")))
+	}
+	ids := []string{skewedTarget}
+	write(skewedTarget, "kappa omega kappa", "omega kappa omega")
+	local, remote := 0, 0
+	for i := 0; local < 6 || remote < 20; i++ {
+		id := fmt.Sprintf("skew-%d", i)
+		switch shard := dshq.ShardOf(id, 3); {
+		case shard == 0 && local < 6:
+			write(id, "kappa filler words")
+			local++
+		case shard != 0 && remote < 20:
+			write(id, "omega filler words")
+			remote++
+		default:
+			continue
+		}
+		ids = append(ids, id)
+	}
+	return ids
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/index"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/query"
 )
@@ -47,6 +48,41 @@ func (e *Engine) Answer(ctx context.Context, req *query.Request, maxReply int) (
 	return bounded.Run(ctx, req)
 }
 
+// CorpusStatsReply is the corpus.stats reply: the shard's statistics of a
+// phrase.
+type CorpusStatsReply struct {
+	Stats      index.CorpusStats `json:"stats"`
+	Generation uint64            `json:"generation"`
+}
+
+// corpusStats answers corpus.stats (a projection shard's endpoint): the
+// index's BM25 statistics of the phrase.
+func (e *Engine) corpusStats(ctx context.Context, snap Snapshot, req *query.Request) (any, error) {
+	src, ok := snap.(interface{ Index() *index.Index })
+	if !ok || src.Index() == nil || e.search == nil {
+		return nil, dshq.Errorf(dshq.CodeSearchDisabled, "search is disabled: this projection has no index")
+	}
+	st, err := src.Index().CorpusStats(ctx, req.Query)
+	if err != nil {
+		return nil, indexFailed(err)
+	}
+	return CorpusStatsReply{Stats: st, Generation: snap.Generation()}, nil
+}
+
+// withCorpusStats returns ctx ranking with the corpus statistics a
+// partitioned query service sent in the request's header, if any.
+func withCorpusStats(ctx context.Context) (context.Context, error) {
+	h := query.RequestHeader(ctx).Get(query.CorpusStatsHeader)
+	if h == "" {
+		return ctx, nil
+	}
+	var st index.CorpusStats
+	if err := json.Unmarshal([]byte(h), &st); err != nil {
+		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "header %s is not corpus statistics: %v", query.CorpusStatsHeader, err)
+	}
+	return index.WithCorpusStats(ctx, &st), nil
+}
+
 // ServeShard serves e as projection shard shard on nc: the micro service
 // dsh-projection with one endpoint per query endpoint on
 // dsh.proj.<shard>.v1.<endpoint>, in the queue group p<shard>. The projector
@@ -66,6 +102,9 @@ func ServeShard(ctx context.Context, nc *nats.Conn, shard string, e *Engine, opt
 	return query.ServeEndpoints(ctx, nc, spec, func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
 		req, err := query.DecodeRequest(endpoint, body)
 		if err != nil {
+			return nil, err
+		}
+		if ctx, err = withCorpusStats(ctx); err != nil {
 			return nil, err
 		}
 		return e.Answer(ctx, req, budget)
@@ -101,6 +140,9 @@ func ServeReplica(ctx context.Context, nc *nats.Conn, shard, replica string, e *
 	stopReplica, err := query.ServeEndpoints(ctx, nc, spec, func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
 		req, err := query.DecodeRequest(endpoint, body)
 		if err != nil {
+			return nil, err
+		}
+		if ctx, err = withCorpusStats(ctx); err != nil {
 			return nil, err
 		}
 		return e.Answer(ctx, req, budget)

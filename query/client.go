@@ -265,7 +265,10 @@ func roundTrip(ctx context.Context, nc *nats.Conn, subject, moved string, body [
 	defer func() { _ = sub.Unsubscribe() }()
 	watch := failover.For(nc, moved)
 	changed := watch.Changed()
-	send := func() error { return nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: body}) }
+	header := outgoingHeader(ctx)
+	send := func() error {
+		return nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: body, Header: header})
+	}
 	if err := send(); err != nil {
 		return nil, err
 	}

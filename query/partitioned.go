@@ -128,13 +128,63 @@ func (f *fanout) answer(ctx context.Context, endpoint string, body []byte) ([]by
 		return f.titles(ctx, req)
 	case EndpointSessionsTrace:
 		return f.trace(ctx, req)
-	case EndpointSessionsSearch, EndpointEventsSearch:
+	case EndpointSessionsSearch:
 		return nil, dshq.Errorf(dshq.CodeSearchDisabled,
-			"search is not available on a partitioned projection yet: its ranking needs the whole corpus's statistics (docs/cluster.md, \"Partitioned projectors\")")
+			"sessions.search is not available on a partitioned projection yet (docs/cluster.md, \"Partitioned projectors\")")
+	case EndpointEventsSearch:
+		if req.Cursor == "" {
+			// A first page ranks: with the whole corpus's statistics.
+			stats, err := f.corpusStats(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			ctx = withOutgoingHeader(ctx, nats.Header{CorpusStatsHeader: []string{string(stats)}})
+		}
 	}
 	// One session's endpoint: its shard answers for it, as the whole
 	// projection would (a session's records are all in its shard).
 	return f.ask(ctx, dshq.ShardOf(req.SessionID, len(f.tokens)), endpoint, req, body)
+}
+
+// corpusStats asks every shard for its BM25 statistics of req's phrase
+// and returns their sums (JSON): what one index of the whole corpus ranks
+// with.
+func (f *fanout) corpusStats(ctx context.Context, req *Request) ([]byte, error) {
+	var (
+		mu  sync.Mutex
+		sum struct {
+			Docs       uint64            `json:"docs"`
+			TextLength uint64            `json:"textLength"`
+			Terms      map[string]uint64 `json:"terms"`
+		}
+	)
+	sum.Terms = map[string]uint64{}
+	err := f.each(ctx, func(ctx context.Context, i int) error {
+		m := consistency(req, 0)
+		m["query"] = req.Query
+		var out struct {
+			Stats struct {
+				Docs       uint64            `json:"docs"`
+				TextLength uint64            `json:"textLength"`
+				Terms      map[string]uint64 `json:"terms"`
+			} `json:"stats"`
+		}
+		if err := f.askJSON(ctx, i, EndpointCorpusStats, m, &out); err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		sum.Docs += out.Stats.Docs
+		sum.TextLength += out.Stats.TextLength
+		for t, n := range out.Stats.Terms {
+			sum.Terms[t] += n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(sum)
 }
 
 // ask sends a request of endpoint to a replica of shard i and returns its

@@ -46,9 +46,20 @@ var Endpoints = []string{
 // its shards (docs/protocol.md, "Partitioned projections").
 const EndpointSessionsChildren = "sessions.children"
 
-// ShardEndpoints lists the endpoints of a projection shard: Endpoints and
-// EndpointSessionsChildren.
-var ShardEndpoints = append(append([]string(nil), Endpoints...), EndpointSessionsChildren)
+// EndpointCorpusStats is an endpoint of the projection shards alone: the
+// shard's BM25 statistics of a phrase (index.CorpusStats), which the query
+// service of a partitioned projection sums so that a shard ranks with the
+// whole corpus's (docs/protocol.md, "Partitioned projections").
+const EndpointCorpusStats = "corpus.stats"
+
+// CorpusStatsHeader is the header of a search request to a shard that
+// carries the corpus's statistics (JSON of index.CorpusStats): the shard
+// ranks with them.
+const CorpusStatsHeader = "Dsh-Corpus-Stats"
+
+// ShardEndpoints lists the endpoints of a projection shard: Endpoints,
+// EndpointSessionsChildren and EndpointCorpusStats.
+var ShardEndpoints = append(append([]string(nil), Endpoints...), EndpointSessionsChildren, EndpointCorpusStats)
 
 // SessionChildren is the sessions.children reply: for each unique id of
 // the request, in first-occurrence order, the records of the sessions
@@ -113,6 +124,7 @@ var endpointFields = map[string][]string{
 	EndpointSessionsStat:     {"sessionId"},
 	EndpointSessionsTitles:   {"sessionIds"},
 	EndpointSessionsChildren: {"sessionIds"},
+	EndpointCorpusStats:      {"query"},
 	EndpointEventsList:       {"sessionId", "limit", "cursor"},
 	EndpointEventsFilter:     {"sessionId", "filters", "limit", "cursor"},
 	EndpointEventsSearch:     {"sessionId", "query", "filters", "limit", "cursor"},
@@ -179,6 +191,8 @@ func (r *Request) decodeFields(f map[string]json.RawMessage) error {
 		steps = []func() error{sessionID(dshq.CodeInvalidRequest), cursor, listLimit}
 	case EndpointSessionsTrace, EndpointSessionsStat:
 		steps = []func() error{sessionID(dshq.CodeInvalidRequest)}
+	case EndpointCorpusStats:
+		steps = []func() error{query}
 	case EndpointSessionsTitles, EndpointSessionsChildren:
 		steps = []func() error{func() (err error) { r.SessionIDs, err = decodeSessionIDs(f); return err }}
 	case EndpointEventsFilter:

@@ -189,6 +189,9 @@ func ServeEndpoints(ctx context.Context, nc *nats.Conn, spec Spec, answer Answer
 	eps := make([]microhost.Endpoint, len(names))
 	for i, ep := range names {
 		eps[i] = microhost.Endpoint{Name: ep, Subject: spec.Subject(ep), Handler: func(ctx context.Context, msg *nats.Msg) ([]byte, error) {
+			if msg.Header != nil {
+				ctx = context.WithValue(ctx, requestHeaderKey{}, msg.Header)
+			}
 			return answer(ctx, ep, msg.Data)
 		}}
 	}
@@ -244,4 +247,25 @@ func forward(ctx context.Context, nc *nats.Conn, table *replicaTable, shard, end
 		return nil, err
 	}
 	return msg.Data, nil
+}
+
+type requestHeaderKey struct{}
+
+// RequestHeader returns the NATS headers of the request an Answer answers
+// (nil without).
+func RequestHeader(ctx context.Context) nats.Header {
+	h, _ := ctx.Value(requestHeaderKey{}).(nats.Header)
+	return h
+}
+
+type outgoingHeaderKey struct{}
+
+// withOutgoingHeader makes the requests sent under ctx carry h.
+func withOutgoingHeader(ctx context.Context, h nats.Header) context.Context {
+	return context.WithValue(ctx, outgoingHeaderKey{}, h)
+}
+
+func outgoingHeader(ctx context.Context) nats.Header {
+	h, _ := ctx.Value(outgoingHeaderKey{}).(nats.Header)
+	return h
 }
