@@ -29,8 +29,9 @@ import (
 // shards spent per 1,000 records (user + system of every shard process),
 // each shard's peak RSS (VmHWM), and the latency of queries through a
 // query service of that partitioning (sessions.list first pages,
-// sessions.trace, sessions.stat; sessions.search on one shard only:
-// partitioned search is refused). The load average is printed beside: the
+// sessions.trace, sessions.stat, events.search of a common phrase, ranked
+// with the corpus's statistics; sessions.search on one shard only: it is
+// not partitioned yet). The load average is printed beside: the
 // machine is shared. Run on demand:
 //
 //	go test -run '^$' -bench PartitionedCatchUp -benchtime 1x ./e2e
@@ -195,6 +196,9 @@ func queryLatencies(b *testing.B, ctx context.Context, nc *nats.Conn, shards int
 		{query.EndpointSessionsList, func() string { return fmt.Sprintf(`{"limit":20,"minGeneration":%d}`, last) }},
 		{query.EndpointSessionsTrace, func() string { return fmt.Sprintf(`{"sessionId":%q}`, ids[rng.IntN(len(ids))]) }},
 		{query.EndpointSessionsStat, func() string { return fmt.Sprintf(`{"sessionId":%q}`, ids[rng.IntN(len(ids))]) }},
+		{query.EndpointEventsSearch, func() string {
+			return fmt.Sprintf(`{"sessionId":%q,"query":"retry budget","limit":10}`, ids[rng.IntN(len(ids))])
+		}},
 	}
 	if shards == 1 {
 		kinds = append(kinds, struct {
