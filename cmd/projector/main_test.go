@@ -158,7 +158,17 @@ func TestRun_ServesItsShard(t *testing.T) {
 		t.Fatalf("run failed: %v", err)
 	}
 	body, _ := json.Marshal(map[string]any{"minGeneration": env.Last(), "timeoutMs": 5000})
-	msg, err := nc.Request(dshq.ShardSubject(dshq.ShardToken(1, 2), "sessions.list"), body, 20*time.Second)
+	// The shard's subscriptions may reach the server after ready: no
+	// responders is retried.
+	var msg *nats.Msg
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		msg, err = nc.Request(dshq.ShardSubject(dshq.ShardToken(1, 2), "sessions.list"), body, 20*time.Second)
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
