@@ -171,7 +171,7 @@ func (s indexSearcher) rankPages(limit int, asOf uint64, rank func(offset, limit
 		}
 		asOf, out.More = cmp.Or(asOf, r.Generation), r.More
 		for _, k := range r.Keys {
-			out.Keys = append(out.Keys, HitKey{SessionID: k.SessionID, Seq: k.Seq, Gen: k.Gen})
+			out.Keys = append(out.Keys, HitKey{SessionID: k.SessionID, Seq: k.Seq, Gen: k.Gen, Score: k.Score, Time: k.Time})
 		}
 		if !r.More || len(r.Keys) == 0 {
 			break

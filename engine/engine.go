@@ -99,6 +99,8 @@ var handlers = map[string]handler{
 	query.EndpointSessionsStat:     (*Engine).statSession,
 	query.EndpointSessionsChildren: (*Engine).readChildren,
 	query.EndpointCorpusStats:      (*Engine).corpusStats,
+	query.EndpointSessionsRank:     (*Engine).rankSessions,
+	query.EndpointSessionsHits:     (*Engine).sessionsHits,
 	query.EndpointEventsList:       (*Engine).listEvents,
 	query.EndpointEventsFilter:     (*Engine).listEvents,
 	query.EndpointEventsSearch:     (*Engine).searchEvents,

@@ -36,6 +36,11 @@ type HitKey struct {
 	// in the index (index.Key).
 	Gen  uint64 `json:"g,omitempty"`
 	Live bool   `json:"l,omitempty"`
+	// Score and Time are the ranking's (a session ranking's; index.Key):
+	// what a partitioned query service merges the shards' rankings by.
+	// They are not stored.
+	Score float64 `json:"-"`
+	Time  int64   `json:"-"`
 }
 
 // Ranked is a ranking of keys.

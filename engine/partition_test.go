@@ -250,6 +250,45 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 		page(query.EndpointEventsSearch, map[string]any{"sessionId": id, "query": "the", "limit": 2,
 			"filters": json.RawMessage(`[{"kind":"type","values":["user/message","assistant/message"]}]`)})
 	}
+	// sessions.search ranks every shard's sessions with the whole
+	// corpus's statistics and merges them: the same sessions in the same
+	// order, hits, snippets, pages and cursors as one shard. "filler" and
+	// "words" match sessions spread 6 : 20 over the shards with the same
+	// text, which a shard's own statistics would rank by shard, not by
+	// time and id.
+	for _, q := range []string{"retry budget", "timeout", "重试 预算", "config parser", "the", "filler", "words",
+		"kappa omega", "omega", "incident zeta00003", "nothing matches this"} {
+		for _, limit := range []int{1, 3, 10, 50} {
+			page(query.EndpointSessionsSearch, map[string]any{"query": q, "limit": limit})
+		}
+	}
+	for _, c := range []struct{ session, event string }{
+		{`[]`, `[]`},
+		{`[{"kind":"availability","values":["persisted"]}]`, `[]`},
+		{`[{"kind":"availability","values":["live"]}]`, `[]`},
+		{`[{"kind":"parent","values":[null]}]`, `[{"kind":"type","values":["user/message"]}]`},
+		{fmt.Sprintf(`[{"kind":"id","values":[%q,%q,%q,"nobody"]}]`, st.ids[0], st.ids[len(st.ids)-1], skewedTarget), `[]`},
+		{`[{"kind":"cwd","values":["/work/skew"]}]`, `[{"kind":"seq","from":0,"to":1}]`},
+		{`[{"kind":"created-at","from":1790000000000}]`, `[]`},
+		{`[]`, `[{"kind":"time","from":1700000000000,"to":1700000000001}]`},
+		{`[{"kind":"id","values":[]}]`, `[]`},
+	} {
+		for _, q := range []string{"the", "filler", "retry"} {
+			page(query.EndpointSessionsSearch, map[string]any{"query": q, "limit": 4,
+				"sessionFilters": json.RawMessage(c.session), "eventFilters": json.RawMessage(c.event)})
+		}
+	}
+	// Failures, alike: a bad cursor, another request's cursor, a cursor
+	// past the end.
+	sb := ask(query.EndpointSessionsSearch, map[string]any{"query": "the", "limit": 2})
+	sc := nextCursor(sb)
+	if sc == "" {
+		t.Fatalf("sessions.search: no cursor: %s", sb)
+	}
+	ask(query.EndpointSessionsSearch, map[string]any{"query": "the", "limit": 2, "cursor": sc + "x"})
+	ask(query.EndpointSessionsSearch, map[string]any{"query": "words", "limit": 2, "cursor": sc})
+	ask(query.EndpointSessionsSearch, map[string]any{"query": "the", "limit": 2, "cursor": json.RawMessage(`7`)})
+
 	// A cursor of one endpoint, or of another request, is refused alike.
 	b := ask(query.EndpointSessionsList, map[string]any{"limit": 2})
 	var p dshq.SessionPage
@@ -261,8 +300,7 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 	ask(query.EndpointSessionsList, map[string]any{"limit": 2, "cursor": p.NextCursor + "x"})
 	t.Logf("%d questions, the same answers (sessions per shard %v)", asked, held)
 
-	// The five tools, over each: four answer alike; session_search fails
-	// typed on the partitioned service.
+	// The five tools, over each, answer alike.
 	wholeTools, err := tools.New(tools.FromQueryClient(st.whole))
 	if err != nil {
 		t.Fatal(err)
@@ -279,6 +317,8 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 			{"session_event_read", `{"seq":1,"before":1,"after":1}`},
 			{"session_event_search", `{"query":"retry budget"}`},
 			{"session_event_search", fmt.Sprintf(`{"query":"the","session_id":%q}`, st.ids[len(st.ids)-1])},
+			{"session_search", `{"query":"retry budget"}`},
+			{"session_search", `{"query":"filler"}`},
 		} {
 			want, err := wholeTools.Call(ctx, caller, c.name, json.RawMessage(c.args))
 			if err != nil {
@@ -297,21 +337,67 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"session_search"} {
-		got, err := partTools.Call(ctx, st.ids[0], name, json.RawMessage(`{"query":"retry"}`))
-		if err != nil || !got.IsError || got.Code != dshq.CodeSearchDisabled {
-			t.Errorf("partitioned %s: %+v, %v; want a %s failure", name, got, err, dshq.CodeSearchDisabled)
-		}
-	}
 	if failed > calls/2 {
 		t.Fatalf("%d of %d tool calls failed on one shard: the comparison would say little", failed, calls)
 	}
 	t.Logf("%d tool calls, the same results (%d of them failures, alike)", calls, failed)
 
-	// Search needs the whole corpus's statistics: refused, typed.
-	_, err = st.parted.Raw(ctx, query.EndpointSessionsSearch, []byte(`{"query":"retry"}`))
-	if dshq.ErrorCode(err) != dshq.CodeSearchDisabled {
-		t.Fatalf("partitioned search: %v, want %s", err, dshq.CodeSearchDisabled)
+	// A later page of sessions.search is stale once a session it counts
+	// is reclassified (each shard checks the sessions it holds), and goes
+	// on when none is: alike.
+	fillerWant := ask(query.EndpointSessionsSearch, map[string]any{"query": "filler", "limit": 2})
+	fillerGot, err := st.parted.Raw(ctx, query.EndpointSessionsSearch, []byte(fmt.Sprintf(`{"query":"filler","limit":2,"minGeneration":%d}`, last)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	retryWant := ask(query.EndpointSessionsSearch, map[string]any{"query": "retry budget", "limit": 2})
+	retryGot, err := st.parted.Raw(ctx, query.EndpointSessionsSearch, []byte(fmt.Sprintf(`{"query":"retry budget","limit":2,"minGeneration":%d}`, last)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var filler dshq.SessionSearchPage
+	if err := json.Unmarshal(fillerWant, &filler); err != nil || filler.NextCursor == "" {
+		t.Fatalf("filler: %s", fillerWant)
+	}
+	// The last of the counted sessions, which no first page shows.
+	victim := ""
+	for i := 0; victim == ""; i++ {
+		id := fmt.Sprintf("skew-%d", i)
+		if id != filler.Items[0].Header.ID && id != filler.Items[1].Header.ID && dshq.ShardOf(id, 3) != 0 {
+			victim = id
+		}
+	}
+	store, err := bus.NewStore(ctx, st.env.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := store.Open(ctx, victim, bus.Write)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := record.ParseEvent([]byte(`{"type":"user/message","seq":1,"time":1700000000001,"data":{"id":"m-r","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":"filler summary"}]},"surfaceOp":{"op":"replace","start":0,"end":0},"sourceEventSeqs":[0]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Append(ctx, []dshq.Event{ev}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.env.JS.Stream(ctx, dshq.SessionStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last = info.CachedInfo().State.LastSeq
+	for _, p := range st.projectors {
+		testenv.WaitGeneration(t, p, last)
+	}
+	askPair(query.EndpointSessionsSearch, map[string]any{"query": "filler", "limit": 2}, nextCursor(fillerWant), nextCursor(fillerGot))
+	askPair(query.EndpointSessionsSearch, map[string]any{"query": "retry budget", "limit": 2}, nextCursor(retryWant), nextCursor(retryGot))
+	_, err = st.parted.Raw(ctx, query.EndpointSessionsSearch, []byte(fmt.Sprintf(`{"query":"filler","limit":2,"cursor":%q}`, nextCursor(fillerGot))))
+	if dshq.ErrorCode(err) != dshq.CodeStaleCursor {
+		t.Fatalf("a later page after a reclassification: %v, want %s", err, dshq.CodeStaleCursor)
 	}
 }
 

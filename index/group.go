@@ -282,7 +282,11 @@ func (x *Index) bestPerSession(ctx context.Context, tq query.Query, fs *filterSe
 		if err != nil {
 			return nil, err
 		}
-		keys = append(keys, Key{SessionID: b.sid, Seq: seq, Gen: gen, Score: b.score})
+		tm, err := rankKeyTime(out.rank(b))
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, Key{SessionID: b.sid, Seq: seq, Gen: gen, Score: b.score, Time: tm})
 	}
 	return keys, nil
 }

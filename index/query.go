@@ -88,6 +88,12 @@ type Key struct {
 	Gen       uint64
 	// Score is the BM25 relevance, as in Hit.
 	Score float64
+	// Time is the event's time (RankSessions only): a session ranking
+	// sorts by score desc, then time desc, then session id asc (its rank
+	// key's order among distinct sessions), so the rankings of indexes of
+	// disjoint sessions merge by these into the order one index of them
+	// all gives.
+	Time int64
 }
 
 // Ranking is a run of ranked keys without docs or snippets. For

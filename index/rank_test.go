@@ -70,6 +70,7 @@ func referenceOrder(t *testing.T, x *Index, sessionID string) []Key {
 	out := make([]Key, len(refs))
 	for i, r := range refs {
 		out[i] = r.Key
+		out[i].Time = int64(r.time) // as RankSessions gives it
 	}
 	return out
 }
@@ -84,6 +85,9 @@ func TestRankingMatchesTheReferenceOrder(t *testing.T) {
 	apply(t, x, 1, tiedCorpus()...)
 	ctx := context.Background()
 	events := referenceOrder(t, x, "big")
+	for i := range events {
+		events[i].Time = 0 // RankEvents gives no time
+	}
 	var sessions []Key
 	seen := map[string]bool{}
 	for _, k := range referenceOrder(t, x, "") {
@@ -147,7 +151,7 @@ func TestHitsOfKeys(t *testing.T) {
 	x, _ := openTest(t)
 	ctx := context.Background()
 	apply(t, x, 1, doc("a", 1, 5, strings.Repeat("pad ", 40)+"the needle here"), doc("b", 2, 5, "a needle"))
-	keys := []Key{{"b", 2, 1, 0.5}, {"gone", 9, 1, 0.4}, {"a", 1, 1, 0.25}}
+	keys := []Key{{SessionID: "b", Seq: 2, Gen: 1, Score: 0.5}, {SessionID: "gone", Seq: 9, Gen: 1, Score: 0.4}, {SessionID: "a", Seq: 1, Gen: 1, Score: 0.25}}
 	hits, err := x.Hits(ctx, "  needle ", keys, 20)
 	must(t, err)
 	got := make([]string, len(hits))

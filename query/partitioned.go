@@ -79,6 +79,9 @@ type fanout struct {
 	keyJS jetstream.JetStream
 	keyMu sync.Mutex // guards key
 	key   CursorKey
+
+	kvMu sync.Mutex // guards kv
+	kv   jetstream.KeyValue
 }
 
 func newFanout(nc *nats.Conn, cfg serviceConfig) (*fanout, error) {
@@ -129,8 +132,7 @@ func (f *fanout) answer(ctx context.Context, endpoint string, body []byte) ([]by
 	case EndpointSessionsTrace:
 		return f.trace(ctx, req)
 	case EndpointSessionsSearch:
-		return nil, dshq.Errorf(dshq.CodeSearchDisabled,
-			"sessions.search is not available on a partitioned projection yet (docs/cluster.md, \"Partitioned projectors\")")
+		return f.searchSessions(ctx, req, body)
 	case EndpointEventsSearch:
 		if req.Cursor == "" {
 			// A first page ranks: with the whole corpus's statistics.

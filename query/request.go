@@ -52,6 +52,18 @@ const EndpointSessionsChildren = "sessions.children"
 // whole corpus's (docs/protocol.md, "Partitioned projections").
 const EndpointCorpusStats = "corpus.stats"
 
+// EndpointSessionsRank is an endpoint of the projection shards alone: the
+// shard's session ranking of a sessions.search (SessionRanking), for the
+// query service of a partitioned projection, which merges the shards'
+// rankings into the corpus's (docs/protocol.md, "Partitioned projections").
+const EndpointSessionsRank = "sessions.rank"
+
+// EndpointSessionsHits is an endpoint of the projection shards alone: the
+// sessions.search hits of ranked keys the shard holds (SessionHits), and
+// the stale check of a later page's sessions, for the query service of a
+// partitioned projection.
+const EndpointSessionsHits = "sessions.hits"
+
 // CorpusStatsHeader is the header of a search request to a shard that
 // carries the corpus's statistics (JSON of index.CorpusStats): the shard
 // ranks with them.
@@ -59,7 +71,45 @@ const CorpusStatsHeader = "Dsh-Corpus-Stats"
 
 // ShardEndpoints lists the endpoints of a projection shard: Endpoints,
 // EndpointSessionsChildren and EndpointCorpusStats.
-var ShardEndpoints = append(append([]string(nil), Endpoints...), EndpointSessionsChildren, EndpointCorpusStats)
+var ShardEndpoints = append(append([]string(nil), Endpoints...), EndpointSessionsChildren, EndpointCorpusStats,
+	EndpointSessionsRank, EndpointSessionsHits)
+
+// RankedSession is one session of a SessionRanking: its best event's key
+// (as stored for later pages), the score and event time it ranks by, and
+// Drop when the shard's snapshot does not count it (an invalid session,
+// an event it does not hold yet): a dropped key still takes its place in
+// the ranking's window, as on one shard.
+type RankedSession struct {
+	SessionID string  `json:"s"`
+	Seq       int64   `json:"q"`
+	Gen       uint64  `json:"g,omitempty"`
+	Live      bool    `json:"l,omitempty"`
+	Score     float64 `json:"r"`
+	Time      int64   `json:"t"`
+	Drop      bool    `json:"d,omitempty"`
+}
+
+// SessionRanking is the sessions.rank reply: the shard's ranked sessions
+// (score desc, time desc, id asc), at most MaxResults of them, More when
+// more matched. When the ranking is larger than a reply, Keys is empty
+// and Stored names it in the cursor bucket (chunks Stored.0, Stored.1, ...
+// of Chunks, each a JSON array of RankedSession).
+type SessionRanking struct {
+	Keys       []RankedSession `json:"keys"`
+	Stored     string          `json:"stored,omitempty"`
+	Chunks     int             `json:"chunks,omitempty"`
+	More       bool            `json:"more,omitempty"`
+	MaxResults int             `json:"maxResults"`
+	Generation uint64          `json:"generation"`
+}
+
+// SessionHits is the sessions.hits reply: the hits of a prefix of the
+// request's keys, aligned with them (null where a key no longer
+// resolves), as many as fit a reply.
+type SessionHits struct {
+	Items      []*dshq.SessionSearchHit `json:"items"`
+	Generation uint64                   `json:"generation"`
+}
 
 // SessionChildren is the sessions.children reply: for each unique id of
 // the request, in first-occurrence order, the records of the sessions
@@ -110,6 +160,13 @@ type Request struct {
 	SeqLit string
 	Before int
 	After  int
+
+	// Keys are the ranked keys of sessions.hits (JSON array of
+	// {"s","q","g","l"}), decoded by the engine.
+	Keys json.RawMessage
+	// Since is the generation of sessions.hits' first page: a session of
+	// SessionIDs reclassified after it makes the page stale.
+	Since uint64
 }
 
 // endpointFields lists the fields each endpoint accepts besides
@@ -125,6 +182,8 @@ var endpointFields = map[string][]string{
 	EndpointSessionsTitles:   {"sessionIds"},
 	EndpointSessionsChildren: {"sessionIds"},
 	EndpointCorpusStats:      {"query"},
+	EndpointSessionsRank:     {"query", "sessionFilters", "eventFilters"},
+	EndpointSessionsHits:     {"query", "keys", "sessionIds", "since"},
 	EndpointEventsList:       {"sessionId", "limit", "cursor"},
 	EndpointEventsFilter:     {"sessionId", "filters", "limit", "cursor"},
 	EndpointEventsSearch:     {"sessionId", "query", "filters", "limit", "cursor"},
@@ -193,6 +252,29 @@ func (r *Request) decodeFields(f map[string]json.RawMessage) error {
 		steps = []func() error{sessionID(dshq.CodeInvalidRequest)}
 	case EndpointCorpusStats:
 		steps = []func() error{query}
+	case EndpointSessionsRank:
+		steps = []func() error{
+			filters("sessionFilters", &r.SessionFilters, scopeSessionSearch),
+			filters("eventFilters", &r.EventFilters, scopeEventSearch),
+			query,
+		}
+	case EndpointSessionsHits:
+		steps = []func() error{query,
+			func() (err error) { r.SessionIDs, err = decodeSessionIDs(f); return err },
+			func() error {
+				if raw := f["keys"]; jsonKind(raw) == kindArray {
+					r.Keys = raw
+					return nil
+				}
+				return dshq.Errorf(dshq.CodeInvalidRequest, "keys must be an array")
+			},
+			func() error {
+				if raw, ok := f["since"]; ok && json.Unmarshal(raw, &r.Since) != nil {
+					return dshq.Errorf(dshq.CodeInvalidRequest, "since must be a generation")
+				}
+				return nil
+			},
+		}
 	case EndpointSessionsTitles, EndpointSessionsChildren:
 		steps = []func() error{func() (err error) { r.SessionIDs, err = decodeSessionIDs(f); return err }}
 	case EndpointEventsFilter:

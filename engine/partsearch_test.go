@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/dshq/dshq/query"
+)
+
+// TestSessionRankStoredWhenLarge: a sessions.rank window larger than a
+// reply is stored in chunks (as JSON arrays of query.RankedSession) and
+// named instead; read back, it is the ranking a large reply carries, in
+// the order a partitioned service merges by.
+func TestSessionRankStoredWhenLarge(t *testing.T) {
+	p := newPipe(t)
+	for i := range 60 {
+		id := fmt.Sprintf("s%02d", i)
+		p.session(id, hdr{createdAt: int64(i)})
+		evs := []evSpec{userMsg(int64(i%7), fmt.Sprintf("a needle in haystack %d", i))}
+		for j := range i % 3 {
+			evs = append(evs, userMsg(int64(100+j), fmt.Sprintf("needle needle %d.%d", i, j)))
+		}
+		p.events(id, evs...)
+	}
+	p.sync()
+	p.setLive("s07", true)
+	e := New(FromProjector(p.proj), WithSearcher(FromIndex(p.proj.Index())))
+	req, err := query.DecodeRequest(query.EndpointSessionsRank, []byte(`{"query":"needle"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	whole := decodeRanking(t, e, ctx, req, 0)
+	if len(whole.Keys) != 60 || whole.Stored != "" || whole.More {
+		t.Fatalf("ranking %+v", whole)
+	}
+	for i := 1; i < len(whole.Keys); i++ {
+		a, b := whole.Keys[i-1], whole.Keys[i]
+		if a.Score < b.Score || (a.Score == b.Score && (a.Time < b.Time || (a.Time == b.Time && a.SessionID > b.SessionID))) {
+			t.Fatalf("keys %d and %d out of order: %+v %+v", i-1, i, a, b)
+		}
+	}
+	small := decodeRanking(t, e, ctx, req, 3<<10)
+	if small.Stored == "" || small.Chunks != 1 || len(small.Keys) != 0 {
+		t.Fatalf("small reply %+v", small)
+	}
+	b, err := e.store.Get(ctx, small.Stored+".0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []query.RankedSession
+	if err := json.Unmarshal(b, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(stored, whole.Keys) {
+		t.Fatalf("stored %+v\nwant %+v", stored, whole.Keys)
+	}
+}
+
+func decodeRanking(t *testing.T, e *Engine, ctx context.Context, req *query.Request, maxReply int) query.SessionRanking {
+	t.Helper()
+	out, err := e.Answer(ctx, req, maxReply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r query.SessionRanking
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
