@@ -121,6 +121,49 @@ type Stats struct {
 	// IndexDocs and IndexBytes describe the full-text index.
 	IndexDocs  uint64 `json:"indexDocs"`
 	IndexBytes int64  `json:"indexBytes"`
+	// Shards is the number of shards of a partitioned projection (an
+	// addition; omitted unpartitioned). A shard's own reply also names its
+	// Shard; Client.Stats asks every shard and answers their sum, with each
+	// shard's own reply in PerShard (see mergeStats).
+	Shards   int     `json:"shards,omitempty"`
+	Shard    int     `json:"shard,omitempty"`
+	PerShard []Stats `json:"perShard,omitempty"`
+}
+
+// shardStatsSubject is where every replica of shard token of a partitioned
+// projection answers stats for its shard alone: dsh.admin.v1.shard.<token>.stats.
+func shardStatsSubject(token string) string {
+	return dshq.AdminSubjectPrefix + ".shard." + token + "." + EndpointStats
+}
+
+// mergeStats sums the shards' stats (in shard order) into the stats of
+// the whole projection: counts are summed; the generation is the least
+// (every record up to it is counted) and the lag is measured from it; the
+// stream figures are the furthest seen; catching up if any shard is; the
+// epoch is shard 0's (each shard's is in PerShard).
+func mergeStats(parts []Stats) Stats {
+	out := Stats{Generation: parts[0].Generation, Epoch: parts[0].Epoch, Harnesses: map[string]int64{},
+		Shards: len(parts), PerShard: parts}
+	for _, p := range parts {
+		out.Generation = min(out.Generation, p.Generation)
+		out.StreamLastSeq = max(out.StreamLastSeq, p.StreamLastSeq)
+		out.StreamRecords = max(out.StreamRecords, p.StreamRecords)
+		out.CatchingUp = out.CatchingUp || p.CatchingUp
+		out.Sessions += p.Sessions
+		out.InvalidSessions += p.InvalidSessions
+		out.LiveSessions += p.LiveSessions
+		for h, n := range p.Harnesses {
+			out.Harnesses[h] += n
+		}
+		out.Events += p.Events
+		out.Quarantined += p.Quarantined
+		out.IndexDocs += p.IndexDocs
+		out.IndexBytes += p.IndexBytes
+	}
+	if out.StreamLastSeq > out.Generation {
+		out.Lag = out.StreamLastSeq - out.Generation
+	}
+	return out
 }
 
 // Option configures Serve.
@@ -172,6 +215,12 @@ func Serve(ctx context.Context, nc *nats.Conn, p *projection.Projector, opts ...
 		endpoint(EndpointRebuild, func(context.Context) (any, error) { return s.startRebuild(), nil }),
 		endpoint(EndpointStats, s.stats),
 		endpoint(EndpointStatus, func(context.Context) (any, error) { return s.status(), nil }),
+	}
+	if part := p.Partition(); part.Shards > 1 {
+		// A partitioned shard's stats count its sessions only: each shard
+		// answers on a subject of its own too, for Client.Stats to sum.
+		eps = append(eps, microhost.Endpoint{Name: "shard." + EndpointStats,
+			Subject: shardStatsSubject(dshq.ShardToken(part.Shard, part.Shards)), Handler: s.handler(s.stats)})
 	}
 	svc, err := microhost.Start(ctx, nc, microhost.Config{
 		Name:        dshq.AdminService,
@@ -334,6 +383,9 @@ func (s *server) stats(ctx context.Context) (any, error) {
 		st.Lag = st.StreamLastSeq - st.Generation
 	}
 	st.CatchingUp = s.p.Progress().CatchingUp && st.Lag > 0
+	if part := s.p.Partition(); part.Shards > 1 {
+		st.Shard, st.Shards = part.Shard, part.Shards
+	}
 	return st, nil
 }
 
@@ -352,9 +404,40 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 }
 
 // Stats calls stats.
+//
+// On a partitioned projection (the answering projector's reply names its
+// Shards) it asks every shard on its own subject and returns the sum
+// (mergeStats); a shard that does not answer fails the call
+// (SESSION_QUERY_INDEX_FAILED naming the shard): a part is never the whole.
 func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 	var out Stats
-	return &out, c.call(ctx, EndpointStats, &out)
+	if err := c.call(ctx, EndpointStats, &out); err != nil || out.Shards < 2 {
+		return &out, err
+	}
+	if out.Shards > dshq.MaxShards {
+		return nil, fmt.Errorf("%s stats: %d shards: at most %d", dshq.AdminService, out.Shards, dshq.MaxShards)
+	}
+	parts := make([]Stats, out.Shards)
+	errs := make([]error, out.Shards)
+	var wg sync.WaitGroup
+	for i := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tok := dshq.ShardToken(i, out.Shards)
+			err := c.request(ctx, shardStatsSubject(tok), &parts[i])
+			if errors.Is(err, nats.ErrNoResponders) {
+				err = &dshq.Error{Code: dshq.CodeIndexFailed, Err: err, Message: "no projector serves shard " + tok + " of the partitioned projection"}
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	m := mergeStats(parts)
+	return &m, nil
 }
 
 // Rebuild calls rebuild: it starts a rebuild, or reports the running one
@@ -373,18 +456,25 @@ func (c *Client) call(ctx context.Context, endpoint string, out any) error {
 		ctx, cancel = context.WithTimeout(ctx, 35*time.Second)
 		defer cancel()
 	}
-	msg, err := c.nc.RequestWithContext(ctx, dshq.AdminSubjectPrefix+"."+endpoint, []byte("{}"))
+	err := c.request(ctx, dshq.AdminSubjectPrefix+"."+endpoint, out)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return &dshq.Error{Code: dshq.CodeIndexFailed, Message: "no projector serves " + dshq.AdminService + " (is dshq serve or the projector running?)", Err: err}
 	}
+	return err
+}
+
+// request sends {} to subject and decodes the reply into out; no
+// responder is nats.ErrNoResponders, wrapped.
+func (c *Client) request(ctx context.Context, subject string, out any) error {
+	msg, err := c.nc.RequestWithContext(ctx, subject, []byte("{}"))
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", dshq.AdminService, endpoint, err)
+		return fmt.Errorf("%s %s: %w", dshq.AdminService, subject, err)
 	}
 	if err := microhost.DecodeError(msg); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(msg.Data, out); err != nil {
-		return fmt.Errorf("%s %s: decode reply: %w", dshq.AdminService, endpoint, err)
+		return fmt.Errorf("%s %s: decode reply: %w", dshq.AdminService, subject, err)
 	}
 	return nil
 }

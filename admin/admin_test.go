@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -128,5 +129,79 @@ func TestClientWithoutService(t *testing.T) {
 	_, err := NewClient(nc).Stats(context.Background())
 	if dshq.ErrorCode(err) != dshq.CodeIndexFailed || !strings.Contains(err.Error(), "no projector serves dsh-admin") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestPartitionedStats: on a projection partitioned into three shards,
+// stats is the sum of the shards' (each shard counts only its sessions),
+// with each shard's own reply beside; a shard that does not answer fails
+// the call, naming it.
+func TestPartitionedStats(t *testing.T) {
+	env := testenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	perShard := make([]int64, 3)
+	for i := range 12 {
+		id := fmt.Sprintf("s-%d", i)
+		perShard[dshq.ShardOf(id, 3)]++
+		env.Publish(t, "dsh.log."+id, []byte(`{"type":"session","version":2,"id":"`+id+`","createdAt":1,"cwd":"/w","isSeeded":false}`))
+		env.Publish(t, "dsh.log."+id, []byte(`{"type":"turn/start","seq":0,"time":2,"data":{}}`))
+		env.Publish(t, "dsh.log."+id, []byte(`{"type":"user/message","seq":1,"time":3,"data":{"id":"m1","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":"hello admin"}]},"surfaceOp":"append"}`))
+	}
+	env.Publish(t, "dsh.log.bad", []byte(`{"type":"session","version":7,"id":"bad"}`))
+	for _, n := range perShard {
+		if n == 0 {
+			t.Fatalf("the sessions do not span the shards: %v", perShard)
+		}
+	}
+	var stops []func() error
+	for i := range 3 {
+		p := env.StartProjector(t, projection.WithPartition(i, 3), projection.WithDurable(dshq.ShardDurable(i, 3)))
+		if err := p.WaitGeneration(ctx, env.Last()); err != nil {
+			t.Fatal(err)
+		}
+		stop, err := Serve(ctx, env.Conn, p, WithLogger(testenv.Quiet()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stops = append(stops, stop)
+	}
+	defer func() {
+		for _, stop := range stops {
+			if stop != nil {
+				if err := stop(); err != nil {
+					t.Errorf("stop: %v", err)
+				}
+			}
+		}
+	}()
+	client := NewClient(env.Conn)
+	st, err := client.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := env.Last()
+	if st.Shards != 3 || st.Sessions != 12 || st.Events != 24 || st.Quarantined != 1 || st.Generation != last ||
+		st.Lag != 0 || st.StreamLastSeq != last || !reflect.DeepEqual(st.Harnesses, map[string]int64{"": 12}) || len(st.PerShard) != 3 {
+		t.Fatalf("stats %+v", *st)
+	}
+	var docs uint64
+	for i, p := range st.PerShard {
+		if p.Shard != i || p.Shards != 3 || p.Sessions != perShard[i] || p.Events != 2*perShard[i] || p.Generation != last {
+			t.Errorf("shard %d: %+v, want %d sessions", i, p, perShard[i])
+		}
+		docs += p.IndexDocs
+	}
+	if st.IndexDocs != docs || docs < 12 {
+		t.Errorf("index docs %d, the shards' sum %d", st.IndexDocs, docs)
+	}
+
+	if err := stops[2](); err != nil {
+		t.Fatal(err)
+	}
+	stops[2] = nil
+	_, err = client.Stats(ctx)
+	if dshq.ErrorCode(err) != dshq.CodeIndexFailed || !strings.Contains(err.Error(), "shard 2of3") {
+		t.Fatalf("stats without shard 2: %v", err)
 	}
 }

@@ -296,7 +296,8 @@ native, claude-code, codex),
 events, quarantined records, the index, and the generation beside the session
 stream's last sequence (lag = records not yet applied). While the projector
 works off a backlog (after a start or an automatic rebuild) its first line
-says "catching up: generation X of Y".`,
+says "catching up: generation X of Y". On a partitioned projection it asks
+every shard and shows their sum.`,
 		Example: `  dshq stats
   dshq stats --json`,
 		Args: cobra.NoArgs,
@@ -335,6 +336,9 @@ says "catching up: generation X of Y".`,
 			fmt.Fprintf(tw, "lag\t%d\trecords\n", st.Lag)
 			fmt.Fprintf(tw, "index\t%d\tdocs, %d bytes\n", st.IndexDocs, st.IndexBytes)
 			fmt.Fprintf(tw, "epoch\t%s\t\n", st.Epoch)
+			if st.Shards > 1 {
+				fmt.Fprintf(tw, "shards\t%d\t(the figures are their sum; the generation the least)\n", st.Shards)
+			}
 			return tw.Flush()
 		},
 	}
