@@ -446,6 +446,7 @@ func TestPartitionedShardMissing(t *testing.T) {
 		{query.EndpointSessionsTitles, fmt.Sprintf(`{"sessionIds":[%q]}`, missing)},
 		{query.EndpointSessionsStat, fmt.Sprintf(`{"sessionId":%q}`, missing)},
 		{query.EndpointSessionsTrace, fmt.Sprintf(`{"sessionId":%q}`, ids[0])},
+		{query.EndpointSessionsSearch, `{"query":"the"}`},
 	} {
 		_, err := c.Raw(ctx, q.endpoint, []byte(q.body))
 		var de *dshq.Error
