@@ -412,6 +412,34 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 	if dshq.ErrorCode(err) != dshq.CodeStaleCursor {
 		t.Fatalf("a later page after a reclassification: %v, want %s", err, dshq.CodeStaleCursor)
 	}
+
+	// The merge the service stored expires: its later pages are stale.
+	first, err := st.parted.Raw(ctx, query.EndpointSessionsSearch, []byte(`{"query":"the","limit":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _, _ := strings.Cut(nextCursor(first), ".")
+	raw, err := base64.RawURLEncoding.DecodeString(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cur struct {
+		Store string `json:"s"`
+	}
+	if err := json.Unmarshal(raw, &cur); err != nil || cur.Store == "" {
+		t.Fatalf("cursor %s: %v", raw, err)
+	}
+	kv, err := st.env.JS.KeyValue(ctx, dshq.CursorBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(ctx, cur.Store+".m"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.parted.Raw(ctx, query.EndpointSessionsSearch, []byte(fmt.Sprintf(`{"query":"the","limit":2,"cursor":%q}`, nextCursor(first))))
+	if dshq.ErrorCode(err) != dshq.CodeStaleCursor || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("a later page of an expired merge: %v, want %s", err, dshq.CodeStaleCursor)
+	}
 }
 
 // TestPartitionedShardMissing: a partitioned query service whose shard is

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/failover"
 )
 
 // Partitioned sessions.search (docs/protocol.md, "Partitioned
@@ -76,14 +77,28 @@ func (f *fanout) loadStored(ctx context.Context, key string, v any) error {
 	if err != nil {
 		return err
 	}
+	var value []byte
 	e, err := kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return dshq.Errorf(dshq.CodeStaleCursor, "cursor is stale because its stored results expired")
+	if err == nil {
+		value = e.Value()
+	} else if errors.Is(err, jetstream.ErrKeyNotFound) {
+		// The replica that answered may not hold it yet: its leader is
+		// asked before it counts as expired (as a shard's cursor store does).
+		m, lerr := failover.LastMsg(ctx, f.nc, "KV_"+dshq.CursorBucket, "$KV."+dshq.CursorBucket+"."+key)
+		switch {
+		case errors.Is(lerr, jetstream.ErrMsgNotFound),
+			lerr == nil && (m.Header.Get("KV-Operation") != "" || m.Header.Get("Nats-Marker-Reason") != ""):
+			return dshq.Errorf(dshq.CodeStaleCursor, "cursor is stale because its stored results expired")
+		case lerr == nil:
+			value, err = m.Data, nil
+		default:
+			err = lerr
+		}
 	}
 	if err != nil {
 		return &dshq.Error{Code: dshq.CodeIndexFailed, Message: "load search results: " + err.Error(), Err: err}
 	}
-	if err := json.Unmarshal(e.Value(), v); err != nil {
+	if err := json.Unmarshal(value, v); err != nil {
 		return dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: its stored results are unreadable")
 	}
 	return nil
