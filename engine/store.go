@@ -140,13 +140,6 @@ func discardOldest(ctx context.Context, js jetstream.JetStream, stream string) e
 	return err
 }
 
-// The cursor bucket's retries: through a leader election of its stream
-// (4-9 s after the loss of a server) and a margin, each attempt bounded.
-const (
-	cursorRetryFor     = 15 * time.Second
-	cursorAttemptLimit = 2 * time.Second
-)
-
 // Put stores value under key, retrying transient failures.
 func (s *KVCursorStore) Put(ctx context.Context, key string, value []byte) error {
 	return s.retry(ctx, func(ctx context.Context) error {
@@ -189,36 +182,9 @@ func (s *KVCursorStore) Get(ctx context.Context, key string) ([]byte, error) {
 }
 
 // retry runs op until it succeeds or fails other than transiently, within
-// cursorRetryFor; a reconnect or a leader election ends a wait at once.
+// failover.KVRetryFor; a reconnect or a leader election ends a wait at once.
 func (s *KVCursorStore) retry(ctx context.Context, op func(ctx context.Context) error) error {
-	watch := failover.For(s.nc, failover.StreamLeaderElected("KV_"+dshq.CursorBucket))
-	deadline := time.Now().Add(cursorRetryFor)
-	pause := 20 * time.Millisecond
-	for {
-		changed := watch.Changed()
-		actx, release := watch.Attempt(ctx, cursorAttemptLimit)
-		err := op(actx)
-		cut := failover.Interrupted(actx)
-		release()
-		switch {
-		case err == nil:
-			return nil
-		case ctx.Err() != nil:
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
-		case !cut && !failover.Transient(err), time.Now().After(deadline):
-			return err
-		case cut:
-			continue
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-changed:
-		case <-ctx.Done():
-		}
-		t.Stop()
-		pause = min(2*pause, 250*time.Millisecond)
-	}
+	return failover.Retry(ctx, s.nc, "KV_"+dshq.CursorBucket, failover.KVRetryFor, failover.KVAttempt, op)
 }
 
 func msDuration(ms int) time.Duration { return time.Duration(ms) * time.Millisecond }

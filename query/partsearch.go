@@ -78,7 +78,18 @@ func (f *fanout) loadStored(ctx context.Context, key string, v any) error {
 		return err
 	}
 	var value []byte
-	e, err := kv.Get(ctx, key)
+	var e jetstream.KeyValueEntry
+	err = failover.Retry(ctx, f.nc, "KV_"+dshq.CursorBucket, failover.KVRetryFor, failover.KVAttempt, func(ctx context.Context) error {
+		var err error
+		e, err = kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil // answered: looked up on the leader below
+		}
+		return err
+	})
+	if err == nil && e == nil {
+		err = jetstream.ErrKeyNotFound
+	}
 	if err == nil {
 		value = e.Value()
 	} else if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -111,7 +122,10 @@ func (f *fanout) storeKeys(ctx context.Context, keys []storedKey, from int, meta
 		return "", err
 	}
 	put := func(k string, v []byte) error {
-		if _, err := kv.Put(ctx, k, v); err != nil {
+		if err := failover.Retry(ctx, f.nc, "KV_"+dshq.CursorBucket, failover.KVRetryFor, failover.KVAttempt, func(ctx context.Context) error {
+			_, err := kv.Put(ctx, k, v)
+			return err
+		}); err != nil {
 			return &dshq.Error{Code: dshq.CodeIndexFailed, Message: "store search results: " + err.Error(), Err: err}
 		}
 		return nil
