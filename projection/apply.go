@@ -192,6 +192,12 @@ func (b *batch) session(id string) (*openSession, error) {
 	if s, ok := b.sessions[id]; ok {
 		return s, nil
 	}
+	// A cached entry is what the last commit stored: no decode of either.
+	if st, v, ok := b.inst.cache.get(id); ok {
+		s := &openSession{v: v, sk: sessionKey(id), state: st}
+		b.sessions[id] = s
+		return s, nil
+	}
 	v, err := getSession(b.tx, id)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorruptStore, err)
@@ -201,19 +207,15 @@ func (b *batch) session(id string) (*openSession, error) {
 	}
 	s := &openSession{v: v, sk: sessionKey(id)}
 	if v.InvalidFrom < 0 {
-		if st, ok := b.inst.cache.get(id); ok {
-			s.state = st
-		} else {
-			raw := b.tx.Bucket(bucketStates).Get([]byte(id))
-			if raw == nil {
-				return nil, fmt.Errorf("%w: session %q has no fold state", ErrCorruptStore, id)
-			}
-			st := fold.New(v.info().Header, fold.Lenient)
-			if err := st.UnmarshalBinary(raw); err != nil {
-				return nil, fmt.Errorf("%w: session %q: restore fold state: %v", ErrCorruptStore, id, err)
-			}
-			s.state = st
+		raw := b.tx.Bucket(bucketStates).Get([]byte(id))
+		if raw == nil {
+			return nil, fmt.Errorf("%w: session %q has no fold state", ErrCorruptStore, id)
 		}
+		st := fold.New(v.info().Header, fold.Lenient)
+		if err := st.UnmarshalBinary(raw); err != nil {
+			return nil, fmt.Errorf("%w: session %q: restore fold state: %v", ErrCorruptStore, id, err)
+		}
+		s.state = st
 	}
 	b.sessions[id] = s
 	return s, nil
@@ -446,7 +448,7 @@ func (b *batch) finish() (*index.Batch, error) {
 			if err := b.tx.Bucket(bucketStates).Put([]byte(id), raw); err != nil {
 				return nil, err
 			}
-			b.inst.cache.put(id, s.state, cacheCost(id, s.state))
+			b.inst.cache.put(id, s.state, s.v, cacheCost(id, s.state, s.v))
 		}
 		if err := putSession(b.tx, s.v); err != nil {
 			return nil, err

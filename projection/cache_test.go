@@ -3,6 +3,7 @@ package projection
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -14,29 +15,29 @@ import (
 func TestStateCache_EvictsLeastRecentlyUsedWithinBudget(t *testing.T) {
 	st := func() *fold.State { return fold.New(dshq.HeaderRecord{FormatVersion: 2}, fold.Lenient) }
 	c := newStateCache(100)
-	c.put("a", st(), 40)
-	c.put("b", st(), 40)
-	if _, ok := c.get("a"); !ok { // a is now the most recent
+	c.put("a", st(), nil, 40)
+	c.put("b", st(), nil, 40)
+	if _, _, ok := c.get("a"); !ok { // a is now the most recent
 		t.Fatal("a missing")
 	}
-	c.put("c", st(), 40) // over budget: evicts b, the least recently used
-	if _, ok := c.get("b"); ok {
+	c.put("c", st(), nil, 40) // over budget: evicts b, the least recently used
+	if _, _, ok := c.get("b"); ok {
 		t.Error("b survived eviction")
 	}
 	for _, id := range []string{"a", "c"} {
-		if _, ok := c.get(id); !ok {
+		if _, _, ok := c.get(id); !ok {
 			t.Errorf("%s was evicted", id)
 		}
 	}
 	if c.bytes() != 80 || c.len() != 2 {
 		t.Errorf("bytes %d len %d, want 80 2", c.bytes(), c.len())
 	}
-	c.put("a", st(), 10) // a re-put replaces, not adds
+	c.put("a", st(), nil, 10) // a re-put replaces, not adds
 	if c.bytes() != 50 {
 		t.Errorf("bytes after re-put = %d, want 50", c.bytes())
 	}
-	c.put("huge", st(), 101)
-	if _, ok := c.get("huge"); ok || c.bytes() != 50 {
+	c.put("huge", st(), nil, 101)
+	if _, _, ok := c.get("huge"); ok || c.bytes() != 50 {
 		t.Errorf("a state over the whole budget was cached (bytes %d)", c.bytes())
 	}
 	c.remove("c")
@@ -171,5 +172,40 @@ func TestProjector_FollowsLeasesAndBalancesLapsedOpenTurns(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Equal(leases, want) {
 		t.Errorf("lease changes = %+v, want %+v", leases, want)
+	}
+}
+
+// A batch that fails after folding its records (here just before its
+// commit) must leave no trace in the cache of session values and fold
+// states: the same projector, run again, re-applies those records from the
+// stored truth and ends as a clean run does. Were the batch's mutated value
+// or state kept, the re-applied records would be counted twice.
+func TestProjector_AFailedBatchLeavesTheCacheAsCommitted(t *testing.T) {
+	e := newEnv(t)
+	last := e.publishAll(mixedCorpus(t))
+	clean := e.start(t.TempDir(), WithBatchSize(3))
+	waitGen(t, clean.p, last)
+	want := dumpStore(t, clean.p)
+	clean.stop()
+	for _, point := range []string{"before-index", "before-commit"} {
+		t.Run(point, func(t *testing.T) {
+			p := e.open(t.TempDir(), WithBatchSize(3), withHook(crashAt(point, 4)))
+			failed := run(t, p)
+			if err := failed.wait(); !errors.Is(err, errCrash) {
+				t.Fatalf("Run returned %v, want the injected failure", err)
+			}
+			p.writeMu.Lock()
+			cached := p.cur.cache.len()
+			p.writeMu.Unlock()
+			if cached == 0 {
+				t.Fatal("nothing cached before the failed batch: the test shows nothing")
+			}
+			again := run(t, p) // the same projector, its caches as the failure left them
+			waitGen(t, p, last)
+			if got := dumpStore(t, p); got != want {
+				t.Errorf("store after a failed batch differs from a clean run:\n%s", diffLines(got, want))
+			}
+			again.stop()
+		})
 	}
 }

@@ -6,9 +6,10 @@ import (
 	"github.com/dshq/dshq/fold"
 )
 
-// stateCache keeps decoded fold states in memory within a byte budget,
-// evicting the least recently used. The size of an entry is its memory
-// (cacheCost): the decoded state, its id and the cache's own bookkeeping.
+// stateCache keeps decoded fold states, with their sessions' stored values,
+// in memory within a byte budget, evicting the least recently used. The
+// size of an entry is its memory (cacheCost): the decoded state, the
+// session value, its id and the cache's own bookkeeping.
 // Only the writer holding Projector.writeMu uses it, so it has no lock of
 // its own. The stored bytes in bbolt are the truth: an evicted state is
 // restored from them.
@@ -22,6 +23,7 @@ type stateCache struct {
 type cacheEntry struct {
 	id    string
 	state *fold.State
+	value *sessionValue
 	size  int64
 }
 
@@ -29,33 +31,34 @@ type cacheEntry struct {
 // element, the cacheEntry and its map slot.
 const cacheEntryOverhead = 160
 
-// cacheCost is the memory an entry for id's state occupies.
-func cacheCost(id string, st *fold.State) int64 {
-	return st.MemSize() + int64(len(id)) + cacheEntryOverhead
+// cacheCost is the memory an entry for id's state and value occupies.
+func cacheCost(id string, st *fold.State, v *sessionValue) int64 {
+	return st.MemSize() + int64(len(id)) + cacheEntryOverhead + v.memSize()
 }
 
 func newStateCache(budget int64) *stateCache {
 	return &stateCache{budget: budget, order: list.New(), items: map[string]*list.Element{}}
 }
 
-// get returns the cached state of id.
-func (c *stateCache) get(id string) (*fold.State, bool) {
+// get returns the cached state and session value of id.
+func (c *stateCache) get(id string) (*fold.State, *sessionValue, bool) {
 	el, ok := c.items[id]
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	c.order.MoveToFront(el)
-	return el.Value.(*cacheEntry).state, true
+	e := el.Value.(*cacheEntry)
+	return e.state, e.value, true
 }
 
-// put caches st for id with the given encoded size, evicting as needed. A
-// state larger than the whole budget is not cached.
-func (c *stateCache) put(id string, st *fold.State, size int64) {
+// put caches st and v for id with the given size, evicting as needed. An
+// entry larger than the whole budget is not cached.
+func (c *stateCache) put(id string, st *fold.State, v *sessionValue, size int64) {
 	c.remove(id)
 	if size > c.budget {
 		return
 	}
-	c.items[id] = c.order.PushFront(&cacheEntry{id: id, state: st, size: size})
+	c.items[id] = c.order.PushFront(&cacheEntry{id: id, state: st, value: v, size: size})
 	c.used += size
 	for c.used > c.budget {
 		last := c.order.Back()

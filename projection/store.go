@@ -45,6 +45,16 @@ type sessionValue struct {
 	UpdatedAt      uint64          `json:"up"`
 }
 
+// memSize approximates the memory of v: its strings and raw header twice
+// over (the raw header and the parsed one), its title, and the struct.
+func (v *sessionValue) memSize() int64 {
+	n := 2*len(v.HeaderRaw) + len(v.Token) + len(v.Tenant) + len(v.InvalidReason) + 256
+	if v.Title != nil {
+		n += len(v.Title.Title) + 8*len(v.Title.MessageSeqs) + 64
+	}
+	return int64(n)
+}
+
 // key is the session's log key: its subject token, or <tenant>.<token>.
 func (v *sessionValue) key() string { return record.LogKey(v.Tenant, v.Token) }
 
