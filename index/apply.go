@@ -72,6 +72,11 @@ func (x *Index) Apply(ctx context.Context, b *Batch, generation uint64) error {
 		}
 	}
 	bb.SetInternal(keyGeneration, encodeGen(generation))
+	bb.SetPersistedCallback(func(err error) {
+		if err == nil {
+			x.noteDurable(generation)
+		}
+	})
 	if err := ctx.Err(); err != nil {
 		return indexError(err, "apply index batch")
 	}
@@ -307,4 +312,16 @@ func decodeStored(h *search.DocumentMatch) (stored, error) {
 	s.doc.Surface = dshq.Surface(surface)
 	s.cgen = uint64(cgen)
 	return s, nil
+}
+
+// noteDurable records that the batch of generation g is on disk. The
+// persister reports batches in order, but a retried write may report
+// earlier ones with later ones: the recorded generation only grows.
+func (x *Index) noteDurable(g uint64) {
+	for {
+		d := x.durable.Load()
+		if g <= d || x.durable.CompareAndSwap(d, g) {
+			return
+		}
+	}
 }

@@ -70,6 +70,10 @@ type Index struct {
 	opts Options
 	an   *analyzer
 	gen  atomic.Uint64
+	// durable is the generation known to be on disk (Bleve's persister
+	// reported it, or it was read at open): Close has nothing to wait for
+	// once it reaches gen.
+	durable atomic.Uint64
 
 	// mu guards idx against Close: operations hold it shared, Close
 	// exclusively; idx is nil once closed.
@@ -144,7 +148,11 @@ func (x *Index) create() error {
 	if err != nil {
 		return err
 	}
-	idx, err := bleve.NewUsing(x.dir, m, bleve.Config.DefaultIndexType, bleve.Config.DefaultKVStore, x.boltConfig())
+	// Created with a persister that does not wait (persisterNapMS), so that
+	// the first write is on disk at once; then opened as every index is.
+	cfg := x.boltConfig()
+	cfg["scorchPersisterOptions"] = map[string]any{"PersisterNapTimeMSec": 0}
+	idx, err := bleve.NewUsing(x.dir, m, bleve.Config.DefaultIndexType, bleve.Config.DefaultKVStore, cfg)
 	if err != nil {
 		return err
 	}
@@ -155,8 +163,10 @@ func (x *Index) create() error {
 		_ = idx.Close()
 		return err
 	}
-	x.idx = idx
-	return nil
+	if err := idx.Close(); err != nil {
+		return err
+	}
+	return x.open()
 }
 
 // batchDurable applies b to idx and waits until it is on disk.
@@ -211,6 +221,7 @@ func (x *Index) open() (err error) {
 		return fmt.Errorf("%w: unreadable generation (%d bytes, %v)", ErrCorrupt, len(raw), err)
 	}
 	x.gen.Store(binary.BigEndian.Uint64(raw))
+	x.durable.Store(x.gen.Load())
 	x.idx = idx
 	return nil
 }
@@ -257,11 +268,15 @@ func (x *Index) Close() error {
 	}
 	// Best effort: an index closed with batches not yet on disk opens at an
 	// earlier generation, and its owner feeds it the rest again.
-	ctx, cancel := context.WithTimeout(context.Background(), closeFlushTimeout)
-	defer cancel()
-	b := x.idx.NewBatch()
-	b.SetInternal(keyGeneration, encodeGen(x.gen.Load()))
-	_ = batchDurable(ctx, x.idx, b)
+	// Once the persister has written the last batch, there is nothing to
+	// wait for (its next write would come only after its pause).
+	if x.durable.Load() < x.gen.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), closeFlushTimeout)
+		defer cancel()
+		b := x.idx.NewBatch()
+		b.SetInternal(keyGeneration, encodeGen(x.gen.Load()))
+		_ = batchDurable(ctx, x.idx, b)
+	}
 	err := x.idx.Close()
 	x.idx = nil
 	if err != nil {
