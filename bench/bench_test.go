@@ -111,6 +111,8 @@ func checkEveryRow(t *testing.T, sample int, bulk bool) {
 		"dshq serve: whole load searchable (events/s)|the same load published (events/s)",
 		"dshq serve: CPU of the load to searchable (ms per 1k records)|dshq serve's CPU during the raw reference",
 		"dshq serve peak RSS (MiB)|dshq serve RSS when ready, empty home",
+		"dshq serve peak RssAnon, sampled (MiB)|dshq serve RssAnon when ready, empty home",
+		"dshq serve peak RssFile, sampled (MiB)|dshq serve peak RSS (MiB)",
 		"dshq serve home: DSH_SESSIONS stream (MiB)|the records' own bytes",
 		"dshq serve home: DSH_FEED stream (MiB)|DSH_SESSIONS stream",
 		"dshq serve home: bbolt projection.db (MiB)|DSH_SESSIONS stream",

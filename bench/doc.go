@@ -62,7 +62,10 @@
 // publish→ack is its reference. Then single appends through the harness SDK
 // on the quiet server, each until a query at its generation answers, beside
 // raw publish→delivery on the same server; the process's peak RSS (VmHWM)
-// beside its RSS when it was ready; and, once it stopped, its home's size
+// beside its RSS when it was ready, and the peaks of its two parts sampled
+// every 100 ms (RssAnon: its own memory, the Go heap and the embedded
+// server's caches; RssFile: the pages of the files it maps, bbolt's and
+// Bleve's, which the kernel reclaims under pressure); and, once it stopped, its home's size
 // on disk by part beside the session stream (and the stream beside the
 // records' own bytes, and Bleve beside the SQLite baseline's database).
 //

@@ -202,6 +202,17 @@ func (r *runner) measureServe(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	idleAnon, err := p.status("RssAnon")
+	if err != nil {
+		return err
+	}
+	// The kernel keeps a high-water mark of the whole RSS only: the peaks
+	// of its parts are sampled. RssAnon is the process's own memory (the
+	// Go heap, the embedded server's caches); RssFile the pages of the
+	// files it maps (bbolt, Bleve's segments) that it touched, which the
+	// kernel reclaims under pressure.
+	peaks := startRSSSampler(p)
+	defer peaks.stop()
 	nc, err := nats.Connect(p.url, nats.Name("dshq-bench"))
 	if err != nil {
 		return fmt.Errorf("connect to dshq serve: %w", err)
@@ -227,8 +238,11 @@ func (r *runner) measureServe(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	anon, file := peaks.stop()
 	r.rep.section = sectionServeMemory
 	r.rep.add("dshq serve peak RSS (MiB)", mib(hwm), "dshq serve RSS when ready, empty home", mib(idle))
+	r.rep.add("dshq serve peak RssAnon, sampled (MiB)", mib(anon), "dshq serve RssAnon when ready, empty home", mib(idleAnon))
+	r.rep.add("dshq serve peak RssFile, sampled (MiB)", mib(file), "dshq serve peak RSS (MiB)", mib(hwm))
 	stopErr := p.stop()
 	p = nil
 	if stopErr != nil {
@@ -649,4 +663,44 @@ func diskUsage(path string) (uint64, error) {
 		return 0, fmt.Errorf("disk usage of %s: %w", path, err)
 	}
 	return total, nil
+}
+
+// rssSampler follows a process's RssAnon and RssFile and keeps their peaks.
+type rssSampler struct {
+	stopOnce   sync.Once
+	quit, done chan struct{}
+	anon, file uint64
+}
+
+// rssSampleEvery is how often rssSampler reads /proc/PID/status.
+const rssSampleEvery = 100 * time.Millisecond
+
+func startRSSSampler(p *serveProc) *rssSampler {
+	s := &rssSampler{quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(rssSampleEvery)
+		defer t.Stop()
+		for {
+			if a, err := p.status("RssAnon"); err == nil {
+				s.anon = max(s.anon, a)
+			}
+			if f, err := p.status("RssFile"); err == nil {
+				s.file = max(s.file, f)
+			}
+			select {
+			case <-s.quit:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+// stop ends the sampling and returns the peaks (bytes).
+func (s *rssSampler) stop() (anon, file uint64) {
+	s.stopOnce.Do(func() { close(s.quit) })
+	<-s.done
+	return s.anon, s.file
 }
