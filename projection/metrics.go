@@ -59,7 +59,7 @@ func newMetrics(reg prometheus.Registerer, stats func() (index.Stats, error)) (*
 		}, func() float64 { s, _ := stats(); return float64(s.DiskBytes) }),
 		cacheBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "dshq_projector_fold_cache_bytes",
-			Help: "Bytes of fold state held in the in-memory cache.",
+			Help: "Bytes of fold states, with their sessions' stored values, held in the in-memory cache.",
 		}),
 		rebuilds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "dshq_projector_rebuilds_total",

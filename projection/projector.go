@@ -72,7 +72,8 @@ func WithLeaseBucket(name string) Option { return func(c *config) { c.leaseBucke
 func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
 
 // WithFoldCacheBytes sets the in-memory fold-state cache budget in bytes of
-// memory (DefaultFoldCacheBytes).
+// memory (DefaultFoldCacheBytes); the cache keeps each session's stored
+// value beside its fold state, within the same budget.
 func WithFoldCacheBytes(n int64) Option { return func(c *config) { c.cacheBytes = n } }
 
 // WithRegisterer registers the projector's metrics on r.
