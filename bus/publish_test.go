@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
@@ -217,5 +218,58 @@ func TestPublisher_RefusalBehindTheWritersOwnRecordsIsRetriedNotAConflict(t *tes
 	}
 	if _, err := s.pub.publishChunk(ctx, subject, 0, next); !isConflict(err) {
 		t.Fatalf("a refusal after the writer's records: %v; want a conflict", err)
+	}
+}
+
+// Past the stream's duplicate window the server no longer knows a record's
+// msg id (DefaultDuplicates is only four times the retries' bound): a replay
+// is then refused by its expected last subject sequence, and still
+// recognised as stored, never stored twice.
+func TestPublisher_ReplayPastTheDuplicateWindowIsRecognisedAsStored(t *testing.T) {
+	e := testnats.Start(t, embedded.Config{})
+	ctx := testCtx(t)
+	const window = 100 * time.Millisecond // the server's minimum
+	s := newStore(t, e, WithStreamConfig(StreamConfig{Name: "DSH_SHORT_WINDOW", Duplicates: window}))
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d record(s)", n), func(t *testing.T) {
+			subject := fmt.Sprintf("%swindow-%d", dshq.LogSubjectPrefix, n)
+			recs := make([]outRecord, n)
+			for i := range recs {
+				recs[i] = outRecord{msgID: fmt.Sprintf("window-%d:%d", n, i), data: []byte(fmt.Sprintf(`{"n":%d}`, i))}
+			}
+			first, err := s.pub.publishChunk(ctx, subject, 0, recs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The window has passed once the server stores a probe
+			// again under the msg id it deduplicated before.
+			probe := func() bool {
+				m := &nats.Msg{Subject: dshq.LogSubjectPrefix + "probe", Header: nats.Header{}, Data: []byte(`{}`)}
+				m.Header.Set(hdrMsgID, fmt.Sprintf("probe-%d", n))
+				ack, err := s.js.PublishMsg(ctx, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return !ack.Duplicate
+			}
+			probe()
+			deadline := time.Now().Add(30 * time.Second)
+			for !probe() {
+				if time.Now().After(deadline) {
+					t.Fatal("the duplicate window never passed")
+				}
+			}
+			before := streamMsgs(t, s)
+			again, err := s.pub.publishChunk(ctx, subject, 0, recs)
+			if err != nil {
+				t.Fatalf("replay past the window: %v", err)
+			}
+			if again != first {
+				t.Fatalf("replay returned %d, first publish %d", again, first)
+			}
+			if got := streamMsgs(t, s); got != before {
+				t.Fatalf("replay stored records: %d → %d", before, got)
+			}
+		})
 	}
 }
