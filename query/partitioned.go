@@ -192,7 +192,7 @@ func (f *fanout) corpusStats(ctx context.Context, req *Request) ([]byte, error) 
 // ask sends a request of endpoint to a replica of shard i and returns its
 // reply body, or its failure.
 func (f *fanout) ask(ctx context.Context, i int, endpoint string, req *Request, body []byte) ([]byte, error) {
-	return relay(ctx, f.nc, f.tables[i], f.tokens[i], endpoint, req, body)
+	return relay(ctx, f.nc, f.tables[i], f.tokens[i], endpoint, req, body, 0)
 }
 
 // askJSON asks shard i for endpoint with the request fields and decodes
@@ -227,16 +227,21 @@ func consistency(req *Request, minGen uint64) map[string]any {
 }
 
 // relay asks a replica of shard (forwardReplicas) and returns its answer
-// (its failures as they are).
-func relay(ctx context.Context, nc *nats.Conn, table *replicaTable, shard, endpoint string, req *Request, body []byte) ([]byte, error) {
+// (its failures as they are). wait, when not 0, is the bound ctx sets, named
+// in the failure when it passes.
+func relay(ctx context.Context, nc *nats.Conn, table *replicaTable, shard, endpoint string, req *Request, body []byte, wait time.Duration) ([]byte, error) {
 	msg, err := forwardReplicas(ctx, nc, table, shard, endpoint, req, body)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, &dshq.Error{Code: dshq.CodePersistenceFailed, Err: err,
 			Message: fmt.Sprintf("projection shard %s is not available", shard)}
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		within := "in time"
+		if wait > 0 {
+			within = "within " + wait.String()
+		}
 		return nil, &dshq.Error{Code: dshq.CodePersistenceFailed, Err: err,
-			Message: fmt.Sprintf("projection shard %s did not answer in time", shard)}
+			Message: fmt.Sprintf("projection shard %s did not answer %s", shard, within)}
 	case err != nil:
 		return nil, &dshq.Error{Code: dshq.CodePersistenceFailed, Err: err,
 			Message: fmt.Sprintf("projection shard %s: %v", shard, err)}
@@ -415,7 +420,7 @@ func (f *fanout) list(ctx context.Context, req *Request, body []byte) ([]byte, e
 		n.Key = lastKey
 		page.NextCursor = n.At(0)
 	}
-	return encodeJSON(page)
+	return EncodeReply(page)
 }
 
 // listCursorReserve is the room a list page keeps for its nextCursor, as
@@ -502,7 +507,7 @@ func (f *fanout) titles(ctx context.Context, req *Request) ([]byte, error) {
 // bounded encodes a merged reply, refused as the projection refuses one
 // over the reply budget.
 func (f *fanout) bounded(endpoint string, v any) ([]byte, error) {
-	b, err := encodeJSON(v)
+	b, err := EncodeReply(v)
 	if err != nil {
 		return nil, err
 	}
@@ -661,9 +666,12 @@ func deref(s *string) string {
 	return *s
 }
 
-// encodeJSON encodes a reply as the projection does: without escaping <,
-// > and &.
-func encodeJSON(v any) ([]byte, error) {
+// EncodeReply encodes a reply as JSON without escaping <, > and &: a reply
+// is not HTML, and the escapes would grow a raw event that holds them (up
+// to six times) and change its bytes from those written. An event's raw
+// record is therefore carried byte for byte. The projection's shard and a
+// partitioned service's merges encode with it alike.
+func EncodeReply(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -674,6 +682,6 @@ func encodeJSON(v any) ([]byte, error) {
 }
 
 func encodedLen(v any) int {
-	b, _ := encodeJSON(v)
+	b, _ := EncodeReply(v)
 	return len(b)
 }

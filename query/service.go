@@ -231,22 +231,7 @@ func forward(ctx context.Context, nc *nats.Conn, table *replicaTable, shard, end
 	wait := time.Duration(req.TimeoutMs)*time.Millisecond + 10*time.Second
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	msg, err := forwardReplicas(ctx, nc, table, shard, endpoint, req, body)
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return nil, &dshq.Error{Code: dshq.CodePersistenceFailed, Err: err,
-			Message: fmt.Sprintf("projection shard %s is not available", shard)}
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		return nil, &dshq.Error{Code: dshq.CodePersistenceFailed, Err: err,
-			Message: fmt.Sprintf("projection shard %s did not answer within %s", shard, wait)}
-	case err != nil:
-		return nil, &dshq.Error{Code: dshq.CodePersistenceFailed, Err: err,
-			Message: fmt.Sprintf("projection shard %s: %v", shard, err)}
-	}
-	if err := microhost.DecodeError(msg); err != nil {
-		return nil, err
-	}
-	return msg.Data, nil
+	return relay(ctx, nc, table, shard, endpoint, req, body, wait)
 }
 
 type requestHeaderKey struct{}
