@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -137,7 +135,7 @@ func (e *Engine) Run(ctx context.Context, req *query.Request) ([]byte, error) {
 		if err != nil {
 			return err
 		}
-		out, err = encodeReply(reply)
+		out, err = query.EncodeReply(reply)
 		if err != nil {
 			return fmt.Errorf("encode reply: %w", err)
 		}
@@ -233,21 +231,7 @@ func (e *Engine) continueCursor(snap Snapshot, req *query.Request) (c *query.Cur
 	return c, false, nil
 }
 
-// encodeReply encodes a reply as JSON without escaping <, > and &: a reply
-// is not HTML, and the escapes would grow a raw event that holds them (up
-// to six times) and change its bytes from those written. An event's raw
-// record is therefore carried byte for byte.
-func encodeReply(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
-
-// encodedSize is the length of v's encodeReply.
+// encodedSize is the length of v's query.EncodeReply.
 func encodedSize(v any) int {
 	if ev, ok := v.(dshq.Event); ok {
 		if len(ev.Raw) == 0 {
@@ -255,7 +239,7 @@ func encodedSize(v any) int {
 		}
 		return len(ev.Raw) // stored compact, carried as is
 	}
-	b, _ := encodeReply(v)
+	b, _ := query.EncodeReply(v)
 	return len(b)
 }
 

@@ -256,7 +256,7 @@ func (f *fanout) searchSessions(ctx context.Context, req *Request, body []byte) 
 		c.Store, c.Bound = id, int64(len(keys))
 		page.NextCursor = c.At(int64(used))
 	}
-	return encodeJSON(page)
+	return EncodeReply(page)
 }
 
 // continueSessions serves a later page from the stored merge.
@@ -321,7 +321,7 @@ func (f *fanout) continueSessions(ctx context.Context, req *Request, key CursorK
 	if pos := c.Position + int64(used); pos < c.Bound || meta.Truncated {
 		page.NextCursor = c.At(pos)
 	}
-	return encodeJSON(page)
+	return EncodeReply(page)
 }
 
 // searchPage asks every shard for the hits of its keys (and, for a later
