@@ -475,17 +475,10 @@ func failoverEvent(id string, seq int64) []byte {
 }
 
 func (w *clusterWriter) run(ctx context.Context, stop <-chan struct{}) {
-	tick := time.NewTicker(failoverWritePace)
-	defer tick.Stop()
-	for i := 0; ; i++ {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-		}
+	paced(ctx, stop, failoverWritePace, w.ops, "write", &w.ok, func(ctx context.Context, i int) (string, bool, error) {
 		s := w.sessions[i%len(w.sessions)]
 		if s.unsure != nil {
-			continue
+			return "", true, nil
 		}
 		next := int64(len(s.events))
 		n := w.batchSize()
@@ -499,21 +492,16 @@ func (w *clusterWriter) run(ctx context.Context, stop <-chan struct{}) {
 			}
 			evs[j] = e
 		}
-		octx, cancel := context.WithTimeout(ctx, failoverOpTimeout)
-		start := time.Now()
-		gen, err := s.h.Append(octx, evs)
-		dur := time.Since(start)
-		cancel()
-		w.ops.add(op{kind: "write", what: fmt.Sprintf("append of %d events to %s at seq %d (writer %d)", n, s.id, next, w.n),
-			start: start, dur: dur, err: err})
+		what := fmt.Sprintf("append of %d events to %s at seq %d (writer %d)", n, s.id, next, w.n)
+		gen, err := s.h.Append(ctx, evs)
 		if err != nil {
 			s.unsure = raws
-			continue
+			return what, false, err
 		}
 		s.events = append(s.events, raws...)
-		w.ok.Add(1)
 		w.last.Store(&ackedWrite{id: s.id, gen: gen, events: int64(len(s.events))})
-	}
+		return what, false, nil
+	})
 }
 
 func (w *clusterWriter) closeAll(ctx context.Context, t *testing.T) {
@@ -582,8 +570,8 @@ func clip(b []byte) string {
 }
 
 // paced makes one call per tick of pace until stop is closed, each bounded
-// by failoverOpTimeout, and logs each as an op of kind in ops; ok counts the
-// calls that succeeded. A call that returns skip is not logged (it had
+// by failoverOpTimeout, and logs each as an op of kind in ops; ok, when not
+// nil, counts the calls that succeeded. A call that returns skip is not logged (it had
 // nothing to do).
 func paced(ctx context.Context, stop <-chan struct{}, pace time.Duration, ops *opLog, kind string, ok *atomic.Int64,
 	call func(ctx context.Context, i int) (what string, skip bool, err error)) {
@@ -604,7 +592,7 @@ func paced(ctx context.Context, stop <-chan struct{}, pace time.Duration, ops *o
 			continue
 		}
 		ops.add(op{kind: kind, what: what, start: start, dur: dur, err: err})
-		if err == nil {
+		if err == nil && ok != nil {
 			ok.Add(1)
 		}
 	}
