@@ -1,6 +1,9 @@
 package capture
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // Line is one physical line of a source file.
 type Line struct {
@@ -75,6 +78,23 @@ func (s *Lines) Finish() (Line, bool) {
 	text := append([]byte(nil), s.tail...)
 	s.tail = s.tail[:0]
 	return s.line(text, ""), true
+}
+
+// Complete returns the held bytes as a last line without a terminator when
+// no write can still be in progress in them, and false otherwise (the
+// bytes stay held). This is the rule dshq import and dshq watch share for
+// the last line of a file that has no newline
+// (docs/harnesses.md#the-last-line-of-a-file): every line of a harness's
+// JSONL file is one JSON value, so held bytes that are a whole JSON value
+// are a finished last line, while held bytes that are not (a write cut in
+// the middle of a line, or ending in the "\r" of a "\r\n" still to come)
+// wait for the rest of their line. Finish, by contrast, takes whatever is
+// held: a caller that knows the file is complete.
+func (s *Lines) Complete() (Line, bool) {
+	if len(s.tail) == 0 || s.tail[len(s.tail)-1] == '\r' || !json.Valid(s.tail) {
+		return Line{}, false
+	}
+	return s.Finish()
 }
 
 // Next returns the number the next line will have.

@@ -92,7 +92,7 @@ func (w *Watcher) followHarness(ctx context.Context, f *file, sem chan struct{})
 	if err := l.feed(ctx, data[l.r.Lines.Offset():]); err != nil {
 		return err
 	}
-	if len(l.handles) == 0 {
+	if len(l.handles) == 0 && l.r.Conv.Stats().Pending == 0 {
 		return nil // nothing new: the file is not being written
 	}
 	idle := time.NewTimer(w.cfg.Idle)
@@ -102,7 +102,7 @@ func (w *Watcher) followHarness(ctx context.Context, f *file, sem chan struct{})
 		case <-ctx.Done():
 			return nil
 		case <-idle.C:
-			return nil
+			return l.finish(ctx)
 		case <-f.kick:
 			grew, err := l.readMore(ctx)
 			if err != nil {
@@ -164,11 +164,17 @@ func (l *live) readMore(ctx context.Context) (bool, error) {
 	return n > 0, l.feed(ctx, buf[:n])
 }
 
-// feed converts the complete lines of p (a torn last line is held until
-// its newline arrives) and publishes what they give.
+// feed converts the complete lines of p and publishes what they give. A
+// last line without a newline is taken when it is a whole JSON value, else
+// held until the rest of it arrives (capture.Lines.Complete: the rule of
+// Import too, so a watched file and its import store the same log).
 func (l *live) feed(ctx context.Context, p []byte) error {
+	lines := l.r.Lines.Write(p)
+	if last, ok := l.r.Lines.Complete(); ok {
+		lines = append(lines, last)
+	}
 	var ups []capture.Update
-	for _, line := range l.r.Lines.Write(p) {
+	for _, line := range lines {
 		u, err := l.r.Conv.Feed(line)
 		if err != nil {
 			return err
@@ -176,6 +182,14 @@ func (l *live) feed(ctx context.Context, p []byte) error {
 		ups = append(ups, u...)
 	}
 	return l.publish(ctx, ups)
+}
+
+// finish decides what the converter still holds (a header waiting for its
+// facts, and the lines held with it), as Import does for a file taken as
+// complete, and publishes it: at the idle time, when the file is as
+// finished as anyone can tell.
+func (l *live) finish(ctx context.Context) error {
+	return l.publish(ctx, l.r.Conv.Finish())
 }
 
 // publish stores updates through the sessions' write handles: a new

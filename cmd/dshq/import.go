@@ -607,6 +607,13 @@ func (g *globals) printImport(sum importSummary, verbose bool) error {
 			fmt.Fprintf(w, "  skipped  %s: %s\n", r.File, r.Reason)
 		}
 	}
+	for _, rs := range [][]importResult{sum.Imported, sum.Present} {
+		for _, r := range rs {
+			if r.Harness != nil && r.Harness.Held > 0 {
+				fmt.Fprintf(w, "  held     %s: its last %s are an unfinished line (a write in progress), stored once the line ends\n", r.File, count(int(r.Harness.Held), "byte"))
+			}
+		}
+	}
 	for _, r := range sum.Refused {
 		fmt.Fprintf(w, "  refused  %s: %s\n", r.File, r.Reason)
 	}
