@@ -195,9 +195,13 @@ func (d *dispatcher) event(ev fsnotify.Event) {
 			return
 		}
 	}
-	if sessionFile(r.Format, filepath.Base(ev.Name)) {
-		d.kick(d.file(r, ev.Name))
+	if !sessionFile(r.Format, filepath.Base(ev.Name)) {
+		return
 	}
+	if fi, err := os.Lstat(ev.Name); err != nil || !fi.Mode().IsRegular() {
+		return // gone, or a FIFO, a device, a link: never read (as the walk)
+	}
+	d.kick(d.file(r, ev.Name))
 }
 
 // rootOf returns the root path is under.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"strings"
 	"time"
 
@@ -35,6 +34,11 @@ func (w *Watcher) follow(ctx context.Context, f *file, sem chan struct{}) {
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return // removed: what was stored stays
+		}
+		var notRegular *NotRegularError
+		if errors.As(err, &notRegular) {
+			w.report(Report{Kind: ReportNotice, Path: f.path, Format: f.root.Format, Detail: notRegular.Error()})
+			return // never read: a FIFO must not hold a worker
 		}
 		kind := ReportError
 		if errors.Is(err, bus.ErrAlreadyOwned) || errors.Is(err, bus.ErrAlreadyExists) {
@@ -117,7 +121,7 @@ func (w *Watcher) followHarness(ctx context.Context, f *file, sem chan struct{})
 
 // resume reads the file and resumes its conversion from the stream.
 func (w *Watcher) resume(ctx context.Context, f *file) (*live, []byte, error) {
-	data, err := os.ReadFile(f.path)
+	data, err := readRegular(f.path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -139,15 +143,11 @@ func (w *Watcher) resume(ctx context.Context, f *file) (*live, []byte, error) {
 
 // readMore reads what the file gained and publishes it.
 func (l *live) readMore(ctx context.Context) (bool, error) {
-	fh, err := os.Open(l.f.path)
+	fh, fi, err := openRegular(l.f.path)
 	if err != nil {
 		return false, err
 	}
 	defer fh.Close()
-	fi, err := fh.Stat()
-	if err != nil {
-		return false, err
-	}
 	if fi.Size() < l.read {
 		return false, fmt.Errorf("%s shrank from %d to %d bytes: resuming from what is stored", l.f.path, l.read, fi.Size())
 	}
@@ -341,7 +341,7 @@ func (w *Watcher) followNative(ctx context.Context, f *file, sem chan struct{}) 
 	idle := time.NewTimer(w.cfg.Idle)
 	defer idle.Stop()
 	for {
-		data, err := os.ReadFile(f.path)
+		data, err := readRegular(f.path)
 		if err != nil {
 			return err
 		}

@@ -196,3 +196,39 @@ func TestWatchAndImportStoreTheSameFinalLine(t *testing.T) {
 func harnessesDir() (string, error) {
 	return corpus.HarnessesDir()
 }
+
+// TestAFIFONeverBlocksTheWatcher creates more FIFOs named *.jsonl than the
+// watcher has parallel slots, in a watched root, before and after it
+// starts: a transcript written beside them is published, and the watcher
+// stops.
+func TestAFIFONeverBlocksTheWatcher(t *testing.T) {
+	root := t.TempDir()
+	proj := filepath.Join(root, "proj")
+	if err := os.MkdirAll(proj, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mkfifo := func(name string) {
+		t.Helper()
+		if err := mkfifo(filepath.Join(proj, name)); err != nil {
+			t.Skipf("no FIFO here: %v", err)
+		}
+	}
+	mkfifo("before.jsonl")
+	st := newStore(t)
+	w := runWatcher(t, follow.Config{Store: st, Roots: []follow.Root{{Format: capture.FormatClaudeCode, Dir: root}}, Parallel: 2})
+	w.wait(t, 0, time.Minute, "watching report", kind(follow.ReportWatching))
+	for i := range 4 {
+		mkfifo(fmt.Sprintf("fifo-%d.jsonl", i))
+	}
+	data, err := os.ReadFile(filepath.Join("..", "claudecode", "testdata", "turns.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proj, "turns.jsonl"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.wait(t, 0, 30*time.Second, "live report of the transcript", func(r follow.Report) bool {
+		return r.Kind == follow.ReportLive && filepath.Base(r.Path) == "turns.jsonl"
+	})
+	w.stop(t)
+}
