@@ -40,18 +40,25 @@ type Records interface {
 	Records(ctx context.Context, id string) ([]bus.Record, error)
 }
 
-// ChangedError is the refusal of a file whose stored session no longer
-// matches it: the file does not begin with the bytes its session holds (it
-// was rewritten or truncated), or the lines it holds convert to other
-// events than the stored ones. Nothing is published for such a file.
+// ChangedError is the refusal of a file whose stored session does not
+// match it: the file does not begin with the bytes its session holds
+// (another file claims the session, or this one was rewritten or
+// truncated), or the lines it holds convert to other events than the
+// stored ones. Nothing is published for such a file. Its message does not
+// name the file (Path): the callers' reports do.
 type ChangedError struct {
 	Path      string
 	SessionID string
 	Why       string
+	// OtherFile is set when the file and the stored session part ways
+	// within the stored lines (not merely a shorter file): two files claim
+	// one session — a copy, a resumed or forked transcript stating the id of
+	// one already stored — or one file was rewritten.
+	OtherFile bool
 }
 
 func (e *ChangedError) Error() string {
-	return fmt.Sprintf("%s: the file no longer matches its stored session %s: %s", e.Path, e.SessionID, e.Why)
+	return fmt.Sprintf("session %s: %s", e.SessionID, e.Why)
 }
 
 // Resumed is a file's conversion continued from what the stream holds: the
@@ -120,20 +127,28 @@ func Resume(ctx context.Context, st Records, f capture.Format, path string, data
 	if err != nil {
 		return nil, changed("%v", err)
 	}
-	var n int64
-	for _, l := range lines {
-		if !bytes.HasPrefix(data[min(n, int64(len(data))):], l.Text) || !bytes.HasPrefix(data[min(n+int64(len(l.Text)), int64(len(data))):], []byte(l.EOL)) {
-			n = -1
-			break
+	var n, total int64
+	differs := 0 // the first stored line the file does not hold (1-based)
+	for i, l := range lines {
+		total += l.Len()
+		if differs == 0 && (!bytes.HasPrefix(data[min(n, int64(len(data))):], l.Text) || !bytes.HasPrefix(data[min(n+int64(len(l.Text)), int64(len(data))):], []byte(l.EOL))) {
+			differs = i + 1
 		}
-		n += l.Len()
-	}
-	if n < 0 {
-		n = 0
-		for _, l := range lines {
+		if differs == 0 {
 			n += l.Len()
 		}
-		return nil, changed("the file does not begin with the %d bytes (%d lines) the session holds: it was rewritten or truncated", n, len(lines))
+	}
+	if differs > 0 {
+		var stored bytes.Buffer
+		for _, l := range lines {
+			stored.Write(l.Text)
+			stored.WriteString(l.EOL)
+		}
+		if bytes.HasPrefix(stored.Bytes(), data) {
+			return nil, changed("the file holds %d bytes, fewer than the %d (%d lines) its session holds: it was truncated", len(data), total, len(lines))
+		}
+		return nil, &ChangedError{Path: path, SessionID: id, OtherFile: true, Why: fmt.Sprintf(
+			"two files claim this session: it is stored from a file of %d lines that this one departs from at line %d (another file states the same session id, or this one was rewritten); this file is not stored over it", len(lines), differs)}
 	}
 	r.OwnID = id
 	r.Headers[id] = hdr

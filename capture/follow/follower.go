@@ -37,7 +37,7 @@ func (w *Watcher) follow(ctx context.Context, f *file, sem chan struct{}) {
 		}
 		var notRegular *NotRegularError
 		if errors.As(err, &notRegular) {
-			w.report(Report{Kind: ReportNotice, Path: f.path, Format: f.root.Format, Detail: notRegular.Error()})
+			w.report(Report{Kind: ReportNotice, Path: f.path, Format: f.root.Format, Detail: notRegular.Why()})
 			return // never read: a FIFO must not hold a worker
 		}
 		kind := ReportError
@@ -149,7 +149,7 @@ func (l *live) readMore(ctx context.Context) (bool, error) {
 	}
 	defer fh.Close()
 	if fi.Size() < l.read {
-		return false, fmt.Errorf("%s shrank from %d to %d bytes: resuming from what is stored", l.f.path, l.read, fi.Size())
+		return false, fmt.Errorf("the file shrank from %d to %d bytes: resuming from what is stored", l.read, fi.Size())
 	}
 	if fi.Size() == l.read {
 		return false, nil

@@ -124,7 +124,7 @@ func Import(ctx context.Context, store *bus.Store, f capture.Format, path string
 		res.Sessions = append(res.Sessions, sr)
 		if err != nil {
 			if errors.Is(err, bus.ErrLogConflict) {
-				err = &ChangedError{Path: path, SessionID: sr.ID, Why: strings.TrimPrefix(err.Error(), fmt.Sprintf("session %q is already stored with different content ", sr.ID))}
+				err = &ChangedError{Path: path, SessionID: sr.ID, Why: "stored with different content " + strings.TrimPrefix(err.Error(), fmt.Sprintf("session %q is already stored with different content ", sr.ID))}
 			}
 			return res, err
 		}

@@ -15,8 +15,11 @@ type NotRegularError struct {
 	Mode fs.FileMode
 }
 
-func (e *NotRegularError) Error() string {
-	return fmt.Sprintf("%s is not a regular file (%s): skipped", e.Path, e.Mode.Type())
+func (e *NotRegularError) Error() string { return e.Path + ": " + e.Why() }
+
+// Why is the message without the path.
+func (e *NotRegularError) Why() string {
+	return fmt.Sprintf("not a regular file (%s): never read", e.Mode.Type())
 }
 
 // openRegular opens path for reading, refusing at once, without blocking,

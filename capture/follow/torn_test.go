@@ -3,8 +3,10 @@ package follow_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/dshq/dshq/capture"
@@ -79,5 +81,44 @@ func TestAnImportDuringAWriteStoresNoTornLine(t *testing.T) {
 			}
 			t.Logf("%s: %d events, %d invalid lines", name, oneShot.Events, second.InvalidLines)
 		})
+	}
+}
+
+// TestTwoFilesClaimingOneSessionAreToldApartFromATruncation imports a
+// transcript, then a second file stating the same session that departs from
+// it at its third line, then a truncated copy: each refusal says what
+// happened, and neither names the file (the reports do).
+func TestTwoFilesClaimingOneSessionAreToldApartFromATruncation(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "claudecode", "testdata", "turns.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st := newStore(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "7d1c2a40-0000-4000-8000-00000000a001.jsonl")
+	if _, err := follow.Import(ctx, st, capture.FormatClaudeCode, path, data); err != nil {
+		t.Fatal(err)
+	}
+	ls := bytes.SplitAfter(data, []byte("\n"))
+	other := bytes.Join(append(append(ls[:2:2], []byte(`{"type":"summary","summary":"another file"}`+"\n")), ls[2:]...), nil)
+	second := filepath.Join(dir, "copy.jsonl")
+	for name, tc := range map[string]struct {
+		data      []byte
+		otherFile bool
+		says      string
+	}{
+		"second file": {other, true, "two files claim this session: it is stored from a file of 19 lines that this one departs from at line 3"},
+		"truncated":   {bytes.Join(ls[:4], nil), false, "it was truncated"},
+	} {
+		_, err := follow.Import(ctx, st, capture.FormatClaudeCode, second, tc.data)
+		var changed *follow.ChangedError
+		if !errors.As(err, &changed) || changed.OtherFile != tc.otherFile || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v, want a *ChangedError (other file %v) saying %q", name, err, tc.otherFile, tc.says)
+			continue
+		}
+		if strings.Contains(err.Error(), second) || strings.Contains(err.Error(), "rewritten or truncated") {
+			t.Errorf("%s: %q names the file or guesses", name, err)
+		}
 	}
 }

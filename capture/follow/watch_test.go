@@ -192,7 +192,6 @@ func TestWatchAndImportStoreTheSameFinalLine(t *testing.T) {
 	}
 }
 
-
 func harnessesDir() (string, error) {
 	return corpus.HarnessesDir()
 }

@@ -121,8 +121,9 @@ for the same content, so a repeated import finds it present). A session a
 harness (or dshq watch) is writing — it holds the session's write lease — is
 refused; import it again once the writer is done. A Claude Code or Codex file
 that grew since it was imported is continued: its stored lines convert as they
-did, the new ones are appended. One that no longer begins with the lines its
-session holds (rewritten, truncated) is refused. Logs are checked as the projector reads them,
+did, the new ones are appended. One that does not begin with the lines its
+session holds (another file stating the same session, a rewritten or
+truncated file) is refused, saying which. Logs are checked as the projector reads them,
 so older message shapes of real logs are taken and nothing imported is
 quarantined.
 

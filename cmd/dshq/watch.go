@@ -56,8 +56,9 @@ While a file is written its sessions are live (watch holds their write
 leases); after --idle without a change their handles close. A torn last line
 (a write cut in the middle of a line) waits for its newline. watch survives
 its own restart: each file resumes from what the session stream holds, with no
-gap and no duplicate; a file that no longer begins with what its session holds
-(rewritten, truncated) is reported and not published. It runs until SIGINT or
+gap and no duplicate; a file that does not begin with what its session holds
+(another file claiming the session, a rewritten or truncated one) is reported
+and not published. It runs until SIGINT or
 SIGTERM; reports go to stdout, one line each (--json: one JSON object per
 line): watching, missing, live, idle, note, retry (a write that failed for a
 reason that passes — the bus overloaded, a lease not yet lapsed — retried
@@ -216,7 +217,7 @@ func printWatchReport(w io.Writer, r follow.Report) {
 	case follow.ReportIdle:
 		fmt.Fprintf(w, "%s idle      %s\n", ts, r.SessionID)
 	case follow.ReportNotice:
-		fmt.Fprintf(w, "%s note      %s: %s\n", ts, r.SessionID, r.Detail)
+		fmt.Fprintf(w, "%s note      %s: %s\n", ts, orPath(r), r.Detail)
 	case follow.ReportRetry:
 		fmt.Fprintf(w, "%s retry     %s: %s\n", ts, orPath(r), oneLine(r.Err.Error()))
 	case follow.ReportError:

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -434,4 +435,21 @@ func records(t *testing.T, log []byte) int {
 		t.Fatal(err)
 	}
 	return len(events) + 1
+}
+
+// TestWatchReportsNameAFileOnce prints the reports that carry a file and
+// an error or a note: the path is printed once.
+func TestWatchReportsNameAFileOnce(t *testing.T) {
+	path := "/home/u/.claude/projects/p/7d1c2a40.jsonl"
+	for _, r := range []follow.Report{
+		{Kind: follow.ReportError, Path: path, Err: &follow.ChangedError{Path: path, SessionID: "cc-7d1c2a40", Why: "it was truncated"}},
+		{Kind: follow.ReportNotice, Path: path, Detail: (&follow.NotRegularError{Path: path}).Why()},
+		{Kind: follow.ReportRetry, Path: path, Err: errors.New("lease")},
+	} {
+		var b bytes.Buffer
+		printWatchReport(&b, r)
+		if n := strings.Count(b.String(), path); n != 1 {
+			t.Errorf("%s report names the file %d times: %q", r.Kind, n, b.String())
+		}
+	}
 }
