@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -56,7 +57,9 @@ While a file is written its sessions are live (watch holds their write
 leases); after --idle without a change their handles close. A torn last line
 (a write cut in the middle of a line) waits for its newline. watch survives
 its own restart: each file resumes from what the session stream holds, with no
-gap and no duplicate; a file that does not begin with what its session holds
+gap and no duplicate, and the leases a killed watch of the same roots on this
+machine left are taken back at once (its writer identity, held by a lock file
+under ~/.cache/dshq/watch: a second watch of the same roots is refused); a file that does not begin with what its session holds
 (another file claiming the session, a rewritten or truncated one) is reported
 and not published. It runs until SIGINT or
 SIGTERM; reports go to stdout, one line each (--json: one JSON object per
@@ -74,12 +77,20 @@ pause); -v adds one per append.`,
 			if err != nil {
 				return err
 			}
+			// The writer identity of this machine and these roots: a
+			// restarted watch takes back at once the leases a killed one
+			// left; the lock refuses a second watch of the same roots.
+			lock, err := g.lockWriter(roots)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = lock.Unlock() }()
 			nc, err := g.dial()
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			store, err := openStore(cmd.Context(), nc, o.stream, g.tenant)
+			store, err := openStore(cmd.Context(), nc, o.stream, g.tenant, bus.WithWriter(lock.Name))
 			if err != nil {
 				return err
 			}
@@ -167,6 +178,25 @@ func (g *globals) watchRoots(cmd *cobra.Command, o watchOptions) ([]follow.Root,
 		return nil, usageErrorf("no root to follow: --claude off and --codex off need --deepseek DIR")
 	}
 	return roots, nil
+}
+
+// lockWriter takes the writer identity of a watch of roots on this
+// machine, its lock file under $XDG_CACHE_HOME/dshq/watch (default
+// ~/.cache/dshq/watch).
+func (g *globals) lockWriter(roots []follow.Root) (*follow.WriterLock, error) {
+	cache := g.getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, err := g.home()
+		if err != nil {
+			return nil, err
+		}
+		cache = filepath.Join(home, ".cache")
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("writer identity: %w", err)
+	}
+	return follow.LockWriter(filepath.Join(cache, "dshq", "watch"), host, roots)
 }
 
 // watchReport is a report as --json prints it.
