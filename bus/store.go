@@ -48,6 +48,7 @@ type storeOptions struct {
 	atomicMin  int
 	tenant     string // "" = the untenanted namespace
 	writer     string // WithWriter's identity, "" = none
+	notice     func(error)
 }
 
 // WithStreamConfig sets the stream and lease bucket (default: the zero
@@ -69,6 +70,11 @@ func WithRetryMaxElapsed(d time.Duration) Option {
 // live process may use a given writer name (dshq watch holds a lock file for
 // it); a Store never takes a lease from its own handles.
 func WithWriter(name string) Option { return func(o *storeOptions) { o.writer = name } }
+
+// WithRetryNotice sets a function told of every transient failure an
+// operation retries (the server restarting, a leader being elected), from
+// the retrying goroutine, so that a client can say it is waiting.
+func WithRetryNotice(fn func(err error)) Option { return func(o *storeOptions) { o.notice = fn } }
 
 // WithAttemptTimeout bounds each request (default DefaultAttemptTimeout).
 func WithAttemptTimeout(d time.Duration) Option { return func(o *storeOptions) { o.attempt = d } }
@@ -138,7 +144,7 @@ func NewStore(ctx context.Context, nc *nats.Conn, opts ...Option) (*Store, error
 	}
 	s := &Store{nc: nc, js: js, opts: o, pending: map[string]*Handle{}, writers: map[*Handle]struct{}{},
 		unsettled: map[string]unsettledLease{}, leased: map[string]uint64{}}
-	s.pub = &publisher{nc: nc, js: js, name: o.stream.Name, maxElapsed: o.maxElapsed, attempt: o.attempt,
+	s.pub = &publisher{nc: nc, js: js, name: o.stream.Name, maxElapsed: o.maxElapsed, attempt: o.attempt, notice: o.notice,
 		watch: failover.For(nc, failover.StreamLeaderElected(o.stream.Name), failover.StreamLeaderElected("KV_"+o.stream.LeaseBucket))}
 	if o.tenant != "" {
 		if err := s.initTenant(ctx); err != nil {

@@ -89,7 +89,7 @@ func (s *Store) Namespace(tenant string) (*Store, error) {
 		unsettled: map[string]unsettledLease{}, leased: map[string]uint64{}}
 	ns.opts.tenant = tenant
 	ns.reader = streamReader{ns}
-	ns.pub = &publisher{nc: s.nc, js: s.js, reader: ns.reader, name: s.pub.name, watch: s.pub.watch, maxElapsed: s.pub.maxElapsed, attempt: s.pub.attempt}
+	ns.pub = &publisher{nc: s.nc, js: s.js, reader: ns.reader, name: s.pub.name, watch: s.pub.watch, maxElapsed: s.pub.maxElapsed, attempt: s.pub.attempt, notice: s.pub.notice}
 	return ns, nil
 }
 

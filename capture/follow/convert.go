@@ -123,9 +123,13 @@ func Resume(ctx context.Context, st Records, f capture.Format, path string, data
 	if hdr.Header.Harness != string(f) {
 		return nil, changed("the stored session is not a %s session (harness %q)", f, hdr.Header.Harness)
 	}
-	lines, err := capture.SourceLines(events)
-	if err != nil {
-		return nil, changed("%v", err)
+	// A session stored with no event yet (an import stopped right after
+	// its header record) holds no line: the file continues from its first.
+	var lines []capture.Line
+	if len(events) > 0 {
+		if lines, err = capture.SourceLines(events); err != nil {
+			return nil, changed("%v", err)
+		}
 	}
 	var n, total int64
 	differs := 0 // the first stored line the file does not hold (1-based)

@@ -24,14 +24,14 @@ type WriterLock struct {
 	f    *os.File
 }
 
-// WriterBusyError is LockWriter's refusal: another live watcher of the same
-// roots on this machine holds the identity.
+// WriterBusyError is LockWriter's refusal: another live process on this
+// machine holds the identity (for dshq watch, a watch of the same roots).
 type WriterBusyError struct {
 	Name, Path string
 }
 
 func (e *WriterBusyError) Error() string {
-	return fmt.Sprintf("another dshq watch of the same roots runs on this machine (it holds %s, writer %s): stop it first", e.Path, e.Name)
+	return fmt.Sprintf("another process holds writer identity %s on this machine (lock %s)", e.Name, e.Path)
 }
 
 // WriterName returns the writer identity of a watcher of roots on host:
@@ -51,18 +51,19 @@ func rootsHash(roots []Root) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// LockWriter takes the lock of the writer identity of a watcher of roots on
-// host, a file under dir (created when missing). The lock lasts until
-// Unlock or the process's end, however it ends (kill -9 included): it is
-// the system's (flock), not a file's presence. A held lock is
+// LockWriter takes the lock of writer identity name (WriterName, or any
+// name one kind of process uses on a machine, such as dshq import's), a
+// file under dir (created when missing). The lock lasts until Unlock or
+// the process's end, however it ends (kill -9 included): it is the
+// system's (flock), not a file's presence. A held lock is
 // *WriterBusyError. Where the system has no such lock, the identity is ""
-// (no identity: a restarted watcher waits for its old leases to lapse).
-func LockWriter(dir, host string, roots []Root) (*WriterLock, error) {
-	name := WriterName(host, roots)
+// (no identity: a restarted process waits for its old leases to lapse).
+func LockWriter(dir, name string) (*WriterLock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("writer lock: %w", err)
 	}
-	path := filepath.Join(dir, host+"-"+rootsHash(roots)+".lock")
+	sum := sha256.Sum256([]byte(name))
+	path := filepath.Join(dir, hex.EncodeToString(sum[:8])+".lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("writer lock: %w", err)

@@ -100,7 +100,7 @@ func TestARestartedWatcherTakesBackItsOwnLeases(t *testing.T) {
 func TestOneWatcherPerWriterIdentity(t *testing.T) {
 	dir := t.TempDir()
 	roots := []follow.Root{{Format: capture.FormatClaudeCode, Dir: "/r/a"}, {Format: capture.FormatCodex, Dir: "/r/b"}}
-	first, err := follow.LockWriter(dir, "h", roots)
+	first, err := follow.LockWriter(dir, follow.WriterName("h", roots))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,10 +109,10 @@ func TestOneWatcherPerWriterIdentity(t *testing.T) {
 	}
 	reversed := []follow.Root{roots[1], roots[0]}
 	var busy *follow.WriterBusyError
-	if _, err := follow.LockWriter(dir, "h", reversed); !errors.As(err, &busy) {
+	if _, err := follow.LockWriter(dir, follow.WriterName("h", reversed)); !errors.As(err, &busy) {
 		t.Fatalf("a second lock of the same roots: %v", err)
 	}
-	other, err := follow.LockWriter(dir, "h", roots[:1])
+	other, err := follow.LockWriter(dir, follow.WriterName("h", roots[:1]))
 	if err != nil || other.Name == first.Name {
 		t.Fatalf("a lock of other roots: %+v, %v", other, err)
 	}
@@ -120,7 +120,7 @@ func TestOneWatcherPerWriterIdentity(t *testing.T) {
 	if err := first.Unlock(); err != nil {
 		t.Fatal(err)
 	}
-	again, err := follow.LockWriter(dir, "h", reversed)
+	again, err := follow.LockWriter(dir, follow.WriterName("h", reversed))
 	if err != nil || again.Name != first.Name {
 		t.Fatalf("the lock after its release: %+v, %v", again, err)
 	}

@@ -59,7 +59,7 @@ leases); after --idle without a change their handles close. A torn last line
 its own restart: each file resumes from what the session stream holds, with no
 gap and no duplicate, and the leases a killed watch of the same roots on this
 machine left are taken back at once (its writer identity, held by a lock file
-under ~/.cache/dshq/watch: a second watch of the same roots is refused); a file that does not begin with what its session holds
+under ~/.cache/dshq/writers: a second watch of the same roots is refused); a file that does not begin with what its session holds
 (another file claiming the session, a rewritten or truncated one) is reported
 and not published. It runs until SIGINT or
 SIGTERM; reports go to stdout, one line each (--json: one JSON object per
@@ -80,7 +80,15 @@ pause); -v adds one per append.`,
 			// The writer identity of this machine and these roots: a
 			// restarted watch takes back at once the leases a killed one
 			// left; the lock refuses a second watch of the same roots.
-			lock, err := g.lockWriter(roots)
+			host, err := os.Hostname()
+			if err != nil {
+				return fmt.Errorf("writer identity: %w", err)
+			}
+			lock, err := g.lockWriter(follow.WriterName(host, roots))
+			var busy *follow.WriterBusyError
+			if errors.As(err, &busy) {
+				return fmt.Errorf("another dshq watch of the same roots runs on this machine (%w): stop it first", err)
+			}
 			if err != nil {
 				return err
 			}
@@ -180,10 +188,9 @@ func (g *globals) watchRoots(cmd *cobra.Command, o watchOptions) ([]follow.Root,
 	return roots, nil
 }
 
-// lockWriter takes the writer identity of a watch of roots on this
-// machine, its lock file under $XDG_CACHE_HOME/dshq/watch (default
-// ~/.cache/dshq/watch).
-func (g *globals) lockWriter(roots []follow.Root) (*follow.WriterLock, error) {
+// lockWriter takes writer identity name on this machine, its lock file
+// under $XDG_CACHE_HOME/dshq/writers (default ~/.cache/dshq/writers).
+func (g *globals) lockWriter(name string) (*follow.WriterLock, error) {
 	cache := g.getenv("XDG_CACHE_HOME")
 	if cache == "" {
 		home, err := g.home()
@@ -192,11 +199,7 @@ func (g *globals) lockWriter(roots []follow.Root) (*follow.WriterLock, error) {
 		}
 		cache = filepath.Join(home, ".cache")
 	}
-	host, err := os.Hostname()
-	if err != nil {
-		return nil, fmt.Errorf("writer identity: %w", err)
-	}
-	return follow.LockWriter(filepath.Join(cache, "dshq", "watch"), host, roots)
+	return follow.LockWriter(filepath.Join(cache, "dshq", "writers"), name)
 }
 
 // watchReport is a report as --json prints it.
