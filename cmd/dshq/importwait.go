@@ -27,10 +27,16 @@ type gaveUpError struct {
 	url   string
 	wait  time.Duration
 	cause error
+	// lost: the connection stayed lost for wait (else a request's retries
+	// ran out on a transient failure).
+	lost bool
 }
 
 func (e *gaveUpError) Error() string {
-	return fmt.Sprintf("NATS at %s did not answer for %v: gave up (%v); run the same import again to continue where it stopped", e.url, e.wait, e.cause)
+	if e.lost {
+		return fmt.Sprintf("NATS at %s stayed unreachable for %v: gave up (%v); run the same import again to continue where it stopped", e.url, e.wait, e.cause)
+	}
+	return fmt.Sprintf("NATS at %s did not answer through its retries: gave up (%v); run the same import again to continue where it stopped", e.url, e.cause)
 }
 
 func (e *gaveUpError) Unwrap() error { return e.cause }
@@ -81,7 +87,7 @@ func (w *natsWaiter) lost(err error) {
 		err = errors.New("disconnected")
 	}
 	fmt.Fprintf(w.stderr, "dshq: waiting for NATS at %s… (the connection was lost: %v; giving up after %v)\n", w.url, err, w.wait)
-	w.timer = time.AfterFunc(w.wait, func() { w.cancel(&gaveUpError{url: w.url, wait: w.wait, cause: err}) })
+	w.timer = time.AfterFunc(w.wait, func() { w.cancel(&gaveUpError{url: w.url, wait: w.wait, cause: err, lost: true}) })
 }
 
 func (w *natsWaiter) back() {
