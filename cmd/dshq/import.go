@@ -262,7 +262,7 @@ func (g *globals) harnessRoots() ([]string, error) {
 		}
 	}
 	if len(dirs) == 0 {
-		return nil, usageErrorf("no harness root to import (looked in %s): name the files or directories to import", strings.Join(looked, ", "))
+		return nil, usageErrorf("no harness root to import: looked for %s, and none exists; name the files or directories to import", strings.Join(looked, ", "))
 	}
 	return dirs, nil
 }

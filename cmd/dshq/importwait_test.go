@@ -97,3 +97,17 @@ func TestImportWhenTheServerGoesAway(t *testing.T) {
 		t.Fatalf("a third import stored again: %d present of %d", len(sum3.Present), len(paths))
 	}
 }
+
+// TestImportWithNoRootNamesEveryRoot runs dshq import with no path and no
+// harness root: the one line names every root looked for, and that none
+// exists, before any connection.
+func TestImportWithNoRootNamesEveryRoot(t *testing.T) {
+	home := t.TempDir()
+	r := runCLI(t, map[string]string{"HOME": home, "DSH_NATS_URL": "nats://127.0.0.1:1"}, "", "import")
+	for _, want := range []string{filepath.Join(home, ".claude", "projects"), filepath.Join(home, ".codex", "sessions"),
+		filepath.Join(home, ".codex", "archived_sessions"), "none exists"} {
+		if r.code == 0 || !strings.Contains(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("exit %d, stderr %q: want %q", r.code, r.stderr, want)
+		}
+	}
+}
