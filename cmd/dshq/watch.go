@@ -100,6 +100,9 @@ pause); -v adds one per append.`,
 			defer nc.Close()
 			store, err := openStore(cmd.Context(), nc, o.stream, g.tenant, bus.WithWriter(lock.Name))
 			if err != nil {
+				if cmd.Context().Err() != nil {
+					return nil // stopped while starting: a stop, not a failure
+				}
 				return err
 			}
 			// A connection the server closed for good (not reconnecting)
