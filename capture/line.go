@@ -52,7 +52,7 @@ func (s *Lines) Write(p []byte) []Line {
 		}
 		text := make([]byte, 0, len(s.tail)+i)
 		text = append(append(text, s.tail...), p[:i]...)
-		s.tail = s.tail[:0]
+		s.dropTail()
 		p = p[i+1:]
 		eol := "\n"
 		if n := len(text); n > 0 && text[n-1] == '\r' {
@@ -76,8 +76,21 @@ func (s *Lines) Finish() (Line, bool) {
 		return Line{}, false
 	}
 	text := append([]byte(nil), s.tail...)
-	s.tail = s.tail[:0]
+	s.dropTail()
 	return s.line(text, ""), true
+}
+
+// maxKeptTail is the largest held buffer Lines keeps for the next torn
+// write once its line is complete: a longer one (a long line's) is let go,
+// so that memory is held only while such a line is.
+const maxKeptTail = 64 << 10
+
+func (s *Lines) dropTail() {
+	if cap(s.tail) > maxKeptTail {
+		s.tail = nil
+		return
+	}
+	s.tail = s.tail[:0]
 }
 
 // Complete returns the held bytes as a last line without a terminator when

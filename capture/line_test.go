@@ -105,3 +105,14 @@ func TestCompleteTakesOnlyAWholeJSONValue(t *testing.T) {
 		}
 	}
 }
+
+func TestLinesLetsGoOfALongLinesBuffer(t *testing.T) {
+	var s Lines
+	s.Write(bytes.Repeat([]byte("x"), 1<<20))
+	if got := s.Write([]byte("\n")); len(got) != 1 || len(got[0].Text) != 1<<20 {
+		t.Fatalf("the long line: %d lines", len(got))
+	}
+	if c := cap(s.tail); c > maxKeptTail {
+		t.Fatalf("Lines keeps a %d-byte buffer after a 1 MiB line", c)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -141,6 +142,9 @@ func (w *Watcher) resume(ctx context.Context, f *file) (*live, []byte, error) {
 	return l, data, nil
 }
 
+// readPiece bounds one read of what a file gained.
+const readPiece = 4 << 20
+
 // readMore reads what the file gained and publishes it.
 func (l *live) readMore(ctx context.Context) (bool, error) {
 	fh, fi, err := openRegular(l.f.path)
@@ -154,35 +158,65 @@ func (l *live) readMore(ctx context.Context) (bool, error) {
 	if fi.Size() == l.read {
 		return false, nil
 	}
-	buf := make([]byte, fi.Size()-l.read)
-	n, err := fh.ReadAt(buf, l.read)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return false, err
+	// In pieces of at most readPiece bytes: what a read holds beyond the
+	// line being cut is bounded, whatever the file gained.
+	grew := false
+	for l.read < fi.Size() {
+		buf := make([]byte, min(fi.Size()-l.read, readPiece))
+		n, err := fh.ReadAt(buf, l.read)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return grew, err
+		}
+		if n == 0 {
+			break
+		}
+		l.read += int64(n)
+		l.f.synced.Store(l.read)
+		grew = true
+		if err := l.feed(ctx, buf[:n]); err != nil {
+			return grew, err
+		}
 	}
-	l.read += int64(n)
-	l.f.synced.Store(l.read)
-	return n > 0, l.feed(ctx, buf[:n])
+	return grew, nil
 }
 
 // feed converts the complete lines of p and publishes what they give. A
 // last line without a newline is taken when it is a whole JSON value, else
 // held until the rest of it arrives (capture.Lines.Complete: the rule of
 // Import too, so a watched file and its import store the same log).
+//
+// A line of releaseAfter bytes or more costs the watcher several times its
+// size while it is converted and published; once it is, that memory is
+// given back to the system at once (debug.FreeOSMemory) rather than kept
+// by the runtime for later, so the watcher's footprint is bounded by the
+// largest line it holds and falls back after it
+// (TestAWatchReleasesALongLine).
 func (l *live) feed(ctx context.Context, p []byte) error {
 	lines := l.r.Lines.Write(p)
 	if last, ok := l.r.Lines.Complete(); ok {
 		lines = append(lines, last)
 	}
 	var ups []capture.Update
+	longest := 0
 	for _, line := range lines {
+		longest = max(longest, len(line.Text))
 		u, err := l.r.Conv.Feed(line)
 		if err != nil {
 			return err
 		}
 		ups = append(ups, u...)
 	}
-	return l.publish(ctx, ups)
+	lines = nil
+	err := l.publish(ctx, ups)
+	if ups = nil; longest >= releaseAfter || len(p) >= releaseAfter {
+		debug.FreeOSMemory()
+	}
+	return err
 }
+
+// releaseAfter is the size of a line (or of a read) after which feed gives
+// its memory back to the system.
+const releaseAfter = 16 << 20
 
 // finish decides what the converter still holds (a header waiting for its
 // facts, and the lines held with it), as Import does for a file taken as
