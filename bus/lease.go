@@ -146,20 +146,11 @@ func claim(ctx context.Context, kv leaseKV, key string, v []byte, writer string)
 		return 0, errLeaseChanged
 	case err != nil:
 		return 0, err
-	case e.Operation() != jetstream.KeyValuePut:
-		// Deleted, purged or lapsed: free.
-		rev, err := kv.update(ctx, key, v, e.Revision())
-		switch {
-		case inFlight(err):
-			return 0, inFlightError(key, err)
-		case isWrongLastSequence(err):
-			return 0, errLeaseChanged
-		}
-		return rev, err
-	case bytes.Equal(e.Value(), v):
+	case bytes.Equal(e.Value(), v) && e.Operation() == jetstream.KeyValuePut:
 		return e.Revision(), nil
-	case heldBy(e.Value(), writer):
-		// This writer's, left by its earlier process: taken back.
+	case e.Operation() != jetstream.KeyValuePut, heldBy(e.Value(), writer):
+		// Deleted, purged or lapsed: free; or this writer's, left by its
+		// earlier process: taken back. Either at the revision read.
 		rev, err := kv.update(ctx, key, v, e.Revision())
 		switch {
 		case inFlight(err):
