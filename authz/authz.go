@@ -18,7 +18,6 @@
 package authz
 
 import (
-
 	"github.com/dshq/dshq"
 )
 
