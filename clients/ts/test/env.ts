@@ -121,7 +121,7 @@ export async function startServer(opts: { tenants?: string[] } = {}): Promise<Se
 /** startServe runs dshq serve (projector, dsh-query, dsh-tools) against the server, as its trusted user when it has tenants. */
 export async function startServe(s: Server, opts: { trusted?: boolean } = {}): Promise<Proc> {
   const home = join(s.dir, "home");
-  const args = ["serve", "--nats-url", s.url, "--home", home, "--http", "off", "--log-level", "warn"];
+  const args = ["serve", "--nats-url", s.url, "--home", home, "--http", "off", "--log-level", "info"];
   if (opts.trusted) args.push("--user", "trusted", "--password", passwords.trusted);
   const p = new Proc(spawn(bin("dshq"), args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, DSH_HOME: home } }));
   await p.waitFor(/dshq ready/, 120_000);

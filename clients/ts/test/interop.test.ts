@@ -1,0 +1,241 @@
+// Interop with the Go SDK and dshq, both ways, on one real nats-server with
+// dshq serve (projector, dsh-query, dsh-tools) beside it.
+
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+
+import {
+  JsonNumber,
+  createSessionPersistence,
+  createSessionQuery,
+  encodeHeaderRecord,
+  parseRecord,
+  rawRecordText,
+  type SessionEvent,
+  type SessionHeader,
+  type SessionPersistence,
+  type SessionQuery,
+} from "../src/index.js";
+import { type Proc, type Server, dshq, interop, passwords, repoRoot, spawn, startServe, startServer } from "./env.js";
+
+const lines = (text: string) => text.split("\n").filter((l) => l !== "");
+const fixture = (name: string) => lines(readFileSync(join(repoRoot, "testdata", name), "utf8"));
+
+/** The fixture's header and events, with a fresh id (the events name no id). */
+function session(name: string, id: string, parent?: string): { header: SessionHeader; events: SessionEvent[]; text: string[] } {
+  const [h, ...evs] = fixture(name);
+  const header = { ...(parseRecord(h!) as unknown as SessionHeader), id, ...(parent ? { parentSession: parent } : {}) };
+  delete (header as { type?: string }).type;
+  const events = evs.map((l) => parseRecord(l) as unknown as SessionEvent);
+  return { header, events, text: [encodeHeaderRecord(header, 0), ...evs] };
+}
+
+/** Records a double cannot hold, exact number spellings, escapes and key orders that JSON.parse would not keep. */
+const lossyLines = (from: number) => [
+  `{"type":"todo/write","seq":${from},"time":1788000000200,"data":{"big":12345678901234567890,"exact":1.50,"exp":1E5,"esc":"\\u00e9\\/\\u2028","2":"integer key after","1":"first"}}`,
+  `{"type":"todo/write","seq":${from + 1},"time":1788000000201,"data":{"todos":[{"id":"t","content":"x","status":"pending"}],"n":9007199254740993}}`,
+];
+
+describe("interop with the Go SDK and dshq", () => {
+  let server: Server;
+  let serve: Proc;
+  let ts: SessionPersistence;
+  let q: SessionQuery;
+
+  before(async () => {
+    server = await startServer();
+    ts = await createSessionPersistence({ servers: server.url });
+    serve = await startServe(server);
+    q = await createSessionQuery({ servers: server.url });
+  });
+  after(async () => {
+    await q?.close();
+    await ts?.close();
+    await serve?.stop();
+    await server?.stop();
+  });
+
+  it("a session written by the TS backend reads back byte for byte through the Go SDK and dshq export", async () => {
+    const id = `ts-${randomUUID()}`;
+    const s = session("sample.jsonl", id);
+    const h = await ts.create(s.header);
+    await h.append(s.events);
+    await h.close();
+    assert.deepEqual(lines(await interop(["read", "-url", server.url, "-id", id])), s.text.slice(1));
+    assert.deepEqual(lines(await interop(["records", "-url", server.url, "-id", id])), s.text);
+    assert.deepEqual(lines(await dshq(["export", id, "--nats-url", server.url])), s.text);
+  });
+
+  it("numbers a double cannot hold, number spellings, escapes and key order survive a TS append and read", async () => {
+    const id = `ts-lossless-${randomUUID()}`;
+    const raw = lossyLines(0).map((l) => l.replace('', ""));
+    const evs = raw.map((l) => parseRecord(l) as unknown as SessionEvent);
+    const d = evs[0]!.data as Record<string, unknown>;
+    assert.ok(d.big instanceof JsonNumber && d.big.text === "12345678901234567890");
+    assert.ok(d.exact instanceof JsonNumber && d.exact.text === "1.50");
+    const h = await ts.create({ version: 2, id, createdAt: 1, isSeeded: false });
+    await h.append(evs);
+    // A value built by hand with a JsonNumber is written with its exact text.
+    await h.append([{ type: "todo/write", seq: 2, time: 3, data: { big: new JsonNumber("-98765432109876543210.000") } }]);
+    await h.close();
+    const want = [...raw, `{"type":"todo/write","seq":2,"time":3,"data":{"big":-98765432109876543210.000}}`];
+    assert.deepEqual(lines(await interop(["read", "-url", server.url, "-id", id])), want);
+    const r = await ts.open(id, "read");
+    const back = await r.read();
+    await r.close();
+    assert.deepEqual(back.map((e) => rawRecordText(e)), want);
+    assert.equal(((back[1]!.data as Record<string, unknown>).n as JsonNumber).text, "9007199254740993");
+  });
+
+  it("a session written by the Go SDK reads back byte for byte through the TS backend, and re-appends identically", async () => {
+    const id = `go-${randomUUID()}`;
+    const s = session("sample.jsonl", id);
+    const evLines = [...s.text.slice(1), ...lossyLines(s.events.length).map((l) => l.replace('', ""))];
+    await interop(["write", "-url", server.url], [JSON.stringify({ header: s.header }), ...evLines].join("\n") + "\n");
+    const r = await ts.open(id, "read");
+    const evs = await r.read();
+    await r.close();
+    assert.deepEqual(evs.map((e) => rawRecordText(e)), evLines);
+    assert.deepEqual(r.header, s.header);
+    // Replayed into another session, the records are the same bytes.
+    const copy = `copy-${randomUUID()}`;
+    const w = await ts.create({ ...s.header, id: copy });
+    await w.append(evs);
+    await w.close();
+    assert.deepEqual(lines(await dshq(["export", copy, "--nats-url", server.url])).slice(1), evLines);
+  });
+
+  it("a Go writer and a TS writer racing for one session: exactly one owns it, the other is told it exists", async () => {
+    const tally = { go: 0, ts: 0 };
+    for (let round = 0; round < 6; round++) {
+      const id = `race-${randomUUID()}`;
+      const go = spawn(join(process.env.DSHQ_TS_BIN ?? join(process.env.HOME ?? "", ".cache/dshq/ts/bin"), "dshq-interop"), ["race", "-url", server.url, "-id", id], { stdio: ["pipe", "pipe", "inherit"] });
+      let out = "";
+      go.stdout!.on("data", (d) => (out += d));
+      const line = (n: number) => new Promise<string>((res) => {
+        const check = () => {
+          const ls = lines(out);
+          if (ls.length >= n) res(ls[n - 1]!);
+        };
+        go.stdout!.on("data", check);
+        check();
+      });
+      assert.equal(await line(1), "ready");
+      go.stdin!.write("go\n");
+      const tsResult = await ts.create({ version: 2, id, createdAt: Date.now(), cwd: "/race", isSeeded: false }).then(
+        async (h) => {
+          await h.flush();
+          return { h, name: "owned" };
+        },
+        (e: Error) => ({ h: undefined, name: e.name }),
+      );
+      const goResult = await line(2);
+      const names = [tsResult.name, goResult].sort();
+      assert.deepEqual(names, ["SessionAlreadyExistsError", "owned"], `round ${round}: ts ${tsResult.name}, go ${goResult}`);
+      if (tsResult.name === "owned") tally.ts++;
+      else tally.go++;
+      // The loser cannot take it for writing either while the winner holds it.
+      if (tsResult.h) {
+        const exit = new Promise((r) => go.on("exit", r));
+        go.stdin!.end();
+        await exit;
+        await tsResult.h.close();
+      } else {
+        await assert.rejects(ts.open(id, "write"), { name: "SessionAlreadyOwnedError" });
+        const exit = new Promise((r) => go.on("exit", r));
+        go.stdin!.end();
+        await exit;
+        const w = await ts.open(id, "write"); // released by the Go writer's close
+        await w.close();
+      }
+    }
+    assert.equal(tally.go + tally.ts, 6);
+  });
+
+  it("the TS backend's sessions are searchable, traceable and visible to the tools", async () => {
+    const parent = `ts-parent-${randomUUID()}`;
+    const child = `ts-child-${randomUUID()}`;
+    const p = session("sample.jsonl", parent);
+    const c = session("fork.jsonl", child, parent);
+    const hp = await ts.create(p.header);
+    await hp.append(p.events);
+    const hc = await ts.create(c.header);
+    await hc.append(c.events);
+    const gen = Math.max(hp.generation, hc.generation);
+    // live while held
+    const stat = await q.statSession({ sessionId: parent }, { minGeneration: gen });
+    assert.equal(stat.session.live, true);
+    assert.equal(stat.eventCount, p.events.length);
+    await hp.close();
+    await hc.close();
+
+    const hits = await q.searchEvents({ sessionId: parent, query: "retry budget" }, { minGeneration: gen });
+    assert.ok(hits.items.length > 0);
+    assert.equal(hits.session.id, parent);
+    const found = await q.searchSessions({ query: "retry budget", sessionFilters: [{ kind: "id", values: [parent, child] }] }, { minGeneration: gen });
+    assert.deepEqual(found.items.map((i) => i.header.id).sort(), [child, parent].sort());
+    const trace = await q.traceSession({ sessionId: parent }, { minGeneration: gen });
+    assert.deepEqual(trace.descendants.map((d) => d.session.header.id), [child]);
+    const read = await q.readSession({ sessionId: parent }, { minGeneration: gen });
+    assert.deepEqual(read.events.map((e) => e.seq), p.events.map((e) => e.seq));
+    await assert.rejects(q.readSession({ sessionId: `nobody-${randomUUID()}` }), { name: "SessionQueryError", code: "SESSION_QUERY_SESSION_NOT_FOUND" });
+
+    const list = await q.tools.list();
+    assert.deepEqual(list.tools.map((t) => t.name).sort(), ["session_event_read", "session_event_search", "session_event_trace", "session_search", "session_trace"]);
+    const res = await q.tools.call("session_search", { query: "retry budget" }, { caller: { session: child }, minGeneration: gen });
+    assert.equal(res.isError, false, res.text);
+    assert.match(res.text, new RegExp(`Session ${parent}`));
+    const tr = await q.tools.call("session_trace", {}, { caller: { session: child }, minGeneration: gen });
+    assert.equal(tr.isError, false, tr.text);
+    assert.match(tr.text, new RegExp(parent));
+    const hidden = await q.tools.call("session_trace", { session_id: parent }, { caller: { workspace: "/elsewhere" }, minGeneration: gen });
+    assert.equal(hidden.isError, true);
+  });
+});
+
+describe("interop as a tenant", () => {
+  let server: Server;
+  before(async () => {
+    server = await startServer({ tenants: ["teamA", "teamB"] });
+    const trusted = await createSessionPersistence({ servers: server.url, user: "trusted", pass: passwords.trusted });
+    await trusted.close();
+  });
+  after(async () => {
+    await server?.stop();
+  });
+
+  it("a tenant's TS session reads back byte for byte through a Go tenant Store and a trusted dshq export --tenant, and is not another tenant's", async () => {
+    const id = `tenant-${randomUUID()}`;
+    const s = session("sample.jsonl", id);
+    const a = await createSessionPersistence({ servers: server.url, tenant: "teamA", user: "teamA", pass: passwords.teamA });
+    const b = await createSessionPersistence({ servers: server.url, tenant: "teamB", user: "teamB", pass: passwords.teamB });
+    try {
+      const h = await a.create(s.header);
+      await h.append(s.events);
+      await h.close();
+      const goArgs = ["-url", server.url, "-tenant", "teamA", "-user", "teamA", "-password", passwords.teamA, "-id", id];
+      assert.deepEqual(lines(await interop(["read", ...goArgs])), s.text.slice(1));
+      assert.deepEqual(lines(await dshq(["export", id, "--nats-url", server.url, "--user", "trusted", "--password", passwords.trusted, "--tenant", "teamA"])), s.text);
+      assert.equal(await b.stat(id), undefined);
+      assert.ok(!(await b.list()).some((x) => x.header.id === id));
+      await assert.rejects(b.open(id, "read"), { name: "SessionPersistenceNotFoundError" });
+      // A Go tenant writer, read by the TS tenant backend.
+      const gid = `tenant-go-${randomUUID()}`;
+      const g = session("fork.jsonl", gid);
+      await interop(["write", "-url", server.url, "-tenant", "teamA", "-user", "teamA", "-password", passwords.teamA], [JSON.stringify({ header: g.header }), ...g.text.slice(1)].join("\n") + "\n");
+      const r = await a.open(gid, "read");
+      assert.deepEqual((await r.read()).map((e) => rawRecordText(e)), g.text.slice(1));
+      await r.close();
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it("a tenant backend needs its inbox prefix: another one is refused before anything is sent", async () => {
+    await assert.rejects(createSessionPersistence({ servers: server.url, tenant: "teamA", inboxPrefix: "_INBOX", user: "teamA", pass: passwords.teamA }), TypeError);
+  });
+});
