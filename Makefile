@@ -21,9 +21,11 @@ build:
 setup:
 	@bash .ci/setup
 
-## test: what CI runs (.ci/run): vet, then every test with the race detector.
+## test: what CI runs (.ci/run): vet, then every test with the race detector,
+## then the TypeScript client's (clients/ts/test.sh).
 test: vet
 	$(GO) test -race -count=1 -timeout 30m ./...
+	@bash clients/ts/test.sh
 
 vet:
 	$(GO) vet ./...

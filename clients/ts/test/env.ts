@@ -138,6 +138,7 @@ export async function interop(args: string[], input?: string): Promise<string> {
     c.stdout.on("data", (d) => (out += d));
     c.stderr.on("data", (d) => (err += d));
     c.on("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`dshq-interop ${args[0]} exited ${code}: ${err}`))));
+    c.stdin.on("error", () => {}); // a command that reads no input may exit first (EPIPE)
     c.stdin.end(input ?? "");
   });
 }
