@@ -1,5 +1,5 @@
 // Command dshq-interop is the Go side of @dshq/harness's interop tests and
-// benchmark (clients/ts, docs/sdk.md#typescript): it writes and reads
+// benchmark (clients/ts, docs/sdk.md#typescript-dshqharness): it writes and reads
 // sessions through the Go SDK (package bus), races a Go writer against a
 // TypeScript one for one session, expands upstream JSONL files as dshq
 // import reads them, and measures the Go SDK's append figures. It is a test

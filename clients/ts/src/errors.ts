@@ -1,4 +1,4 @@
-// The seam's named errors (UPSTREAM.md §8.1, docs/sdk.md#errors). Each has the
+// The seam's named errors (docs/sdk.md#errors). Each has the
 // original's name, which session-query maps by, and the Go SDK's wording.
 
 /** Where a backend keeps a session's raw log, when it keeps one. */

@@ -1,4 +1,4 @@
-// @dshq/harness: dshq's harness SDK for TypeScript (docs/sdk.md#typescript).
+// @dshq/harness: dshq's harness SDK for TypeScript (docs/sdk.md#typescript-dshqharness).
 export * from "./errors.js";
 export { JsonNumber, type JsonValue, parseJson, parseRecord, stringifyJson, rawRecordText } from "./json.js";
 export * from "./names.js";

@@ -1,4 +1,4 @@
-// Lossless JSON (docs/sdk.md#typescript-lossless-json).
+// Lossless JSON (docs/sdk.md#typescript-dshqharness).
 //
 // The stream keeps every record as it was written: key order, number
 // spellings and escapes survive (docs/protocol.md#2-the-session-log-stream).

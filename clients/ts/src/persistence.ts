@@ -1,6 +1,6 @@
-// createSessionPersistence: the deepseek-harness persistence seam (UPSTREAM.md
-// §8.1, docs/sdk.md#typescript) on JetStream, on the same wire as the Go SDK's
-// bus.Store and bus.Handle.
+// createSessionPersistence: the deepseek-harness persistence seam
+// (docs/sdk.md#typescript-dshqharness) on JetStream, on the same wire as the
+// Go SDK's bus.Store and bus.Handle.
 
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { type ConnectionOptions, type NatsConnection, connect } from "@nats-io/transport-node";
@@ -100,7 +100,7 @@ export interface SessionPersistenceOptions extends ConnectionOptions {
   atomicMin?: number;
 }
 
-/** What stat and list report (UPSTREAM.md §8.1, bus.Snapshot). */
+/** What stat and list report (docs/sdk.md#stat-and-list, bus.Snapshot). */
 export interface SessionSnapshot {
   header: SessionHeader;
   inheritedEventCount: number;
@@ -118,7 +118,7 @@ export interface SignalOptions {
   signal?: AbortSignal;
 }
 
-/** SessionHandle is the seam's per-session handle (UPSTREAM.md §8.1). */
+/** SessionHandle is the seam's per-session handle (docs/sdk.md#the-persistence-seam). */
 export interface SessionHandle extends AsyncDisposable {
   readonly id: string;
   readonly header: SessionHeader;

@@ -5,7 +5,7 @@
 import { JsonNumber, type JsonValue, parseRecord, rawRecordText, stringifyJson } from "./json.js";
 import { sessionIdProblem } from "./names.js";
 
-/** SessionHeader is the version 2 session header (UPSTREAM.md §1.2). */
+/** SessionHeader is the version 2 session header (docs/events-and-surfaces.md#session-headers). */
 export interface SessionHeader {
   version: 2;
   id: string;
@@ -20,7 +20,7 @@ export interface SessionHeader {
   harness?: string;
 }
 
-/** SessionEvent is one event of a session's log (UPSTREAM.md §2.1). */
+/** SessionEvent is one event of a session's log (docs/events-and-surfaces.md#the-event-envelope). */
 export interface SessionEvent {
   type: string;
   seq: number;

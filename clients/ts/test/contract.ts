@@ -1,8 +1,8 @@
-// The persistence seam's contract suite (UPSTREAM.md §8.1 and the
-// persistence cases of §9, 44–47), written from the contract, not from this
+// The persistence seam's contract suite, written from the original's G2
+// contract (docs/sdk.md#the-persistence-seam: create, open, flush, stat, list
+// and the handle, with the persistence edge cases of its tests), not from this
 // backend: it runs against any backend a ContractFactory opens. Each rule is
-// its own test; error texts are the upstream wording where UPSTREAM.md gives
-// it. Ids are unique per test, so the tests share one store.
+// its own test; error texts are the original's wording where it has one. Ids are unique per test, so the tests share one store.
 
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
