@@ -9,6 +9,7 @@
 //	dshq-interop read    -url U -id ID [...]                       the events through a read handle, one raw record per line
 //	dshq-interop records -url U -id ID [...]                       Store.Records, one raw record per line
 //	dshq-interop race    -url U -id ID [...]                       Create when stdin says "go"; prints owned or the error's name; Close at stdin's end
+//	dshq-interop own     -url U -id ID [...]                       open for writing, append one event, print ok; Close at stdin's end
 //	dshq-interop expand  -fixture-cwd DIR FILE...                  per file one JSON line {file,id,header,inheritedEventCount,events} or {file,error}
 //	dshq-interop bench   -url U -n N                               the Go SDK's append → acknowledged and append → searchable, one JSON line
 package main
@@ -73,6 +74,8 @@ func main() {
 			err = records(ctx, store, *id)
 		case "race":
 			err = race(ctx, store, *id)
+		case "own":
+			err = own(ctx, store, *id)
 		case "bench":
 			err = bench(ctx, nc, store, *n)
 		default:
@@ -206,6 +209,26 @@ func race(ctx context.Context, store *bus.Store, id string) error {
 	}
 	if h != nil {
 		return h.Close(ctx)
+	}
+	return nil
+}
+
+// own opens id for writing, appends one user message at its next seq,
+// prints ok, and holds the session until stdin ends.
+func own(ctx context.Context, store *bus.Store, id string) error {
+	h, err := store.Open(ctx, id, bus.Write)
+	if err != nil {
+		return err
+	}
+	defer h.Close(ctx)
+	seq := h.NextSeq()
+	raw := fmt.Sprintf(`{"type":"user/message","seq":%d,"time":1,"data":{"id":"go-%d","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":"from Go"}]},"surfaceOp":"append"}`, seq, seq)
+	if _, err := h.Append(ctx, []dshq.Event{{Raw: []byte(raw)}}); err != nil {
+		return err
+	}
+	fmt.Println("ok")
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
 	}
 	return nil
 }

@@ -19,7 +19,9 @@ import {
   type SessionPersistence,
   type SessionQuery,
 } from "../src/index.js";
-import { type Proc, type Server, dshq, interop, passwords, repoRoot, spawn, startServe, startServer } from "./env.js";
+import { Kvm } from "@nats-io/kv";
+
+import { type Proc, type Server, bin, dshq, interop, passwords, repoRoot, spawn, startServe, startServer } from "./env.js";
 
 const lines = (text: string) => text.split("\n").filter((l) => l !== "");
 const fixture = (name: string) => lines(readFileSync(join(repoRoot, "testdata", name), "utf8"));
@@ -112,7 +114,7 @@ describe("interop with the Go SDK and dshq", () => {
     const tally = { go: 0, ts: 0 };
     for (let round = 0; round < 6; round++) {
       const id = `race-${randomUUID()}`;
-      const go = spawn(join(process.env.DSHQ_TS_BIN ?? join(process.env.HOME ?? "", ".cache/dshq/ts/bin"), "dshq-interop"), ["race", "-url", server.url, "-id", id], { stdio: ["pipe", "pipe", "inherit"] });
+      const go = spawn(bin("dshq-interop"), ["race", "-url", server.url, "-id", id], { stdio: ["pipe", "pipe", "inherit"] });
       let out = "";
       go.stdout!.on("data", (d) => (out += d));
       const line = (n: number) => new Promise<string>((res) => {
@@ -153,6 +155,39 @@ describe("interop with the Go SDK and dshq", () => {
       }
     }
     assert.equal(tally.go + tally.ts, 6);
+  });
+
+  it("a TS writer whose lease lapsed and was taken by a Go writer gets SessionOwnershipLostError, and stores nothing", async () => {
+    const id = `lapse-${randomUUID()}`;
+    const s = session("sample.jsonl", id);
+    const w = await ts.create(s.header);
+    await w.append(s.events.slice(0, 3));
+    // The lease lapses (as a stalled writer's would): its key is removed.
+    const kv = await new Kvm(ts.connection).open("DSH_LEASES");
+    await kv.delete(id);
+    const go = spawn(bin("dshq-interop"), ["own", "-url", server.url, "-id", id], { stdio: ["pipe", "pipe", "inherit"] });
+    const exit = new Promise((r) => go.on("exit", r));
+    let out = "";
+    await new Promise<void>((res) => go.stdout!.on("data", (d) => ((out += d), out.includes("ok\n") && res())));
+    await assert.rejects(w.append(s.events.slice(3, 4)), { name: "SessionOwnershipLostError" });
+    await assert.rejects(w.append(s.events.slice(3, 4)), { name: "SessionOwnershipLostError" });
+    go.stdin!.end();
+    await exit;
+    await w.close();
+    const recs = lines(await interop(["records", "-url", server.url, "-id", id]));
+    assert.equal(recs.length, 1 + 4, "the header, three TS events and the Go writer's one");
+    assert.match(recs[4]!, /from Go/);
+  });
+
+  it("ids that are not their own subject token (spaces, dots, non-ASCII, long) name the same session in both SDKs", async () => {
+    for (const id of [`a.b c/ü-${randomUUID()}`, `~x>${randomUUID()}`, "x".repeat(201)]) {
+      const s = session("fork.jsonl", id);
+      const w = await ts.create(s.header);
+      await w.append(s.events);
+      await w.close();
+      assert.deepEqual(lines(await interop(["records", "-url", server.url, "-id", id])), s.text, id);
+      assert.ok((await ts.list()).some((x) => x.header.id === id));
+    }
   });
 
   it("the TS backend's sessions are searchable, traceable and visible to the tools", async () => {
