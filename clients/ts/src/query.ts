@@ -274,7 +274,8 @@ class QueryClient implements SessionQuery {
   }
 
   private async ask<T>(endpoint: string, req: object, o: RequestOptions = {}): Promise<T> {
-    const body: Record<string, unknown> = { ...req };
+    // Optional fields left undefined are absent, as JSON.stringify would leave them.
+    const body: Record<string, unknown> = Object.fromEntries(Object.entries(req).filter(([, v]) => v !== undefined));
     if (o.minGeneration !== undefined) body.minGeneration = o.minGeneration;
     if (o.timeoutMs !== undefined) body.timeoutMs = o.timeoutMs;
     const timeout = (o.timeoutMs ?? defaultTimeoutMs) + this.margin;

@@ -226,6 +226,14 @@ describe("interop with the Go SDK and dshq", () => {
     const tr = await q.tools.call("session_trace", {}, { caller: { session: child }, minGeneration: gen });
     assert.equal(tr.isError, false, tr.text);
     assert.match(tr.text, new RegExp(parent));
+    // Paging follows cursors; a bad request is a typed error with the protocol's code.
+    const ids: string[] = [];
+    for await (const r of q.all((cursor) => q.filterSessions({ filters: [{ kind: "id", values: [parent, child] }], limit: 1, cursor }, { minGeneration: gen }))) {
+      ids.push(r.header.id);
+    }
+    assert.deepEqual(ids.sort(), [child, parent].sort());
+    await assert.rejects(q.listSessions({ limit: -1 }), { name: "SessionQueryError", code: "SESSION_QUERY_INVALID_LIMIT" });
+    await assert.rejects(q.searchSessions({ query: "  " }), { name: "SessionQueryError", code: "SESSION_QUERY_INVALID_QUERY" });
     const hidden = await q.tools.call("session_trace", { session_id: parent }, { caller: { workspace: "/elsewhere" }, minGeneration: gen });
     assert.equal(hidden.isError, true);
   });
@@ -233,13 +241,40 @@ describe("interop with the Go SDK and dshq", () => {
 
 describe("interop as a tenant", () => {
   let server: Server;
+  let serve: Proc;
   before(async () => {
     server = await startServer({ tenants: ["teamA", "teamB"] });
     const trusted = await createSessionPersistence({ servers: server.url, user: "trusted", pass: passwords.trusted });
     await trusted.close();
+    serve = await startServe(server, { trusted: true });
   });
   after(async () => {
+    await serve?.stop();
     await server?.stop();
+  });
+
+  it("a tenant's tools client calls its own tool subjects, as one of its own sessions only", async () => {
+    const a = await createSessionPersistence({ servers: server.url, tenant: "teamA", user: "teamA", pass: passwords.teamA });
+    const qa = await createSessionQuery({ servers: server.url, tenant: "teamA", user: "teamA", pass: passwords.teamA });
+    const qb = await createSessionQuery({ servers: server.url, tenant: "teamB", user: "teamB", pass: passwords.teamB });
+    try {
+      const id = `tenant-tools-${randomUUID()}`;
+      const s = session("sample.jsonl", id);
+      const h = await a.create(s.header);
+      await h.append(s.events);
+      const gen = h.generation;
+      await h.close();
+      const own = await qa.tools.call("session_event_search", { query: "retry budget" }, { caller: { session: id }, minGeneration: gen });
+      assert.equal(own.isError, false, own.text);
+      assert.match(own.text, /retry budget/);
+      const other = await qb.tools.call("session_event_search", { query: "retry budget" }, { caller: { session: id }, minGeneration: gen });
+      assert.equal(other.isError, true);
+      assert.equal(other.error?.code, "SESSION_QUERY_TOOL_MISSING_AGENT");
+    } finally {
+      await qa.close();
+      await qb.close();
+      await a.close();
+    }
   });
 
   it("a tenant's TS session reads back byte for byte through a Go tenant Store and a trusted dshq export --tenant, and is not another tenant's", async () => {
