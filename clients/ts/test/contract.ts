@@ -289,6 +289,17 @@ export function persistenceContract(name: string, f: ContractFactory): void {
         await r.close();
       }));
 
+      it("refuses a request/header with the legacy reason fallback at write open and read: SessionFormatUnsupportedError", with_(1, async (p) => {
+        const id = uid("fallback");
+        const w = await p.create(header(id));
+        await w.append([{ type: "request/header", seq: 0, time: 1, data: { reason: "fallback", header: {} } }]);
+        await w.close();
+        await rejectsNamed(p.open(id, "write"), "SessionFormatUnsupportedError", /fallback/);
+        const r = await p.open(id, "read");
+        await rejectsNamed(r.read(), "SessionFormatUnsupportedError", /fallback/);
+        await r.close();
+      }));
+
       it("reads an unknown event type marked ignorable", with_(1, async (p) => {
         const id = uid("ignorable");
         const w = await p.create(header(id));

@@ -179,6 +179,34 @@ describe("interop with the Go SDK and dshq", () => {
     assert.match(recs[4]!, /from Go/);
   });
 
+  it("a service flush that fails for some handles is an AggregateError naming each, and the others still flush", async () => {
+    const lost = `flush-lost-${randomUUID()}`;
+    const ok = `flush-ok-${randomUUID()}`;
+    const hl = await ts.create({ version: 2, id: lost, createdAt: 1, isSeeded: false });
+    const ho = await ts.create({ version: 2, id: ok, createdAt: 1, isSeeded: false });
+    // The first one's lease lapses and a Go writer creates the session meanwhile.
+    await (await new Kvm(ts.connection).open("DSH_LEASES")).delete(lost);
+    const go = spawn(bin("dshq-interop"), ["race", "-url", server.url, "-id", lost], { stdio: ["pipe", "pipe", "inherit"] });
+    const exit = new Promise((r) => go.on("exit", r));
+    let out = "";
+    const said = (w: string) => new Promise<void>((res) => { const f = () => out.includes(w) && res(); go.stdout!.on("data", (d) => ((out += d), f())); f(); });
+    await said("ready\n");
+    go.stdin!.write("go\n");
+    await said("owned\n");
+    const err = await ts.flush().then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof AggregateError, String(err));
+    assert.equal(err.errors.length, 1);
+    assert.equal((err.errors[0] as Error).name, "SessionOwnershipLostError");
+    assert.match(err.message, new RegExp(`"${lost}"`));
+    const other = await createSessionPersistence({ servers: server.url });
+    assert.ok(await other.stat(ok), "the other handle flushed");
+    await other.close();
+    go.stdin!.end();
+    await exit;
+    await hl.close();
+    await ho.close();
+  });
+
   it("ids that are not their own subject token (spaces, dots, non-ASCII, long) name the same session in both SDKs", async () => {
     for (const id of [`a.b c/ü-${randomUUID()}`, `~x>${randomUUID()}`, "x".repeat(201)]) {
       const s = session("fork.jsonl", id);
