@@ -3,6 +3,7 @@
 
 import { type ConnectionOptions, type NatsConnection, connect, headers as newHeaders } from "@nats-io/transport-node";
 
+import { raceAbort } from "./errors.js";
 import { type JsonValue, parseJson, stringifyJson } from "./json.js";
 import { QuerySubjectPrefix, ToolsSubjectPrefix, tenantInboxPrefix, tenantProblem } from "./names.js";
 import type { SessionEvent, SessionHeader } from "./records.js";
@@ -279,7 +280,7 @@ class QueryClient implements SessionQuery {
     if (o.minGeneration !== undefined) body.minGeneration = o.minGeneration;
     if (o.timeoutMs !== undefined) body.timeoutMs = o.timeoutMs;
     const timeout = (o.timeoutMs ?? defaultTimeoutMs) + this.margin;
-    const m = await withSignal(this.connection.request(QuerySubjectPrefix + endpoint, stringifyJson(body, "request"), { timeout }), o.signal);
+    const m = await raceAbort(this.connection.request(QuerySubjectPrefix + endpoint, stringifyJson(body, "request"), { timeout }), o.signal);
     const code = m.headers?.get("Nats-Service-Error-Code");
     const text = dec.decode(m.data);
     if (code) {
@@ -369,7 +370,7 @@ class ToolsClient implements SessionTools {
     if (o.caller && "workspace" in o.caller) h.set("Dsh-Caller-Workspace", o.caller.workspace);
     if (o.minGeneration !== undefined) h.set("Dsh-Min-Generation", String(o.minGeneration));
     const timeout = (o.timeoutMs ?? 30_000) + this.margin;
-    const m = await withSignal(this.nc.request(this.subject(endpoint), body, { timeout, headers: h }), o.signal);
+    const m = await raceAbort(this.nc.request(this.subject(endpoint), body, { timeout, headers: h }), o.signal);
     const code = m.headers?.get("Nats-Service-Error-Code");
     if (code) throw new SessionQueryError(code, m.headers?.get("Nats-Service-Error") ?? "");
     return JSON.parse(dec.decode(m.data));
@@ -401,17 +402,4 @@ class ToolsClient implements SessionTools {
 /** parseReply reads a reply; numbers a double cannot hold exactly (in raw events) stay JsonNumbers. */
 function parseReply(text: string): unknown {
   return parseJson(text);
-}
-
-function withSignal<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return p;
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const on = () => reject(signal.reason);
-    signal.addEventListener("abort", on, { once: true });
-    p.then(
-      (v) => (signal.removeEventListener("abort", on), resolve(v)),
-      (e) => (signal.removeEventListener("abort", on), reject(e)),
-    );
-  });
 }
