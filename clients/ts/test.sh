@@ -18,7 +18,7 @@ npx tsc -p .
 tap=$(mktemp)
 trap 'rm -f "$tap"' EXIT
 status=0
-node --test --test-concurrency=1 \
+node --test --test-concurrency=1 --test-timeout=600000 \
   --test-reporter=spec --test-reporter-destination=stdout \
   --test-reporter=tap --test-reporter-destination="$tap" \
   dist/test/ || status=$?

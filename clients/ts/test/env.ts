@@ -3,6 +3,7 @@
 // started as a process on a free port in its own temp dir.
 
 import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir, homedir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -13,7 +14,8 @@ const run = promisify(execFile);
 
 /** The repository's root (this file is clients/ts/dist/test/env.js once compiled). */
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
-const binDir = process.env.DSHQ_TS_BIN ?? join(homedir(), ".cache", "dshq", "ts", "bin");
+// One directory per checkout: another checkout's build never replaces a binary this one runs.
+const binDir = process.env.DSHQ_TS_BIN ?? join(homedir(), ".cache", "dshq", "ts", createHash("sha256").update(repoRoot).digest("hex").slice(0, 16));
 
 let built: Promise<void> | undefined;
 
