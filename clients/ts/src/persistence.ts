@@ -70,6 +70,14 @@ export const DefaultAtomicMin = 32;
 const DefaultCloseTimeoutMs = 10_000;
 
 /**
+ * connectDefaults are the Go SDK's connection settings (bus.ConnectOptions)
+ * for a long-running harness: reconnect forever, 250 ms apart, and leave a
+ * server that stopped answering after 2 to 3 pings 2 s apart. Options given
+ * override them.
+ */
+export const connectDefaults: ConnectionOptions = { maxReconnectAttempts: -1, reconnectTimeWait: 250, pingInterval: 2000, maxPingOut: 2 };
+
+/**
  * Options of createSessionPersistence: nats.js's connection options
  * (servers, user/pass, token, authenticator, tls, name, …) plus dshq's.
  */
@@ -162,7 +170,7 @@ export async function createSessionPersistence(options: SessionPersistenceOption
   }
   const { connection, tenant: _t, stream: _s, leaseBucket: _l, leaseTtlMs: _lt, replicas: _r, duplicatesMs: _d, knownEventTypes: _k, retryMaxElapsedMs: _re, attemptTimeoutMs: _a, atomicMin: _am, ...conn } = options;
   const owned = connection === undefined;
-  const nc = connection ?? (await connect({ ...conn, ...(tenant ? { inboxPrefix: tenantInboxPrefix(tenant) } : {}) }));
+  const nc = connection ?? (await connect({ ...connectDefaults, ...conn, ...(tenant ? { inboxPrefix: tenantInboxPrefix(tenant) } : {}) }));
   try {
     const b = new Backend(nc, owned, options);
     await b.init();

@@ -4,6 +4,7 @@
 import { type ConnectionOptions, type NatsConnection, connect, headers as newHeaders } from "@nats-io/transport-node";
 
 import { raceAbort } from "./errors.js";
+import { connectDefaults } from "./persistence.js";
 import { type JsonValue, parseJson, stringifyJson } from "./json.js";
 import { QuerySubjectPrefix, ToolsSubjectPrefix, tenantInboxPrefix, tenantProblem } from "./names.js";
 import type { SessionEvent, SessionHeader } from "./records.js";
@@ -257,7 +258,7 @@ export async function createSessionQuery(options: SessionQueryOptions = {}): Pro
     const p = tenantProblem(tenant);
     if (p) throw new TypeError(`tenant: ${p}`);
   }
-  const nc = connection ?? (await connect({ ...conn, ...(tenant && !conn.inboxPrefix ? { inboxPrefix: tenantInboxPrefix(tenant) } : {}) }));
+  const nc = connection ?? (await connect({ ...connectDefaults, ...conn, ...(tenant && !conn.inboxPrefix ? { inboxPrefix: tenantInboxPrefix(tenant) } : {}) }));
   return new QueryClient(nc, connection === undefined, tenant, replyMarginMs);
 }
 

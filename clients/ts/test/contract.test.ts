@@ -1,13 +1,15 @@
 // The contract suite against this backend on a real nats-server: the
 // untenanted namespace, and a tenant's, within the permissions a tenant gets.
 
-import { after, before, describe } from "node:test";
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
 
 import { createSessionPersistence, type SessionPersistence } from "../src/index.js";
 import { subjectToken } from "../src/names.js";
 import { persistenceContract, type ContractFactory, type SeamPersistence } from "./contract.js";
-import { passwords, startServer, type Server } from "./env.js";
+import { interop, passwords, startServer, type Server } from "./env.js";
 
 const leaseTtlMs = 2000;
 
@@ -71,4 +73,38 @@ describe("tenant namespace", () => {
     await server?.stop();
   });
   persistenceContract("JetStream backend, tenant teamA", factory(() => ({ server, tenant: "teamA" })));
+});
+
+describe("provisioning", () => {
+  it("an existing stream with a conflicting configuration is reported, naming every difference, and never changed", async () => {
+    const server = await startServer();
+    const nc = await connect({ servers: server.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.add({ name: "DSH_SESSIONS", subjects: ["dsh.log.>"], max_age: 1_000_000_000 * 3600, deny_delete: false });
+      await assert.rejects(createSessionPersistence({ servers: server.url }), (e: Error) => {
+        assert.equal(e.name, "SessionStreamConflictError");
+        assert.match(e.message, /max_age/);
+        assert.match(e.message, /deny_delete/);
+        assert.match(e.message, /allow_atomic/);
+        return true;
+      });
+      const info = await jsm.streams.info("DSH_SESSIONS");
+      assert.equal(info.config.deny_delete, false, "unchanged");
+    } finally {
+      await nc.close();
+      await server.stop();
+    }
+  });
+
+  it("a stream the TS backend provisions is the Go SDK's: bus.NewStore verifies it without a conflict", async () => {
+    const server = await startServer();
+    try {
+      await (await createSessionPersistence({ servers: server.url })).close();
+      // records of an id that does not exist: NewStore's verification ran, then the lookup.
+      await assert.rejects(interop(["records", "-url", server.url, "-id", "nobody"]), /session "nobody" not found/);
+    } finally {
+      await server.stop();
+    }
+  });
 });

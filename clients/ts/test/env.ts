@@ -82,6 +82,8 @@ export interface Server {
   url: string;
   dir: string;
   proc: Proc;
+  /** restart stops the server and starts it again on the same port and store. */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -107,17 +109,28 @@ export async function startServer(opts: { tenants?: string[] } = {}): Promise<Se
     conf += `authorization { users = [\n${users.join("\n")}\n] }\n`;
   }
   writeFileSync(join(dir, "nats.conf"), conf);
-  const proc = new Proc(spawn(bin("nats-server"), ["-c", join(dir, "nats.conf")], { stdio: ["ignore", "pipe", "pipe"] }));
-  const m = await proc.waitFor(/Listening for client connections on (\S+:\d+)/);
-  return {
-    url: `nats://${m[1]}`,
+  const start = async () => {
+    const proc = new Proc(spawn(bin("nats-server"), ["-c", join(dir, "nats.conf")], { stdio: ["ignore", "pipe", "pipe"] }));
+    const m = await proc.waitFor(/Listening for client connections on (\S+:\d+)/);
+    await proc.waitFor(/Server is ready/);
+    return { proc, addr: m[1]! };
+  };
+  const first = await start();
+  const s: Server = {
+    url: `nats://${first.addr}`,
     dir,
-    proc,
+    proc: first.proc,
+    async restart() {
+      await s.proc.stop();
+      writeFileSync(join(dir, "nats.conf"), conf.replace("port: -1", `port: ${first.addr.split(":")[1]}`));
+      s.proc = (await start()).proc;
+    },
     async stop() {
-      await proc.stop();
+      await s.proc.stop();
       rmSync(dir, { recursive: true, force: true });
     },
   };
+  return s;
 }
 
 /** startServe runs dshq serve (projector, dsh-query, dsh-tools) against the server, as its trusted user when it has tenants. */

@@ -267,6 +267,26 @@ describe("interop with the Go SDK and dshq", () => {
   });
 });
 
+describe("a server restart", () => {
+  it("the backend reconnects, its lease and handle survive, and the next append continues the log", async () => {
+    const server = await startServer();
+    const ts = await createSessionPersistence({ servers: server.url });
+    try {
+      const id = `restart-${randomUUID()}`;
+      const s = session("sample.jsonl", id);
+      const w = await ts.create(s.header);
+      await w.append(s.events.slice(0, 5));
+      await server.restart();
+      await w.append(s.events.slice(5));
+      await w.close();
+      assert.deepEqual(lines(await interop(["records", "-url", server.url, "-id", id])), s.text);
+    } finally {
+      await ts.close();
+      await server.stop();
+    }
+  });
+});
+
 describe("interop as a tenant", () => {
   let server: Server;
   let serve: Proc;
