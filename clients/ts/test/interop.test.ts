@@ -20,6 +20,7 @@ import {
   type SessionQuery,
 } from "../src/index.js";
 import { Kvm } from "@nats-io/kv";
+import { headers } from "@nats-io/transport-node";
 
 import { type Proc, type Server, bin, dshq, interop, passwords, repoRoot, spawn, startServe, startServer } from "./env.js";
 
@@ -205,6 +206,20 @@ describe("interop with the Go SDK and dshq", () => {
     await exit;
     await hl.close();
     await ho.close();
+  });
+
+  it("a record whose msg id another writer took on another subject is SessionMsgIdInUseError: nothing stored, the handle still the owner", async () => {
+    const id = `msgid-${randomUUID()}`;
+    const h = headers();
+    h.set("Nats-Msg-Id", `${id}:h`);
+    await ts.connection.request(`dsh.log.squatter-${randomUUID()}`, "{}", { headers: h, timeout: 5000 });
+    const w = await ts.create({ version: 2, id, createdAt: 1, isSeeded: false });
+    await assert.rejects(w.append(session("fork.jsonl", id).events), { name: "SessionMsgIdInUseError" });
+    const other = await createSessionPersistence({ servers: server.url });
+    assert.equal(await other.stat(id), undefined, "nothing stored");
+    await assert.rejects(other.open(id, "write"), { name: "SessionPersistenceNotFoundError" });
+    await other.close();
+    await w.close();
   });
 
   it("ids that are not their own subject token (spaces, dots, non-ASCII, long) name the same session in both SDKs", async () => {
