@@ -50,6 +50,7 @@ func main() {
 	id := fs.String("id", "", "session id")
 	fixtureCwd := fs.String("fixture-cwd", "", "substitute {{cwd}} with this directory")
 	n := fs.Int("n", 200, "bench: appends measured")
+	retry := fs.Bool("retry", false, "race, own: retry while the session is held elsewhere (up to 20 s)")
 	_ = fs.Parse(args)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -73,9 +74,9 @@ func main() {
 		case "records":
 			err = records(ctx, store, *id)
 		case "race":
-			err = race(ctx, store, *id)
+			err = race(ctx, store, *id, *retry)
 		case "own":
-			err = own(ctx, store, *id)
+			err = own(ctx, store, *id, *retry)
 		case "bench":
 			err = bench(ctx, nc, store, *n)
 		default:
@@ -184,13 +185,15 @@ func records(ctx context.Context, store *bus.Store, id string) error {
 
 // race creates id when stdin says go, reports the outcome by the error's
 // seam name, and holds what it won until stdin ends.
-func race(ctx context.Context, store *bus.Store, id string) error {
+func race(ctx context.Context, store *bus.Store, id string, retry bool) error {
 	in := bufio.NewScanner(os.Stdin)
 	fmt.Println("ready")
 	if !in.Scan() {
 		return nil
 	}
-	h, err := store.Create(ctx, dshq.Header{Version: 2, ID: id, CreatedAt: time.Now().UnixMilli(), Cwd: dshq.Str("/race")})
+	h, err := held(retry, bus.ErrAlreadyExists, func() (*bus.Handle, error) {
+		return store.Create(ctx, dshq.Header{Version: 2, ID: id, CreatedAt: time.Now().UnixMilli(), Cwd: dshq.Str("/race")})
+	})
 	switch {
 	case err == nil:
 		// Materialised, so the loser's view is the stored session too.
@@ -213,10 +216,23 @@ func race(ctx context.Context, store *bus.Store, id string) error {
 	return nil
 }
 
+// held calls take, and with retry calls it again while it fails with
+// kind, for up to 20 s (a poll: the test frees the session meanwhile).
+func held(retry bool, kind error, take func() (*bus.Handle, error)) (*bus.Handle, error) {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		h, err := take()
+		if !retry || !errors.Is(err, kind) || time.Now().After(deadline) {
+			return h, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // own opens id for writing, appends one user message at its next seq,
 // prints ok, and holds the session until stdin ends.
-func own(ctx context.Context, store *bus.Store, id string) error {
-	h, err := store.Open(ctx, id, bus.Write)
+func own(ctx context.Context, store *bus.Store, id string, retry bool) error {
+	h, err := held(retry, bus.ErrAlreadyOwned, func() (*bus.Handle, error) { return store.Open(ctx, id, bus.Write) })
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,8 @@ import { subjectToken } from "../src/names.js";
 import { persistenceContract, type ContractFactory, type SeamPersistence } from "./contract.js";
 import { interop, passwords, startServer, type Server } from "./env.js";
 
-const leaseTtlMs = 2000;
+// Short, so the crash tests wait little; long enough that a busy machine's pauses never lapse a lease.
+const leaseTtlMs = 4000;
 
 function factory(get: () => { server: Server; tenant?: string }): ContractFactory {
   const opts = () => {

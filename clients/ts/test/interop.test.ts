@@ -42,6 +42,17 @@ const lossyLines = (from: number) => [
   `{"type":"todo/write","seq":${from + 1},"time":1788000000201,"data":{"todos":[{"id":"t","content":"x","status":"pending"}],"n":9007199254740993}}`,
 ];
 
+/** freeUntil removes id's lease key (a lapse), again every 100 ms (a poll) until done() holds, for at most 20 s. */
+async function freeUntil(p: SessionPersistence, id: string, done: () => boolean): Promise<void> {
+  const kv = await new Kvm(p.connection).open("DSH_LEASES");
+  const deadline = Date.now() + 20_000;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`the Go writer did not take ${id}`);
+    await kv.delete(id);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 describe("interop with the Go SDK and dshq", () => {
   let server: Server;
   let serve: Proc;
@@ -163,13 +174,13 @@ describe("interop with the Go SDK and dshq", () => {
     const s = session("sample.jsonl", id);
     const w = await ts.create(s.header);
     await w.append(s.events.slice(0, 3));
-    // The lease lapses (as a stalled writer's would): its key is removed.
-    const kv = await new Kvm(ts.connection).open("DSH_LEASES");
-    await kv.delete(id);
-    const go = spawn(bin("dshq-interop"), ["own", "-url", server.url, "-id", id], { stdio: ["pipe", "pipe", "inherit"] });
+    // The lease lapses (as a stalled writer's would): its key is removed,
+    // again until the Go writer has it (the TS heartbeat may re-take it first).
+    const go = spawn(bin("dshq-interop"), ["own", "-retry", "-url", server.url, "-id", id], { stdio: ["pipe", "pipe", "inherit"] });
     const exit = new Promise((r) => go.on("exit", r));
     let out = "";
-    await new Promise<void>((res) => go.stdout!.on("data", (d) => ((out += d), out.includes("ok\n") && res())));
+    go.stdout!.on("data", (d) => (out += d));
+    await freeUntil(ts, id, () => out.includes("ok\n"));
     await assert.rejects(w.append(s.events.slice(3, 4)), { name: "SessionOwnershipLostError" });
     await assert.rejects(w.append(s.events.slice(3, 4)), { name: "SessionOwnershipLostError" });
     go.stdin!.end();
@@ -186,14 +197,13 @@ describe("interop with the Go SDK and dshq", () => {
     const hl = await ts.create({ version: 2, id: lost, createdAt: 1, isSeeded: false });
     const ho = await ts.create({ version: 2, id: ok, createdAt: 1, isSeeded: false });
     // The first one's lease lapses and a Go writer creates the session meanwhile.
-    await (await new Kvm(ts.connection).open("DSH_LEASES")).delete(lost);
-    const go = spawn(bin("dshq-interop"), ["race", "-url", server.url, "-id", lost], { stdio: ["pipe", "pipe", "inherit"] });
+    const go = spawn(bin("dshq-interop"), ["race", "-retry", "-url", server.url, "-id", lost], { stdio: ["pipe", "pipe", "inherit"] });
     const exit = new Promise((r) => go.on("exit", r));
     let out = "";
     const said = (w: string) => new Promise<void>((res) => { const f = () => out.includes(w) && res(); go.stdout!.on("data", (d) => ((out += d), f())); f(); });
     await said("ready\n");
     go.stdin!.write("go\n");
-    await said("owned\n");
+    await freeUntil(ts, lost, () => out.includes("owned\n"));
     const err = await ts.flush().then(() => undefined, (e: unknown) => e);
     assert.ok(err instanceof AggregateError, String(err));
     assert.equal(err.errors.length, 1);
