@@ -41,7 +41,7 @@ bench:
 ## bench-ts: the TypeScript backend's append → acknowledged and append →
 ## searchable beside the Go SDK's, in one run (clients/ts/bench; BENCH_N appends each, default 200).
 bench-ts:
-	@cd clients/ts && { [ -d node_modules ] || bash ../../.ci/setup-ts.sh; } && npx tsc -p . && node dist/bench/bench.js
+	@cd clients/ts && bash ../../.ci/setup-ts.sh && npx tsc -p . && node dist/bench/bench.js
 
 ## bench-1m: the query figures on 1 000 000 events (16 300 sessions): the first
 ## 15 500 sessions are bulk-loaded through Store.Import (16 writers, sync relaxed,

@@ -13,7 +13,7 @@ if ! command -v node >/dev/null 2>&1; then
   echo "clients/ts: Node.js is missing: the TypeScript tests are skipped (make setup installs it)"
   exit 0
 fi
-[ -d node_modules ] || bash ../../.ci/setup-ts.sh
+bash ../../.ci/setup-ts.sh # npm ci when node_modules does not match the lockfile
 npx tsc -p .
 tap=$(mktemp)
 trap 'rm -f "$tap"' EXIT
