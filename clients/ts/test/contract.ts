@@ -364,6 +364,21 @@ export function persistenceContract(name: string, f: ContractFactory): void {
         await w.close();
       }));
 
+      it("reads any window of a large batch, on the writer and in a fresh instance", with_(2, async (p, q) => {
+        const id = uid("large");
+        const w = await p.create(header(id));
+        await w.append(events(0, 70));
+        await w.append(events(70, 5));
+        assert.deepEqual((await w.read(35, 3)).map((e) => e.seq), [35, 36, 37]);
+        assert.deepEqual((await w.read(68, 4)).map((e) => e.seq), [68, 69, 70, 71]);
+        await w.close();
+        const r = await q!.open(id, "read");
+        assert.deepEqual((await r.read(40, 2)).map((e) => e.seq), [40, 41]);
+        assert.equal((await r.read()).length, 75);
+        assert.deepEqual((await r.read(0, 1)).map((e) => e.seq), [0]);
+        await r.close();
+      }));
+
       it("refuses an offset or length that is not a non-negative safe integer", with_(1, async (p) => {
         const id = uid("badwindow");
         const w = await p.create(header(id));
