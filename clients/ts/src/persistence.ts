@@ -319,11 +319,11 @@ class Backend implements SessionPersistence {
     try {
       exists = await this.headerExists(hd.subject);
     } catch (err) {
-      await l.release().catch(() => {});
+      await this.releaseQuietly(l);
       throw err;
     }
     if (exists || signal?.aborted) {
-      await l.release().catch(() => {});
+      await this.releaseQuietly(l);
       if (exists) throw alreadyExists(id);
       throwIfAborted(signal);
     }
@@ -348,6 +348,11 @@ class Backend implements SessionPersistence {
     }
     if (rev === "held") return "held";
     return new Lease(this.kv, key, v, this.leaseTtlMs, rev, this.maxElapsedMs);
+  }
+
+  /** releaseQuietly releases a lease a failed operation took; one it could not release is remembered as unsettled. */
+  async releaseQuietly(l: Lease): Promise<void> {
+    await l.release().catch(() => this.unsettle(l.key, l.value));
   }
 
   private takeUnsettled(key: string): Uint8Array | undefined {
@@ -393,7 +398,7 @@ class Backend implements SessionPersistence {
       throwIfAborted(signal);
       await hd.loadForWrite(signal);
     } catch (err) {
-      await l.release().catch((e) => this.unsettle(l.key, l.value) ?? e);
+      await this.releaseQuietly(l);
       throw err;
     }
     this.writers.add(hd);
@@ -739,7 +744,7 @@ class Handle implements SessionHandle {
       const l = this.lease;
       if (!l) return;
       const t = new Promise<void>((r) => setTimeout(r, DefaultCloseTimeoutMs).unref());
-      await Promise.race([l.release().catch(() => this.b.unsettle(l.key, l.value)), t]);
+      await Promise.race([this.b.releaseQuietly(l), t]);
     });
   }
 
