@@ -19,7 +19,7 @@ function factory(get: () => { server: Server; tenant?: string }): ContractFactor
     const { server, tenant } = get();
     return tenant
       ? { servers: server.url, tenant, user: tenant, pass: (passwords as Record<string, string>)[tenant], leaseTtlMs }
-      : { servers: server.url, leaseTtlMs, ...(server.url && get().tenant === undefined && trustedAuth(get) ? { user: "trusted", pass: passwords.trusted } : {}) };
+      : { servers: server.url, leaseTtlMs };
   };
   return {
     open: async () => (await createSessionPersistence(opts())) as unknown as SeamPersistence,
@@ -46,9 +46,6 @@ function factory(get: () => { server: Server; tenant?: string }): ContractFactor
   };
 }
 
-let tenanted = false;
-const trustedAuth = (_: unknown) => tenanted;
-
 describe("untenanted namespace", () => {
   let server: Server;
   before(async () => {
@@ -64,13 +61,11 @@ describe("tenant namespace", () => {
   let server: Server;
   before(async () => {
     server = await startServer({ tenants: ["teamA", "teamB"] });
-    tenanted = true;
     // The trusted side provisions the stream and the lease bucket.
     const trusted = await createSessionPersistence({ servers: server.url, user: "trusted", pass: passwords.trusted, leaseTtlMs });
     await trusted.close();
   });
   after(async () => {
-    tenanted = false;
     await server?.stop();
   });
   persistenceContract("JetStream backend, tenant teamA", factory(() => ({ server, tenant: "teamA" })));

@@ -10,7 +10,7 @@ import { describe, it } from "node:test";
 
 import { createSessionPersistence, parseRecord, type SessionEvent, type SessionHeader, type SessionPersistence } from "../src/index.js";
 import { parseHeaderRecord } from "../src/records.js";
-import { type Server, dshq, interop, repoRoot, sharedCorpus, startServer } from "./env.js";
+import { dshq, interop, repoRoot, sharedCorpus, startServer } from "./env.js";
 
 interface Expanded {
   file: string;
@@ -87,4 +87,3 @@ describe("replay of deepseek-harness logs through the TS backend equals dshq imp
   });
 });
 
-export type { Server };
