@@ -241,8 +241,21 @@ export interface SessionQuery extends AsyncDisposable {
   close(): Promise<void>;
 }
 
+/** A tool bound to its caller, ready to mount in a harness's tool registry. */
+export interface BoundTool extends ToolDescription {
+  /** run calls the tool with the model's arguments; a spilled result is read in full. */
+  run(args: unknown, options?: { signal?: AbortSignal }): Promise<ToolResult>;
+}
+
 /** The dsh-tools client: the tool list with its prompt section, the five tools, spill pages. */
 export interface SessionTools {
+  /**
+   * bind returns the tools and the prompt section for one caller (an
+   * agent's session, fixed or read at each call), each call asking for the
+   * generation minGeneration returns (the session's last append) so the
+   * tools see its own writes.
+   */
+  bind(caller: ToolCaller | (() => ToolCaller), options?: { minGeneration?: () => number | undefined; timeoutMs?: number }): Promise<{ prompt: string; tools: BoundTool[] }>;
   list(o?: { timeoutMs?: number; signal?: AbortSignal }): Promise<ToolList>;
   call(tool: ToolName, args: unknown, o: ToolCallOptions): Promise<ToolResult>;
   /** The full text of a spilled result (every page of spill.read). */
@@ -385,6 +398,29 @@ class ToolsClient implements SessionTools {
     // The model's argument object, exactly as it produced it.
     const body = typeof args === "string" ? args : JSON.stringify(args);
     return this.ask(tool, body, o) as Promise<ToolResult>;
+  }
+
+  async bind(caller: ToolCaller | (() => ToolCaller), options: { minGeneration?: () => number | undefined; timeoutMs?: number } = {}): Promise<{ prompt: string; tools: BoundTool[] }> {
+    const list = await this.list();
+    const callOptions = (signal?: AbortSignal): ToolCallOptions => {
+      const minGeneration = options.minGeneration?.();
+      return {
+        caller: typeof caller === "function" ? caller() : caller,
+        ...(minGeneration !== undefined ? { minGeneration } : {}),
+        ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
+        ...(signal ? { signal } : {}),
+      };
+    };
+    const tools = list.tools.map((t) => ({
+      ...t,
+      run: async (args: unknown, o: { signal?: AbortSignal } = {}) => {
+        const co = callOptions(o.signal);
+        const r = await this.call(t.name, args, co);
+        if (!r.spill) return r;
+        return { ...r, text: await this.readSpill(r.spill.id, co) };
+      },
+    }));
+    return { prompt: list.prompt, tools };
   }
 
   async readSpill(id: string, o: ToolCallOptions): Promise<string> {

@@ -287,6 +287,12 @@ describe("interop with the Go SDK and dshq", () => {
     assert.deepEqual(ids.sort(), [child, parent].sort());
     await assert.rejects(q.listSessions({ limit: -1 }), { name: "SessionQueryError", code: "SESSION_QUERY_INVALID_LIMIT" });
     await assert.rejects(q.searchSessions({ query: "  " }), { name: "SessionQueryError", code: "SESSION_QUERY_INVALID_QUERY" });
+    // Bound to the child's session, as a harness mounts them.
+    const bound = await q.tools.bind({ session: child }, { minGeneration: () => gen });
+    assert.ok(bound.prompt.length > 0);
+    const search = bound.tools.find((t) => t.name === "session_search")!;
+    assert.ok(search.inputSchema && typeof search.description === "string");
+    assert.match((await search.run({ query: "retry budget" })).text, new RegExp(`Session ${parent}`));
     const hidden = await q.tools.call("session_trace", { session_id: parent }, { caller: { workspace: "/elsewhere" }, minGeneration: gen });
     assert.equal(hidden.isError, true);
   });
