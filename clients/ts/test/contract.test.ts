@@ -104,3 +104,34 @@ describe("provisioning", () => {
     }
   });
 });
+
+describe("this backend's append, record by record", () => {
+  it("an abort during an append leaves a valid stored prefix, the handle positioned after it", async () => {
+    const server = await startServer();
+    const ts = await createSessionPersistence({ servers: server.url, atomicMin: 0 });
+    try {
+      const id = `abort-mid-${Date.now()}`;
+      const w = await ts.create({ version: 2, id, createdAt: 1, isSeeded: false });
+      const c = new AbortController();
+      const reason = new Error("stop");
+      const evs = Array.from({ length: 300 }, (_, i) => ({ type: "turn/start", seq: i, time: i, data: { turn: i } }));
+      const t = setTimeout(() => c.abort(reason), 20);
+      const outcome = await w.append(evs, { signal: c.signal }).then(() => "done", (e: unknown) => e);
+      clearTimeout(t);
+      const stored = (await w.read()).length;
+      if (outcome === "done") assert.equal(stored, 300);
+      else {
+        assert.equal(outcome, reason);
+        assert.ok(stored < 300, `${stored} stored`);
+      }
+      await w.append([{ type: "turn/start", seq: stored, time: 0, data: { turn: stored } }]);
+      await w.close();
+      const r = await ts.open(id, "read");
+      assert.deepEqual((await r.read()).map((e) => e.seq), Array.from({ length: stored + 1 }, (_, i) => i));
+      await r.close();
+    } finally {
+      await ts.close();
+      await server.stop();
+    }
+  });
+});
