@@ -231,3 +231,29 @@ func TestAFIFONeverBlocksTheWatcher(t *testing.T) {
 	})
 	w.stop(t)
 }
+
+// TestWatchDecidesAWaitingHeaderAtIdle watches a transcript whose lines
+// never state the session's facts (a summary line only): the header waits
+// while the file may grow, and is decided once the file went idle, as a
+// one-shot import decides it, so watch stores what import stores.
+func TestWatchDecidesAWaitingHeaderAtIdle(t *testing.T) {
+	root := t.TempDir()
+	path := filepath.Join(root, "proj", "5e5e5e5e-0000-4000-8000-000000000001.jsonl")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := []byte(`{"type":"summary","summary":"Kiln tuning","leafUuid":"u-9"}` + "\n")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := newStore(t)
+	res, err := follow.Import(context.Background(), want, capture.FormatClaudeCode, path, data)
+	if err != nil || len(res.Sessions) != 1 {
+		t.Fatalf("import: %+v, %v", res, err)
+	}
+	st := newStore(t)
+	w := runWatcher(t, follow.Config{Store: st, Roots: []follow.Root{{Format: capture.FormatClaudeCode, Dir: root}},
+		Idle: 100 * time.Millisecond})
+	w.wait(t, 0, time.Minute, "idle report", kind(follow.ReportIdle))
+	sameStored(t, st, want, res.Sessions[0].ID)
+}
