@@ -206,9 +206,8 @@ func (l *live) feed(ctx context.Context, p []byte) error {
 		}
 		ups = append(ups, u...)
 	}
-	lines = nil
 	err := l.publish(ctx, ups)
-	if ups = nil; longest >= releaseAfter || len(p) >= releaseAfter {
+	if longest >= releaseAfter || len(p) >= releaseAfter {
 		debug.FreeOSMemory()
 	}
 	return err
