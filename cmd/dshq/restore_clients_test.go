@@ -345,7 +345,9 @@ func TestRestoreRealClients(t *testing.T) {
 				onB = onB[:i+1] // a line the stopped client left torn is not a line yet
 			}
 			var got []byte
-			waitFor(t, 30*time.Second, func() string { return fmt.Sprintf("%s: export --source is %d bytes, B's file %d", d.it.SessionID, len(got), len(onB)) }, func() bool {
+			waitFor(t, 30*time.Second, func() string {
+				return fmt.Sprintf("%s: export --source is %d bytes, B's file %d", d.it.SessionID, len(got), len(onB))
+			}, func() bool {
 				out := filepath.Join(t.TempDir(), "src.jsonl")
 				a.dshq("export", d.it.SessionID, "--source", "-o", out).ok(t)
 				got, _ = rewriteSource(capture.Format(d.it.Harness), readFile(t, out), d.m)
