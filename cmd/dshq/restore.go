@@ -373,6 +373,8 @@ type restorer struct {
 	byID   map[string]bus.Snapshot
 	// sources caches the source files read (a parent's, for its children).
 	sources map[string][]byte
+	// rollouts are the Codex rollouts here, by thread id (rollout).
+	rollouts map[string]string
 }
 
 // one restores candidate c; ok is false for a session that has nothing to
@@ -454,7 +456,7 @@ func (r *restorer) one(c candidate) (restoreItem, bool) {
 			start = time.UnixMilli(h.CreatedAt)
 		}
 		it.File = restore.CodexRollout(filepath.Join(r.tgt.codexHome, "sessions"), start.Local(), tid)
-		if found := findRollout(r.tgt.codexHome, tid); found != "" {
+		if found := r.rollout(tid); found != "" {
 			it.File = found
 		}
 		it.Continue = restore.CodexContinue(newCwd, tid)
@@ -592,27 +594,32 @@ func appendRest(path string, have, data []byte) error {
 	return f.Sync()
 }
 
-// findRollout returns a rollout of thread id already under Codex's home
-// (sessions/ or archived_sessions/, any date), "" when there is none.
-func findRollout(codexHome, id string) string {
-	var found string
-	for _, dir := range []string{"sessions", "archived_sessions"} {
-		_ = filepath.WalkDir(filepath.Join(codexHome, dir), func(p string, d os.DirEntry, err error) error {
-			if err != nil || found != "" {
+// rollout returns a rollout of thread id already under Codex's home
+// (sessions/ or archived_sessions/, any date, any time in its name), ""
+// when there is none. The homes are walked once.
+func (r *restorer) rollout(id string) string {
+	if r.rollouts == nil {
+		r.rollouts = map[string]string{}
+		for _, dir := range []string{"archived_sessions", "sessions"} {
+			_ = filepath.WalkDir(filepath.Join(r.tgt.codexHome, dir), func(p string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return nil // a home without this directory, or unreadable
+				}
+				n := d.Name()
+				if !strings.HasPrefix(n, "rollout-") || !strings.HasSuffix(n, ".jsonl") {
+					return nil
+				}
+				// rollout-<YYYY-MM-DDThh-mm-ss>-<id>.jsonl, or rollout-<id>.jsonl
+				rest := strings.TrimSuffix(strings.TrimPrefix(n, "rollout-"), ".jsonl")
+				r.rollouts[rest] = p
+				if len(rest) > 20 && rest[10] == 'T' && rest[19] == '-' {
+					r.rollouts[rest[20:]] = p
+				}
 				return nil
-			}
-			n := d.Name()
-			if !d.IsDir() && strings.HasPrefix(n, "rollout-") && strings.HasSuffix(n, "-"+id+".jsonl") || n == "rollout-"+id+".jsonl" {
-				found = p
-				return filepath.SkipAll
-			}
-			return nil
-		})
-		if found != "" {
-			return found
+			})
 		}
 	}
-	return ""
+	return r.rollouts[id]
 }
 
 // rewriteSource maps the working directories of every line of a source

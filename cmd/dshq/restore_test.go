@@ -235,10 +235,22 @@ func TestRestore(t *testing.T) {
 		}
 	})
 
+	t.Run("a rollout archived already is the session's place", func(t *testing.T) {
+		h := newMachine(t, p, "machine-h")
+		dst := filepath.Join(h.home, ".codex", "archived_sessions", filepath.Base(rollout))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, readFile(t, rollout), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if sum := h.restore(t, fixCodex); sum.Present != 1 || sum.Sessions[0].File != dst {
+			t.Errorf("%+v", sum)
+		}
+	})
+
 	t.Run("a session with no source file", func(t *testing.T) {
 		// An inline sidechain's lines are held by its parent's file.
-		sc, _ := filepath.Abs(filepath.Join("..", "..", "capture", "claudecode", "testdata"))
-		_ = sc
 		f := newMachine(t, p, "machine-f")
 		dir := t.TempDir()
 		inline := filepath.Join(dir, "inline.jsonl")
