@@ -323,6 +323,7 @@ func TestRestoreContinue(t *testing.T) {
 			sum := b.restore(t, args...)
 			w := b.watch(t, "-v")
 			w.started(t)
+			appended := time.Now()
 			for _, it := range sum.Sessions {
 				line, ok := cont[it.SessionID]
 				if !ok {
@@ -347,6 +348,7 @@ func TestRestoreContinue(t *testing.T) {
 					r := a.dshq("search", query, "--json")
 					return r.code == 0 && strings.Contains(r.stdout, `"id": "`+it.SessionID+`"`)
 				})
+				t.Logf("%s: appended on B → found by search from A in %v", it.SessionID, time.Since(appended).Round(time.Millisecond))
 				out := filepath.Join(t.TempDir(), "src.jsonl")
 				a.dshq("export", it.SessionID, "--source", "-o", out).ok(t)
 				exported, onB := readFile(t, out), readFile(t, it.File)
