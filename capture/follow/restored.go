@@ -2,6 +2,8 @@ package follow
 
 import (
 	"bytes"
+	"sort"
+	"strings"
 
 	"github.com/dshq/dshq/capture"
 	"github.com/dshq/dshq/capture/restore"
@@ -56,4 +58,25 @@ func fileLine(rest []byte, eol string) ([]byte, int, bool) {
 		return rest[:i], 0, true
 	}
 	return rest, 0, true
+}
+
+// remappedNotice says once that a file was recognised as a session
+// restored elsewhere ("" when it was not).
+func remappedNotice(r *Resumed) string {
+	if len(r.Remapped) == 0 {
+		return ""
+	}
+	olds := make([]string, 0, len(r.Remapped))
+	for o := range r.Remapped {
+		olds = append(olds, o)
+	}
+	sort.Strings(olds)
+	var b strings.Builder
+	for i, o := range olds {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(o + " → " + r.Remapped[o])
+	}
+	return "restored here with its working directories rewritten (" + b.String() + "): continued as this session"
 }

@@ -502,6 +502,9 @@ func (r *restorer) place(it restoreItem, data []byte) restoreItem {
 	switch {
 	case err == nil && bytes.Equal(have, data):
 		it.Action = actionPresent
+		if lease, err := r.store.Lease(r.ctx, it.SessionID); err == nil && lease != nil && lease.Holder != "" {
+			it.Reason = "being written now" + lease.Describe() + ": resume it here once that writer is idle"
+		}
 		return it
 	case err == nil && len(have) < len(data) && bytes.HasPrefix(data, have):
 		it.Action = actionUpdated

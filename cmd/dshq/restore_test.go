@@ -363,6 +363,9 @@ func TestRestoreContinue(t *testing.T) {
 			if strings.Contains(w.out.String(), "error") {
 				t.Errorf("watch reported an error:\n%s", w.out.String())
 			}
+			if remapped := strings.Contains(w.out.String(), "restored here with its working directories rewritten (/home/a/proj → "); remapped != (m != nil) {
+				t.Errorf("watch's note of a remapped restore (want %v):\n%s", m != nil, w.out.String())
+			}
 		})
 	}
 
@@ -377,6 +380,10 @@ func TestRestoreContinue(t *testing.T) {
 		r := c.dshq("restore", fixCodex)
 		if r.code != 1 || !strings.Contains(r.stdout, "is being written now (held by machine-b (dshq watch) since") {
 			t.Errorf("restore while B writes: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		// B itself has the file: present, with a word that B is writing it.
+		if r := b.dshq("restore", fixCodex); r.code != 0 || !strings.Contains(r.stdout, "being written now (held by machine-b (dshq watch)") {
+			t.Errorf("restore on B while B writes: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 		// C already had the file (restored before B continued): C's watch
 		// is refused the session, naming B, and publishes nothing.
