@@ -152,6 +152,23 @@ func (c *clients) claudeFinds(t *testing.T, m *machine, dir, sid, prompt string)
 // lets Codex run until until() holds (the prompt is in the rollout), at
 // most 20 s, before it stops it.
 func (c *clients) codexFinds(t *testing.T, m *machine, dir, tid, prompt string, until func() bool) (found bool, note, out string) {
+	// A Codex killed a moment ago may leave the next one in the same home
+	// ending without a word (its own locks): ask again, twice at most.
+	for attempt := 1; ; attempt++ {
+		found, note, out, known := c.codexOnce(t, m, dir, tid, prompt, until)
+		if known {
+			return found, note, out
+		}
+		if attempt == 3 {
+			t.Errorf("codex resume %s: neither found nor not found, three times:\n%s", tid, out)
+			return false, "", out
+		}
+	}
+}
+
+// codexOnce is one codex exec resume; known is false when Codex said
+// neither found nor not found.
+func (c *clients) codexOnce(t *testing.T, m *machine, dir, tid, prompt string, until func() bool) (found bool, note, out string, known bool) {
 	deadline := time.Now().Add(20 * time.Second)
 	out = c.run(t, m, dir, func(o string) bool {
 		switch {
@@ -164,17 +181,16 @@ func (c *clients) codexFinds(t *testing.T, m *machine, dir, tid, prompt string, 
 	}, c.codex, "exec", "--skip-git-repo-check", "resume", tid, prompt)
 	switch {
 	case strings.Contains(out, "no rollout found for thread id "+tid):
-		return false, "", out
+		return false, "", out, true
 	case strings.Contains(out, "OpenAI Codex v") && strings.Contains(out, "session id: "+tid):
-		return true, "", out
+		return true, "", out, true
 	case strings.Contains(out, "thread/resume failed: "):
 		_, why, _ := strings.Cut(out, "thread/resume failed: ")
-		return true, firstLine(why), out
+		return true, firstLine(why), out, true
 	case strings.Contains(out, "session id: "):
-		return false, "", out // it started a new thread instead
+		return false, "", out, true // it started a new thread instead
 	}
-	t.Errorf("codex resume %s: neither found nor not found:\n%s", tid, out)
-	return false, "", out
+	return false, "", out, false
 }
 
 func firstLine(s string) string {
