@@ -46,6 +46,9 @@ type LeaseValue struct {
 	Owner string `json:"owner"`
 	// AcquiredAt is the acquisition time, epoch ms.
 	AcquiredAt int64 `json:"acquiredAt"`
+	// Holder names who holds it for people (WithLeaseHolder: the machine
+	// and program), absent when the Store was given none.
+	Holder string `json:"holder,omitempty"`
 	// Writer is the stable identity of the writer that holds it, when its
 	// Store has one (WithWriter): a lease of that writer left by an earlier
 	// process is taken back at once by the next.
@@ -84,8 +87,8 @@ type lease struct {
 
 // newLeaseValue returns the value of one acquisition: unique, so an
 // acquisition recognises its own key after a lost acknowledgement.
-func newLeaseValue(id, writer string) []byte {
-	v, _ := json.Marshal(LeaseValue{SessionID: id, Owner: nuid.Next(), AcquiredAt: time.Now().UnixMilli(), Writer: writer})
+func newLeaseValue(id, holder, writer string) []byte {
+	v, _ := json.Marshal(LeaseValue{SessionID: id, Owner: nuid.Next(), AcquiredAt: time.Now().UnixMilli(), Holder: holder, Writer: writer})
 	return v
 }
 

@@ -87,6 +87,9 @@ type Resumed struct {
 	// stored yet: the updates a crash between two sessions' appends left
 	// unpublished, to publish first.
 	Replay []capture.Update
+	// Remapped is set for a file restored elsewhere (dshq restore --cwd):
+	// each stored working directory and the one the file has instead.
+	Remapped map[string]string
 }
 
 // Resume prepares the conversion of the file at path whose current content
@@ -131,29 +134,11 @@ func Resume(ctx context.Context, st Records, f capture.Format, path string, data
 			return nil, changed("%v", err)
 		}
 	}
-	var n, total int64
-	differs := 0 // the first stored line the file does not hold (1-based)
-	for i, l := range lines {
-		total += l.Len()
-		if differs == 0 && (!bytes.HasPrefix(data[min(n, int64(len(data))):], l.Text) || !bytes.HasPrefix(data[min(n+int64(len(l.Text)), int64(len(data))):], []byte(l.EOL))) {
-			differs = i + 1
-		}
-		if differs == 0 {
-			n += l.Len()
-		}
+	n, remapped, ok := storedPrefix(f, lines, data)
+	if !ok {
+		return nil, departs(path, id, lines, data)
 	}
-	if differs > 0 {
-		var stored bytes.Buffer
-		for _, l := range lines {
-			stored.Write(l.Text)
-			stored.WriteString(l.EOL)
-		}
-		if bytes.HasPrefix(stored.Bytes(), data) {
-			return nil, changed("the file holds %d bytes, fewer than the %d (%d lines) its session holds: it was truncated", len(data), total, len(lines))
-		}
-		return nil, &ChangedError{Path: path, SessionID: id, OtherFile: true, Why: fmt.Sprintf(
-			"two files claim this session: it is stored from a file of %d lines that this one departs from at line %d (another file states the same session id, or this one was rewritten); this file is not stored over it", len(lines), differs)}
-	}
+	r.Remapped = remapped
 	r.OwnID = id
 	r.Headers[id] = hdr
 	r.Stored[id] = int64(len(events))
@@ -214,6 +199,29 @@ func Resume(ctx context.Context, st Records, f capture.Format, path string, data
 		}
 	}
 	return r, nil
+}
+
+// departs is the refusal of a file that does not begin with the stored
+// lines: a truncated file when it is shorter than them and their start,
+// else a second file claiming the session (or this one rewritten), named
+// by the first stored line it departs from.
+func departs(path, id string, lines []capture.Line, data []byte) error {
+	var stored bytes.Buffer
+	differs := 0 // the first stored line the file does not hold (1-based)
+	for i, l := range lines {
+		n := int64(stored.Len())
+		if differs == 0 && (!bytes.HasPrefix(data[min(n, int64(len(data))):], l.Text) || !bytes.HasPrefix(data[min(n+int64(len(l.Text)), int64(len(data))):], []byte(l.EOL))) {
+			differs = i + 1
+		}
+		stored.Write(l.Text)
+		stored.WriteString(l.EOL)
+	}
+	if bytes.HasPrefix(stored.Bytes(), data) {
+		return &ChangedError{Path: path, SessionID: id, Why: fmt.Sprintf(
+			"the file holds %d bytes, fewer than the %d (%d lines) its session holds: it was truncated", len(data), stored.Len(), len(lines))}
+	}
+	return &ChangedError{Path: path, SessionID: id, OtherFile: true, Why: fmt.Sprintf(
+		"two files claim this session: it is stored from a file of %d lines that this one departs from at line %d (another file states the same session id, or this one was rewritten); this file is not stored over it", len(lines), max(differs, 1))}
 }
 
 // probeID returns the id of the file's own session as its lines (then its

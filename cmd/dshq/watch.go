@@ -98,7 +98,8 @@ pause); -v adds one per append.`,
 				return err
 			}
 			defer nc.Close()
-			store, err := openStore(cmd.Context(), nc, o.stream, g.tenant, bus.WithWriter(lock.Name))
+			store, err := openStore(cmd.Context(), nc, o.stream, g.tenant, bus.WithWriter(lock.Name),
+				bus.WithLeaseHolder(g.machine()+" (dshq watch)"))
 			if err != nil {
 				if cmd.Context().Err() != nil {
 					return nil // stopped while starting: a stop, not a failure
