@@ -104,6 +104,7 @@ var handlers = map[string]handler{
 	query.EndpointEventsSearch:     (*Engine).searchEvents,
 	query.EndpointEventsRead:       (*Engine).readEvent,
 	query.EndpointEventsTrace:      (*Engine).traceEvent,
+	query.EndpointUsageReport:      (*Engine).usageReport,
 }
 
 // Run answers req and returns the reply body (JSON, at most the reply
