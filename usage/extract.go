@@ -378,3 +378,9 @@ func parseTime(s string, def int64) int64 {
 	}
 	return t.UnixMilli()
 }
+
+// MayStateUsage is a cheap test of an event record: false only when it
+// cannot state usage (a live view skips it without decoding).
+func MayStateUsage(raw []byte) bool {
+	return mayHoldUsage(raw) || bytes.Contains(raw, []byte(`"usage":`))
+}
