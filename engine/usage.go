@@ -24,6 +24,15 @@ func (a snapshotAdapter) UsageRows(from, to uint32, fn func(usage.Row) bool) err
 	return r.UsageRows(from, to, fn)
 }
 
+// UsageSessions implements UsageSource over the projection's snapshot.
+func (a snapshotAdapter) UsageSessions(fn func(string, usage.SessionDims) bool) error {
+	r, ok := a.s.(projection.UsageReader)
+	if !ok {
+		return fmt.Errorf("the projection keeps no usage aggregates")
+	}
+	return r.UsageSessions(fn)
+}
+
 // UsageSession implements UsageSource over the projection's snapshot.
 func (a snapshotAdapter) UsageSession(id string) (usage.SessionDims, bool) {
 	r, ok := a.s.(projection.UsageReader)
@@ -32,6 +41,10 @@ func (a snapshotAdapter) UsageSession(id string) (usage.SessionDims, bool) {
 	}
 	return r.UsageSession(id)
 }
+
+// usageDimsMax bounds the sessions whose usage dimensions an Engine keeps
+// (about 150 bytes each).
+const usageDimsMax = 1 << 20
 
 // usageReport answers usage.report: the aggregate rows of the request's
 // time range, summed by usage.Aggregator. Its cost is the number of rows
@@ -42,26 +55,16 @@ func (e *Engine) usageReport(_ context.Context, snap Snapshot, req *query.Reques
 	if !ok || req.Usage == nil {
 		return nil, dshq.Errorf(dshq.CodePersistenceFailed, "usage.report: this projection keeps no usage aggregates")
 	}
-	return UsageReport(snap.Generation(), src, req.Usage)
+	return UsageReport(snap.Generation(), src, req.Usage, e.usageDims)
 }
 
 // UsageReport sums the rows of src for u: the reply of usage.report at
 // generation gen.
-func UsageReport(gen uint64, src UsageSource, u *query.UsageRequest) (query.UsageReply, error) {
-	agg := usage.NewAggregator(u.Query, u.Prices)
-	dims := map[string]usage.SessionDims{}
-	from, to := u.Query.SlotRange()
-	err := src.UsageRows(from, to, func(r usage.Row) bool {
-		d, ok := dims[r.Session]
-		if !ok {
-			d, _ = src.UsageSession(r.Session)
-			dims[r.Session] = d
-		}
-		agg.Add(r, d)
-		return true
-	})
+// cache (nil for none) keeps the sessions' dimensions between reports.
+func UsageReport(gen uint64, src UsageSource, u *query.UsageRequest, cache *usage.DimsCache) (query.UsageReply, error) {
+	rep, err := usage.Build(u.Query, u.Prices, src, cache)
 	if err != nil {
 		return query.UsageReply{}, fmt.Errorf("usage.report: %w", err)
 	}
-	return query.UsageReply{Report: agg.Report(), Generation: gen}, nil
+	return query.UsageReply{Report: rep, Generation: gen}, nil
 }

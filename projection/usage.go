@@ -186,23 +186,24 @@ func usageRowKey(slot uint32, session, model, branch string) []byte {
 
 var errCorruptUsage = errors.New("corrupt usage record")
 
-func decodeUsageRowKey(k []byte) (slot uint32, session, model, branch string, err error) {
+// usageRowKeyParts splits a row key (its parts alias k).
+func usageRowKeyParts(k []byte) (slot uint32, session, model, branch []byte, err error) {
 	if len(k) < 6 {
-		return 0, "", "", "", errCorruptUsage
+		return 0, nil, nil, nil, errCorruptUsage
 	}
 	slot = binary.BigEndian.Uint32(k)
 	n := int(binary.BigEndian.Uint16(k[4:]))
 	rest := k[6:]
 	if len(rest) < n {
-		return 0, "", "", "", errCorruptUsage
+		return 0, nil, nil, nil, errCorruptUsage
 	}
-	session, rest = string(rest[:n]), rest[n:]
+	session, rest = rest[:n], rest[n:]
 	for i, c := range rest {
 		if c == 0 {
-			return slot, session, string(rest[:i]), string(rest[i+1:]), nil
+			return slot, session, rest[:i], rest[i+1:], nil
 		}
 	}
-	return 0, "", "", "", errCorruptUsage
+	return 0, nil, nil, nil, errCorruptUsage
 }
 
 func encodeUsageTokens(t usage.Tokens) []byte {
@@ -302,23 +303,25 @@ func getUsageDims(tx *bolt.Tx, id string) (usage.SessionDims, bool) {
 
 // UsageReader is what a snapshot offers the usage report: the stored rows
 // of a slot range and the dimensions of the sessions that spent.
-type UsageReader interface {
-	// UsageRows calls fn for each row whose slot is in [from, to], in
-	// slot order, until fn returns false.
-	UsageRows(from, to uint32, fn func(usage.Row) bool) error
-	// UsageSession returns a session's dimensions; ok is false for a
-	// session the projection does not hold.
-	UsageSession(id string) (usage.SessionDims, bool)
-}
+type UsageReader = usage.Source
 
 // UsageRows implements UsageReader.
 func (s *snapshot) UsageRows(from, to uint32, fn func(usage.Row) bool) error {
 	if from > to {
 		return nil
 	}
+	// The rows repeat few sessions, models and branches: one string each.
+	intern := map[string]string{}
+	str := func(b string) string {
+		if v, ok := intern[b]; ok {
+			return v
+		}
+		intern[b] = b
+		return b
+	}
 	c := s.tx.Bucket(bucketUsage).Cursor()
 	for k, v := c.Seek(binary.BigEndian.AppendUint32(nil, from)); k != nil; k, v = c.Next() {
-		slot, sess, model, branch, err := decodeUsageRowKey(k)
+		slot, sess, model, branch, err := usageRowKeyParts(k)
 		if err != nil {
 			return fmt.Errorf("%w: usage row %x: %v", ErrCorruptStore, k, err)
 		}
@@ -329,7 +332,38 @@ func (s *snapshot) UsageRows(from, to uint32, fn func(usage.Row) bool) error {
 		if err != nil {
 			return fmt.Errorf("%w: usage row %x: %v", ErrCorruptStore, k, err)
 		}
-		if !fn(usage.Row{Slot: slot, Session: sess, Model: model, Branch: branch, Tokens: t}) {
+		row := usage.Row{Slot: slot, Tokens: t}
+		if v, ok := intern[string(sess)]; ok {
+			row.Session = v
+		} else {
+			row.Session = str(string(sess))
+		}
+		if v, ok := intern[string(model)]; ok {
+			row.Model = v
+		} else {
+			row.Model = str(string(model))
+		}
+		if v, ok := intern[string(branch)]; ok {
+			row.Branch = v
+		} else {
+			row.Branch = str(string(branch))
+		}
+		if !fn(row) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// UsageSessions implements UsageReader.
+func (s *snapshot) UsageSessions(fn func(id string, d usage.SessionDims) bool) error {
+	c := s.tx.Bucket(bucketUsageSessions).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		d, err := decodeUsageDims(v)
+		if err != nil {
+			return fmt.Errorf("%w: usage dimensions of %q: %v", ErrCorruptStore, k, err)
+		}
+		if !fn(string(k), d) {
 			return nil
 		}
 	}

@@ -27,6 +27,25 @@ type Prices struct {
 	Currency string           `json:"currency,omitempty"`
 	Unit     string           `json:"unit,omitempty"`
 	Models   map[string]Price `json:"models"`
+
+	// looked memoizes Lookup by model name (memo's copies only: a table
+	// shared between goroutines is never written).
+	looked map[string]lookedUp
+}
+
+type lookedUp struct {
+	p  Price
+	ok bool
+}
+
+// memo returns a copy of p that remembers its lookups, for one report.
+func (p *Prices) memo() *Prices {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	c.looked = map[string]lookedUp{}
+	return &c
 }
 
 //go:embed prices.json
@@ -91,6 +110,17 @@ func (p *Prices) Lookup(model string) (Price, bool) {
 	if p == nil {
 		return Price{}, false
 	}
+	if l, ok := p.looked[model]; ok {
+		return l.p, l.ok
+	}
+	pr, ok := p.lookup(model)
+	if p.looked != nil {
+		p.looked[model] = lookedUp{pr, ok}
+	}
+	return pr, ok
+}
+
+func (p *Prices) lookup(model string) (Price, bool) {
 	cands := []string{model}
 	if i := strings.LastIndexByte(model, '/'); i >= 0 {
 		cands = append(cands, model[i+1:])

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -174,19 +176,20 @@ type Report struct {
 
 // Aggregator sums rows into a report.
 type Aggregator struct {
-	q       Query
-	prices  *Prices
-	groups  map[string]*group
-	lastDay struct {
-		slot uint32
-		ok   bool
-		day  time.Time
-	}
+	q        Query
+	prices   *Prices
+	from, to uint32
+	groups   map[string]*group
+	// periods memoizes the day, week and month labels of a slot.
+	periods  map[uint32]*[3]string
 	sessions map[string]bool
+	key      []byte // scratch
+	labels   []string
 }
 
 type group struct {
 	row    ReportRow
+	key    string
 	models map[string]*Tokens
 }
 
@@ -195,7 +198,8 @@ func NewAggregator(q Query, prices *Prices) *Aggregator {
 	if q.Location == nil {
 		q.Location = time.Local
 	}
-	a := &Aggregator{q: q, prices: prices, groups: map[string]*group{}}
+	a := &Aggregator{q: q, prices: prices, groups: map[string]*group{}, periods: map[uint32]*[3]string{}}
+	a.from, a.to = q.SlotRange()
 	if len(q.Sessions) > 0 {
 		a.sessions = map[string]bool{}
 		for _, s := range q.Sessions {
@@ -208,8 +212,7 @@ func NewAggregator(q Query, prices *Prices) *Aggregator {
 // Add counts r, a row of a session with dims d, when q selects it.
 func (a *Aggregator) Add(r Row, d SessionDims) {
 	q := &a.q
-	from, to := q.SlotRange()
-	if r.Slot < from || r.Slot > to {
+	if r.Slot < a.from || r.Slot > a.to {
 		return
 	}
 	if !match(q.Harness, d.Harness) || !match(q.Machines, d.Machine) || !match(q.Branches, r.Branch) ||
@@ -230,15 +233,34 @@ func (a *Aggregator) Add(r Row, d SessionDims) {
 			return
 		}
 	}
-	var key strings.Builder
-	var row ReportRow
-	for i, dim := range q.GroupBy {
+	a.key, a.labels = a.key[:0], a.labels[:0]
+	for _, dim := range q.GroupBy {
 		label := a.label(dim, r, d)
+		a.labels = append(a.labels, label)
+		a.key = append(append(a.key, label...), 0)
+	}
+	g := a.groups[string(a.key)]
+	if g == nil {
+		k := string(a.key)
+		g = &group{row: a.newRow(), key: k, models: map[string]*Tokens{}}
+		a.groups[k] = g
+	}
+	t := g.models[r.Model]
+	if t == nil {
+		t = &Tokens{}
+		g.models[r.Model] = t
+	}
+	t.Add(r.Tokens)
+}
+
+// newRow is the row of the group whose labels are a.labels.
+func (a *Aggregator) newRow() ReportRow {
+	var row ReportRow
+	for i, dim := range a.q.GroupBy {
+		label := a.labels[i]
 		if i == 0 {
 			row.Period = label
 		}
-		key.WriteString(label)
-		key.WriteByte(0)
 		switch dim {
 		case Day:
 			row.Day = label
@@ -262,32 +284,17 @@ func (a *Aggregator) Add(r Row, d SessionDims) {
 			row.Machine = &label
 		}
 	}
-	g := a.groups[key.String()]
-	if g == nil {
-		g = &group{row: row, models: map[string]*Tokens{}}
-		a.groups[key.String()] = g
-	}
-	t := g.models[r.Model]
-	if t == nil {
-		t = &Tokens{}
-		g.models[r.Model] = t
-	}
-	t.Add(r.Tokens)
+	return row
 }
 
 func (a *Aggregator) label(dim Dimension, r Row, d SessionDims) string {
 	switch dim {
-	case Day, Week, Month:
-		day := a.day(r.Slot)
-		switch dim {
-		case Day:
-			return day.Format(time.DateOnly)
-		case Week:
-			off := (int(day.Weekday()) + 6) % 7 // days since Monday
-			return day.AddDate(0, 0, -off).Format(time.DateOnly)
-		default:
-			return day.Format("2006-01")
-		}
+	case Day:
+		return a.period(r.Slot)[0]
+	case Week:
+		return a.period(r.Slot)[1]
+	case Month:
+		return a.period(r.Slot)[2]
 	case Session:
 		if a.q.Rollup {
 			return d.Root(r.Session)
@@ -309,17 +316,19 @@ func (a *Aggregator) label(dim Dimension, r Row, d SessionDims) string {
 	return ""
 }
 
-// day is the local midnight of the day holding slot s (memoized: rows
-// come in slot order).
-func (a *Aggregator) day(s uint32) time.Time {
-	if a.lastDay.ok && a.lastDay.slot == s {
-		return a.lastDay.day
+// period returns the day, the week (its Monday) and the month holding
+// slot s in the query's zone.
+func (a *Aggregator) period(s uint32) *[3]string {
+	if p, ok := a.periods[s]; ok {
+		return p
 	}
 	t := SlotTime(s).In(a.q.Location)
 	y, m, dd := t.Date()
 	day := time.Date(y, m, dd, 0, 0, 0, 0, a.q.Location)
-	a.lastDay.slot, a.lastDay.ok, a.lastDay.day = s, true, day
-	return day
+	off := (int(day.Weekday()) + 6) % 7 // days since Monday
+	p := &[3]string{day.Format(time.DateOnly), day.AddDate(0, 0, -off).Format(time.DateOnly), day.Format("2006-01")}
+	a.periods[s] = p
+	return p
 }
 
 func match(vals []string, v string) bool { return len(vals) == 0 || slices.Contains(vals, v) }
@@ -345,14 +354,10 @@ func (a *Aggregator) Report() Report {
 	if a.prices != nil {
 		rep.PriceSource, rep.PriceDate = a.prices.Source, a.prices.Date
 	}
-	keys := make([]string, 0, len(a.groups))
-	for k := range a.groups {
-		keys = append(keys, k)
-	}
+	prices := a.prices.memo()
 	total := map[string]*Tokens{}
-	for _, k := range keys {
-		g := a.groups[k]
-		g.row.ModelsUsed, g.row.ModelBreakdowns = nil, nil
+	groups := make([]*group, 0, len(a.groups))
+	for _, g := range a.groups {
 		for m, t := range g.models {
 			tt := total[m]
 			if tt == nil {
@@ -361,25 +366,42 @@ func (a *Aggregator) Report() Report {
 			}
 			tt.Add(*t)
 		}
-		g.row.Totals, g.row.ModelsUsed, g.row.ModelBreakdowns = a.price(g.models)
+		g.row.Totals = sumModels(g.models, prices) // the sort's keys; the breakdown below
+		groups = append(groups, g)
 	}
-	rep.Totals, _, _ = a.price(total)
-	rows := make([]ReportRow, 0, len(keys))
-	for _, k := range keys {
-		rows = append(rows, a.groups[k].row)
+	rep.Totals, _, _ = PriceModels(total, a.prices)
+	byTime := len(a.q.GroupBy) > 0 && a.q.GroupBy[0].isTime()
+	slices.SortFunc(groups, func(x, y *group) int {
+		return cmp.Or(compareTotals(&x.row, &y.row, byTime), cmp.Compare(x.key, y.key))
+	})
+	if a.q.Limit > 0 && len(groups) > a.q.Limit {
+		groups, rep.Truncated = groups[:a.q.Limit], true
 	}
-	SortRows(rows, a.q.GroupBy)
-	if a.q.Limit > 0 && len(rows) > a.q.Limit {
-		rows, rep.Truncated = rows[:a.q.Limit], true
+	rep.Rows = make([]ReportRow, len(groups))
+	for i, g := range groups {
+		g.row.Totals, g.row.ModelsUsed, g.row.ModelBreakdowns = PriceModels(g.models, prices)
+		rep.Rows[i] = g.row
 	}
-	rep.Rows = rows
 	return rep
 }
 
-// price sums models' tokens into totals and breakdowns (by cost, then
-// tokens, descending; then name).
-func (a *Aggregator) price(models map[string]*Tokens) (Totals, []string, []ModelBreakdown) {
-	return PriceModels(models, a.prices)
+// sumModels is the totals of models without a breakdown.
+func sumModels(models map[string]*Tokens, prices *Prices) Totals {
+	var tot Totals
+	var cost float64
+	priced := false
+	for m, t := range models {
+		tot.Tokens.Add(*t)
+		if pr, ok := prices.Lookup(m); ok {
+			cost += pr.Cost(*t)
+			priced = true
+		}
+	}
+	tot.TotalTokens, tot.Calls = tot.Total(), tot.Tokens.Calls
+	if priced {
+		tot.TotalCost = &cost
+	}
+	return tot
 }
 
 // PriceModels sums models' tokens into totals and a breakdown priced by
@@ -427,14 +449,22 @@ func deref(f *float64) float64 {
 // SortRows puts rows in report order for groupBy.
 func SortRows(rows []ReportRow, groupBy []Dimension) {
 	byTime := len(groupBy) > 0 && groupBy[0].isTime()
-	slices.SortStableFunc(rows, func(x, y ReportRow) int {
-		if byTime {
-			if c := cmp.Compare(x.Period, y.Period); c != 0 {
-				return c
-			}
+	slices.SortStableFunc(rows, func(x, y ReportRow) int { return compareRows(&x, &y, byTime) })
+}
+
+func compareRows(x, y *ReportRow, byTime bool) int {
+	return cmp.Or(compareTotals(x, y, byTime), cmp.Compare(rowKey(*x), rowKey(*y)))
+}
+
+// compareTotals orders rows by period (for a time report), then cost and
+// tokens descending.
+func compareTotals(x, y *ReportRow, byTime bool) int {
+	if byTime {
+		if c := cmp.Compare(x.Period, y.Period); c != 0 {
+			return c
 		}
-		return cmp.Or(-cmp.Compare(deref(x.TotalCost), deref(y.TotalCost)), -cmp.Compare(x.TotalTokens, y.TotalTokens), cmp.Compare(rowKey(x), rowKey(y)))
-	})
+	}
+	return cmp.Or(-cmp.Compare(deref(x.TotalCost), deref(y.TotalCost)), -cmp.Compare(x.TotalTokens, y.TotalTokens))
 }
 
 func rowKey(r ReportRow) string {
@@ -525,4 +555,107 @@ func ParseDimension(s string) (Dimension, error) {
 		}
 	}
 	return "", fmt.Errorf("unknown dimension %q (one of day, week, month, session, project, branch, model, harness, tenant, machine)", s)
+}
+
+// Source is what a report reads: the stored rows and the dimensions of the
+// sessions that spent (the projection's snapshot).
+type Source interface {
+	// UsageRows calls fn for each row whose slot is in [from, to], in
+	// slot order, until fn returns false.
+	UsageRows(from, to uint32, fn func(Row) bool) error
+	// UsageSession returns a session's dimensions; ok is false for a
+	// session the source does not hold.
+	UsageSession(id string) (SessionDims, bool)
+	// UsageSessions calls fn with every session's dimensions until fn
+	// returns false: cheaper than UsageSession for many.
+	UsageSessions(fn func(id string, d SessionDims) bool) error
+}
+
+// lookups is how many sessions Build looks up one by one before it reads
+// them all in one scan.
+const lookups = 512
+
+// DimsCache keeps the dimensions of sessions between reports: they are
+// fixed when a session's header is applied (its header is immutable), so a
+// report need not read them again. It is safe for concurrent use: readers
+// see an immutable map, a report that read more adds them in a new one.
+type DimsCache struct {
+	max int
+	mu  sync.Mutex // serializes the writers of m
+	m   atomic.Pointer[map[string]SessionDims]
+}
+
+// NewDimsCache returns a cache of at most max sessions' dimensions.
+func NewDimsCache(max int) *DimsCache { return &DimsCache{max: max} }
+
+func (c *DimsCache) load() map[string]SessionDims {
+	if c == nil {
+		return nil
+	}
+	if m := c.m.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
+
+func (c *DimsCache) add(more map[string]SessionDims) {
+	if c == nil || len(more) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.load()
+	if len(old)+len(more) > c.max {
+		return
+	}
+	m := make(map[string]SessionDims, len(old)+len(more))
+	for k, v := range old {
+		m[k] = v
+	}
+	for k, v := range more {
+		m[k] = v
+	}
+	c.m.Store(&m)
+}
+
+// Build sums src's rows for q, priced by prices; cache (nil for none)
+// keeps the sessions' dimensions between reports.
+func Build(q Query, prices *Prices, src Source, cache *DimsCache) (Report, error) {
+	agg := NewAggregator(q, prices)
+	known := cache.load()
+	dims := map[string]SessionDims{} // read by this report, not in known
+	looked, scanned := 0, false
+	var scanErr error
+	err := src.UsageRows(agg.from, agg.to, func(r Row) bool {
+		d, ok := known[r.Session]
+		if !ok {
+			d, ok = dims[r.Session]
+		}
+		if !ok && !scanned && looked == lookups {
+			scanned = true
+			scanErr = src.UsageSessions(func(id string, d SessionDims) bool {
+				if _, ok := known[id]; !ok {
+					dims[id] = d
+				}
+				return true
+			})
+			if scanErr != nil {
+				return false
+			}
+			d, ok = dims[r.Session]
+		}
+		if !ok {
+			looked++
+			if d, ok = src.UsageSession(r.Session); ok {
+				dims[r.Session] = d
+			}
+		}
+		agg.Add(r, d)
+		return true
+	})
+	if err = cmp.Or(scanErr, err); err != nil {
+		return Report{}, err
+	}
+	cache.add(dims)
+	return agg.Report(), nil
 }
