@@ -468,13 +468,44 @@ func compareTotals(x, y *ReportRow, byTime bool) int {
 }
 
 func rowKey(r ReportRow) string {
+	parts := make([]string, len(Dimensions))
+	for i, d := range Dimensions {
+		parts[i] = r.Label(d)
+	}
+	return strings.Join(parts, "\x00")
+}
+
+// Label is the row's value of dimension d ("" when it is not grouped by it).
+func (r ReportRow) Label(d Dimension) string {
 	s := func(p *string) string {
 		if p == nil {
 			return ""
 		}
 		return *p
 	}
-	return strings.Join([]string{r.Period, r.Day, r.Week, r.Month, s(r.SessionID), s(r.Project), s(r.Branch), s(r.Model), s(r.Harness), s(r.Tenant), s(r.Machine)}, "\x00")
+	switch d {
+	case Day:
+		return r.Day
+	case Week:
+		return r.Week
+	case Month:
+		return r.Month
+	case Session:
+		return s(r.SessionID)
+	case Project:
+		return s(r.Project)
+	case Branch:
+		return s(r.Branch)
+	case Model:
+		return s(r.Model)
+	case Harness:
+		return s(r.Harness)
+	case Tenant:
+		return s(r.Tenant)
+	case Machine:
+		return s(r.Machine)
+	}
+	return ""
 }
 
 // Merge sums reports of one query over disjoint parts of the corpus (the

@@ -169,7 +169,7 @@ func printUsage(w io.Writer, rep query.UsageReply) {
 	for _, r := range rep.Rows {
 		var cells []string
 		for _, d := range rep.GroupBy {
-			cells = append(cells, orNone(rowLabel(r, d)))
+			cells = append(cells, orNone(r.Label(d)))
 		}
 		cells = append(cells, strings.Join(r.ModelsUsed, ", "))
 		cells = append(cells, usageCells(r.Totals)...)
@@ -189,38 +189,6 @@ func printUsage(w io.Writer, rep query.UsageReply) {
 		note += "; no price for " + strings.Join(rep.Totals.UnpricedModels, ", ") + " (its cost is not in the totals)"
 	}
 	fmt.Fprintln(w, note)
-}
-
-func rowLabel(r usage.ReportRow, d usage.Dimension) string {
-	s := func(p *string) string {
-		if p == nil {
-			return ""
-		}
-		return *p
-	}
-	switch d {
-	case usage.Day:
-		return r.Day
-	case usage.Week:
-		return r.Week
-	case usage.Month:
-		return r.Month
-	case usage.Session:
-		return s(r.SessionID)
-	case usage.Project:
-		return s(r.Project)
-	case usage.Branch:
-		return s(r.Branch)
-	case usage.Model:
-		return s(r.Model)
-	case usage.Harness:
-		return s(r.Harness)
-	case usage.Tenant:
-		return s(r.Tenant)
-	case usage.Machine:
-		return s(r.Machine)
-	}
-	return ""
 }
 
 func orNone(s string) string {
