@@ -1,6 +1,7 @@
 package follow
 
 import (
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/capture"
 	"github.com/dshq/dshq/record"
 )
@@ -44,4 +45,10 @@ func (c onMachine) stamp(ups []capture.Update) []capture.Update {
 		ups[i].Header = &h
 	}
 	return ups
+}
+
+// NewConverterOn is NewConverter for a file captured on machine: the
+// headers it emits name it ("" names none), as ImportOn's and a watcher's.
+func NewConverterOn(f capture.Format, path string, own *dshq.HeaderRecord, machine string) capture.Converter {
+	return withMachine(NewConverter(f, path, own), machine)
 }
