@@ -319,6 +319,7 @@ func (s *snapshot) UsageRows(from, to uint32, fn func(usage.Row) bool) error {
 		intern[b] = b
 		return b
 	}
+	lastModel, lastBranch := "\xff", "\xff" // no model or branch is this
 	c := s.tx.Bucket(bucketUsage).Cursor()
 	for k, v := c.Seek(binary.BigEndian.AppendUint32(nil, from)); k != nil; k, v = c.Next() {
 		slot, sess, model, branch, err := usageRowKeyParts(k)
@@ -338,15 +339,22 @@ func (s *snapshot) UsageRows(from, to uint32, fn func(usage.Row) bool) error {
 		} else {
 			row.Session = str(string(sess))
 		}
-		if v, ok := intern[string(model)]; ok {
-			row.Model = v
+		// Consecutive rows mostly share their model and branch.
+		if lastModel == string(model) {
+			row.Model = lastModel
+		} else if v, ok := intern[string(model)]; ok {
+			row.Model, lastModel = v, v
 		} else {
 			row.Model = str(string(model))
+			lastModel = row.Model
 		}
-		if v, ok := intern[string(branch)]; ok {
-			row.Branch = v
+		if lastBranch == string(branch) {
+			row.Branch = lastBranch
+		} else if v, ok := intern[string(branch)]; ok {
+			row.Branch, lastBranch = v, v
 		} else {
 			row.Branch = str(string(branch))
+			lastBranch = row.Branch
 		}
 		if !fn(row) {
 			return nil

@@ -190,7 +190,20 @@ type Aggregator struct {
 type group struct {
 	row    ReportRow
 	key    string
-	models map[string]*Tokens
+	models []modelTokens // few: a slice is cheaper than a map
+}
+
+type modelTokens struct {
+	model string
+	Tokens
+}
+
+func (g *group) modelMap() map[string]*Tokens {
+	m := make(map[string]*Tokens, len(g.models))
+	for i := range g.models {
+		m[g.models[i].model] = &g.models[i].Tokens
+	}
+	return m
 }
 
 // NewAggregator returns an aggregator of q's rows priced by prices.
@@ -242,15 +255,16 @@ func (a *Aggregator) Add(r Row, d SessionDims) {
 	g := a.groups[string(a.key)]
 	if g == nil {
 		k := string(a.key)
-		g = &group{row: a.newRow(), key: k, models: map[string]*Tokens{}}
+		g = &group{row: a.newRow(), key: k}
 		a.groups[k] = g
 	}
-	t := g.models[r.Model]
-	if t == nil {
-		t = &Tokens{}
-		g.models[r.Model] = t
+	for i := range g.models {
+		if g.models[i].model == r.Model {
+			g.models[i].Add(r.Tokens)
+			return
+		}
 	}
-	t.Add(r.Tokens)
+	g.models = append(g.models, modelTokens{r.Model, r.Tokens})
 }
 
 // newRow is the row of the group whose labels are a.labels.
@@ -358,13 +372,13 @@ func (a *Aggregator) Report() Report {
 	total := map[string]*Tokens{}
 	groups := make([]*group, 0, len(a.groups))
 	for _, g := range a.groups {
-		for m, t := range g.models {
-			tt := total[m]
+		for _, mt := range g.models {
+			tt := total[mt.model]
 			if tt == nil {
 				tt = &Tokens{}
-				total[m] = tt
+				total[mt.model] = tt
 			}
-			tt.Add(*t)
+			tt.Add(mt.Tokens)
 		}
 		g.row.Totals = sumModels(g.models, prices) // the sort's keys; the breakdown below
 		groups = append(groups, g)
@@ -379,21 +393,21 @@ func (a *Aggregator) Report() Report {
 	}
 	rep.Rows = make([]ReportRow, len(groups))
 	for i, g := range groups {
-		g.row.Totals, g.row.ModelsUsed, g.row.ModelBreakdowns = PriceModels(g.models, prices)
+		g.row.Totals, g.row.ModelsUsed, g.row.ModelBreakdowns = PriceModels(g.modelMap(), prices)
 		rep.Rows[i] = g.row
 	}
 	return rep
 }
 
 // sumModels is the totals of models without a breakdown.
-func sumModels(models map[string]*Tokens, prices *Prices) Totals {
+func sumModels(models []modelTokens, prices *Prices) Totals {
 	var tot Totals
 	var cost float64
 	priced := false
-	for m, t := range models {
-		tot.Tokens.Add(*t)
-		if pr, ok := prices.Lookup(m); ok {
-			cost += pr.Cost(*t)
+	for _, mt := range models {
+		tot.Tokens.Add(mt.Tokens)
+		if pr, ok := prices.Lookup(mt.model); ok {
+			cost += pr.Cost(mt.Tokens)
 			priced = true
 		}
 	}
