@@ -212,8 +212,9 @@ func claudeLine(line []byte, routed string, evTime int64) []Entry {
 		Session: routed, Replace: true,
 		Tokens: Tokens{Input: u.Input, Output: u.Output, CacheCreation: u.CacheCreation, CacheRead: u.CacheRead, Calls: 1}}
 	if u.Split != nil {
-		e.CacheCreation1h = min(u.Split.OneHour, u.CacheCreation)
+		e.CacheCreation1h = u.Split.OneHour
 	}
+	e.Tokens = nonNegative(e.Tokens)
 	if rec.Message.ID != "" && rec.RequestID != "" {
 		e.Key = "cc:" + rec.Message.ID + ":" + rec.RequestID
 	}
@@ -306,7 +307,7 @@ func (s *State) codexLine(line []byte) (Entry, bool) {
 	}
 	cached := min(d.Cached, d.Input)
 	return Entry{Time: parseTime(l.Timestamp, 0), Model: modelOr(s.Model), Branch: s.Branch, Key: key,
-		Tokens: Tokens{Input: d.Input - cached, CacheRead: cached, Output: d.Output, Calls: 1}}, true
+		Tokens: nonNegative(Tokens{Input: d.Input - cached, CacheRead: cached, Output: d.Output, Calls: 1})}, true
 }
 
 // ---- deepseek-harness ----
@@ -354,7 +355,17 @@ func nativeEvent(raw []byte) []Entry {
 	}
 	u := ev.Data.Usage
 	return []Entry{{Time: ev.Time, Model: modelOr(model),
-		Tokens: Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheCreation: u.CacheWrite, Calls: 1}}}
+		Tokens: nonNegative(Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheCreation: u.CacheWrite, Calls: 1})}}
+}
+
+// nonNegative clamps counts a bad record states below zero: a call never
+// takes tokens back.
+func nonNegative(t Tokens) Tokens {
+	for _, p := range []*int64{&t.Input, &t.Output, &t.CacheCreation, &t.CacheRead, &t.CacheCreation1h} {
+		*p = max(*p, 0)
+	}
+	t.CacheCreation1h = min(t.CacheCreation1h, t.CacheCreation)
+	return t
 }
 
 func modelOr(m string) string {
