@@ -212,7 +212,7 @@ func (p *pipeline) usage(t *testing.T, gen uint64, args ...string) usageOut {
 	t.Helper()
 	var out usageOut
 	args = append([]string{"usage"}, args...)
-	args = append(args, "--json", "--timezone", "UTC", "--min-generation", strconv.FormatUint(gen, 10))
+	args = append(args, "--json", "--timezone", "UTC", "--min-generation", strconv.FormatUint(gen, 10), "--timeout-ms", "30000")
 	p.dshq(args...).ok(t).decode(t, &out)
 	return out
 }
