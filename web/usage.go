@@ -143,17 +143,32 @@ func usageCost(t usage.Totals) string {
 	return "$" + strconv.FormatFloat(*t.TotalCost, 'f', 2, 64)
 }
 
-func (s *Server) usagePage(w http.ResponseWriter, r *http.Request) {
+// usageFor reads the reports a request asks for: its filters, at least at
+// its ?gen=G (the generation a "usage" live event named). ok is false when
+// it answered with a failure.
+func (s *Server) usageFor(w http.ResponseWriter, r *http.Request) (f usageFilters, d *usageData, ok bool) {
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
 	f, err := parseUsageFilters(r.URL.Query())
-	if err != nil {
-		s.fail(w, r, err)
-		return
+	var gen uint64
+	if g := r.URL.Query().Get("gen"); err == nil && g != "" {
+		if gen, err = strconv.ParseUint(g, 10, 64); err != nil {
+			err = badRequest("%q is not a generation.", g)
+		}
 	}
-	d, err := s.usageData(ctx, f, 0)
+	if err == nil {
+		d, err = s.usageData(ctx, f, gen)
+	}
 	if err != nil {
 		s.fail(w, r, err)
+		return f, nil, false
+	}
+	return f, d, true
+}
+
+func (s *Server) usagePage(w http.ResponseWriter, r *http.Request) {
+	f, d, ok := s.usageFor(w, r)
+	if !ok {
 		return
 	}
 	js, err := json.Marshal(d)
@@ -162,6 +177,7 @@ func (s *Server) usagePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
+	q.Del("gen")
 	q.Set("after", strconv.FormatUint(d.Generation, 10))
 	var buf bytes.Buffer
 	if err := s.tmpl.ExecuteTemplate(&buf, "usage-page", usagePage{F: f, D: d, JSON: string(js), Cost: usageCost(d.Totals),
@@ -177,26 +193,10 @@ func (s *Server) usagePage(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-// usageDataJSON answers the page script's reads: ?gen=G waits for the
-// projection to reach G (the generation a "usage" live event named).
+// usageDataJSON answers the page script's reads (usageFor).
 func (s *Server) usageDataJSON(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
-	f, err := parseUsageFilters(r.URL.Query())
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	var gen uint64
-	if g := r.URL.Query().Get("gen"); g != "" {
-		if gen, err = strconv.ParseUint(g, 10, 64); err != nil {
-			s.fail(w, r, badRequest("%q is not a generation.", g))
-			return
-		}
-	}
-	d, err := s.usageData(ctx, f, gen)
-	if err != nil {
-		s.fail(w, r, err)
+	_, d, ok := s.usageFor(w, r)
+	if !ok {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
