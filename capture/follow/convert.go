@@ -144,7 +144,9 @@ func ResumeOn(ctx context.Context, st Records, f capture.Format, path string, da
 	r.OwnID = id
 	r.Headers[id] = hdr
 	r.Stored[id] = int64(len(events))
-	r.Conv = withMachine(NewConverter(f, path, &hdr), machine)
+	// The file's sessions keep the machine that first captured it: a
+	// file continued elsewhere (restored on another machine) is the same file.
+	r.Conv = withMachine(NewConverter(f, path, &hdr), hdr.Header.Machine)
 	ups := []capture.Update{{SessionID: id, Header: &hdr}}
 	for _, l := range lines {
 		u, err := r.Conv.Feed(l)
