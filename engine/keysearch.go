@@ -5,26 +5,8 @@ import (
 	"fmt"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/index"
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
-
-// KeySearcher is a Searcher that can rank without loading docs and load the
-// docs of chosen keys afterwards. With one, the Engine ranks a paged
-// search's whole stored window as keys on its first page, stores only the
-// keys, and loads docs and cuts snippets for each page it serves: a common
-// word costs a ranking pass, not thousands of snippets.
-type KeySearcher interface {
-	Searcher
-	// RankSessionKeys ranks as SearchSessions does: at most q.Limit keys
-	// (each session's best event).
-	RankSessionKeys(ctx context.Context, q SearchQuery) (Ranked, error)
-	// RankEventKeys ranks as SearchEvents does: at most q.Limit keys.
-	RankEventKeys(ctx context.Context, q SearchQuery) (Ranked, error)
-	// LoadHits returns the hits of keys in their order, each with its
-	// snippet around the phrase; a key whose doc is gone is left out.
-	LoadHits(ctx context.Context, phrase string, keys []HitKey, snippetChars int) ([]dshq.EventSearchHit, error)
-}
 
 // HitKey identifies one ranked event. Live is the session's availability
 // as of a search's first page, stored for sessions.search so that later
@@ -57,15 +39,17 @@ type Ranked struct {
 	// Total is how many docs matched, when the ranking counted them
 	// (event rankings), else 0.
 	Total uint64
-	// index is the index ranked, when known.
-	index *index.Index
+	// Exact is set when the ranking read exactly the state of the snapshot
+	// whose Index ranked (the index is the snapshot's own, at its
+	// generation): then the keys need no check against the snapshot.
+	Exact bool
 }
 
-// mirrors reports whether the ranking read exactly snap's state (see
-// Ranked.Generation): then the keys need no check against the snapshot.
+// mirrors reports whether the ranking read exactly snap's state: the
+// index vouches for being the snapshot's own (Exact), and the generation
+// it read is the snapshot's. Then the keys need no check against it.
 func (r Ranked) mirrors(snap Snapshot) bool {
-	own, ok := snap.(interface{ Index() *index.Index })
-	return ok && r.index != nil && r.Generation != 0 && r.Generation == snap.Generation() && own.Index() == r.index
+	return r.Exact && r.Generation != 0 && r.Generation == snap.Generation()
 }
 
 type eventKey struct {
@@ -101,24 +85,24 @@ func rankKeys(ctx context.Context, e *Engine, limit int, q SearchQuery, probe bo
 	return r, nil
 }
 
-// keySessions is the first page of sessions.search through a KeySearcher.
+// keySessions is the first page of sessions.search.
 // The ranking is as of the snapshot's generation, so each session is ranked
 // by an event the snapshot holds; keys the snapshot still does not hold or
 // whose session is invalid are dropped before any is stored.
-func (e *Engine) keySessions(ctx context.Context, ks KeySearcher, snap Snapshot, req *query.Request, c *query.Cursor, page dshq.SessionSearchPage) ([]dshq.SessionSearchHit, string, error) {
+func (e *Engine) keySessions(ctx context.Context, ix Index, snap Snapshot, req *wire.Request, c *wire.Cursor, page dshq.SessionSearchPage) ([]dshq.SessionSearchHit, string, error) {
 	var kept []HitKey
 	sessions := []string{}
 	truncated := false
 	if !matchesNothing(req.SessionFilters) && !matchesNothing(req.EventFilters) {
 		liveIDs := snap.LiveSessions()
 		q := SearchQuery{Phrase: req.Query, SessionFilters: req.SessionFilters, EventFilters: req.EventFilters,
-			LiveSessionIDs: liveIDs, AsOf: snap.Generation()}
+			LiveSessionIDs: liveIDs, AsOf: snap.Generation(), Stats: req.CorpusStats}
 		// The live set answers IsLive for every key without a lookup each.
 		live := make(map[string]bool, len(liveIDs))
 		for _, id := range liveIDs {
 			live[id] = true
 		}
-		r, err := rankKeys(ctx, e, req.Limit, q, false, ks.RankSessionKeys)
+		r, err := rankKeys(ctx, e, req.Limit, q, false, ix.RankSessionKeys)
 		if err != nil {
 			return nil, "", err
 		}
@@ -150,16 +134,16 @@ func (e *Engine) keySessions(ctx context.Context, ks KeySearcher, snap Snapshot,
 			sessions = append(sessions, k.SessionID)
 		}
 	}
-	return firstKeyPage(ctx, e, snap, req, c, kept, sessions, truncated, page, e.sessionHits(ks, req.Query))
+	return firstKeyPage(ctx, e, snap, req, c, kept, sessions, truncated, page, e.sessionHits(ix, req.Query))
 }
 
-// keyEvents is the first page of events.search through a KeySearcher.
-func (e *Engine) keyEvents(ctx context.Context, ks KeySearcher, snap Snapshot, req *query.Request, c *query.Cursor, page dshq.EventSearchPage) ([]dshq.EventSearchHit, string, error) {
+// keyEvents is the first page of events.search.
+func (e *Engine) keyEvents(ctx context.Context, ix Index, snap Snapshot, req *wire.Request, c *wire.Cursor, page dshq.EventSearchPage) ([]dshq.EventSearchHit, string, error) {
 	var kept []HitKey
 	truncated := false
 	if !matchesNothing(req.Filters) {
-		q := SearchQuery{Phrase: req.Query, SessionID: req.SessionID, EventFilters: req.Filters, AsOf: snap.Generation()}
-		r, err := rankKeys(ctx, e, req.Limit, q, true, ks.RankEventKeys)
+		q := SearchQuery{Phrase: req.Query, SessionID: req.SessionID, EventFilters: req.Filters, AsOf: snap.Generation(), Stats: req.CorpusStats}
+		r, err := rankKeys(ctx, e, req.Limit, q, true, ix.RankEventKeys)
 		if err != nil {
 			return nil, "", err
 		}
@@ -168,7 +152,7 @@ func (e *Engine) keyEvents(ctx context.Context, ks KeySearcher, snap Snapshot, r
 			return nil, "", err
 		}
 	}
-	return firstKeyPage(ctx, e, snap, req, c, kept, []string{req.SessionID}, truncated, page, e.eventHits(ks, req.Query))
+	return firstKeyPage(ctx, e, snap, req, c, kept, []string{req.SessionID}, truncated, page, e.eventHits(ix, req.Query))
 }
 
 // heldKeys returns the keys of r that snap holds: all of them when the
@@ -199,8 +183,8 @@ func holdsEvent(snap Snapshot, k HitKey) (bool, error) {
 }
 
 // loadHits loads the hits of keys from the index, by key.
-func loadHits(ctx context.Context, ks KeySearcher, phrase string, keys []HitKey) (map[eventKey]dshq.EventSearchHit, error) {
-	hits, err := ks.LoadHits(ctx, phrase, keys, dshq.SnippetChars)
+func loadHits(ctx context.Context, ix Index, phrase string, keys []HitKey) (map[eventKey]dshq.EventSearchHit, error) {
+	hits, err := ix.LoadHits(ctx, phrase, keys, dshq.SnippetChars)
 	if err != nil {
 		return nil, indexFailed(err)
 	}
@@ -213,9 +197,9 @@ func loadHits(ctx context.Context, ks KeySearcher, phrase string, keys []HitKey)
 
 // eventHits builds events.search items: the snippet from the index, the
 // record from the snapshot.
-func (e *Engine) eventHits(ks KeySearcher, phrase string) buildFunc[dshq.EventSearchHit] {
+func (e *Engine) eventHits(ix Index, phrase string) buildFunc[dshq.EventSearchHit] {
 	return func(ctx context.Context, snap Snapshot, keys []HitKey) ([]*dshq.EventSearchHit, error) {
-		by, err := loadHits(ctx, ks, phrase, keys)
+		by, err := loadHits(ctx, ix, phrase, keys)
 		if err != nil {
 			return nil, err
 		}
@@ -239,8 +223,8 @@ func (e *Engine) eventHits(ks KeySearcher, phrase string) buildFunc[dshq.EventSe
 
 // sessionHits builds sessions.search items: the header from the snapshot,
 // availability as the key stored it.
-func (e *Engine) sessionHits(ks KeySearcher, phrase string) buildFunc[dshq.SessionSearchHit] {
-	events := e.eventHits(ks, phrase)
+func (e *Engine) sessionHits(ix Index, phrase string) buildFunc[dshq.SessionSearchHit] {
+	events := e.eventHits(ix, phrase)
 	return func(ctx context.Context, snap Snapshot, keys []HitKey) ([]*dshq.SessionSearchHit, error) {
 		best, err := events(ctx, snap, keys)
 		if err != nil {
@@ -267,7 +251,7 @@ func (e *Engine) sessionHits(ks KeySearcher, phrase string) buildFunc[dshq.Sessi
 // firstKeyPage serves the first page of ranked keys and, when more remain
 // (or the search was truncated), stores the keys after it so later pages
 // are answered as of this one.
-func firstKeyPage[T any](ctx context.Context, e *Engine, snap Snapshot, req *query.Request, c *query.Cursor, keys []HitKey, sessions []string, truncated bool, empty any, build buildFunc[T]) ([]T, string, error) {
+func firstKeyPage[T any](ctx context.Context, e *Engine, snap Snapshot, req *wire.Request, c *wire.Cursor, keys []HitKey, sessions []string, truncated bool, empty any, build buildFunc[T]) ([]T, string, error) {
 	built, err := build(ctx, snap, keys[:min(len(keys), req.Limit)])
 	if err != nil {
 		return nil, "", err

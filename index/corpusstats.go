@@ -78,19 +78,6 @@ func (x *Index) CorpusStats(ctx context.Context, q string) (CorpusStats, error) 
 	return st, nil
 }
 
-type corpusStatsKey struct{}
-
-// WithCorpusStats returns ctx carrying st: the searches of an Index under
-// ctx rank their phrase with st instead of the index's own statistics.
-func WithCorpusStats(ctx context.Context, st *CorpusStats) context.Context {
-	return context.WithValue(ctx, corpusStatsKey{}, st)
-}
-
-func corpusStatsOf(ctx context.Context) *CorpusStats {
-	st, _ := ctx.Value(corpusStatsKey{}).(*CorpusStats)
-	return st
-}
-
 // statsQuery runs inner (the phrase) over a reader whose BM25 statistics
 // of the text field are st's.
 type statsQuery struct {

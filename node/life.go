@@ -23,6 +23,8 @@ import (
 	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
+	"github.com/dshq/dshq/shardhost"
 	"github.com/dshq/dshq/tools"
 	"github.com/dshq/dshq/tools/toolservice"
 )
@@ -342,31 +344,30 @@ func (l *life) startShard() error {
 	}
 	// The cursor bucket is replicated like the session stream: a copy on
 	// one server would fail every later page of a search while it is down.
-	var cursors *engine.KVCursorStore
+	var cursors *shardhost.KVCursorStore
 	if err := l.retryTransient("ensure the cursor bucket", func() error {
 		var err error
-		cursors, err = engine.NewKVCursorStore(l.ctx, l.js, engine.WithCursorMaxBytes(l.cfg.Projection.CursorMaxBytes),
-			engine.WithCursorReplicas(l.cfg.Stream.Replicas))
+		cursors, err = shardhost.NewKVCursorStore(l.ctx, l.js, shardhost.WithCursorMaxBytes(l.cfg.Projection.CursorMaxBytes),
+			shardhost.WithCursorReplicas(l.cfg.Stream.Replicas))
 		return err
 	}); err != nil {
 		return fmt.Errorf("cursor store: %w", err)
 	}
-	var key query.CursorKey
+	var key wire.CursorKey
 	if err := l.retryTransient("load the cursor key", func() error {
 		var err error
-		key, err = engine.LoadCursorKey(l.ctx, l.js, l.cfg.Stream.Replicas)
+		key, err = shardhost.LoadCursorKey(l.ctx, l.js, l.cfg.Stream.Replicas)
 		return err
 	}); err != nil {
 		return fmt.Errorf("cursor key: %w", err)
 	}
-	eng := engine.New(engine.FromProjector(l.proj), engine.WithSearcher(engine.FromIndexFunc(l.proj.Index)),
-		engine.WithCursorStore(cursors), engine.WithCursorKey(key))
+	eng := engine.New(shardhost.Local(l.proj), engine.WithCursorStore(cursors), engine.WithCursorKey(key))
 	// Each projector is a replica of the shard, named by its durable
 	// consumer: the query service sends a request to one that has reached
 	// what it needs.
 	replica := l.cfg.Projection.durable()
 	part := l.proj.Partition()
-	stop, err := engine.ServeReplica(l.ctx, l.nc, dshq.ShardToken(part.Shard, part.Count()), replica, eng, func() query.ReplicaStatus {
+	stop, err := shardhost.ServeReplica(l.ctx, l.nc, dshq.ShardToken(part.Shard, part.Count()), replica, eng, func() query.ReplicaStatus {
 		pr := l.proj.Progress()
 		st := query.ReplicaStatus{Lineage: l.proj.Lineage(), Generation: pr.Generation, CatchingUp: pr.CatchingUp}
 		if part.Count() > 1 {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/internal/microhost"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // WithShards makes the service ask a projection partitioned into n shards
@@ -32,7 +33,7 @@ func WithShards(n int) ServiceOption { return func(c *serviceConfig) { c.shards 
 
 // WithCursorKey sets the deployment's cursor key, which a partitioned
 // service (WithShards) needs to issue and read list cursors.
-func WithCursorKey(k CursorKey) ServiceOption { return func(c *serviceConfig) { c.cursorKey = k } }
+func WithCursorKey(k wire.CursorKey) ServiceOption { return func(c *serviceConfig) { c.cursorKey = k } }
 
 // WithCursorKeyFrom makes a partitioned service (WithShards) read the
 // deployment's cursor key from the key bucket (dshq.KeyBucket, which the
@@ -43,7 +44,7 @@ func WithCursorKeyFrom(js jetstream.JetStream) ServiceOption {
 }
 
 // cursorKey returns the deployment's cursor key.
-func (f *fanout) cursorKey(ctx context.Context) (CursorKey, error) {
+func (f *fanout) cursorKey(ctx context.Context) (wire.CursorKey, error) {
 	f.keyMu.Lock()
 	defer f.keyMu.Unlock()
 	if f.key != nil {
@@ -61,7 +62,7 @@ func (f *fanout) cursorKey(ctx context.Context) (CursorKey, error) {
 	if err != nil {
 		return nil, fail(err)
 	}
-	k := CursorKey(e.Value())
+	k := wire.CursorKey(e.Value())
 	if err := k.Check(); err != nil {
 		return nil, fail(err)
 	}
@@ -78,7 +79,7 @@ type fanout struct {
 
 	keyJS jetstream.JetStream
 	keyMu sync.Mutex // guards key
-	key   CursorKey
+	key   wire.CursorKey
 
 	kvMu sync.Mutex // guards kv
 	kv   jetstream.KeyValue
@@ -116,8 +117,8 @@ func (f *fanout) close() {
 }
 
 // answer is the service's Answer.
-func (f *fanout) answer(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
-	req, err := DecodeRequest(endpoint, body)
+func (f *fanout) answer(ctx context.Context, endpoint string, body []byte, _ nats.Header) ([]byte, error) {
+	req, err := wire.DecodeRequest(endpoint, body)
 	if err != nil {
 		return nil, err
 	}
@@ -125,22 +126,22 @@ func (f *fanout) answer(ctx context.Context, endpoint string, body []byte) ([]by
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	switch endpoint {
-	case EndpointSessionsList, EndpointSessionsFilter:
+	case wire.EndpointSessionsList, wire.EndpointSessionsFilter:
 		return f.list(ctx, req, body)
-	case EndpointSessionsTitles:
+	case wire.EndpointSessionsTitles:
 		return f.titles(ctx, req)
-	case EndpointSessionsTrace:
+	case wire.EndpointSessionsTrace:
 		return f.trace(ctx, req)
-	case EndpointSessionsSearch:
+	case wire.EndpointSessionsSearch:
 		return f.searchSessions(ctx, req, body)
-	case EndpointEventsSearch:
+	case wire.EndpointEventsSearch:
 		if req.Cursor == "" {
 			// A first page ranks: with the whole corpus's statistics.
 			stats, err := f.corpusStats(ctx, req)
 			if err != nil {
 				return nil, err
 			}
-			ctx = withOutgoingHeader(ctx, nats.Header{CorpusStatsHeader: []string{string(stats)}})
+			ctx = withOutgoingHeader(ctx, nats.Header{wire.CorpusStatsHeader: []string{string(stats)}})
 		}
 	}
 	// One session's endpoint: its shard answers for it, as the whole
@@ -151,7 +152,7 @@ func (f *fanout) answer(ctx context.Context, endpoint string, body []byte) ([]by
 // corpusStats asks every shard for its BM25 statistics of req's phrase
 // and returns their sums (JSON): what one index of the whole corpus ranks
 // with.
-func (f *fanout) corpusStats(ctx context.Context, req *Request) ([]byte, error) {
+func (f *fanout) corpusStats(ctx context.Context, req *wire.Request) ([]byte, error) {
 	var (
 		mu  sync.Mutex
 		sum struct {
@@ -171,7 +172,7 @@ func (f *fanout) corpusStats(ctx context.Context, req *Request) ([]byte, error) 
 				Terms      map[string]uint64 `json:"terms"`
 			} `json:"stats"`
 		}
-		if err := f.askJSON(ctx, i, EndpointCorpusStats, m, &out); err != nil {
+		if err := f.askJSON(ctx, i, wire.EndpointCorpusStats, m, &out); err != nil {
 			return err
 		}
 		mu.Lock()
@@ -191,7 +192,7 @@ func (f *fanout) corpusStats(ctx context.Context, req *Request) ([]byte, error) 
 
 // ask sends a request of endpoint to a replica of shard i and returns its
 // reply body, or its failure.
-func (f *fanout) ask(ctx context.Context, i int, endpoint string, req *Request, body []byte) ([]byte, error) {
+func (f *fanout) ask(ctx context.Context, i int, endpoint string, req *wire.Request, body []byte) ([]byte, error) {
 	return relay(ctx, f.nc, f.tables[i], f.tokens[i], endpoint, req, body, 0)
 }
 
@@ -202,7 +203,7 @@ func (f *fanout) askJSON(ctx context.Context, i int, endpoint string, fields map
 	if err != nil {
 		return err
 	}
-	req, err := DecodeRequest(endpoint, body)
+	req, err := wire.DecodeRequest(endpoint, body)
 	if err != nil {
 		return err
 	}
@@ -218,7 +219,7 @@ func (f *fanout) askJSON(ctx context.Context, i int, endpoint string, fields map
 }
 
 // consistency returns the consistency fields of req for a sub-request.
-func consistency(req *Request, minGen uint64) map[string]any {
+func consistency(req *wire.Request, minGen uint64) map[string]any {
 	m := map[string]any{"timeoutMs": req.TimeoutMs}
 	if g := max(req.MinGeneration, minGen); g > 0 {
 		m["minGeneration"] = g
@@ -229,7 +230,7 @@ func consistency(req *Request, minGen uint64) map[string]any {
 // relay asks a replica of shard (forwardReplicas) and returns its answer
 // (its failures as they are). wait, when not 0, is the bound ctx sets, named
 // in the failure when it passes.
-func relay(ctx context.Context, nc *nats.Conn, table *replicaTable, shard, endpoint string, req *Request, body []byte, wait time.Duration) ([]byte, error) {
+func relay(ctx context.Context, nc *nats.Conn, table *replicaTable, shard, endpoint string, req *wire.Request, body []byte, wait time.Duration) ([]byte, error) {
 	msg, err := forwardReplicas(ctx, nc, table, shard, endpoint, req, body)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
@@ -310,8 +311,8 @@ type shardList struct {
 // in the list's order (createdAt desc, id asc), each shard asked again when
 // its part runs out before the page is full: the page is the one an
 // unpartitioned projection gives at that generation, its cursor the same.
-func (f *fanout) list(ctx context.Context, req *Request, body []byte) ([]byte, error) {
-	fields, err := decodeObject(body)
+func (f *fanout) list(ctx context.Context, req *wire.Request, body []byte) ([]byte, error) {
+	fields, err := wire.DecodeObject(body)
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +326,7 @@ func (f *fanout) list(ctx context.Context, req *Request, body []byte) ([]byte, e
 		if err != nil {
 			return nil, err
 		}
-		cursor = NewCursor(key, req, gen, lineage).At(0)
+		cursor = wire.NewCursor(key, req, gen, lineage).At(0)
 	}
 	parts := make([]shardList, len(f.tokens))
 	gens := make([]uint64, len(f.tokens))
@@ -336,7 +337,7 @@ func (f *fanout) list(ctx context.Context, req *Request, body []byte) ([]byte, e
 		}
 		sub["cursor"], _ = json.Marshal(cur)
 		b, _ := json.Marshal(sub)
-		sr, err := DecodeRequest(req.Endpoint, b)
+		sr, err := wire.DecodeRequest(req.Endpoint, b)
 		if err != nil {
 			return err
 		}
@@ -358,7 +359,7 @@ func (f *fanout) list(ctx context.Context, req *Request, body []byte) ([]byte, e
 	}
 	withCursor := *req
 	withCursor.Cursor = cursor
-	c, err := DecodeCursor(key, &withCursor)
+	c, err := wire.DecodeCursor(key, &withCursor)
 	if err != nil {
 		return nil, err // the shards accepted it: cannot happen
 	}
@@ -370,7 +371,7 @@ func (f *fanout) list(ctx context.Context, req *Request, body []byte) ([]byte, e
 		gen = c.Generation
 	}
 	page := dshq.SessionPage{Items: []dshq.SessionRecord{}, Generation: gen}
-	used := encodedLen(page) + listCursorReserve
+	used := wire.EncodedLen(page) + listCursorReserve
 	var lastKey []byte
 	more := false
 	for {
@@ -402,7 +403,7 @@ func (f *fanout) list(ctx context.Context, req *Request, body []byte) ([]byte, e
 			break
 		}
 		rec := parts[best].items[0]
-		n := encodedLen(rec)
+		n := wire.EncodedLen(rec)
 		if used+n+1 > f.budget {
 			if len(page.Items) == 0 {
 				return nil, dshq.Errorf(dshq.CodeReplyTooLarge, "%s: a single item is larger than the reply limit", req.Endpoint)
@@ -420,7 +421,7 @@ func (f *fanout) list(ctx context.Context, req *Request, body []byte) ([]byte, e
 		n.Key = lastKey
 		page.NextCursor = n.At(0)
 	}
-	return EncodeReply(page)
+	return wire.EncodeReply(page)
 }
 
 // listCursorReserve is the room a list page keeps for its nextCursor, as
@@ -459,7 +460,7 @@ func (f *fanout) each(ctx context.Context, fn func(ctx context.Context, i int) e
 
 // titles answers sessions.titles: each shard is asked for the ids it
 // holds, the answers put back in the request's first-occurrence order.
-func (f *fanout) titles(ctx context.Context, req *Request) ([]byte, error) {
+func (f *fanout) titles(ctx context.Context, req *wire.Request) ([]byte, error) {
 	n := len(f.tokens)
 	ids := make([][]string, n)
 	seen := map[string]bool{}
@@ -483,7 +484,7 @@ func (f *fanout) titles(ctx context.Context, req *Request) ([]byte, error) {
 		m := consistency(req, 0)
 		m["sessionIds"] = append([]string{}, ids[i]...)
 		var out dshq.SessionTitles
-		if err := f.askJSON(ctx, i, EndpointSessionsTitles, m, &out); err != nil {
+		if err := f.askJSON(ctx, i, wire.EndpointSessionsTitles, m, &out); err != nil {
 			return err
 		}
 		mu.Lock()
@@ -507,7 +508,7 @@ func (f *fanout) titles(ctx context.Context, req *Request) ([]byte, error) {
 // bounded encodes a merged reply, refused as the projection refuses one
 // over the reply budget.
 func (f *fanout) bounded(endpoint string, v any) ([]byte, error) {
-	b, err := EncodeReply(v)
+	b, err := wire.EncodeReply(v)
 	if err != nil {
 		return nil, err
 	}
@@ -519,11 +520,11 @@ func (f *fanout) bounded(endpoint string, v any) ([]byte, error) {
 
 // stat returns session id's record from its shard; ok is false when no
 // shard holds it.
-func (f *fanout) stat(ctx context.Context, req *Request, id string) (dshq.SessionStat, bool, error) {
+func (f *fanout) stat(ctx context.Context, req *wire.Request, id string) (dshq.SessionStat, bool, error) {
 	m := consistency(req, 0)
 	m["sessionId"] = id
 	var st dshq.SessionStat
-	err := f.askJSON(ctx, dshq.ShardOf(id, len(f.tokens)), EndpointSessionsStat, m, &st)
+	err := f.askJSON(ctx, dshq.ShardOf(id, len(f.tokens)), wire.EndpointSessionsStat, m, &st)
 	if dshq.ErrorCode(err) == dshq.CodeSessionNotFound {
 		return st, false, nil
 	}
@@ -535,7 +536,7 @@ func (f *fanout) stat(ctx context.Context, req *Request, id string) (dshq.Sessio
 // at a time, each shard asked for the children it holds
 // (EndpointSessionsChildren). The reply is the unpartitioned projection's
 // (docs/lineage.md#tracing-a-lineage).
-func (f *fanout) trace(ctx context.Context, req *Request) ([]byte, error) {
+func (f *fanout) trace(ctx context.Context, req *wire.Request) ([]byte, error) {
 	target, ok, err := f.stat(ctx, req, req.SessionID)
 	if err != nil {
 		return nil, err
@@ -583,7 +584,7 @@ func (f *fanout) trace(ctx context.Context, req *Request) ([]byte, error) {
 // (siblings by createdAt asc, id asc; a forest whose records alone exceed
 // four reply budgets refused early), asking every shard for the children
 // of a whole generation of the forest at once.
-func (f *fanout) descendants(ctx context.Context, req *Request, root string) ([]dshq.LineageNode, uint64, error) {
+func (f *fanout) descendants(ctx context.Context, req *wire.Request, root string) ([]dshq.LineageNode, uint64, error) {
 	children := map[string][]dshq.SessionRecord{}
 	order := []string{root}
 	seen := map[string]bool{root: true}
@@ -595,8 +596,8 @@ func (f *fanout) descendants(ctx context.Context, req *Request, root string) ([]
 		err := f.each(ctx, func(ctx context.Context, i int) error {
 			m := consistency(req, 0)
 			m["sessionIds"] = level
-			var out SessionChildren
-			if err := f.askJSON(ctx, i, EndpointSessionsChildren, m, &out); err != nil {
+			var out wire.SessionChildren
+			if err := f.askJSON(ctx, i, wire.EndpointSessionsChildren, m, &out); err != nil {
 				return err
 			}
 			kids[i] = map[string][]dshq.SessionRecord{}
@@ -664,24 +665,4 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-// EncodeReply encodes a reply as JSON without escaping <, > and &: a reply
-// is not HTML, and the escapes would grow a raw event that holds them (up
-// to six times) and change its bytes from those written. An event's raw
-// record is therefore carried byte for byte. The projection's shard and a
-// partitioned service's merges encode with it alike.
-func EncodeReply(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
-
-func encodedLen(v any) int {
-	b, _ := EncodeReply(v)
-	return len(b)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/internal/failover"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // Partitioned sessions.search (docs/protocol.md, "Partitioned
@@ -166,7 +167,7 @@ func (f *fanout) storeKeys(ctx context.Context, keys []storedKey, from int, meta
 // searchSessions answers sessions.search over the shards, in one shard's
 // order of checks (docs/search.md#request-validation-order): cursor, then
 // the compile budget, then the index.
-func (f *fanout) searchSessions(ctx context.Context, req *Request, body []byte) ([]byte, error) {
+func (f *fanout) searchSessions(ctx context.Context, req *wire.Request, body []byte) ([]byte, error) {
 	key, err := f.cursorKey(ctx)
 	if err != nil {
 		return nil, err
@@ -174,14 +175,14 @@ func (f *fanout) searchSessions(ctx context.Context, req *Request, body []byte) 
 	if req.Cursor != "" {
 		return f.continueSessions(ctx, req, key)
 	}
-	if err := CheckSearchBudget(req); err != nil {
+	if err := wire.CheckSearchBudget(req); err != nil {
 		return nil, err
 	}
 	_, lineage, err := f.point(ctx, 0)
 	if err != nil {
 		return nil, err
 	}
-	fields, err := decodeObject(body)
+	fields, err := wire.DecodeObject(body)
 	if err != nil {
 		return nil, err
 	}
@@ -189,8 +190,8 @@ func (f *fanout) searchSessions(ctx context.Context, req *Request, body []byte) 
 	if err != nil {
 		return nil, err
 	}
-	sctx := withOutgoingHeader(ctx, nats.Header{CorpusStatsHeader: []string{string(stats)}})
-	rankings := make([]SessionRanking, len(f.tokens))
+	sctx := withOutgoingHeader(ctx, nats.Header{wire.CorpusStatsHeader: []string{string(stats)}})
+	rankings := make([]wire.SessionRanking, len(f.tokens))
 	err = f.each(ctx, func(_ context.Context, i int) error {
 		m := consistency(req, 0)
 		m["query"] = req.Query
@@ -200,11 +201,11 @@ func (f *fanout) searchSessions(ctx context.Context, req *Request, body []byte) 
 			}
 		}
 		r := &rankings[i]
-		if err := f.askJSON(sctx, i, EndpointSessionsRank, m, r); err != nil {
+		if err := f.askJSON(sctx, i, wire.EndpointSessionsRank, m, r); err != nil {
 			return err
 		}
 		for c := range r.Chunks {
-			var chunk []RankedSession
+			var chunk []wire.RankedSession
 			if err := f.loadStored(ctx, fmt.Sprintf("%s.%d", r.Stored, c), &chunk); err != nil {
 				return err
 			}
@@ -215,7 +216,7 @@ func (f *fanout) searchSessions(ctx context.Context, req *Request, body []byte) 
 	if err != nil {
 		return nil, err
 	}
-	var all []RankedSession
+	var all []wire.RankedSession
 	truncated := false
 	maxResults := math.MaxInt
 	gen := uint64(math.MaxUint64)
@@ -224,7 +225,7 @@ func (f *fanout) searchSessions(ctx context.Context, req *Request, body []byte) 
 		truncated = truncated || r.More
 		maxResults, gen = min(maxResults, r.MaxResults), min(gen, r.Generation)
 	}
-	slices.SortFunc(all, func(a, b RankedSession) int {
+	slices.SortFunc(all, func(a, b wire.RankedSession) int {
 		return cmp.Or(cmp.Compare(b.Score, a.Score), cmp.Compare(b.Time, a.Time), cmp.Compare(a.SessionID, b.SessionID))
 	})
 	if len(all) > maxResults {
@@ -252,16 +253,16 @@ func (f *fanout) searchSessions(ctx context.Context, req *Request, body []byte) 
 		if err != nil {
 			return nil, err
 		}
-		c := NewCursor(key, req, gen, lineage)
+		c := wire.NewCursor(key, req, gen, lineage)
 		c.Store, c.Bound = id, int64(len(keys))
 		page.NextCursor = c.At(int64(used))
 	}
-	return EncodeReply(page)
+	return wire.EncodeReply(page)
 }
 
 // continueSessions serves a later page from the stored merge.
-func (f *fanout) continueSessions(ctx context.Context, req *Request, key CursorKey) ([]byte, error) {
-	c, err := DecodeCursor(key, req)
+func (f *fanout) continueSessions(ctx context.Context, req *wire.Request, key wire.CursorKey) ([]byte, error) {
+	c, err := wire.DecodeCursor(key, req)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +273,7 @@ func (f *fanout) continueSessions(ctx context.Context, req *Request, key CursorK
 	if c.Epoch != lineage {
 		return nil, dshq.Errorf(dshq.CodeStaleCursor, "cursor is stale because the projection was rebuilt from another stream or by another version")
 	}
-	if err := CheckSearchBudget(req); err != nil {
+	if err := wire.CheckSearchBudget(req); err != nil {
 		return nil, err
 	}
 	if c.Store == "" || c.Position > c.Bound {
@@ -321,7 +322,7 @@ func (f *fanout) continueSessions(ctx context.Context, req *Request, key CursorK
 	if pos := c.Position + int64(used); pos < c.Bound || meta.Truncated {
 		page.NextCursor = c.At(pos)
 	}
-	return EncodeReply(page)
+	return wire.EncodeReply(page)
 }
 
 // searchPage asks every shard for the hits of its keys (and, for a later
@@ -331,7 +332,7 @@ func (f *fanout) continueSessions(ctx context.Context, req *Request, key CursorK
 // shard) and the least generation of the shards' answers. A shard answers
 // a prefix of its keys, as many as fit its reply: the page, which holds
 // those and more, ends before the first key past it.
-func (f *fanout) searchPage(ctx context.Context, req *Request, page dshq.SessionSearchPage, keys []storedKey, check []string,
+func (f *fanout) searchPage(ctx context.Context, req *wire.Request, page dshq.SessionSearchPage, keys []storedKey, check []string,
 	since, minGen uint64) ([]dshq.SessionSearchHit, int, uint64, error) {
 	n := len(f.tokens)
 	byShard := make([][]storedKey, n)
@@ -353,8 +354,8 @@ func (f *fanout) searchPage(ctx context.Context, req *Request, page dshq.Session
 		m["keys"] = append([]storedKey{}, byShard[i]...)
 		m["sessionIds"] = append([]string{}, checkBy[i]...)
 		m["since"] = since
-		var out SessionHits
-		if err := f.askJSON(ctx, i, EndpointSessionsHits, m, &out); err != nil {
+		var out wire.SessionHits
+		if err := f.askJSON(ctx, i, wire.EndpointSessionsHits, m, &out); err != nil {
 			return err
 		}
 		mu.Lock()
@@ -367,7 +368,7 @@ func (f *fanout) searchPage(ctx context.Context, req *Request, page dshq.Session
 	}
 	gen := slices.Min(gens)
 	page.Generation = gen
-	used := encodedLen(page) + listCursorReserve
+	used := wire.EncodedLen(page) + listCursorReserve
 	next := make([]int, n)
 	items := []dshq.SessionSearchHit{}
 	taken := 0
@@ -379,7 +380,7 @@ func (f *fanout) searchPage(ctx context.Context, req *Request, page dshq.Session
 		h := hits[i][next[i]]
 		next[i]++
 		if h != nil {
-			sz := encodedLen(*h)
+			sz := wire.EncodedLen(*h)
 			if used+sz+1 > f.budget {
 				break
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/internal/failover"
 	"github.com/dshq/dshq/internal/microhost"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // maxInFlight bounds the requests one service instance works on at once;
@@ -30,7 +31,7 @@ type serviceConfig struct {
 	registerer prometheus.Registerer
 	local      Shard
 	shards     int
-	cursorKey  CursorKey
+	cursorKey  wire.CursorKey
 	keyJS      jetstream.JetStream
 }
 
@@ -39,15 +40,11 @@ type serviceConfig struct {
 type Shard interface {
 	// Answer answers a decoded request with its reply body, at most
 	// maxReply bytes (0 = the shard's own budget).
-	Answer(ctx context.Context, req *Request, maxReply int) ([]byte, error)
+	Answer(ctx context.Context, req *wire.Request, maxReply int) ([]byte, error)
 }
 
-// ReplyHeadroom is the part of a connection's max payload a reply body
-// leaves free for headers and framing.
-const ReplyHeadroom = 8 << 10
-
 // ReplyBudget returns the largest reply body nc can carry.
-func ReplyBudget(nc *nats.Conn) int { return int(nc.MaxPayload()) - ReplyHeadroom }
+func ReplyBudget(nc *nats.Conn) int { return int(nc.MaxPayload()) - wire.ReplyHeadroom }
 
 // WithLocalShard tells Serve that shard, the shard this process serves on
 // its subjects (engine.ServeShard), is in the same process: requests are
@@ -135,13 +132,13 @@ func servePartitioned(ctx context.Context, nc *nats.Conn, cfg serviceConfig, spe
 // forwarding to a replica of the shard over NATS (table).
 func shardAnswer(nc *nats.Conn, cfg serviceConfig, table *replicaTable) Answer {
 	if cfg.local == nil {
-		return func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
+		return func(ctx context.Context, endpoint string, body []byte, _ nats.Header) ([]byte, error) {
 			return forward(ctx, nc, table, cfg.shard, endpoint, body)
 		}
 	}
 	budget := ReplyBudget(nc)
-	return func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
-		req, err := DecodeRequest(endpoint, body)
+	return func(ctx context.Context, endpoint string, body []byte, _ nats.Header) ([]byte, error) {
+		req, err := wire.DecodeRequest(endpoint, body)
 		if err != nil {
 			return nil, err
 		}
@@ -149,8 +146,9 @@ func shardAnswer(nc *nats.Conn, cfg serviceConfig, table *replicaTable) Answer {
 	}
 }
 
-// Answer answers one request body of endpoint: the reply body or a failure.
-type Answer func(ctx context.Context, endpoint string, body []byte) ([]byte, error)
+// Answer answers one request body of endpoint, sent with header (nil
+// without): the reply body or a failure.
+type Answer func(ctx context.Context, endpoint string, body []byte, header nats.Header) ([]byte, error)
 
 // Spec names a service that hosts every query endpoint: dsh-query, or a
 // projection shard.
@@ -184,15 +182,12 @@ func ServeEndpoints(ctx context.Context, nc *nats.Conn, spec Spec, answer Answer
 	}
 	names := spec.Endpoints
 	if names == nil {
-		names = Endpoints
+		names = wire.Endpoints
 	}
 	eps := make([]microhost.Endpoint, len(names))
 	for i, ep := range names {
 		eps[i] = microhost.Endpoint{Name: ep, Subject: spec.Subject(ep), Handler: func(ctx context.Context, msg *nats.Msg) ([]byte, error) {
-			if msg.Header != nil {
-				ctx = context.WithValue(ctx, requestHeaderKey{}, msg.Header)
-			}
-			return answer(ctx, ep, msg.Data)
+			return answer(ctx, ep, msg.Data, msg.Header)
 		}}
 	}
 	svc, err := microhost.Start(ctx, nc, microhost.Config{
@@ -224,7 +219,7 @@ func ServeEndpoints(ctx context.Context, nc *nats.Conn, spec Spec, answer Answer
 // forward validates body and asks a replica of the projection shard
 // (forwardReplicas), relaying its answer (errors included).
 func forward(ctx context.Context, nc *nats.Conn, table *replicaTable, shard, endpoint string, body []byte) ([]byte, error) {
-	req, err := DecodeRequest(endpoint, body)
+	req, err := wire.DecodeRequest(endpoint, body)
 	if err != nil {
 		return nil, err
 	}
@@ -232,15 +227,6 @@ func forward(ctx context.Context, nc *nats.Conn, table *replicaTable, shard, end
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	return relay(ctx, nc, table, shard, endpoint, req, body, wait)
-}
-
-type requestHeaderKey struct{}
-
-// RequestHeader returns the NATS headers of the request an Answer answers
-// (nil without).
-func RequestHeader(ctx context.Context) nats.Header {
-	h, _ := ctx.Value(requestHeaderKey{}).(nats.Header)
-	return h
 }
 
 type outgoingHeaderKey struct{}

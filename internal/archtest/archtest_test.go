@@ -30,11 +30,13 @@ var converters = []string{"capture", "capture/claudecode", "capture/codex", "cap
 
 var rules = []rule{
 	{
+		name:     "light-clients",
 		why:      "the harness SDK, the query API's wire, the tools, the MCP server, the query service and the harness file follower link neither bbolt, Bleve nor nats-server",
 		packages: []string{"bus", "query", "tools", "tools/mcpserver", "cmd/query", "capture/follow"},
 		forbid:   heavyLibrary,
 	},
 	{
+		name:     "pure-vocabulary",
 		why:      "the vocabulary and the pure cores link nothing but the standard library and the root vocabulary",
 		packages: []string{".", "fold", "authz"},
 		forbid: func(p pkg) string {
@@ -45,6 +47,7 @@ var rules = []rule{
 		},
 	},
 	{
+		name:     "pure-converters",
 		why:      "the harness capture converters are pure: they link no NATS, no store, and of ours only the vocabulary, fold, record and the converters",
 		packages: converters,
 		forbid: func(p pkg) string {
@@ -61,8 +64,20 @@ var rules = []rule{
 		},
 	},
 	{
+		name:     "pure-engine",
+		why:      "the query engine and the query API's wire format link no bbolt, Bleve, nats.go or nats-server: every source is behind engine.Source",
+		packages: []string{"engine", "query/wire"},
+		forbid: func(p pkg) string {
+			if strings.HasPrefix(p.ImportPath, "github.com/nats-io/") {
+				return "NATS (" + p.ImportPath + ")"
+			}
+			return heavyLibrary(p)
+		},
+	},
+	{
+		name:     "no-io",
 		why:      "the pure cores and the vocabulary do no I/O of their own",
-		packages: []string{"fold", "authz", "."},
+		packages: []string{"fold", "authz", ".", "engine", "query/wire"},
 		direct:   true,
 		forbid: func(p pkg) string {
 			if slices.Contains([]string{"os", "os/exec", "net", "net/http", "syscall", "io/ioutil"}, p.ImportPath) {
@@ -71,6 +86,18 @@ var rules = []rule{
 			return ""
 		},
 	},
+}
+
+// ruleNamed returns the rule of the tree named name.
+func ruleNamed(t *testing.T, name string) rule {
+	t.Helper()
+	for _, r := range rules {
+		if r.name == name {
+			return r
+		}
+	}
+	t.Fatalf("no rule named %q", name)
+	return rule{}
 }
 
 // heavyLibrary names the heavy library p belongs to ("" for none).
@@ -87,6 +114,8 @@ func heavyLibrary(p pkg) string {
 // the root), or only among their direct imports, the packages for which
 // forbid names what they are ("" = allowed).
 type rule struct {
+	// name is how the self-test (TestCheck_NamesTheChain) finds a rule.
+	name     string
 	why      string
 	packages []string
 	direct   bool
@@ -202,17 +231,26 @@ func TestCheck_NamesTheChain(t *testing.T) {
 	if got, want := strayImporters(g, abs("embedded"), []string{"node/..."}), []string{"tools imports embedded"}; !slices.Equal(got, want) {
 		t.Errorf("stray importers %q, want %q", got, want)
 	}
-	pureCapture := rules[2]
+	add(abs("engine"), false, abs("query/wire"), abs("shardhost"))
+	add(abs("query/wire"), false, abs("."))
+	add(abs("shardhost"), false, abs("projection"), "github.com/nats-io/nats.go")
+	pureCapture := ruleNamed(t, "pure-converters")
 	pureCapture.packages = []string{"capture"}
-	noOS := rule{packages: []string{"."}, direct: true, forbid: rules[3].forbid}
+	pureEngine := ruleNamed(t, "pure-engine")
+	pureEngine.packages = []string{"engine"}
+	noOS := rule{packages: []string{"."}, direct: true, forbid: ruleNamed(t, "no-io").forbid}
 	for _, tt := range []struct {
 		rule rule
 		want []string
 	}{
 		{noBolt, []string{"cmd/query links bbolt: cmd/query -> node -> projection -> go.etcd.io/bbolt"}},
-		{rules[1], []string{"fold links record: fold -> record"}},
+		{ruleNamed(t, "pure-vocabulary"), []string{"fold links record: fold -> record"}},
 		{noOS, []string{"dshq (root) imports os: dshq (root) -> os"}},
 		{pureCapture, []string{"capture links NATS (github.com/nats-io/nats.go): capture -> github.com/nats-io/nats.go"}},
+		{pureEngine, []string{
+			"engine links NATS (github.com/nats-io/nats.go): engine -> shardhost -> github.com/nats-io/nats.go",
+			"engine links bbolt: engine -> shardhost -> projection -> go.etcd.io/bbolt",
+		}},
 	} {
 		if got := check(g, tt.rule); !slices.Equal(got, tt.want) {
 			t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))

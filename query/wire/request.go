@@ -1,4 +1,4 @@
-package query
+package wire
 
 import (
 	"bytes"
@@ -65,9 +65,52 @@ const EndpointSessionsRank = "sessions.rank"
 const EndpointSessionsHits = "sessions.hits"
 
 // CorpusStatsHeader is the header of a search request to a shard that
-// carries the corpus's statistics (JSON of index.CorpusStats): the shard
-// ranks with them.
+// carries the corpus's statistics (JSON of CorpusStats): the shard ranks
+// with them.
 const CorpusStatsHeader = "Dsh-Corpus-Stats"
+
+// CorpusStats are the statistics BM25 ranks a phrase with
+// (index.CorpusStats on the wire): the number of docs, the total length of
+// their text in tokens and, per distinct term of the phrase, the number of
+// docs that hold it. A partitioned projection's shards rank with the sums
+// of every shard's.
+type CorpusStats struct {
+	Docs       uint64            `json:"docs"`
+	TextLength uint64            `json:"textLength"`
+	Terms      map[string]uint64 `json:"terms"`
+}
+
+// Add adds o's counts to s.
+func (s *CorpusStats) Add(o CorpusStats) {
+	s.Docs += o.Docs
+	s.TextLength += o.TextLength
+	if s.Terms == nil {
+		s.Terms = map[string]uint64{}
+	}
+	for t, n := range o.Terms {
+		s.Terms[t] += n
+	}
+}
+
+// CorpusStatsReply is the corpus.stats reply: a shard's statistics of a
+// phrase.
+type CorpusStatsReply struct {
+	Stats      CorpusStats `json:"stats"`
+	Generation uint64      `json:"generation"`
+}
+
+// DecodeCorpusStats decodes the CorpusStatsHeader of a request's headers
+// (nil when absent).
+func DecodeCorpusStats(h string) (*CorpusStats, error) {
+	if h == "" {
+		return nil, nil
+	}
+	var st CorpusStats
+	if err := json.Unmarshal([]byte(h), &st); err != nil {
+		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "header %s is not corpus statistics: %v", CorpusStatsHeader, err)
+	}
+	return &st, nil
+}
 
 // ShardEndpoints lists the endpoints of a projection shard: Endpoints,
 // EndpointSessionsChildren and EndpointCorpusStats.
@@ -167,6 +210,12 @@ type Request struct {
 	// Since is the generation of sessions.hits' first page: a session of
 	// SessionIDs reclassified after it makes the page stale.
 	Since uint64
+
+	// CorpusStats, when set, are the corpus's statistics a search ranks
+	// with (a partitioned service sends them in CorpusStatsHeader, which
+	// the shard decodes into this field): an argument of the request, not
+	// part of its JSON body.
+	CorpusStats *CorpusStats
 }
 
 // endpointFields lists the fields each endpoint accepts besides
@@ -203,7 +252,7 @@ func DecodeRequest(endpoint string, body []byte) (*Request, error) {
 	if !ok {
 		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "unknown endpoint %s", dshq.Quote(endpoint))
 	}
-	fields, err := decodeObject(body)
+	fields, err := DecodeObject(body)
 	if err != nil {
 		return nil, err
 	}
@@ -339,8 +388,8 @@ func (r *Request) decodeConsistency(f map[string]json.RawMessage) error {
 	return nil
 }
 
-// decodeObject parses body as one JSON object with unique keys.
-func decodeObject(body []byte) (map[string]json.RawMessage, error) {
+// DecodeObject parses body as one JSON object with unique keys.
+func DecodeObject(body []byte) (map[string]json.RawMessage, error) {
 	if len(body) > dshq.MaxRequestBytes {
 		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "request body is %d bytes; at most %d are allowed", len(body), dshq.MaxRequestBytes)
 	}
