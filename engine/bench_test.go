@@ -20,7 +20,7 @@ import (
 var (
 	benchSessions = flag.Int("bench-sessions", 2000, "sessions in the benchmark corpus")
 	benchEvents   = flag.Int("bench-events", 25, "events per session in the benchmark corpus")
-	benchLocal    = flag.Bool("bench-local-shard", false, "the service calls the shard engine in process (WithLocalShard), as dshq serve does")
+	benchLocal    = flag.Bool("bench-local-shard", false, "the service calls the shard engine in process (WithEngine), as dshq serve does")
 )
 
 var benchWords = strings.Fields(`retry budget config parser index cursor lineage surface

@@ -16,6 +16,7 @@ import (
 	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/query/wire"
 	"github.com/dshq/dshq/shardhost"
+	"github.com/dshq/dshq/shards"
 )
 
 // cursorPayload returns the JSON a cursor carries (before its MAC).
@@ -145,7 +146,7 @@ func TestCursorsTheServiceDidNotIssueAreInvalid(t *testing.T) {
 func TestLoadCursorKey(t *testing.T) {
 	p := newPipe(t)
 	ctx := context.Background()
-	before, err := shardhost.LoadCursorKey(ctx, p.js, 1) // newPipe's shard made it
+	before, err := shards.LoadCursorKey(ctx, p.js, 1) // newPipe's shard made it
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestLoadCursorKey(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range keys {
 		wg.Go(func() {
-			k, err := shardhost.LoadCursorKey(ctx, p.js, 1)
+			k, err := shards.LoadCursorKey(ctx, p.js, 1)
 			if err != nil {
 				t.Error(err)
 			}
@@ -179,7 +180,7 @@ func TestLoadCursorKey(t *testing.T) {
 	if _, err := kv.Put(ctx, dshq.CursorKeyName, []byte("short")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := shardhost.LoadCursorKey(ctx, p.js, 1); err == nil || !strings.Contains(err.Error(), "is 5 bytes") {
+	if _, err := shards.LoadCursorKey(ctx, p.js, 1); err == nil || !strings.Contains(err.Error(), "is 5 bytes") {
 		t.Fatalf("a damaged key loads: %v", err)
 	}
 }

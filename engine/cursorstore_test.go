@@ -12,14 +12,14 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/internal/testenv"
-	"github.com/dshq/dshq/shardhost"
+	"github.com/dshq/dshq/shards"
 )
 
 func TestKVCursorStoreIsBoundedAndDropsTheOldestWhenFull(t *testing.T) {
 	ctx := context.Background()
 	js := testenv.Start(t, testenv.Unprovisioned()).JS
 	const bound = 64 << 10
-	store, err := shardhost.NewKVCursorStore(ctx, js, shardhost.WithCursorMaxBytes(bound))
+	store, err := shards.NewKVCursorStore(ctx, js, shards.WithCursorMaxBytes(bound))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,11 +43,11 @@ func TestKVCursorStoreIsBoundedAndDropsTheOldestWhenFull(t *testing.T) {
 		t.Fatalf("the newest entry: %d bytes, %v", len(got), err)
 	}
 	// The default, again on a bucket that exists.
-	if _, err := shardhost.NewKVCursorStore(ctx, js); err != nil {
+	if _, err := shards.NewKVCursorStore(ctx, js); err != nil {
 		t.Fatal(err)
 	}
 	st, _ = js.Stream(ctx, "KV_"+dshq.CursorBucket)
-	if c := st.CachedInfo().Config; c.MaxBytes != shardhost.DefaultCursorMaxBytes || c.Discard != jetstream.DiscardOld {
+	if c := st.CachedInfo().Config; c.MaxBytes != shards.DefaultCursorMaxBytes || c.Discard != jetstream.DiscardOld {
 		t.Fatalf("cursor bucket max bytes %d, discard %v; want the default, discard old", c.MaxBytes, c.Discard)
 	}
 }

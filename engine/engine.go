@@ -43,6 +43,8 @@ type Engine struct {
 	maxResults int
 	// cursorKey authenticates the cursors the engine issues.
 	cursorKey wire.CursorKey
+	// keyOf, when set, returns cursorKey when a request first needs it.
+	keyOf func(ctx context.Context) (wire.CursorKey, error)
 }
 
 // Option configures an Engine.
@@ -61,6 +63,14 @@ func WithMaxSearchResults(n int) Option { return func(e *Engine) { e.maxResults 
 // engine of a deployment shares one: LoadCursorKey.
 func WithCursorKey(k wire.CursorKey) Option { return func(e *Engine) { e.cursorKey = k } }
 
+// WithCursorKeyFunc makes the engine read the deployment's cursor key with
+// key when a request first needs it (a query service may start before the
+// first projector has created it); until key succeeds, requests fail with
+// its failure.
+func WithCursorKeyFunc(key func(ctx context.Context) (wire.CursorKey, error)) Option {
+	return func(e *Engine) { e.keyOf = key }
+}
+
 // WithMaxReplyBytes sets the reply budget (default DefaultMaxReplyBytes).
 func WithMaxReplyBytes(n int) Option { return func(e *Engine) { e.maxReply = n } }
 
@@ -73,7 +83,7 @@ func New(src Source, opts ...Option) *Engine {
 	if e.store == nil {
 		e.store = NewMemoryCursorStore(CursorTTL)
 	}
-	if e.cursorKey == nil {
+	if e.cursorKey == nil && e.keyOf == nil {
 		e.cursorKey = wire.NewCursorKey()
 	}
 	return e
@@ -114,6 +124,18 @@ func (e *Engine) Run(ctx context.Context, req *wire.Request) ([]byte, error) {
 	}
 	if !e.src.Searchable() && searchEndpoints[req.Endpoint] {
 		return nil, searchDisabled()
+	}
+	if r, ok := e.src.(Router); ok && sessionEndpoints[req.Endpoint] {
+		return r.Route(ctx, req)
+	}
+	if e.cursorKey == nil {
+		k, err := e.keyOf(ctx)
+		if err != nil {
+			return nil, err
+		}
+		keyed := *e
+		keyed.cursorKey = k
+		e = &keyed
 	}
 	minGen := max(req.MinGeneration, e.peekCursorGeneration(req))
 	timeout := req.TimeoutMs
@@ -185,13 +207,21 @@ var searchEndpoints = map[string]bool{
 	wire.EndpointSessionsRank: true, wire.EndpointSessionsHits: true,
 }
 
+// sessionEndpoints are the endpoints of one session (req.SessionID), which
+// a Router hands to the part that holds it.
+var sessionEndpoints = map[string]bool{
+	wire.EndpointSessionsRead: true, wire.EndpointSessionsSurface: true, wire.EndpointSessionsStat: true,
+	wire.EndpointEventsList: true, wire.EndpointEventsFilter: true, wire.EndpointEventsSearch: true,
+	wire.EndpointEventsRead: true, wire.EndpointEventsTrace: true,
+}
+
 func searchDisabled() error {
 	return dshq.Errorf(dshq.CodeSearchDisabled, "search is disabled: this projection has no index")
 }
 
 // Answer runs req with a reply budget of at most maxReply bytes (0 = the
-// engine's own): e as a query.Shard, in the process of a query service
-// (query.WithLocalShard) or behind a shard service (package shardhost).
+// engine's own): e as a query.Engine, in the process of a query service
+// (query.WithEngine) or behind a shard service (package shardhost).
 func (e *Engine) Answer(ctx context.Context, req *wire.Request, maxReply int) ([]byte, error) {
 	if maxReply <= 0 || maxReply >= e.maxReply {
 		return e.Run(ctx, req)

@@ -39,6 +39,10 @@ type Ranked struct {
 	// Total is how many docs matched, when the ranking counted them
 	// (event rankings), else 0.
 	Total uint64
+	// MaxResults, when not 0, is the bound the source cut the ranking at
+	// (a partitioned projection's shards' own), which a later page past it
+	// names; 0 is the Engine's.
+	MaxResults int
 	// Exact is set when the ranking read exactly the state of the snapshot
 	// whose Index ranked (the index is the snapshot's own, at its
 	// generation): then the keys need no check against the snapshot.
@@ -57,9 +61,18 @@ type eventKey struct {
 	seq       int64
 }
 
-// buildFunc turns stored keys into a page's items, aligned with keys; a
-// key that no longer resolves is nil.
-type buildFunc[T any] func(ctx context.Context, snap Snapshot, keys []HitKey) ([]*T, error)
+// buildFunc turns stored keys into a page's items, aligned with keys (a
+// key that no longer resolves is nil), of which the first answered are
+// answered. later, on a later page, names the sessions the results count
+// and the first page's generation, for a builder that checks them itself
+// (SessionHitter).
+type buildFunc[T any] func(ctx context.Context, snap Snapshot, keys []HitKey, later *laterPage) (built []*T, answered int, err error)
+
+// laterPage is what a later page's stale check needs.
+type laterPage struct {
+	counted []string
+	since   uint64
+}
 
 // rankKeys ranks up to the Engine's max results. A session ranking visits
 // every match whatever its limit, so it ranks the whole window at once. An
@@ -92,7 +105,7 @@ func rankKeys(ctx context.Context, e *Engine, limit int, q SearchQuery, probe bo
 func (e *Engine) keySessions(ctx context.Context, ix Index, snap Snapshot, req *wire.Request, c *wire.Cursor, page dshq.SessionSearchPage) ([]dshq.SessionSearchHit, string, error) {
 	var kept []HitKey
 	sessions := []string{}
-	truncated := false
+	truncated, maxResults := false, 0
 	if !matchesNothing(req.SessionFilters) && !matchesNothing(req.EventFilters) {
 		liveIDs := snap.LiveSessions()
 		q := SearchQuery{Phrase: req.Query, SessionFilters: req.SessionFilters, EventFilters: req.EventFilters,
@@ -106,12 +119,12 @@ func (e *Engine) keySessions(ctx context.Context, ix Index, snap Snapshot, req *
 		if err != nil {
 			return nil, "", err
 		}
-		truncated = r.More
+		truncated, maxResults = r.More, r.MaxResults
 		mirrors := r.mirrors(snap)
 		kept = make([]HitKey, 0, len(r.Keys))
 		for _, k := range r.Keys {
 			if mirrors {
-				k.Live = live[k.SessionID]
+				k.Live = k.Live || live[k.SessionID]
 				kept = append(kept, k)
 				sessions = append(sessions, k.SessionID)
 				continue
@@ -129,12 +142,13 @@ func (e *Engine) keySessions(ctx context.Context, ix Index, snap Snapshot, req *
 				}
 				continue
 			}
-			k.Live = live[k.SessionID]
+			k.Live = k.Live || live[k.SessionID]
 			kept = append(kept, k)
 			sessions = append(sessions, k.SessionID)
 		}
 	}
-	return firstKeyPage(ctx, e, snap, req, c, kept, sessions, truncated, page, e.sessionHits(ix, req.Query))
+	w := window{keys: kept, sessions: sessions, truncated: truncated, maxResults: maxResults}
+	return firstKeyPage(ctx, e, snap, req, c, w, page, e.sessionHits(ix, req.Query))
 }
 
 // keyEvents is the first page of events.search.
@@ -152,7 +166,8 @@ func (e *Engine) keyEvents(ctx context.Context, ix Index, snap Snapshot, req *wi
 			return nil, "", err
 		}
 	}
-	return firstKeyPage(ctx, e, snap, req, c, kept, []string{req.SessionID}, truncated, page, e.eventHits(ix, req.Query))
+	w := window{keys: kept, sessions: []string{req.SessionID}, truncated: truncated}
+	return firstKeyPage(ctx, e, snap, req, c, w, page, e.eventHits(ix, req.Query))
 }
 
 // heldKeys returns the keys of r that snap holds: all of them when the
@@ -198,10 +213,10 @@ func loadHits(ctx context.Context, ix Index, phrase string, keys []HitKey) (map[
 // eventHits builds events.search items: the snippet from the index, the
 // record from the snapshot.
 func (e *Engine) eventHits(ix Index, phrase string) buildFunc[dshq.EventSearchHit] {
-	return func(ctx context.Context, snap Snapshot, keys []HitKey) ([]*dshq.EventSearchHit, error) {
+	return func(ctx context.Context, snap Snapshot, keys []HitKey, _ *laterPage) ([]*dshq.EventSearchHit, int, error) {
 		by, err := loadHits(ctx, ix, phrase, keys)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		out := make([]*dshq.EventSearchHit, len(keys))
 		for i, k := range keys {
@@ -211,24 +226,33 @@ func (e *Engine) eventHits(ix Index, phrase string) buildFunc[dshq.EventSearchHi
 			}
 			h, ok, err := resolveHit(snap, k.SessionID, h)
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			if ok {
 				out[i] = &h
 			}
 		}
-		return out, nil
+		return out, len(keys), nil
 	}
 }
 
 // sessionHits builds sessions.search items: the header from the snapshot,
-// availability as the key stored it.
+// availability as the key stored it; or, through a SessionHitter, where the
+// sessions are.
 func (e *Engine) sessionHits(ix Index, phrase string) buildFunc[dshq.SessionSearchHit] {
+	if sh, ok := ix.(SessionHitter); ok {
+		return func(ctx context.Context, _ Snapshot, keys []HitKey, later *laterPage) ([]*dshq.SessionSearchHit, int, error) {
+			if later == nil {
+				later = &laterPage{}
+			}
+			return sh.SessionHits(ctx, phrase, keys, later.counted, later.since)
+		}
+	}
 	events := e.eventHits(ix, phrase)
-	return func(ctx context.Context, snap Snapshot, keys []HitKey) ([]*dshq.SessionSearchHit, error) {
-		best, err := events(ctx, snap, keys)
+	return func(ctx context.Context, snap Snapshot, keys []HitKey, later *laterPage) ([]*dshq.SessionSearchHit, int, error) {
+		best, _, err := events(ctx, snap, keys, later)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		out := make([]*dshq.SessionSearchHit, len(keys))
 		for i, k := range keys {
@@ -237,38 +261,49 @@ func (e *Engine) sessionHits(ix Index, phrase string) buildFunc[dshq.SessionSear
 			}
 			info, ok, err := snap.Session(k.SessionID)
 			if err != nil {
-				return nil, fmt.Errorf("read session %q: %w", k.SessionID, err)
+				return nil, 0, fmt.Errorf("read session %q: %w", k.SessionID, err)
 			}
 			if ok {
 				rec := dshq.SessionRecord{Header: info.Header.Header, Tenant: info.Tenant, Live: k.Live, Persisted: true}
 				out[i] = &dshq.SessionSearchHit{SessionRecord: rec, BestMatch: *best[i]}
 			}
 		}
-		return out, nil
+		return out, len(keys), nil
 	}
 }
 
 // firstKeyPage serves the first page of ranked keys and, when more remain
 // (or the search was truncated), stores the keys after it so later pages
 // are answered as of this one.
-func firstKeyPage[T any](ctx context.Context, e *Engine, snap Snapshot, req *wire.Request, c *wire.Cursor, keys []HitKey, sessions []string, truncated bool, empty any, build buildFunc[T]) ([]T, string, error) {
-	built, err := build(ctx, snap, keys[:min(len(keys), req.Limit)])
+func firstKeyPage[T any](ctx context.Context, e *Engine, snap Snapshot, req *wire.Request, c *wire.Cursor, r window, empty any, build buildFunc[T]) ([]T, string, error) {
+	keys := r.keys
+	built, answered, err := build(ctx, snap, keys[:min(len(keys), req.Limit)], nil)
 	if err != nil {
 		return nil, "", err
 	}
-	items, used := fitPage(e, built, empty)
+	items, used := fitPage(e, built[:answered], empty)
 	if len(items) == 0 && len(keys) > 0 {
 		return nil, "", tooLargeItem(req.Endpoint)
 	}
-	if used == len(keys) && !truncated {
+	if used == len(keys) && !r.truncated {
 		return items, "", nil
 	}
-	id, err := e.storeHits(ctx, keys, used, sessions, truncated, true)
+	id, err := e.storeHits(ctx, keys, used, r.sessions, searchMeta{Truncated: r.truncated, Keys: true, MaxResults: r.maxResults})
 	if err != nil {
 		return nil, "", err
 	}
 	c.Store, c.Bound = id, int64(len(keys))
 	return items, c.At(int64(used)), nil
+}
+
+// window is a first page's ranked keys: the sessions its results count,
+// whether the search matched more (truncated) and, when a source cut the
+// window at another bound than the Engine's, that bound.
+type window struct {
+	keys       []HitKey
+	sessions   []string
+	truncated  bool
+	maxResults int
 }
 
 // fitPage returns the built items that fit the reply budget, in order, and

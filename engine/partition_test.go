@@ -25,6 +25,7 @@ import (
 	"github.com/dshq/dshq/query/wire"
 	"github.com/dshq/dshq/record"
 	"github.com/dshq/dshq/shardhost"
+	"github.com/dshq/dshq/shards"
 	"github.com/dshq/dshq/tools"
 )
 
@@ -156,8 +157,20 @@ func startPartitioned(t *testing.T, shards int) *partitionedStack {
 		testenv.WaitGeneration(t, p, last)
 	}
 	st.whole = query.NewClient(env.Conn, query.WithSubjectPrefix(dshq.ShardSubjectPrefix(dshq.DefaultShard)))
-	st.parted = env.ServeQuery(t, query.WithShards(shards), query.WithCursorKeyFrom(env.JS))
+	st.parted = servePartitioned(t, env, shards)
 	return st
+}
+
+// servePartitioned serves dsh-query as a partitioned projection's: the
+// wire over an engine over its n shards.
+func servePartitioned(t *testing.T, env *testenv.Env, n int) *query.Client {
+	t.Helper()
+	eng, src, err := shards.NewEngine(env.JS, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(src.Close) // after the service stops (cleanups run last first)
+	return env.ServeQuery(t, query.WithEngine(eng))
 }
 
 // TestPartitionedAnswersLikeOneShard projects one corpus whole and
@@ -461,7 +474,7 @@ func TestPartitionedShardMissing(t *testing.T) {
 	for _, p := range ps {
 		testenv.WaitGeneration(t, p, info.CachedInfo().State.LastSeq)
 	}
-	c := env.ServeQuery(t, query.WithShards(3), query.WithCursorKeyFrom(env.JS))
+	c := servePartitioned(t, env, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var missing string

@@ -62,7 +62,7 @@ func (e *Engine) rankSessions(ctx context.Context, snap Snapshot, req *wire.Requ
 	}
 	// A window larger than a reply is stored, for the service to read.
 	if encodedSize(out)+cursorReserve > e.maxReply {
-		id, err := e.storeHits(ctx, out.Keys, 0, nil, false, false)
+		id, err := e.storeHits(ctx, out.Keys, 0, nil, searchMeta{})
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +100,7 @@ func (e *Engine) sessionsHits(ctx context.Context, snap Snapshot, req *wire.Requ
 	if len(keys) == 0 {
 		return out, nil
 	}
-	built, err := e.sessionHits(ix, req.Query)(ctx, snap, keys)
+	built, _, err := e.sessionHits(ix, req.Query)(ctx, snap, keys, nil)
 	if err != nil {
 		return nil, err
 	}

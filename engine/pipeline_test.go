@@ -92,7 +92,7 @@ func newPipe(t testing.TB, cfgs ...func(*pipeConfig)) *pipe {
 	t.Cleanup(func() { _ = stopShard() })
 	serviceOpts := cfg.serviceOpts
 	if cfg.localShard {
-		serviceOpts = append(serviceOpts, query.WithLocalShard(engine))
+		serviceOpts = append(serviceOpts, query.WithEngine(engine))
 	}
 	client := env.ServeQuery(t, serviceOpts...)
 	return &pipe{t: t, env: env, nc: env.Conn, js: env.JS, proj: proj, client: client, stopShard: stopShard, next: map[string]int64{}}

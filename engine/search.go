@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -26,6 +27,9 @@ type searchMeta struct {
 	// Truncated is set when the search matched more than the stored hits
 	// (the Engine's max results): continuing past them fails.
 	Truncated bool `json:"truncated,omitempty"`
+	// MaxResults, when set, is the bound a truncated search was cut at
+	// (the source's, Ranked.MaxResults); else the Engine's.
+	MaxResults int `json:"maxResults,omitempty"`
 	// Keys is set when the chunks hold HitKeys (a search's later pages);
 	// a ranking stored for a partitioned service (sessions.rank) holds
 	// its ranked sessions.
@@ -46,7 +50,8 @@ func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *wire.Re
 	page := dshq.SessionSearchPage{Items: []dshq.SessionSearchHit{}, Generation: snap.Generation()}
 	ix := snap.Index()
 	if !first {
-		page.Items, page.NextCursor, err = continueSearch(ctx, e, snap, req, c, page, e.sessionHits(ix, req.Query))
+		_, checks := ix.(SessionHitter)
+		page.Items, page.NextCursor, err = continueSearch(ctx, e, snap, req, c, page, e.sessionHits(ix, req.Query), checks)
 		return page, err
 	}
 	page.Items, page.NextCursor, err = e.keySessions(ctx, ix, snap, req, c, page)
@@ -74,7 +79,7 @@ func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *wire.Requ
 	page := dshq.EventSearchPage{Session: info.Header.Header, Items: []dshq.EventSearchHit{}, Generation: snap.Generation()}
 	ix := snap.Index()
 	if !first {
-		page.Items, page.NextCursor, err = continueSearch(ctx, e, snap, req, c, page, e.eventHits(ix, req.Query))
+		page.Items, page.NextCursor, err = continueSearch(ctx, e, snap, req, c, page, e.eventHits(ix, req.Query), false)
 		return page, err
 	}
 	page.Items, page.NextCursor, err = e.keyEvents(ctx, ix, snap, req, c, page)
@@ -116,16 +121,17 @@ func matchesNothing(fs []dshq.Filter) bool {
 
 // tooManyResults is the failure of a cursor continuing past the stored hits
 // of a truncated search.
-func (e *Engine) tooManyResults(endpoint string) error {
+func (e *Engine) tooManyResults(endpoint string, meta searchMeta) error {
+	n := cmp.Or(meta.MaxResults, e.maxResults)
 	return dshq.Errorf(dshq.CodeReplyTooLarge,
 		"%s matched more than %d results, and only the first %d can be paged as of the first page; narrow the query or add filters",
-		endpoint, e.maxResults, e.maxResults)
+		endpoint, n, n)
 }
 
-// storeHits stores hits[from:] (hits or, when keys is set, HitKeys) in
-// chunks and the meta; it returns the id. sessions are the result set's
-// sessions (a session ranking names each once).
-func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []string, truncated, keys bool) (string, error) {
+// storeHits stores hits[from:] (HitKeys when meta.Keys is set, else a
+// ranking) in chunks and the meta; it returns the id. sessions are the
+// result set's sessions (a session ranking names each once).
+func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []string, meta searchMeta) (string, error) {
 	elems, err := encodeElems(hits)
 	if err != nil {
 		return "", fmt.Errorf("store hits: %w", err)
@@ -133,7 +139,6 @@ func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []s
 	var idb [12]byte // wire.Cursor accepts 24 hex digits as a name of stored hits
 	_, _ = rand.Read(idb[:])
 	id := hex.EncodeToString(idb[:])
-	meta := searchMeta{Truncated: truncated, Keys: keys}
 	var chunk []byte
 	for start := from; start < len(elems); {
 		end, size := start, 2
@@ -241,10 +246,12 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// continueSearch serves a later page from the stored keys through build. It is stale when a session the results count
-// was reclassified (or invalidated, or is gone) after the first page, or
-// when the stored hits expired.
-func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *wire.Request, c *wire.Cursor, empty any, build buildFunc[T]) ([]T, string, error) {
+// continueSearch serves a later page from the stored keys through build.
+// It is stale when a session the results count was reclassified (or
+// invalidated, or is gone) after the first page, or when the stored hits
+// expired. When checks, build makes the check of the counted sessions
+// itself (SessionHitter).
+func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *wire.Request, c *wire.Cursor, empty any, build buildFunc[T], checks bool) ([]T, string, error) {
 	if c.Store == "" || c.Position > c.Bound {
 		return nil, "", dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: offset out of range")
 	}
@@ -254,14 +261,14 @@ func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *w
 	}
 	if c.Position == c.Bound {
 		if meta.Truncated {
-			return nil, "", e.tooManyResults(req.Endpoint)
+			return nil, "", e.tooManyResults(req.Endpoint, meta)
 		}
 		return nil, "", dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: offset out of range")
 	}
 	// At the first page's generation nothing was reclassified since, and
 	// the first page counted no invalid or missing session.
 	for _, id := range meta.Sessions {
-		if snap.Generation() <= c.Generation {
+		if checks || snap.Generation() <= c.Generation {
 			break
 		}
 		info, ok, err := snap.Session(id)
@@ -279,11 +286,11 @@ func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *w
 	if err != nil {
 		return nil, "", err
 	}
-	built, err := build(ctx, snap, keys)
+	built, answered, err := build(ctx, snap, keys, &laterPage{counted: meta.Sessions, since: c.Generation})
 	if err != nil {
 		return nil, "", err
 	}
-	items, used := fitPage(e, built, empty)
+	items, used := fitPage(e, built[:answered], empty)
 	if len(items) == 0 {
 		return nil, "", tooLargeItem(req.Endpoint)
 	}

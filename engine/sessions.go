@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -27,7 +28,11 @@ func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *wire.Reques
 	if !first {
 		after = c.Key
 	}
-	for info, err := range snap.Sessions(after) {
+	for info, err := range snap.Sessions(Scan{After: after, AsOf: c.Generation, Filters: req.Filters, Limit: req.Limit}) {
+		if errors.Is(err, ErrMore) && len(page.Items) == req.Limit {
+			more = true
+			break
+		}
 		if err != nil {
 			return nil, fmt.Errorf("list sessions: %w", err)
 		}
@@ -64,15 +69,15 @@ func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *wire.Reques
 // first-occurrence order, failures isolated per id.
 func (e *Engine) readTitles(_ context.Context, snap Snapshot, req *wire.Request) (any, error) {
 	out := dshq.SessionTitles{Items: []dshq.TitleResult{}, Generation: snap.Generation()}
-	seen := map[string]bool{}
-	for _, id := range req.SessionIDs {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		info, err := lookup(snap, id)
-		if err != nil {
-			out.Items = append(out.Items, rejected(id, err))
+	ids := unique(req.SessionIDs)
+	found, err := snap.Lookup(ids)
+	if err != nil {
+		return nil, fmt.Errorf("read sessions: %w", err)
+	}
+	for _, id := range ids {
+		info, ok := found[id]
+		if !ok {
+			out.Items = append(out.Items, rejected(id, notFound(id)))
 			continue
 		}
 		out.Items = append(out.Items, dshq.TitleResult{SessionID: id, Status: "fulfilled",

@@ -38,10 +38,15 @@ type Snapshot interface {
 	Epoch() string
 	// Session returns a session by id; ok is false when there is none.
 	Session(id string) (info dshq.SessionInfo, ok bool, err error)
+	// Lookup returns the sessions of ids that exist (point lookups of many
+	// ids at once).
+	Lookup(ids []string) (map[string]dshq.SessionInfo, error)
 	// Sessions yields the sessions in createdAt desc, id asc (byte order)
-	// order, starting strictly after afterKey (a dshq.SessionInfo.OrderKey;
-	// nil = from the start). A failure is yielded once, last.
-	Sessions(afterKey []byte) iter.Seq2[dshq.SessionInfo, error]
+	// order, starting strictly after scan.After (a
+	// dshq.SessionInfo.OrderKey; nil = from the start). A failure is
+	// yielded once, last; ErrMore ends a scan that has more sessions it
+	// would have to fetch to name, after scan.Limit of them.
+	Sessions(scan Scan) iter.Seq2[dshq.SessionInfo, error]
 	// Children returns, for each of parentIDs, the sessions whose
 	// parentSession it is, in any order (an id without children may be
 	// absent from the map).
@@ -66,6 +71,44 @@ type Snapshot interface {
 	// Index returns the full-text index searches of this snapshot ask, or
 	// nil when the source is not Searchable.
 	Index() Index
+}
+
+// Scan is what a list asks of Snapshot.Sessions. A local snapshot
+// yields every session after After (the Engine applies the rest); a source
+// that fetches sessions from elsewhere asks for those that match Filters
+// and existed at AsOf, in pages of Limit.
+type Scan struct {
+	After   []byte
+	AsOf    uint64
+	Filters []dshq.Filter
+	Limit   int
+}
+
+// ErrMore is yielded by Snapshot.Sessions, after the scan's Limit sessions,
+// when more follow that it would have to fetch to name: the Engine then
+// knows the page has a next one without a round trip.
+var ErrMore = errors.New("more sessions follow")
+
+// Router is a Source whose sessions are held in parts, each answered by an
+// engine of its own (the shards of a partitioned projection): a request of
+// one session is handed whole to the part that holds it, whose engine
+// answers it by these same rules, in one round trip.
+type Router interface {
+	// Route answers req, a request of the one session req.SessionID.
+	Route(ctx context.Context, req *wire.Request) ([]byte, error)
+}
+
+// SessionHitter is an Index that builds sessions.search items where the
+// sessions are (the shards of a partitioned projection build their own),
+// rather than through the snapshot's point reads.
+type SessionHitter interface {
+	// SessionHits returns the items of keys, aligned with them (nil for a
+	// key that no longer resolves), of which the first answered are
+	// answered (a part answers as many as fit its reply). With counted it
+	// first checks, as a later page does, that none of those sessions was
+	// reclassified after since, or is invalid or gone
+	// (SESSION_QUERY_STALE_CURSOR).
+	SessionHits(ctx context.Context, phrase string, keys []HitKey, counted []string, since uint64) (hits []*dshq.SessionSearchHit, answered int, err error)
 }
 
 // Index is the full-text index of a snapshot. It ranks keys without

@@ -225,7 +225,7 @@ func (c *Client) request(ctx context.Context, endpoint string, body []byte) ([]b
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	msg, err := roundTrip(ctx, c.nc, c.prefix+"."+endpoint, c.prefix+"."+dshq.MovedEndpoint, body, nil)
+	msg, err := roundTrip(ctx, c.nc, c.prefix+"."+endpoint, c.prefix+"."+dshq.MovedEndpoint, body, nil, nil)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return nil, fmt.Errorf("%s: no query service is running: %w", endpoint, err)
@@ -256,7 +256,7 @@ const (
 //
 // gone, when not nil, is closed when the one service instance subject
 // reaches is taken for gone: roundTrip then returns errReplicaGone.
-func roundTrip(ctx context.Context, nc *nats.Conn, subject, moved string, body []byte, gone <-chan struct{}) (*nats.Msg, error) {
+func roundTrip(ctx context.Context, nc *nats.Conn, subject, moved string, body []byte, header nats.Header, gone <-chan struct{}) (*nats.Msg, error) {
 	inbox := nc.NewRespInbox()
 	replies := make(chan *nats.Msg, 16)
 	sub, err := nc.ChanSubscribe(inbox, replies)
@@ -266,7 +266,6 @@ func roundTrip(ctx context.Context, nc *nats.Conn, subject, moved string, body [
 	defer func() { _ = sub.Unsubscribe() }()
 	watch := failover.For(nc, moved)
 	changed := watch.Changed()
-	header := outgoingHeader(ctx)
 	send := func() error {
 		return nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: body, Header: header})
 	}

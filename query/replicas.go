@@ -221,19 +221,19 @@ func needOf(req *wire.Request) (uint64, string) {
 // requests nothing but the time to notice (replicaExpiry). Without known
 // replicas it asks the shard's queue group, as a query service that does
 // not follow them would.
-func forwardReplicas(ctx context.Context, nc *nats.Conn, table *replicaTable, shard, endpoint string, req *wire.Request, body []byte) (*nats.Msg, error) {
+func forwardReplicas(ctx context.Context, nc *nats.Conn, table *replicaTable, shard, endpoint string, req *wire.Request, body []byte, header nats.Header) (*nats.Msg, error) {
 	moved := dshq.ShardSubject(shard, dshq.MovedEndpoint)
 	if table == nil {
-		return roundTrip(ctx, nc, dshq.ShardSubject(shard, endpoint), moved, body, nil)
+		return roundTrip(ctx, nc, dshq.ShardSubject(shard, endpoint), moved, body, header, nil)
 	}
 	need, lineage := needOf(req)
 	tried := map[string]bool{}
 	for {
 		replica, gone := table.pick(need, lineage, tried)
 		if replica == "" {
-			return roundTrip(ctx, nc, dshq.ShardSubject(shard, endpoint), moved, body, nil)
+			return roundTrip(ctx, nc, dshq.ShardSubject(shard, endpoint), moved, body, header, nil)
 		}
-		msg, err := roundTrip(ctx, nc, dshq.ShardReplicaSubject(shard, replica, endpoint), moved, body, gone)
+		msg, err := roundTrip(ctx, nc, dshq.ShardReplicaSubject(shard, replica, endpoint), moved, body, header, gone)
 		if errors.Is(err, errReplicaGone) || (errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil) {
 			tried[replica] = true
 			continue

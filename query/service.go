@@ -2,14 +2,11 @@ package query
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dshq/dshq"
@@ -29,35 +26,35 @@ type serviceConfig struct {
 	shard      string
 	logger     *slog.Logger
 	registerer prometheus.Registerer
-	local      Shard
-	shards     int
-	cursorKey  wire.CursorKey
-	keyJS      jetstream.JetStream
+	local      Engine
 }
 
-// Shard is a projection shard in this process (package engine's Engine):
-// what WithLocalShard answers through instead of a NATS round trip.
-type Shard interface {
+// Engine is a query engine in this process (package engine's Engine): what
+// WithEngine answers through instead of forwarding to a shard.
+type Engine interface {
 	// Answer answers a decoded request with its reply body, at most
-	// maxReply bytes (0 = the shard's own budget).
+	// maxReply bytes (0 = the engine's own budget).
 	Answer(ctx context.Context, req *wire.Request, maxReply int) ([]byte, error)
 }
 
 // ReplyBudget returns the largest reply body nc can carry.
 func ReplyBudget(nc *nats.Conn) int { return int(nc.MaxPayload()) - wire.ReplyHeadroom }
 
-// WithLocalShard tells Serve that shard, the shard this process serves on
-// its subjects (engine.ServeShard), is in the same process: requests are
-// answered by calling it directly, decoded once, instead of a second NATS
-// round trip to the shard subject. The answers are the same (the engine,
-// its generation and cursors are shared with every remote replica that
-// asks the shard over NATS); `dshq serve` runs this way.
-func WithLocalShard(shard Shard) ServiceOption {
-	return func(c *serviceConfig) { c.local = shard }
+// WithEngine makes Serve answer every request through e, decoded once,
+// instead of forwarding it to a projection shard: the engine of the shard
+// this process serves (shardhost.ServeShard; the answers are the same, the
+// engine, its generation and cursors shared with every remote replica, and
+// `dshq serve` runs this way), or an engine over the shards of a
+// partitioned projection (package shards), which asks them over NATS.
+func WithEngine(e Engine) ServiceOption {
+	return func(c *serviceConfig) { c.local = e }
 }
 
-// WithShard sets the projection shard token the service asks (default "0").
-func WithShard(shard string) ServiceOption { return func(c *serviceConfig) { c.shard = shard } }
+// WithShardToken sets the token of the one projection shard the service
+// forwards requests to (default "0"; dshq.ShardToken names a shard of a
+// partitioned projection). With WithEngine it is only shown in the
+// service's metadata.
+func WithShardToken(shard string) ServiceOption { return func(c *serviceConfig) { c.shard = shard } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) ServiceOption { return func(c *serviceConfig) { c.logger = l } }
@@ -77,9 +74,6 @@ func Serve(ctx context.Context, nc *nats.Conn, opts ...ServiceOption) (stop func
 		Description: "dshq trusted query API (docs/protocol.md §3)",
 		Metadata:    map[string]string{"shard": cfg.shard},
 		Subject:     func(endpoint string) string { return dshq.QuerySubjectPrefix + "." + endpoint },
-	}
-	if cfg.shards > 1 {
-		return servePartitioned(ctx, nc, cfg, spec, opts)
 	}
 	var table *replicaTable
 	if cfg.local == nil {
@@ -101,29 +95,6 @@ func Serve(ctx context.Context, nc *nats.Conn, opts ...ServiceOption) (stop func
 		if table != nil {
 			table.close()
 		}
-		return err
-	}, nil
-}
-
-// servePartitioned serves the query API over a projection partitioned
-// into cfg.shards shards (WithShards).
-func servePartitioned(ctx context.Context, nc *nats.Conn, cfg serviceConfig, spec Spec, opts []ServiceOption) (func() error, error) {
-	if cfg.local != nil {
-		return nil, errors.New("a partitioned query service asks its shards over NATS: no local shard")
-	}
-	f, err := newFanout(nc, cfg)
-	if err != nil {
-		return nil, err
-	}
-	spec.Metadata = map[string]string{"shards": strconv.Itoa(cfg.shards)}
-	stopService, err := ServeEndpoints(ctx, nc, spec, f.answer, opts...)
-	if err != nil {
-		f.close()
-		return nil, err
-	}
-	return func() error {
-		err := stopService()
-		f.close()
 		return err
 	}, nil
 }
@@ -226,17 +197,5 @@ func forward(ctx context.Context, nc *nats.Conn, table *replicaTable, shard, end
 	wait := time.Duration(req.TimeoutMs)*time.Millisecond + 10*time.Second
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	return relay(ctx, nc, table, shard, endpoint, req, body, wait)
-}
-
-type outgoingHeaderKey struct{}
-
-// withOutgoingHeader makes the requests sent under ctx carry h.
-func withOutgoingHeader(ctx context.Context, h nats.Header) context.Context {
-	return context.WithValue(ctx, outgoingHeaderKey{}, h)
-}
-
-func outgoingHeader(ctx context.Context) nats.Header {
-	h, _ := ctx.Value(outgoingHeaderKey{}).(nats.Header)
-	return h
+	return relay(ctx, nc, table, shard, endpoint, req, body, nil, wait)
 }

@@ -122,7 +122,7 @@ func TestServe_ForwardsValidRequestsToTheShard(t *testing.T) {
 
 func TestServe_NoShardAnswering(t *testing.T) {
 	nc := conn(t)
-	serve(t, nc, WithShard("9"))
+	serve(t, nc, WithShardToken("9"))
 	_, err := NewClient(nc).ListSessions(ctxT(t), dshq.SessionListRequest{})
 	wantCode(t, err, dshq.CodePersistenceFailed, "projection shard 9 is not available")
 }
@@ -130,7 +130,7 @@ func TestServe_NoShardAnswering(t *testing.T) {
 func TestServe_LocalShard(t *testing.T) {
 	nc := conn(t)
 	shard := &recorder{reply: `{"items":[],"generation":7}`}
-	serve(t, nc, WithLocalShard(shard))
+	serve(t, nc, WithEngine(shard))
 	page, err := NewClient(nc).ListSessions(ctxT(t), dshq.SessionListRequest{Limit: 2}, WithMinGeneration(4))
 	if err != nil || page.Generation != 7 {
 		t.Fatalf("page %+v, %v", page, err)

@@ -1,3 +1,7 @@
+// Package shardhost hosts a projection shard: the engine.Source of a
+// projector in this process (Local: its bbolt snapshots and its Bleve index)
+// and the shard service dsh-projection on dsh.proj.<shard>.v1.<endpoint>
+// (ServeShard, ServeReplica) that a projector process serves its Engine on.
 package shardhost
 
 import (
@@ -63,10 +67,22 @@ func (a snapshot) Session(id string) (dshq.SessionInfo, bool, error) {
 	return info, ok, nil
 }
 
-func (a snapshot) Sessions(afterKey []byte) iter.Seq2[dshq.SessionInfo, error] {
+func (a snapshot) Lookup(ids []string) (map[string]dshq.SessionInfo, error) {
+	out := make(map[string]dshq.SessionInfo, len(ids))
+	for _, id := range ids {
+		if info, ok := a.s.Session(id); ok {
+			out[id] = info
+		}
+	}
+	return out, nil
+}
+
+// Sessions yields every session after scan.After: the engine applies the
+// scan's filters and generation.
+func (a snapshot) Sessions(scan engine.Scan) iter.Seq2[dshq.SessionInfo, error] {
 	return func(yield func(dshq.SessionInfo, error) bool) {
 		stopped := false
-		err := a.s.SessionsByCreated(afterKey, func(info dshq.SessionInfo) bool {
+		err := a.s.SessionsByCreated(scan.After, func(info dshq.SessionInfo) bool {
 			stopped = !yield(info, nil)
 			return !stopped
 		})

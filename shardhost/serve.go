@@ -17,6 +17,7 @@ import (
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/query/wire"
+	"github.com/dshq/dshq/shards"
 )
 
 // NewShardEngine returns the Engine a projector process hosts: reads from
@@ -25,11 +26,11 @@ import (
 // with the deployment's key (LoadCursorKey), so that any replica can
 // continue a cursor. Serve it with ServeShard.
 func NewShardEngine(ctx context.Context, js jetstream.JetStream, p *projection.Projector, opts ...engine.Option) (*engine.Engine, error) {
-	store, err := NewKVCursorStore(ctx, js)
+	store, err := shards.NewKVCursorStore(ctx, js)
 	if err != nil {
 		return nil, err
 	}
-	key, err := LoadCursorKey(ctx, js, 1)
+	key, err := shards.LoadCursorKey(ctx, js, 1)
 	if err != nil {
 		return nil, err
 	}

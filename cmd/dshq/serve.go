@@ -19,7 +19,7 @@ import (
 	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/internal/pprofsrv"
 	"github.com/dshq/dshq/node"
-	"github.com/dshq/dshq/shardhost"
+	"github.com/dshq/dshq/shards"
 	"github.com/dshq/dshq/shellenv"
 	"github.com/dshq/dshq/web"
 )
@@ -37,7 +37,7 @@ func newServeCmd(g *globals) *cobra.Command {
 		h           httpFlags
 		feedBytes   bytesize.Size
 		feedAge     time.Duration
-		cursorBytes = bytesize.Size(shardhost.DefaultCursorMaxBytes)
+		cursorBytes = bytesize.Size(shards.DefaultCursorMaxBytes)
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",

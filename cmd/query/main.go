@@ -29,6 +29,7 @@ import (
 	"github.com/dshq/dshq/internal/metricsrv"
 	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/shards"
 )
 
 func main() {
@@ -120,13 +121,20 @@ func serveOn(ctx context.Context, nc *nats.Conn, conn natsconn.Options, shard ta
 	watched, stopWatch := natsconn.WatchConnection(ctx, nc)
 	defer func() { err = errors.Join(err, natsconn.Drain(nc)) }()
 	defer stopWatch()
-	qopts := []query.ServiceOption{query.WithLogger(log), query.WithRegisterer(reg), query.WithShard(shard.shard)}
+	qopts := []query.ServiceOption{query.WithLogger(log), query.WithRegisterer(reg), query.WithShardToken(shard.shard)}
 	if shard.shards > 1 {
 		js, err := jetstream.New(nc)
 		if err != nil {
 			return err
 		}
-		qopts = append(qopts, query.WithShards(shard.shards), query.WithCursorKeyFrom(js))
+		// A partitioned projection: the wire over an engine over its
+		// shards.
+		eng, src, err := shards.NewEngine(js, shard.shards)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		qopts = append(qopts, query.WithEngine(eng))
 	}
 	stop, err := query.Serve(watched, nc, qopts...)
 	if err != nil {

@@ -31,8 +31,8 @@ var converters = []string{"capture", "capture/claudecode", "capture/codex", "cap
 var rules = []rule{
 	{
 		name:     "light-clients",
-		why:      "the harness SDK, the query API's wire, the tools, the MCP server, the query service and the harness file follower link neither bbolt, Bleve nor nats-server",
-		packages: []string{"bus", "query", "tools", "tools/mcpserver", "cmd/query", "capture/follow"},
+		why:      "the harness SDK, the query API's wire, the shards source, the tools, the MCP server, the query service and the harness file follower link neither bbolt, Bleve nor nats-server",
+		packages: []string{"bus", "query", "shards", "tools", "tools/mcpserver", "cmd/query", "capture/follow"},
 		forbid:   heavyLibrary,
 	},
 	{

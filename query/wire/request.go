@@ -211,6 +211,11 @@ type Request struct {
 	// SessionIDs reclassified after it makes the page stale.
 	Since uint64
 
+	// Body is the request's JSON body as decoded: what a partitioned
+	// projection's engine forwards, byte for byte, to the shard that holds
+	// a request's session.
+	Body []byte
+
 	// CorpusStats, when set, are the corpus's statistics a search ranks
 	// with (a partitioned service sends them in CorpusStatsHeader, which
 	// the shard decodes into this field): an argument of the request, not
@@ -259,7 +264,7 @@ func DecodeRequest(endpoint string, body []byte) (*Request, error) {
 	if err := checkKnownFields(fields, allowed); err != nil {
 		return nil, err
 	}
-	req := &Request{Endpoint: endpoint, TimeoutMs: dshq.DefaultTimeoutMs}
+	req := &Request{Endpoint: endpoint, TimeoutMs: dshq.DefaultTimeoutMs, Body: body}
 	if err := req.decodeConsistency(fields); err != nil {
 		return nil, err
 	}

@@ -1,9 +1,10 @@
-package shardhost
+package shards
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,8 +18,33 @@ import (
 // KVCursorStore is a CursorStore in a JetStream KV bucket, so any replica
 // of a shard can continue any cursor.
 type KVCursorStore struct {
-	kv jetstream.KeyValue
 	nc *nats.Conn
+	// bind returns the bucket (BindKVCursorStore binds it at first use).
+	bind func(ctx context.Context) (jetstream.KeyValue, error)
+}
+
+// BindKVCursorStore returns the store of the cursor bucket the projectors
+// create (NewKVCursorStore), bound at its first use: a partitioned query
+// service, which may start first, neither creates the bucket nor changes
+// its configuration. Until a projector has created it, every use fails.
+func BindKVCursorStore(js jetstream.JetStream) *KVCursorStore {
+	var (
+		mu sync.Mutex // guards kv
+		kv jetstream.KeyValue
+	)
+	return &KVCursorStore{nc: js.Conn(), bind: func(ctx context.Context) (jetstream.KeyValue, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if kv != nil {
+			return kv, nil
+		}
+		b, err := js.KeyValue(ctx, dshq.CursorBucket)
+		if err != nil {
+			return nil, fmt.Errorf("the cursor bucket %s cannot be opened: %w", dshq.CursorBucket, err)
+		}
+		kv = b
+		return kv, nil
+	}}
 }
 
 // DefaultCursorMaxBytes bounds the memory of the cursor bucket.
@@ -72,7 +98,7 @@ func NewKVCursorStore(ctx context.Context, js jetstream.JetStream, opts ...KVCur
 	if err := discardOldest(ctx, js, "KV_"+dshq.CursorBucket); err != nil {
 		return nil, fmt.Errorf("cursor bucket %s: %w", dshq.CursorBucket, err)
 	}
-	return &KVCursorStore{kv: kv, nc: js.Conn()}, nil
+	return &KVCursorStore{nc: js.Conn(), bind: func(context.Context) (jetstream.KeyValue, error) { return kv, nil }}, nil
 }
 
 // discardOldest makes a key-value bucket's stream drop its oldest entries
@@ -93,8 +119,12 @@ func discardOldest(ctx context.Context, js jetstream.JetStream, stream string) e
 
 // Put stores value under key, retrying transient failures.
 func (s *KVCursorStore) Put(ctx context.Context, key string, value []byte) error {
+	kv, err := s.bind(ctx)
+	if err != nil {
+		return err
+	}
 	return s.retry(ctx, func(ctx context.Context) error {
-		_, err := s.kv.Put(ctx, key, value)
+		_, err := kv.Put(ctx, key, value)
 		return err
 	})
 }
@@ -104,9 +134,13 @@ func (s *KVCursorStore) Put(ctx context.Context, key string, value []byte) error
 // leader before it counts as expired: the replica that answered may not
 // have stored it yet.
 func (s *KVCursorStore) Get(ctx context.Context, key string) ([]byte, error) {
+	kv, err := s.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out []byte
-	err := s.retry(ctx, func(ctx context.Context) error {
-		e, err := s.kv.Get(ctx, key)
+	err = s.retry(ctx, func(ctx context.Context) error {
+		e, err := kv.Get(ctx, key)
 		if err == nil {
 			out = e.Value()
 			return nil
@@ -172,6 +206,43 @@ func LoadCursorKey(ctx context.Context, js jetstream.JetStream, replicas int) (w
 		// Another process created it first: read its key.
 	}
 	return nil, fmt.Errorf("key %s in %s: created and deleted concurrently", dshq.CursorKeyName, dshq.KeyBucket)
+}
+
+// ReadCursorKey returns a function that reads the deployment's cursor key
+// (LoadCursorKey) from the key bucket when first called, creating nothing:
+// a partitioned query service, which issues the cursors of its merges,
+// may start before the first projector created it. Until then each call
+// fails with SESSION_QUERY_PERSISTENCE_FAILED.
+func ReadCursorKey(js jetstream.JetStream) func(ctx context.Context) (wire.CursorKey, error) {
+	var (
+		mu  sync.Mutex // guards key
+		key wire.CursorKey
+	)
+	return func(ctx context.Context) (wire.CursorKey, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if key != nil {
+			return key, nil
+		}
+		fail := func(err error) error {
+			return &dshq.Error{Code: dshq.CodePersistenceFailed, Err: err,
+				Message: fmt.Sprintf("the deployment's cursor key (%s in %s) cannot be read: %v", dshq.CursorKeyName, dshq.KeyBucket, err)}
+		}
+		kv, err := js.KeyValue(ctx, dshq.KeyBucket)
+		if err != nil {
+			return nil, fail(err)
+		}
+		e, err := kv.Get(ctx, dshq.CursorKeyName)
+		if err != nil {
+			return nil, fail(err)
+		}
+		k := wire.CursorKey(e.Value())
+		if err := k.Check(); err != nil {
+			return nil, fail(err)
+		}
+		key = k
+		return k, nil
+	}
 }
 
 // keyBucket binds the key bucket, creating it when missing.
