@@ -334,7 +334,7 @@ func (r *runner) startPipeline(ctx context.Context, stack *[]func() error) error
 	}
 	*stack = append(*stack, stopShard)
 	// As `dshq serve` runs it: the service calls the shard in its process.
-	stopSvc, err := query.Serve(ctx, r.nc, query.WithLogger(discard), query.WithLocalShard(eng))
+	stopSvc, err := query.Serve(ctx, r.nc, query.WithLogger(discard), query.WithEngine(eng))
 	if err != nil {
 		return err
 	}
