@@ -348,11 +348,11 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 			{"session_search", `{"query":"retry budget"}`},
 			{"session_search", `{"query":"filler"}`},
 		} {
-			want, err := wholeTools.Call(ctx, caller, c.name, json.RawMessage(c.args))
+			want, err := wholeTools.Call(ctx, tools.AsSession(caller), c.name, json.RawMessage(c.args))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := partTools.Call(ctx, caller, c.name, json.RawMessage(c.args))
+			got, err := partTools.Call(ctx, tools.AsSession(caller), c.name, json.RawMessage(c.args))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -62,7 +62,7 @@ func newTools(t testing.TB, svc tools.Service, opts ...tools.Option) *tools.Tool
 // call runs one tool and fails the test on a cancellation error.
 func call(t testing.TB, tl *tools.Tools, caller, name, args string) tools.Result {
 	t.Helper()
-	r, err := tl.Call(context.Background(), caller, name, []byte(args))
+	r, err := tl.Call(context.Background(), tools.AsSession(caller), name, []byte(args))
 	if err != nil {
 		t.Fatalf("%s %s: %v", name, args, err)
 	}

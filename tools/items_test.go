@@ -456,7 +456,7 @@ func TestItem42Sanitizer(t *testing.T) {
 			return nil
 		})
 		tl := newTools(t, f, tools.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-		_, err := tl.Call(ctx, "s-caller", tools.NameSessionSearch, []byte(`{"query":"x","parent_session_ids":["s-7f3c"]}`))
+		_, err := tl.Call(ctx, tools.AsSession("s-caller"), tools.NameSessionSearch, []byte(`{"query":"x","parent_session_ids":["s-7f3c"]}`))
 		if !errors.Is(err, reason) {
 			t.Fatalf("err = %v, want the caller's reason", err)
 		}
