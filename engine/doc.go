@@ -25,7 +25,7 @@
 //     and count only what existed at the first page's generation.
 //   - A cursor is stale (SESSION_QUERY_STALE_CURSOR) when the projection
 //     answering it is of another lineage (another stream, or another
-//     projection version: Snapshot.Epoch), when a session it counted was
+//     projection version: Snapshot.Lineage), when a session it counted was
 //     reclassified after its first page, or when its stored results expired.
 //     Every replica of one stream, and a rebuild of it, has the same lineage:
 //     a cursor continues on any of them.

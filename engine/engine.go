@@ -276,13 +276,13 @@ func sessionRecord(snap Snapshot, info dshq.SessionInfo) dshq.SessionRecord {
 // the snapshot's build. A fresh request gets a new cursor at offset 0.
 func (e *Engine) continueCursor(snap Snapshot, req *wire.Request) (c *wire.Cursor, first bool, err error) {
 	if req.Cursor == "" {
-		return wire.NewCursor(e.cursorKey, req, snap.Generation(), snap.Epoch()), true, nil
+		return wire.NewCursor(e.cursorKey, req, snap.Generation(), snap.Lineage()), true, nil
 	}
 	c, err = wire.DecodeCursor(e.cursorKey, req)
 	if err != nil {
 		return nil, false, err
 	}
-	if c.Epoch != snap.Epoch() {
+	if c.Lineage != snap.Lineage() {
 		return nil, false, dshq.Errorf(dshq.CodeStaleCursor, "cursor is stale because the projection was rebuilt from another stream or by another version")
 	}
 	return c, false, nil

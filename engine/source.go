@@ -30,12 +30,12 @@ type Source interface {
 type Snapshot interface {
 	// Generation is the stream sequence through which the snapshot applied.
 	Generation() uint64
-	// Epoch is what cursors bind to: the projection's lineage (the stream
-	// and the projection version it was built from; projection.Snapshot's
-	// Lineage and wire.Cursor's Epoch name the same value). Every replica
+	// Lineage is what cursors bind to: the stream and the projection
+	// version (projection's Epoch) it was built from; projection.Snapshot's
+	// Lineage and wire.Cursor's Lineage name the same value. Every replica
 	// of one stream has the same, and a rebuild of the same stream keeps
 	// it: a cursor continues on any of them.
-	Epoch() string
+	Lineage() string
 	// Session returns a session by id; ok is false when there is none.
 	Session(id string) (info dshq.SessionInfo, ok bool, err error)
 	// Lookup returns the sessions of ids that exist (point lookups of many
@@ -119,7 +119,7 @@ type SessionHitter interface {
 type Index interface {
 	// CorpusStats returns the index's BM25 statistics of the normalized
 	// phrase.
-	CorpusStats(ctx context.Context, phrase string) (wire.CorpusStats, error)
+	CorpusStats(ctx context.Context, phrase string) (dshq.CorpusStats, error)
 	// RankSessionKeys ranks sessions by their best matching event: BM25
 	// (with q.Stats when set) with ties broken by time desc, session id
 	// asc, seq desc; metadata filters are applied before ranking; at most
@@ -158,7 +158,7 @@ type SearchQuery struct {
 	AsOf uint64
 	// Stats, when set, are the corpus's BM25 statistics to rank with (a
 	// partitioned projection's sums) instead of the index's own.
-	Stats *wire.CorpusStats
+	Stats *dshq.CorpusStats
 }
 
 // CursorStore keeps the stored hits of paged searches so that any replica

@@ -34,7 +34,7 @@ type epochSnapshot struct {
 	epoch string
 }
 
-func (s epochSnapshot) Epoch() string { return s.epoch }
+func (s epochSnapshot) Lineage() string { return s.epoch }
 
 func run(t *testing.T, e *engine.Engine, endpoint, body string) ([]byte, error) {
 	t.Helper()

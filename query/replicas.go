@@ -207,12 +207,12 @@ func needOf(req *wire.Request) (uint64, string) {
 	}
 	var c struct {
 		Generation uint64 `json:"g"`
-		Epoch      string `json:"p"`
+		Lineage    string `json:"p"`
 	}
 	if json.Unmarshal(raw, &c) != nil {
 		return need, ""
 	}
-	return max(need, c.Generation), c.Epoch
+	return max(need, c.Generation), c.Lineage
 }
 
 // forwardReplicas sends a request of endpoint to a replica of shard that

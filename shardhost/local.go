@@ -13,7 +13,6 @@ import (
 	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/index"
 	"github.com/dshq/dshq/projection"
-	"github.com/dshq/dshq/query/wire"
 )
 
 // Local is the engine.Source of a projector in this process: its snapshots
@@ -58,7 +57,7 @@ type snapshot struct {
 }
 
 func (a snapshot) Generation() uint64     { return a.s.Generation() }
-func (a snapshot) Epoch() string          { return a.s.Lineage() }
+func (a snapshot) Lineage() string        { return a.s.Lineage() }
 func (a snapshot) IsLive(id string) bool  { return a.s.IsLive(id) }
 func (a snapshot) LiveSessions() []string { return a.s.LiveSet() }
 
@@ -141,15 +140,14 @@ type indexOf struct {
 	gen    uint64
 }
 
-func (s indexOf) CorpusStats(ctx context.Context, phrase string) (wire.CorpusStats, error) {
-	st, err := s.x.CorpusStats(ctx, phrase)
-	return wire.CorpusStats(st), err
+func (s indexOf) CorpusStats(ctx context.Context, phrase string) (dshq.CorpusStats, error) {
+	return s.x.CorpusStats(ctx, phrase)
 }
 
 // RankSessionKeys ranks sessions loading no doc: index pages of up to
 // index.MaxLimit keys, all as of the first's generation.
 func (s indexOf) RankSessionKeys(ctx context.Context, q engine.SearchQuery) (engine.Ranked, error) {
-	st := stats(q.Stats)
+	st := q.Stats
 	return s.rankPages(q.Limit, q.AsOf, func(offset, limit int, asOf uint64) (index.Ranking, error) {
 		return s.x.RankSessions(ctx, index.SessionQuery{Query: q.Phrase, SessionFilters: q.SessionFilters,
 			EventFilters: q.EventFilters, LiveSessionIDs: q.LiveSessionIDs, Offset: offset, Limit: limit, AsOf: asOf, Stats: st})
@@ -158,19 +156,11 @@ func (s indexOf) RankSessionKeys(ctx context.Context, q engine.SearchQuery) (eng
 
 // RankEventKeys ranks one session's events loading no doc.
 func (s indexOf) RankEventKeys(ctx context.Context, q engine.SearchQuery) (engine.Ranked, error) {
-	st := stats(q.Stats)
+	st := q.Stats
 	return s.rankPages(q.Limit, q.AsOf, func(offset, limit int, asOf uint64) (index.Ranking, error) {
 		return s.x.RankEvents(ctx, index.EventQuery{SessionID: q.SessionID, Query: q.Phrase, Filters: q.EventFilters,
 			Offset: offset, Limit: limit, AsOf: asOf, Stats: st})
 	})
-}
-
-func stats(st *wire.CorpusStats) *index.CorpusStats {
-	if st == nil {
-		return nil
-	}
-	c := index.CorpusStats(*st)
-	return &c
 }
 
 // rankPages collects up to limit keys in rankings of up to index.MaxLimit,

@@ -124,7 +124,7 @@ func bound(ctx context.Context, timeoutMs int) (context.Context, context.CancelF
 	return context.WithTimeout(ctx, time.Duration(timeoutMs)*time.Millisecond+10*time.Second)
 }
 
-func statsHeader(st wire.CorpusStats) nats.Header {
+func statsHeader(st dshq.CorpusStats) nats.Header {
 	b, _ := json.Marshal(st)
 	return nats.Header{wire.CorpusStatsHeader: []string{string(b)}}
 }
@@ -177,10 +177,10 @@ func (s *Source) each(fn func(i int) error) error {
 
 // corpusStats asks every shard for its BM25 statistics of phrase and
 // returns their sums: what one index of the whole corpus ranks with.
-func (s *Source) corpusStats(ctx context.Context, phrase string, minGen uint64, timeoutMs int) (wire.CorpusStats, error) {
+func (s *Source) corpusStats(ctx context.Context, phrase string, minGen uint64, timeoutMs int) (dshq.CorpusStats, error) {
 	var (
 		mu  sync.Mutex // guards sum
-		sum = wire.CorpusStats{Terms: map[string]uint64{}}
+		sum = dshq.CorpusStats{Terms: map[string]uint64{}}
 	)
 	err := s.each(func(i int) error {
 		var out wire.CorpusStatsReply
@@ -209,7 +209,7 @@ type snapshot struct {
 }
 
 func (sn *snapshot) Generation() uint64 { return sn.gen }
-func (sn *snapshot) Epoch() string      { return sn.lineage }
+func (sn *snapshot) Lineage() string    { return sn.lineage }
 
 // timeoutMs is what is left of the snapshot's wait, for the shards'.
 func (sn *snapshot) timeoutMs() int {
@@ -435,7 +435,7 @@ func (sn *snapshot) Index() engine.Index { return shardsIndex{sn} }
 // shardsIndex is the index of the whole corpus: every shard's.
 type shardsIndex struct{ sn *snapshot }
 
-func (x shardsIndex) CorpusStats(ctx context.Context, phrase string) (wire.CorpusStats, error) {
+func (x shardsIndex) CorpusStats(ctx context.Context, phrase string) (dshq.CorpusStats, error) {
 	return x.sn.src.corpusStats(ctx, phrase, x.sn.minGen, x.sn.timeoutMs())
 }
 

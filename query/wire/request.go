@@ -65,47 +65,24 @@ const EndpointSessionsRank = "sessions.rank"
 const EndpointSessionsHits = "sessions.hits"
 
 // CorpusStatsHeader is the header of a search request to a shard that
-// carries the corpus's statistics (JSON of CorpusStats): the shard ranks
+// carries the corpus's statistics (JSON of dshq.CorpusStats): the shard ranks
 // with them.
 const CorpusStatsHeader = "Dsh-Corpus-Stats"
-
-// CorpusStats are the statistics BM25 ranks a phrase with
-// (index.CorpusStats on the wire): the number of docs, the total length of
-// their text in tokens and, per distinct term of the phrase, the number of
-// docs that hold it. A partitioned projection's shards rank with the sums
-// of every shard's.
-type CorpusStats struct {
-	Docs       uint64            `json:"docs"`
-	TextLength uint64            `json:"textLength"`
-	Terms      map[string]uint64 `json:"terms"`
-}
-
-// Add adds o's counts to s.
-func (s *CorpusStats) Add(o CorpusStats) {
-	s.Docs += o.Docs
-	s.TextLength += o.TextLength
-	if s.Terms == nil {
-		s.Terms = map[string]uint64{}
-	}
-	for t, n := range o.Terms {
-		s.Terms[t] += n
-	}
-}
 
 // CorpusStatsReply is the corpus.stats reply: a shard's statistics of a
 // phrase.
 type CorpusStatsReply struct {
-	Stats      CorpusStats `json:"stats"`
-	Generation uint64      `json:"generation"`
+	Stats      dshq.CorpusStats `json:"stats"`
+	Generation uint64           `json:"generation"`
 }
 
 // DecodeCorpusStats decodes the CorpusStatsHeader of a request's headers
 // (nil when absent).
-func DecodeCorpusStats(h string) (*CorpusStats, error) {
+func DecodeCorpusStats(h string) (*dshq.CorpusStats, error) {
 	if h == "" {
 		return nil, nil
 	}
-	var st CorpusStats
+	var st dshq.CorpusStats
 	if err := json.Unmarshal([]byte(h), &st); err != nil {
 		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "header %s is not corpus statistics: %v", CorpusStatsHeader, err)
 	}
@@ -220,7 +197,7 @@ type Request struct {
 	// with (a partitioned service sends them in CorpusStatsHeader, which
 	// the shard decodes into this field): an argument of the request, not
 	// part of its JSON body.
-	CorpusStats *CorpusStats
+	CorpusStats *dshq.CorpusStats
 }
 
 // endpointFields lists the fields each endpoint accepts besides
