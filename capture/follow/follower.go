@@ -130,7 +130,7 @@ func (w *Watcher) resume(ctx context.Context, f *file) (*live, []byte, error) {
 	if !Harness(format) {
 		format = f.root.Format
 	}
-	r, err := Resume(ctx, w.cfg.Store, format, f.path, data)
+	r, err := ResumeOn(ctx, w.cfg.Store, format, f.path, data, w.cfg.Machine)
 	if err != nil {
 		return nil, nil, err
 	}

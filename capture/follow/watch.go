@@ -49,6 +49,9 @@ type Config struct {
 	Report func(Report)
 	// Logger receives diagnostics (default: discard).
 	Logger *slog.Logger
+	// Machine is the machine the files are captured on: the headers of
+	// the sessions the watcher creates name it ("": none).
+	Machine string
 }
 
 // ReportKind names what a Report says.

@@ -35,6 +35,7 @@ type importOptions struct {
 	stream           string
 	wait             time.Duration
 	verbose          bool
+	machine          string // the header's machine of converted sessions (machine.go)
 }
 
 // importResult is the outcome of one file.
@@ -225,6 +226,7 @@ when any file was refused.`,
 	f.StringVar(&o.stream, "stream", dshq.SessionStream, "session log stream")
 	f.DurationVar(&o.wait, "wait", defaultImportWait, "how long to wait for NATS (a server restart, a leader election) before giving up")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "list every imported and present file, not only refused ones")
+	addMachineFlag(f, &o.machine)
 	return cmd
 }
 
@@ -367,7 +369,7 @@ func importOne(ctx context.Context, store *bus.Store, f importFile, o importOpti
 	}
 	res.Format = format
 	if follow.Harness(format) {
-		return importHarness(ctx, store, f.path, format, res)
+		return importHarness(ctx, store, f.path, format, res, o.machine)
 	}
 	hdr, events, err := readLog(f, o)
 	if err != nil {
@@ -430,12 +432,12 @@ func fileFormat(f importFile) (capture.Format, error) {
 var errEmptyFile = errors.New("an empty file (no line yet)")
 
 // importHarness converts and stores one Claude Code or Codex file.
-func importHarness(ctx context.Context, store *bus.Store, path string, format capture.Format, res importResult) (importResult, uint64, error) {
+func importHarness(ctx context.Context, store *bus.Store, path string, format capture.Format, res importResult, machine string) (importResult, uint64, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return res, 0, unwrapPathError(err)
 	}
-	fr, err := follow.Import(ctx, store, format, path, data)
+	fr, err := follow.ImportOn(ctx, store, format, path, data, machine)
 	res.Harness = &fr
 	if len(fr.Sessions) > 0 {
 		res.SessionID = fr.Sessions[0].ID
