@@ -226,7 +226,7 @@ when any file was refused.`,
 	f.StringVar(&o.stream, "stream", dshq.SessionStream, "session log stream")
 	f.DurationVar(&o.wait, "wait", defaultImportWait, "how long to wait for NATS (a server restart, a leader election) before giving up")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "list every imported and present file, not only refused ones")
-	addMachineFlag(f, &o.machine)
+	addMachineFlag(f, &o.machine, g.machine())
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -100,7 +101,7 @@ pause); -v adds one per append.`,
 			}
 			defer nc.Close()
 			store, err := openStore(cmd.Context(), nc, o.stream, g.tenant, bus.WithWriter(lock.Name),
-				bus.WithLeaseHolder(g.machine()+" (dshq watch)"))
+				bus.WithLeaseHolder(cmp.Or(o.machine, g.machine())+" (dshq watch)"))
 			if err != nil {
 				if cmd.Context().Err() != nil {
 					return nil // stopped while starting: a stop, not a failure
@@ -134,7 +135,7 @@ pause); -v adds one per append.`,
 		},
 	}
 	f := cmd.Flags()
-	addMachineFlag(f, &o.machine)
+	addMachineFlag(f, &o.machine, g.machine())
 	f.StringArrayVar(&o.claude, "claude", nil, "a Claude Code projects root to follow instead of the default (repeatable; off = none)")
 	f.StringArrayVar(&o.codex, "codex", nil, "a Codex sessions root to follow instead of the defaults (repeatable; off = none)")
 	f.StringArrayVar(&o.deepseek, "deepseek", nil, "a deepseek-harness session root to follow too (repeatable)")
