@@ -79,6 +79,7 @@ func (s *Server) funcs() template.FuncMap {
 		"iso":         isoTime,
 		"when":        whenTime,
 		"thousands":   thousands,
+		"duration":    duration,
 		"harness":     harnessLabel,
 		"add":         func(a, b int64) int64 { return a + b },
 		"deref":       func(p *int64) int64 { return *p },
@@ -133,6 +134,8 @@ func (e *httpError) Status() int     { return e.status }
 func (e *httpError) Heading() string { return e.title }
 func (e *httpError) Message() string { return clean(e.msg) }
 func (e *httpError) Code() string    { return string(e.code) }
+func (e *httpError) Link() string     { return e.link }
+func (e *httpError) LinkText() string { return e.linkText }
 
 func sessionURL(id string) string { return "/s/" + url.PathEscape(id) }
 
