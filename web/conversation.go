@@ -122,7 +122,7 @@ func isBookkeeping(v *eventView) bool {
 // buildConversation groups a page's events (in seq order) into turns.
 func buildConversation(events []eventView) *conversation {
 	c := &conversation{}
-	var cur, ended *convTurn // the open turn; the turn that ended last
+	var cur, ended *convTurn     // the open turn; the turn that ended last
 	calls := map[string]*block{} // open tool-call blocks by call id
 	turn := func() *convTurn {
 		if cur == nil {

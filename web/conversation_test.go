@@ -251,4 +251,3 @@ func TestSearchSaysHowManyItFound(t *testing.T) {
 	body = s.page(t, "/search?q=zzzyyyxxx")
 	mustNotContain(t, "none", body, `class="hit-count"`)
 }
-
