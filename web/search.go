@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // searchLimit is the number of hits on one search page.
@@ -235,7 +235,7 @@ func (s *Server) searchAcross(ctx context.Context, d *searchData, ev []dshq.Filt
 		r := countReq
 		r.Cursor = cursor
 		var raw rawHitPage
-		err := s.call(ctx, query.EndpointSessionsSearch, r, &raw)
+		err := s.call(ctx, wire.EndpointSessionsSearch, r, &raw)
 		return len(raw.Items), raw.NextCursor, err
 	})
 	hits := items[min(cur.skip, len(items)):]

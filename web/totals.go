@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // totals are what a session adds up to: its span, turns, tool calls and
@@ -105,7 +105,7 @@ func (s *Server) scanEvents(ctx context.Context, id string, from, count int64, f
 			Events     []dshq.Event `json:"events"`
 			NextCursor string       `json:"nextCursor"`
 		}
-		if err := s.call(ctx, query.EndpointSessionsRead, req, &page); err != nil {
+		if err := s.call(ctx, wire.EndpointSessionsRead, req, &page); err != nil {
 			return err
 		}
 		for _, e := range page.Events {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/internal/failover"
 	"github.com/dshq/dshq/query"
 )
 
@@ -20,22 +21,33 @@ import (
 // missing stream is a clear error rather than a new, empty deployment.
 // With a tenant (--tenant) it is the tenant's Store (bus.WithTenant), which
 // may not read the stream's configuration: it assumes dshq's defaults.
-func openStore(ctx context.Context, nc *nats.Conn, stream, tenant string) (*bus.Store, error) {
+func openStore(ctx context.Context, nc *nats.Conn, stream, tenant string, opts ...bus.Option) (*bus.Store, error) {
 	if tenant != "" {
-		return bus.NewStore(ctx, nc, bus.WithTenant(tenant), bus.WithStreamConfig(bus.StreamConfig{Name: stream}))
+		return bus.NewStore(ctx, nc, append([]bus.Option{bus.WithTenant(tenant), bus.WithStreamConfig(bus.StreamConfig{Name: stream})}, opts...)...)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	cfg, err := bus.DiscoverStreamConfig(ctx, js, stream)
+	// Through a leader election or a server restart, as the SDK's own
+	// requests (internal/failover), telling retryNotice(ctx) of each retry.
+	var cfg bus.StreamConfig
+	notice := retryNotice(ctx)
+	err = failover.Retry(ctx, nc, stream, bus.DefaultRetryMaxElapsed, bus.DefaultAttemptTimeout, func(ctx context.Context) error {
+		var err error
+		cfg, err = bus.DiscoverStreamConfig(ctx, js, stream)
+		if err != nil && failover.Transient(err) {
+			notice(err)
+		}
+		return err
+	})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("stream %s not found on the server (start dshq serve, or the projector, first)", stream)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return bus.NewStore(ctx, nc, bus.WithStreamConfig(cfg))
+	return bus.NewStore(ctx, nc, append([]bus.Option{bus.WithStreamConfig(cfg)}, opts...)...)
 }
 
 // tenantRecords reads the records of session id from its tenant's
