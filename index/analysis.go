@@ -1,14 +1,14 @@
 package index
 
 import (
-	"strings"
-	"unicode"
-	"unicode/utf8"
+	"unsafe"
 
 	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/analysis/lang/cjk"
 	"github.com/blevesearch/bleve/v2/registry"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/dshq/dshq/internal/words"
 )
 
 // Names under which the analysis components are registered with Bleve. The
@@ -44,64 +44,27 @@ func init() {
 // bigram filter can take them apart.
 type wordTokenizer struct{}
 
-// Tokenize implements analysis.Tokenizer.
+// Tokenize implements analysis.Tokenizer: the words of internal/words (the
+// web UI's highlighting uses the same), CJK runs typed Ideographic.
 func (wordTokenizer) Tokenize(input []byte) analysis.TokenStream {
 	var rv analysis.TokenStream
-	start, pos := -1, 1
-	var startCJK bool
-	flush := func(end int) {
-		if start < 0 {
-			return
-		}
+	pos := 1
+	// The tokens' terms are slices of input; the string view of it is only
+	// read while Tokenize runs.
+	words.Each(unsafe.String(unsafe.SliceData(input), len(input)), func(start, end int, cjk bool) {
 		typ := analysis.AlphaNumeric
-		if startCJK {
+		if cjk {
 			typ = analysis.Ideographic
 		}
 		rv = append(rv, &analysis.Token{Term: input[start:end], Start: start, End: end, Position: pos, Type: typ})
 		pos++
-		start = -1
-	}
-	for i := 0; i < len(input); {
-		r, size := utf8.DecodeRune(input[i:])
-		switch {
-		case !isWordRune(r):
-			flush(i)
-		case start >= 0 && unicode.In(r, unicode.M):
-			// a mark extends whatever token it follows
-		case start >= 0 && isCJK(r) != startCJK:
-			flush(i)
-			start, startCJK = i, isCJK(r)
-		case start < 0:
-			start, startCJK = i, isCJK(r)
-		}
-		i += size
-	}
-	flush(len(input))
+	})
 	return rv
 }
 
-func isWordRune(r rune) bool {
-	if r == utf8.RuneError {
-		return false
-	}
-	return unicode.In(r, unicode.L, unicode.N, unicode.M, unicode.Co)
-}
-
-// isCJK reports whether r belongs to a script written without spaces between
-// words, which the index finds by overlapping character bigrams.
-func isCJK(r rune) bool {
-	switch r {
-	case 0x30FC, 0xFF70, 0xFF9E, 0xFF9F: // prolonged sound and (half-width) voicing marks
-		return true
-	}
-	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul, unicode.Bopomofo)
-}
-
-// foldFilter makes matching case- and diacritic-insensitive: a non-CJK token
-// is lowercased, decomposed (NFKD), stripped of its nonspacing marks and
-// recomposed, so `CAFÉ`, `café` and `cafe` are one term. CJK tokens are only
-// NFKC-normalized (width variants), since their marks carry meaning (が is not
-// か). A token left empty is dropped.
+// foldFilter makes matching case- and diacritic-insensitive (words.Fold) for
+// non-CJK tokens; CJK tokens are only NFKC-normalized (words.FoldCJK). A
+// token left empty is dropped.
 type foldFilter struct{}
 
 // Filter implements analysis.TokenFilter.
@@ -111,25 +74,13 @@ func (foldFilter) Filter(input analysis.TokenStream) analysis.TokenStream {
 		if tok.Type == analysis.Ideographic {
 			tok.Term = norm.NFKC.Bytes(tok.Term)
 		} else {
-			tok.Term = []byte(foldWord(string(tok.Term)))
+			tok.Term = []byte(words.Fold(string(tok.Term)))
 		}
 		if len(tok.Term) > 0 {
 			rv = append(rv, tok)
 		}
 	}
 	return rv
-}
-
-func foldWord(s string) string {
-	d := norm.NFKD.String(strings.ToLower(s))
-	var b strings.Builder
-	b.Grow(len(d))
-	for _, r := range d {
-		if !unicode.Is(unicode.Mn, r) {
-			b.WriteRune(r)
-		}
-	}
-	return strings.ToLower(norm.NFC.String(b.String()))
 }
 
 // analyzer is the text analysis used for documents and queries alike.

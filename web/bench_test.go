@@ -69,6 +69,8 @@ func BenchmarkUI(b *testing.B) {
 			func() error { return readWindow(ctx, s, mid.Header.ID, 50) }},
 		{"10 000-event session, first page", sessionURL(big), "events.read 100-event window",
 			func() error { return readWindow(ctx, s, big, 50) }},
+		{"10 000-event session, log page 1", sessionURL(big) + "/log", "events.read 100-event window",
+			func() error { return readWindow(ctx, s, big, 50) }},
 		{"10 000-event session, page 50", sessionURL(big) + "?page=50", "events.read 100-event window",
 			func() error { return readWindow(ctx, s, big, 5050) }},
 		{"event page (trace)", traceURL(big, 5000), "events.trace",

@@ -82,6 +82,19 @@ func truncate(s string, n int) (string, int) {
 	return s[:i], utf8.RuneCountInString(s[i:])
 }
 
+// cutBytes cuts s to at most n bytes at a UTF-8 boundary (n 0: not at all),
+// returning the bytes left out.
+func cutBytes(s string, n int) (string, int) {
+	if n <= 0 || len(s) <= n {
+		return s, 0
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i], len(s) - i
+}
+
 // firstLine returns the first non-blank line of s, cut to n runes.
 func firstLine(s string, n int) string {
 	for _, l := range strings.Split(s, "\n") {

@@ -168,6 +168,8 @@ type httpError struct {
 	title  string
 	msg    string
 	code   dshq.Code
+	// link and linkText offer the page the reader likely wants instead.
+	link, linkText string
 }
 
 func (e *httpError) Error() string { return e.msg }

@@ -287,7 +287,7 @@ func TestSearchFindsPhrasesAndOpensTheEvent(t *testing.T) {
 func TestTranscriptShowsSurfacesAndReplacements(t *testing.T) {
 	s := newStack(t)
 	seedCorpus(t, s)
-	body := s.page(t, "/s/s-7f3c")
+	body := s.page(t, "/s/s-7f3c/log")
 	for _, seq := range []int{1, 5, 7} {
 		ev := eventHTML(t, body, seq)
 		mustContain(t, fmt.Sprintf("event %d", seq), ev, "is-shadowed", `>shadowed<`, `Shadowed by <a href="/s/s-7f3c?page=0#e-15">#15</a>`)
@@ -335,8 +335,16 @@ func TestLongSessionsArePagedAndEveryEventIsLinkable(t *testing.T) {
 	}
 	last := s.page(t, "/s/long?page=9")
 	mustContain(t, "last page", last, `id="e-900"`, `id="e-987"`, `id="e-999"`, "message number 987", `data-last-page="true"`)
-	beyond := s.page(t, "/s/long?page=99")
-	mustContain(t, "past the end", beyond, `id="e-999"`)
+	code, beyond, _ := s.get(t, "/s/long?page=99")
+	if code != http.StatusNotFound {
+		t.Fatalf("a page past the end: %d, want 404", code)
+	}
+	mustContain(t, "past the end", beyond, "This session has 10 pages of events (1,000 events); page 100 is past its end",
+		`href="/s/long?page=9"`)
+	code, _, _ = s.get(t, "/s/long/log?page=10")
+	if code != http.StatusNotFound {
+		t.Fatalf("the log's page past the end: %d, want 404", code)
+	}
 }
 
 func TestErrorsAreClearPages(t *testing.T) {

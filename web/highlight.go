@@ -1,11 +1,9 @@
 package web
 
 import (
-	"strings"
-	"unicode"
 	"unicode/utf8"
 
-	"golang.org/x/text/unicode/norm"
+	"github.com/dshq/dshq/internal/words"
 )
 
 // segment is a piece of a snippet; Hit marks the matched phrase.
@@ -62,62 +60,19 @@ func matchAt(t, q []token) bool {
 	return true
 }
 
-// tokens splits s into folded tokens, as the index's analysis does (see
-// docs/search.md, Words and folding): a token is a run of letters, numbers and
-// marks, split where it changes between CJK and other scripts; a non-CJK
-// token is lower-cased and stripped of its diacritics (NFKD, no nonspacing
-// marks); CJK text is matched character by character (NFKC).
+// tokens splits s into folded tokens with the index's own tokenizer and
+// folding (internal/words; docs/search.md, Words and folding): a non-CJK
+// word folded whole, CJK text character by character.
 func tokens(s string) []token {
 	var out []token
-	start, startCJK := -1, false
-	flush := func(end int) {
-		if start < 0 {
-			return
-		}
-		if startCJK {
+	words.Each(s, func(start, end int, cjk bool) {
+		if cjk {
 			for i, r := range s[start:end] {
-				out = append(out, token{folded: norm.NFKC.String(string(r)), start: start + i, end: start + i + utf8.RuneLen(r)})
+				out = append(out, token{folded: words.FoldCJK(string(r)), start: start + i, end: start + i + utf8.RuneLen(r)})
 			}
-		} else if f := foldWord(s[start:end]); f != "" {
+		} else if f := words.Fold(s[start:end]); f != "" {
 			out = append(out, token{folded: f, start: start, end: end})
 		}
-		start = -1
-	}
-	for i, r := range s {
-		switch {
-		case !isWordRune(r):
-			flush(i)
-		case start >= 0 && unicode.In(r, unicode.M):
-		case start >= 0 && isCJK(r) != startCJK:
-			flush(i)
-			start, startCJK = i, isCJK(r)
-		case start < 0:
-			start, startCJK = i, isCJK(r)
-		}
-	}
-	flush(len(s))
+	})
 	return out
-}
-
-func isWordRune(r rune) bool {
-	return r != utf8.RuneError && unicode.In(r, unicode.L, unicode.N, unicode.M, unicode.Co)
-}
-
-func isCJK(r rune) bool {
-	switch r {
-	case 0x30FC, 0xFF70, 0xFF9E, 0xFF9F:
-		return true
-	}
-	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul, unicode.Bopomofo)
-}
-
-func foldWord(s string) string {
-	d := norm.NFKD.String(strings.ToLower(s))
-	var b strings.Builder
-	for _, r := range d {
-		if !unicode.Is(unicode.Mn, r) {
-			b.WriteRune(r)
-		}
-	}
-	return strings.ToLower(norm.NFC.String(b.String()))
 }

@@ -409,7 +409,7 @@ func (s *Server) liveEvent(ctx context.Context, id string, e *feed.EventBody, in
 	if err := json.Unmarshal(raw, &ev); err != nil {
 		return "", fmt.Errorf("event %d: %w", e.Seq, err)
 	}
-	v := renderEvent(id, ev, false)
+	v := renderEvent(id, ev, inlineBytes, traceURL(id, ev.Seq)+"?all=1")
 	v.Surface, v.Invalid, v.Inherited = string(e.Surface), e.Invalid, e.Seq < inherited
 	return s.fragment("event-row", v)
 }

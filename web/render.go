@@ -10,15 +10,18 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// Limits of what one event shows inline; the event's own page shows it
-// whole.
+// Limits of what one event shows. A body (a text block, a tool's output or
+// arguments, the record as written) longer than the limit is cut at a UTF-8
+// boundary and says how many bytes it left out, with a "show all" link: the
+// transcript cuts at inlineBytes, the event's own page at pageBytes, and only
+// its ?all=1 renders a body whole.
 const (
-	// maxInlineRunes cuts one text block in the transcript.
-	maxInlineRunes = 20000
+	// inlineBytes cuts one body in the transcript and the conversation.
+	inlineBytes = 8 << 10
+	// pageBytes cuts one body on the event's page.
+	pageBytes = 64 << 10
 	// collapseLines: a tool result longer than this is collapsed.
 	collapseLines = 24
-	// maxRawRunes cuts the raw JSON shown for an unknown event.
-	maxRawRunes = 20000
 )
 
 // eventView is one event as the transcript shows it. Every string in it
@@ -55,8 +58,20 @@ type eventView struct {
 	Todos []todo
 	// Raw is the pretty-printed record for the raw view.
 	Raw        string
-	RawOmitted int // runes left out of Raw
-	Full       bool
+	RawOmitted int // bytes left out of Raw
+	// ShowAll is the URL that shows the event whole, set when a body was cut.
+	ShowAll string
+	// CallID is the call a tool/call or tool/result is about.
+	CallID string
+	// Synthetic marks a crash closer: an event dshq synthesized to balance a
+	// log whose last turn never ended (never stored, never shown for a live
+	// session).
+	Synthetic bool
+	// Failed marks a tool result that is an error.
+	Failed bool
+
+	ignorable  bool
+	turnNumber string // of turn/start and turn/end
 }
 
 // block is one content block.
@@ -64,13 +79,22 @@ type block struct {
 	Kind      string // text, output, reasoning, tool-call, tool-result, image, other
 	Text      string
 	Parts     []textPart // of a text block
-	Omitted   int        // runes cut from Text
+	Omitted   int        // bytes cut from Text (or Args)
 	Collapsed bool
 	Lines     int
 	Name      string
 	Args      string
 	IsError   bool
 	Children  []block
+	// ShowAll is the event's ShowAll, on a block that was cut.
+	ShowAll string
+	// A tool-call block in the conversation: its call id, the tool/call
+	// event that repeats it (folded into it) and its result (paired by
+	// call id), or where the result is when it is on another page.
+	CallID     string
+	CallSeq    int64
+	HasCallSeq bool
+	Result     *eventView
 }
 
 type todo struct {
@@ -84,11 +108,11 @@ type message struct {
 	Content []json.RawMessage `json:"content"`
 }
 
-// renderEvent builds the view of e. full shows every block whole (the
-// event's own page); otherwise long text is cut at maxInlineRunes.
-func renderEvent(sessionID string, e dshq.Event, full bool) eventView {
-	v := eventView{SessionID: sessionID, Seq: e.Seq, Type: clean(e.Type), Time: e.Time, Full: full}
-	v.Raw, v.RawOmitted = prettyJSON(e.Raw, full)
+// renderEvent builds the view of e, every body cut at limit bytes (0: none;
+// see inlineBytes, pageBytes); showAll is the URL that shows it whole.
+func renderEvent(sessionID string, e dshq.Event, limit int, showAll string) eventView {
+	v := eventView{SessionID: sessionID, Seq: e.Seq, Type: clean(e.Type), Time: e.Time, ignorable: e.Ignorable}
+	v.Raw, v.RawOmitted = prettyJSON(e.Raw, limit)
 	if len(e.SurfaceOp) > 0 && e.SurfaceOp[0] == '{' {
 		var op struct {
 			Start, End int64
@@ -100,12 +124,33 @@ func renderEvent(sessionID string, e dshq.Event, full bool) eventView {
 	if len(e.SourceEventSeqs) > 0 {
 		_ = json.Unmarshal(e.SourceEventSeqs, &v.Sources)
 	}
-	r := renderer{full: full}
+	r := renderer{limit: limit}
 	r.fill(&v, e)
+	cut := v.RawOmitted > 0
+	for i := range v.Blocks {
+		cut = markCut(v.Blocks[i:i+1], showAll) || cut
+	}
+	if cut {
+		v.ShowAll = showAll
+	}
+	v.Failed = v.Class == "tool-result" && v.Error != ""
 	return v
 }
 
-type renderer struct{ full bool }
+// markCut sets ShowAll on the blocks that were cut and reports whether any
+// was.
+func markCut(bs []block, showAll string) bool {
+	cut := false
+	for i := range bs {
+		if bs[i].Omitted > 0 {
+			bs[i].ShowAll, cut = showAll, true
+		}
+		cut = markCut(bs[i].Children, showAll) || cut
+	}
+	return cut
+}
+
+type renderer struct{ limit int }
 
 func (r renderer) fill(v *eventView, e dshq.Event) {
 	var d map[string]json.RawMessage
@@ -147,8 +192,9 @@ func (r renderer) fill(v *eventView, e dshq.Event) {
 	case "tool/call":
 		var c struct{ CallID, Name, Arguments string }
 		_ = json.Unmarshal(e.Data, &c)
-		v.Class, v.Who, v.Detail = "tool-call", "Tool call", clean(c.Name)
-		v.Blocks = []block{{Kind: "tool-call", Args: r.args(c.Arguments)}}
+		v.Class, v.Who, v.Detail, v.CallID = "tool-call", "Tool call", clean(c.Name), c.CallID
+		args, omitted := r.args(c.Arguments)
+		v.Blocks = []block{{Kind: "tool-call", Args: args, Omitted: omitted, CallID: c.CallID}}
 	case dshq.TypeToolResult:
 		var t struct {
 			Message message `json:"message"`
@@ -159,7 +205,8 @@ func (r renderer) fill(v *eventView, e dshq.Event) {
 		}
 		_ = json.Unmarshal(e.Data, &t)
 		v.Class, v.Who = "tool-result", "Tool result"
-		v.Detail = clean(str(t.Message.Source["callId"]))
+		v.CallID = str(t.Message.Source["callId"])
+		v.Detail = clean(v.CallID)
 		v.Blocks = r.blocks(t.Message.Content)
 		if t.Error != nil {
 			v.Error = clean(strings.TrimSpace(t.Error.Name + " " + str(t.Error.Code)))
@@ -170,7 +217,8 @@ func (r renderer) fill(v *eventView, e dshq.Event) {
 			}
 		}
 	case "turn/start":
-		v.Class, v.Line = "turn", "Turn "+num(anyOf(d["turn"]))+" started"
+		v.turnNumber = num(anyOf(d["turn"]))
+		v.Class, v.Line = "turn", "Turn "+v.turnNumber+" started"
 	case "turn/end":
 		r.turnEnd(v, d)
 	case "step/start", "step/end":
@@ -219,7 +267,7 @@ func (r renderer) turnEnd(v *eventView, d map[string]json.RawMessage) {
 		} `json:"reason"`
 	}
 	_ = json.Unmarshal(d["reason"], &reason)
-	v.Class = "turn"
+	v.Class, v.turnNumber = "turn", num(anyOf(d["turn"]))
 	v.Line = "Turn " + num(anyOf(d["turn"])) + " ended: " + clean(reason.Kind)
 	switch {
 	case reason.Error != nil:
@@ -296,7 +344,8 @@ func (r renderer) blocks(content []json.RawMessage) []block {
 		case "text", "reasoning":
 			out = append(out, r.text(b.Type, b.Text))
 		case "tool-call":
-			out = append(out, block{Kind: "tool-call", Name: clean(b.Name), Args: r.args(b.Arguments)})
+			args, omitted := r.args(b.Arguments)
+			out = append(out, block{Kind: "tool-call", Name: clean(b.Name), Args: args, Omitted: omitted, CallID: b.ID})
 		case "tool-result":
 			children := r.blocks(b.Content)
 			lines := 0
@@ -307,7 +356,7 @@ func (r renderer) blocks(content []json.RawMessage) []block {
 				}
 			}
 			out = append(out, block{Kind: "tool-result", IsError: b.IsError, Children: children, Lines: lines,
-				Collapsed: lines > collapseLines && !r.full})
+				Collapsed: lines > collapseLines && r.limit > 0})
 		case "image":
 			out = append(out, block{Kind: "image", Text: "image"})
 		default:
@@ -319,9 +368,7 @@ func (r renderer) blocks(content []json.RawMessage) []block {
 
 func (r renderer) text(kind, s string) block {
 	b := block{Kind: kind, Lines: strings.Count(s, "\n") + 1}
-	if !r.full {
-		s, b.Omitted = truncate(s, maxInlineRunes)
-	}
+	s, b.Omitted = cutBytes(s, r.limit)
 	b.Text = clean(s)
 	if kind == "text" {
 		b.Parts = splitFences(b.Text)
@@ -373,31 +420,26 @@ func splitFences(s string) []textPart {
 	return out
 }
 
-// args pretty-prints tool-call arguments when they are JSON.
-func (r renderer) args(s string) string {
+// args pretty-prints tool-call arguments when they are JSON, cut at the
+// limit (the bytes left out are returned).
+func (r renderer) args(s string) (string, int) {
 	var buf bytes.Buffer
-	if json.Valid([]byte(s)) && json.Indent(&buf, []byte(s), "", "  ") == nil {
+	if len(s) <= 4*pageBytes && json.Valid([]byte(s)) && json.Indent(&buf, []byte(s), "", "  ") == nil {
 		s = buf.String()
 	}
-	if !r.full {
-		if cut, rest := truncate(s, maxInlineRunes); rest > 0 {
-			s = cut + fmt.Sprintf("\n… %d more characters", rest)
-		}
-	}
-	return clean(s)
+	s, omitted := cutBytes(s, r.limit)
+	return clean(s), omitted
 }
 
-// prettyJSON indents a record for the raw view.
-func prettyJSON(raw []byte, full bool) (string, int) {
+// prettyJSON indents a record for the raw view, cut at limit bytes (0:
+// whole); it returns the bytes left out.
+func prettyJSON(raw []byte, limit int) (string, int) {
 	var buf bytes.Buffer
 	s := string(raw)
-	if json.Indent(&buf, raw, "", "  ") == nil {
+	if (limit == 0 || len(raw) <= 4*limit) && json.Indent(&buf, raw, "", "  ") == nil {
 		s = buf.String()
 	}
-	omitted := 0
-	if !full {
-		s, omitted = truncate(s, maxRawRunes)
-	}
+	s, omitted := cutBytes(s, limit)
 	return clean(s), omitted
 }
 

@@ -2,12 +2,15 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // searchLimit is the number of hits on one search page.
@@ -28,6 +31,83 @@ type searchData struct {
 	PageNo       int
 	Generation   uint64
 	Harnesses    []string
+	// Count is how many sessions (or, in one session, events) match;
+	// CountMore is set when there are more than maxCount.
+	Count     int
+	CountMore bool
+}
+
+// CountText says how many match: "137 sessions match", "1,000+ events match".
+func (d *searchData) CountText() string {
+	what := "session"
+	if d.Session != "" {
+		what = "event"
+	}
+	n := thousands(int64(d.Count))
+	if d.CountMore {
+		n += "+"
+	}
+	if d.Count == 1 && !d.CountMore {
+		return "1 " + what + " matches"
+	}
+	return n + " " + what + "s match"
+}
+
+// maxCount bounds a search's count: past it the page says "1,000+".
+const maxCount = 1000
+
+// countKey is a counted search: its request and the generation it answered at.
+type countKey struct {
+	req string
+	gen uint64
+}
+
+// searchCounts keeps the counts of recent searches (a search's results do
+// not change at one generation).
+type searchCounts struct {
+	mu sync.Mutex // guards m
+	m  map[countKey]int
+}
+
+func (c *searchCounts) get(k countKey) (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.m[k]
+	return n, ok
+}
+
+func (c *searchCounts) put(k countKey, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) > 1024 {
+		c.m = map[countKey]int{}
+	}
+	c.m[k] = n
+}
+
+// count counts the search's results by paging through them, at most
+// maxCount; page reads one page of at most limit from a cursor and returns
+// its length and the next cursor.
+func (s *Server) count(ctx context.Context, key any, gen uint64, page func(cursor string) (int, string, error)) (int, bool) {
+	b, _ := json.Marshal(key)
+	k := countKey{req: string(b), gen: gen}
+	if n, ok := s.searchCounts.get(k); ok {
+		return min(n, maxCount), n > maxCount
+	}
+	n, cursor := 0, ""
+	for {
+		got, next, err := page(cursor)
+		if err != nil {
+			return -1, false
+		}
+		n += got
+		if next == "" || n > maxCount {
+			break
+		}
+		cursor = next
+	}
+	s.searchCounts.put(k, n)
+	return min(n, maxCount), n > maxCount
 }
 
 // HasSurface reports whether the surface filter includes s.
@@ -150,6 +230,14 @@ func (s *Server) searchAcross(ctx context.Context, d *searchData, ev []dshq.Filt
 		return nil, err
 	}
 	d.Generation = gen
+	countReq := dshq.SessionSearchRequest{Query: d.Q, SessionFilters: sf, EventFilters: ev, Limit: dshq.MaxSearchLimit}
+	d.Count, d.CountMore = s.count(ctx, countReq, gen, func(cursor string) (int, string, error) {
+		r := countReq
+		r.Cursor = cursor
+		var raw rawHitPage
+		err := s.call(ctx, wire.EndpointSessionsSearch, r, &raw)
+		return len(raw.Items), raw.NextCursor, err
+	})
 	hits := items[min(cur.skip, len(items)):]
 	var next *pageCursor
 	if nc != "" {
@@ -176,6 +264,16 @@ func (s *Server) searchEvents(ctx context.Context, d *searchData, ev []dshq.Filt
 		return nil, err
 	}
 	d.Generation = p.Generation
+	countReq := dshq.EventSearchRequest{SessionID: d.Session, Query: d.Q, Filters: ev, Limit: dshq.MaxSearchLimit}
+	d.Count, d.CountMore = s.count(ctx, countReq, p.Generation, func(cursor string) (int, string, error) {
+		r := countReq
+		r.Cursor = cursor
+		cp, err := s.qc.SearchEvents(ctx, r)
+		if err != nil {
+			return 0, "", err
+		}
+		return len(cp.Items), cp.NextCursor, nil
+	})
 	row := newRow(sessionRecord{SessionRecord: dshq.SessionRecord{Header: p.Session}}, nil)
 	for _, h := range p.Items {
 		d.Hits = append(d.Hits, s.hit(row, h, d.Q))

@@ -75,6 +75,11 @@ type Server struct {
 	harnesses map[string]bool
 	// harnessProbe is when knownHarnesses last asked the API (guarded by mu).
 	harnessProbe time.Time
+
+	// totals are the sessions' totals, kept as they are read.
+	totals totalsCache
+	// counts are the counts of recent searches.
+	searchCounts searchCounts
 }
 
 // asset is one embedded static file.
@@ -180,7 +185,8 @@ func (s *Server) routes() {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /{$}", s.page(s.sessionsPage))
 	m.HandleFunc("GET /search", s.page(s.searchPage))
-	m.HandleFunc("GET /s/{id}", s.page(s.sessionPage))
+	m.HandleFunc("GET /s/{id}", s.page(s.conversationPage))
+	m.HandleFunc("GET /s/{id}/log", s.page(s.logPage))
 	m.HandleFunc("GET /s/{id}/e/{seq}", s.page(s.eventPage))
 	m.HandleFunc("GET /s/{id}/lineage", s.page(s.lineagePage))
 	m.HandleFunc("GET /s/{id}/live", s.sessionLive)

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -11,7 +12,8 @@ import (
 	"github.com/dshq/dshq"
 )
 
-// sessionData is the transcript page.
+// sessionData is a session's page: the conversation (the default) or the
+// event log, one page of events either way.
 type sessionData struct {
 	Row           sessionRow
 	Inherited     int64
@@ -27,6 +29,21 @@ type sessionData struct {
 	// NoSurfaces is set when the session's surface cannot be read (it is
 	// invalid): events are shown raw.
 	NoSurfaces bool
+	// Log is set on the event log (/s/{id}/log), else this is the
+	// conversation.
+	Log bool
+	// Conv is the conversation of Events (nil on the log).
+	Conv *conversation
+	// Filter is the page's event filter (types, surfaces, only errors).
+	Filter eventFilter
+	// Scanned is how many events a filtered page looked at (From..To).
+	Scanned int64
+	// Synthetic is the number of crash closers shown after the stored events.
+	Synthetic int
+	// Totals are the session's totals (nil when they could not be read).
+	Totals *totals
+	// ViewURL and LogURL are the conversation's and the event log's URLs.
+	ViewURL, LogURL string
 }
 
 // pageLink is one entry of the page navigation; Page < 0 is a gap.
@@ -36,22 +53,37 @@ type pageLink struct {
 	Current bool
 }
 
-func (s *Server) sessionPage(r *http.Request) (*view, error) {
+// maxFilterScan bounds the events one filtered page reads: it shows the
+// matches among them and links to the next stretch.
+const maxFilterScan = 1000
+
+func (s *Server) conversationPage(r *http.Request) (*view, error) { return s.sessionPage(r, false) }
+func (s *Server) logPage(r *http.Request) (*view, error)          { return s.sessionPage(r, true) }
+
+func (s *Server) sessionPage(r *http.Request, logView bool) (*view, error) {
 	id := r.PathValue("id")
 	q := r.URL.Query()
 	ctx := r.Context()
-	st, err := s.statSession(ctx, id)
-	if err != nil {
-		return nil, err
+	base := sessionURL(id)
+	if logView {
+		base += "/log"
 	}
-	pages := max(1, (st.EventCount+s.pageSize-1)/s.pageSize)
 	if seq := q.Get("seq"); seq != "" {
 		n, err := strconv.ParseInt(seq, 10, 64)
 		if err != nil || n < 0 {
 			return nil, badRequest("The seq %q is not an event number.", seq)
 		}
-		return &view{redirect: eventURL(id, n, s.pageSize)}, nil
+		return &view{redirect: base + "?page=" + strconv.FormatInt(n/s.pageSize, 10) + "#e-" + strconv.FormatInt(n, 10)}, nil
 	}
+	f, err := parseEventFilter(q)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.statSession(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	pages := max(1, (st.EventCount+s.pageSize-1)/s.pageSize)
 	page := pages - 1
 	if !st.Session.Live {
 		page = 0
@@ -61,28 +93,98 @@ func (s *Server) sessionPage(r *http.Request) (*view, error) {
 		if err != nil || n < 0 {
 			return nil, badRequest("The page %q is not a page number.", p)
 		}
-		page = min(n, pages-1)
+		if n >= pages {
+			return nil, &httpError{status: http.StatusNotFound, title: "No such page",
+				msg: fmt.Sprintf("This session has %s of events (%s events); page %d is past its end. Its last page is %d.",
+					plural(pages, "page"), thousands(st.EventCount), n+1, pages), link: base + "?page=" + strconv.FormatInt(pages-1, 10), linkText: "Go to the last page"}
+		}
+		page = n
 	}
 	d := &sessionData{Row: newRow(sessionRecord{SessionRecord: st.Session, Harness: st.Harness}, st), Inherited: st.InheritedEventCount,
 		InvalidFrom: st.InvalidFromSeq, InvalidReason: clean(st.InvalidReason),
-		Page: page, Pages: pages, LastPage: page == pages-1, Generation: st.Generation, NoSurfaces: st.InvalidFromSeq != nil}
+		Page: page, Pages: pages, LastPage: page == pages-1, Generation: st.Generation, NoSurfaces: st.InvalidFromSeq != nil,
+		Log: logView, Filter: f, ViewURL: sessionURL(id), LogURL: sessionURL(id) + "/log"}
 	d.From, d.To = page*s.pageSize, (page+1)*s.pageSize-1
-	if err := s.fillTranscript(ctx, id, st.EventCount, d); err != nil {
+	if f.Any() {
+		d.From = int64(atoi(q.Get("from")))
+		d.To = d.From + maxFilterScan - 1
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.fillTranscript(gctx, id, st.EventCount, d) })
+	g.Go(func() error { d.Totals = s.sessionTotals(gctx, id, st); return nil })
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	d.Links = pageLinks(id, page, pages)
-	if page > 0 {
-		d.Prev = sessionURL(id) + "?page=" + strconv.FormatInt(page-1, 10)
+	d.Row.applyTotals(d.Totals)
+	d.Row.Tab = "conversation"
+	if logView {
+		d.Row.Tab = "log"
 	}
-	if page < pages-1 {
-		d.Next = sessionURL(id) + "?page=" + strconv.FormatInt(page+1, 10)
+	var kept []eventView
+	for _, v := range d.Events {
+		switch {
+		case v.Seq >= st.EventCount && st.Session.Live:
+			// A live session's log is being written: its open turn is not
+			// interrupted, so no closer is shown.
+			continue
+		case v.Seq >= st.EventCount:
+			v.Synthetic = true
+			d.Synthetic++
+		}
+		kept = append(kept, v)
+	}
+	d.Events = kept
+	if f.Any() {
+		d.Scanned = min(d.To, max(st.EventCount-1, d.From)) - d.From + 1
+		d.Events = f.apply(d.Events, s.pageSize)
+		if len(d.Events) > 0 && int64(len(d.Events)) == s.pageSize {
+			d.To = d.Events[len(d.Events)-1].Seq
+			d.Scanned = d.To - d.From + 1
+		}
+		fv := f.values()
+		if d.From > 0 {
+			d.Prev = base + "?" + fv.Encode()
+		}
+		if d.To < st.EventCount-1 {
+			fv.Set("from", strconv.FormatInt(d.To+1, 10))
+			d.Next = base + "?" + fv.Encode()
+		}
+		d.LastPage = d.Next == ""
+	} else {
+		d.Links = pageLinks(base, page, pages)
+		if page > 0 {
+			d.Prev = base + "?page=" + strconv.FormatInt(page-1, 10)
+		}
+		if page < pages-1 {
+			d.Next = base + "?page=" + strconv.FormatInt(page+1, 10)
+		}
+	}
+	if !logView {
+		d.Conv = buildConversation(d.Events)
 	}
 	title := d.Row.Title
 	if title == "" {
 		title = d.Row.Label
 	}
-	return &view{Page: "session", Title: title, Data: d,
-		Live: liveInfo{URL: sessionURL(id) + "/live?after=" + strconv.FormatUint(st.Generation, 10), Kind: "session"}}, nil
+	liveURL := sessionURL(id) + "/live?after=" + strconv.FormatUint(st.Generation, 10)
+	if !logView {
+		liveURL += "&view=conv"
+	}
+	if f.Any() {
+		liveURL = "" // a filtered page is a query, not a tail
+	}
+	v := &view{Page: "session", Title: title, Data: d}
+	if liveURL != "" {
+		v.Live = liveInfo{URL: liveURL, Kind: "session"}
+	}
+	return v, nil
+}
+
+func plural(n int64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return thousands(n) + " " + what + "s"
 }
 
 // fillTranscript reads the page's events (events.read windows), their
@@ -122,7 +224,7 @@ func (s *Server) fillTranscript(ctx context.Context, id string, count int64, d *
 		tr.complete(ctx, events, surfaces)
 	}
 	for _, e := range events {
-		v := renderEvent(id, e, false)
+		v := renderEvent(id, e, inlineBytes, traceURL(id, e.Seq)+"?all=1")
 		v.Surface = string(surfaces[e.Seq])
 		if !d.NoSurfaces && !dshq.IsSurfaceType(e.Type) {
 			v.Surface = string(dshq.SurfaceLogOnly) // the fold's rule for every other type
@@ -304,7 +406,7 @@ func isReplace(e dshq.Event) bool { return len(e.SurfaceOp) > 0 && e.SurfaceOp[0
 
 // pageLinks returns the navigation: the first and last pages, and two on
 // each side of the current one.
-func pageLinks(id string, page, pages int64) []pageLink {
+func pageLinks(base string, page, pages int64) []pageLink {
 	var out []pageLink
 	last := int64(-2)
 	for p := int64(0); p < pages; p++ {
@@ -314,7 +416,7 @@ func pageLinks(id string, page, pages int64) []pageLink {
 		if p != last+1 {
 			out = append(out, pageLink{Page: -1})
 		}
-		out = append(out, pageLink{Page: p, URL: sessionURL(id) + "?page=" + strconv.FormatInt(p, 10), Current: p == page})
+		out = append(out, pageLink{Page: p, URL: base + "?page=" + strconv.FormatInt(p, 10), Current: p == page})
 		last = p
 	}
 	return out

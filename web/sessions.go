@@ -143,6 +143,11 @@ type sessionRow struct {
 	Harness   string
 	Invalid   bool
 	Preset    string
+	// Totals are the session's totals, nil when not read.
+	Totals *totals
+	// Tab is the session page the row heads (conversation, log, timeline,
+	// lineage, event).
+	Tab string
 }
 
 func newRow(r sessionRecord, st *stat) sessionRow {

@@ -33,6 +33,8 @@ type eventData struct {
 	Chain, Replaced, Sources, Derived []linked
 	More                              int
 	BackURL                           string
+	// RawBytes is the size of the record as written.
+	RawBytes int64
 }
 
 // linked is a preview of a linked event.
@@ -72,7 +74,13 @@ func (s *Server) eventPage(r *http.Request) (*view, error) {
 		return nil, err
 	}
 	d := &eventData{Row: newRow(sessionRecord{SessionRecord: st.Session, Harness: st.Harness}, st), BackURL: eventURL(id, seq, s.pageSize)}
-	d.Event = renderEvent(id, win.Target, true)
+	limit := pageBytes
+	if r.URL.Query().Get("all") == "1" {
+		limit = 0 // the reader asked for it whole
+	}
+	d.Event = renderEvent(id, win.Target, limit, traceURL(id, seq)+"?all=1")
+	d.RawBytes = int64(len(win.Target.Raw))
+	d.Row.Tab = "event"
 	d.Event.Inherited = seq < st.InheritedEventCount
 	switch {
 	case terr == nil:
@@ -185,6 +193,7 @@ func (s *Server) lineagePage(r *http.Request) (*view, error) {
 	walk(lt.Descendants)
 	stats := s.statAll(ctx, ids[:min(len(ids), maxLineageStats)])
 	d := &lineageData{Target: newRow(lt.Target, stats[lt.Target.Header.ID]), Complete: lt.Complete, Count: len(ids)}
+	d.Target.Tab = "lineage"
 	if lt.Unresolved != nil {
 		d.Unresolved = *lt.Unresolved
 	}

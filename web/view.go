@@ -81,6 +81,7 @@ func (s *Server) funcs() template.FuncMap {
 		"iso":         isoTime,
 		"when":        whenTime,
 		"thousands":   thousands,
+		"duration":    duration,
 		"harness":     harnessLabel,
 		"restoreHint": restore.HintFor,
 		"add":         func(a, b int64) int64 { return a + b },
@@ -132,10 +133,12 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // Status and message of the error page.
-func (e *httpError) Status() int     { return e.status }
-func (e *httpError) Heading() string { return e.title }
-func (e *httpError) Message() string { return clean(e.msg) }
-func (e *httpError) Code() string    { return string(e.code) }
+func (e *httpError) Status() int      { return e.status }
+func (e *httpError) Heading() string  { return e.title }
+func (e *httpError) Message() string  { return clean(e.msg) }
+func (e *httpError) Code() string     { return string(e.code) }
+func (e *httpError) Link() string     { return e.link }
+func (e *httpError) LinkText() string { return e.linkText }
 
 func sessionURL(id string) string { return "/s/" + url.PathEscape(id) }
 

@@ -1,0 +1,237 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query/wire"
+)
+
+// totals are what a session adds up to: its span, turns, tool calls and
+// failures, the models that answered and the tokens its model responses
+// report. They are read from its stored events (crash closers not
+// included) and kept per session: a log only grows, so a later read adds
+// only the events stored since.
+type totals struct {
+	Events       int64 // the stored events counted
+	First, Last  int64 // the first and last events' times (epoch ms)
+	Turns        int64
+	ToolCalls    int64
+	FailedCalls  int64
+	Models       []string
+	InputTokens  int64
+	OutputTokens int64
+	CacheRead    int64
+	CacheWrite   int64
+	// HasTokens is set when a model response reported usage.
+	HasTokens bool
+
+	models map[string]bool
+	calls  map[string]bool // call ids seen (a tool-call block and its tool/call are one call)
+}
+
+// Duration is the span from the first to the last event.
+func (t *totals) Duration() int64 { return max(0, t.Last-t.First) }
+
+// maxTotalsSessions bounds the sessions whose totals the UI keeps.
+const maxTotalsSessions = 4096
+
+// totalsCache holds the sessions' totals by id.
+type totalsCache struct {
+	mu sync.Mutex // guards m
+	m  map[string]*totals
+}
+
+// sessionTotals returns the totals of the session st describes, reading
+// only the events stored since they were last read (nil when they cannot be
+// read: the page shows none).
+func (s *Server) sessionTotals(ctx context.Context, id string, st *stat) *totals {
+	s.totals.mu.Lock()
+	cached := s.totals.m[id]
+	s.totals.mu.Unlock()
+	if cached != nil && cached.Events == st.EventCount {
+		return cached
+	}
+	t := &totals{models: map[string]bool{}, calls: map[string]bool{}}
+	if cached != nil && cached.Events < st.EventCount {
+		*t = *cached
+		t.models, t.calls = cloneSet(cached.models), cloneSet(cached.calls)
+		t.Models = append([]string(nil), cached.Models...)
+	}
+	if err := s.scanEvents(ctx, id, t.Events, st.EventCount, t.add); err != nil {
+		return nil
+	}
+	sort.Strings(t.Models)
+	s.totals.mu.Lock()
+	if s.totals.m == nil || len(s.totals.m) >= maxTotalsSessions {
+		s.totals.m = map[string]*totals{}
+	}
+	if old := s.totals.m[id]; old == nil || old.Events <= t.Events {
+		s.totals.m[id] = t
+	}
+	s.totals.mu.Unlock()
+	return t
+}
+
+func cloneSet(m map[string]bool) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// scanEvents calls fn with the stored events from..count-1 in seq order:
+// sessions.read pages from the start, events.read windows from later on.
+func (s *Server) scanEvents(ctx context.Context, id string, from, count int64, fn func(dshq.Event)) error {
+	if from >= count {
+		return nil
+	}
+	if from > 0 {
+		evs, err := s.readRange(ctx, id, from, count-1, count)
+		for _, e := range evs {
+			fn(e)
+		}
+		return err
+	}
+	req := dshq.SessionReadRequest{SessionID: id, Limit: dshq.MaxListLimit}
+	for {
+		var page struct {
+			Events     []dshq.Event `json:"events"`
+			NextCursor string       `json:"nextCursor"`
+		}
+		if err := s.call(ctx, wire.EndpointSessionsRead, req, &page); err != nil {
+			return err
+		}
+		for _, e := range page.Events {
+			if e.Seq >= count {
+				return nil
+			}
+			fn(e)
+		}
+		if page.NextCursor == "" || len(page.Events) == 0 {
+			return nil
+		}
+		req.Cursor = page.NextCursor
+	}
+}
+
+// add counts one event.
+func (t *totals) add(e dshq.Event) {
+	if t.Events == 0 || e.Time < t.First {
+		t.First = e.Time
+	}
+	t.Last = max(t.Last, e.Time)
+	t.Events = e.Seq + 1
+	switch e.Type {
+	case "turn/start":
+		t.Turns++
+	case "tool/call":
+		var c struct {
+			CallID string `json:"callId"`
+		}
+		_ = json.Unmarshal(e.Data, &c)
+		t.call(c.CallID)
+	case dshq.TypeAssistantMessage:
+		var a struct {
+			Message struct {
+				Source struct {
+					Model string `json:"model"`
+				} `json:"source"`
+				Content []struct {
+					Type string `json:"type"`
+					ID   string `json:"id"`
+				} `json:"content"`
+			} `json:"message"`
+			Usage *struct {
+				InputTokens      int64 `json:"inputTokens"`
+				OutputTokens     int64 `json:"outputTokens"`
+				CacheReadTokens  int64 `json:"cacheReadTokens"`
+				CacheWriteTokens int64 `json:"cacheWriteTokens"`
+			} `json:"usage"`
+		}
+		if json.Unmarshal(e.Data, &a) != nil {
+			return
+		}
+		if m := a.Message.Source.Model; m != "" && m != "unknown" && !t.models[m] {
+			t.models[m] = true
+			t.Models = append(t.Models, clean(m))
+		}
+		for _, b := range a.Message.Content {
+			if b.Type == "tool-call" {
+				t.call(b.ID)
+			}
+		}
+		if u := a.Usage; u != nil {
+			t.HasTokens = true
+			t.InputTokens += u.InputTokens
+			t.OutputTokens += u.OutputTokens
+			t.CacheRead += u.CacheReadTokens
+			t.CacheWrite += u.CacheWriteTokens
+		}
+	case dshq.TypeToolResult:
+		var r struct {
+			Error   json.RawMessage `json:"error"`
+			Message struct {
+				Content []struct {
+					IsError bool `json:"isError"`
+				} `json:"content"`
+			} `json:"message"`
+		}
+		if json.Unmarshal(e.Data, &r) != nil {
+			return
+		}
+		failed := len(r.Error) > 0 && string(r.Error) != "null"
+		for _, b := range r.Message.Content {
+			failed = failed || b.IsError
+		}
+		if failed {
+			t.FailedCalls++
+		}
+	}
+}
+
+// call counts a call id once (an id-less call always).
+func (t *totals) call(id string) {
+	if id == "" {
+		t.ToolCalls++
+		return
+	}
+	if !t.calls[id] {
+		t.calls[id] = true
+		t.ToolCalls++
+	}
+}
+
+// ModelList is the models, comma-separated.
+func (t *totals) ModelList() string { return strings.Join(t.Models, ", ") }
+
+// duration renders milliseconds for people: 850 ms, 12.4 s, 3 min 05 s,
+// 2 h 14 min, 3 d 4 h.
+func duration(ms int64) string {
+	if ms < 0 {
+		return ""
+	}
+	d := time.Duration(ms) * time.Millisecond
+	switch {
+	case d < time.Second:
+		return sprintf("%d ms", ms)
+	case d < time.Minute:
+		return sprintf("%.1f s", d.Seconds())
+	case d < time.Hour:
+		return sprintf("%d min %02d s", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return sprintf("%d h %02d min", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return sprintf("%d d %d h", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// applyTotals puts the totals on the row.
+func (r *sessionRow) applyTotals(t *totals) {
+	r.Totals = t
+}
