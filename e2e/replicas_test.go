@@ -53,8 +53,7 @@ func TestProjectionReplicas(t *testing.T) {
 	dataA, dataB := t.TempDir(), t.TempDir()
 	a := startReplica(t, "projector A", url, dataA, replicaA)
 	b := startReplica(t, "projector B", url, dataB, replicaB)
-	qp := startProc(t, "query", bins.query, []string{"--nats-url", url}, nil)
-	qp.waitLine(t, startTimeout, "the query service", func(l string) bool { return strings.Contains(l, "msg=serving") })
+	startQuery(t, "query", "--nats-url", url)
 
 	nc, err := nats.Connect(url, append(bus.ConnectOptions(), nats.Name("e2e-replicas"))...)
 	if err != nil {
