@@ -149,7 +149,7 @@ func TestServeWhoseConnectionTheServerClosesReconnectsOrExits(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 3*time.Minute)
 	r := startReconnectNATS(t)
-	serve := startProc(t, "dshq serve", bins.dshq, []string{"serve", "--nats-url", r.url, "--user", "trusted", "--home", filepath.Join(r.dir, "home")},
+	serve := startProc(t, "dshq serve", bins.dshq, []string{"serve", "--nats-url", r.url, "--user", "trusted", "--home", filepath.Join(r.dir, "home"), "--http", "127.0.0.1:0"},
 		[]string{"DSH_NATS_PASSWORD=first"})
 	serve.waitLine(t, startTimeout, `"dshq ready"`, func(l string) bool { return strings.Contains(l, `"dshq ready"`) })
 	nc := r.trusted(t)
