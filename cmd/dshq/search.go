@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/admin"
 	"github.com/dshq/dshq/query"
 )
 
@@ -47,6 +48,9 @@ nextCursor those of the last page).`,
 				return usageErrorf("--limit %d: the page size is 1..%d", limit, dshq.MaxSearchLimit)
 			}
 			if err := checkSurfaces(surfaces); err != nil {
+				return err
+			}
+			if err := checkHarnesses(harness); err != nil {
 				return err
 			}
 			if session != "" {
@@ -98,7 +102,7 @@ nextCursor those of the last page).`,
 func harnessFilter(values []string) dshq.Filter {
 	f := dshq.Filter{Kind: dshq.FilterHarness}
 	for _, v := range values {
-		if v == "native" {
+		if v == admin.NativeHarness {
 			f.Values = append(f.Values, nil)
 			continue
 		}
@@ -115,6 +119,20 @@ func checkSurfaces(values []string) error {
 		case dshq.SurfaceCurrent, dshq.SurfaceShadowed, dshq.SurfaceLogOnly:
 		default:
 			return usageErrorf("--surface %q: a surface is current, shadowed or log-only", v)
+		}
+	}
+	return nil
+}
+
+// checkHarnesses refuses a --harness value that names no harness dshq
+// stores sessions of (the filter would match nothing, and say so as if the
+// corpus had none).
+func checkHarnesses(values []string) error {
+	for _, v := range values {
+		switch v {
+		case dshq.HarnessClaudeCode, dshq.HarnessCodex, admin.NativeHarness:
+		default:
+			return usageErrorf("--harness %q: a harness is %s, %s or %s", v, dshq.HarnessClaudeCode, dshq.HarnessCodex, admin.NativeHarness)
 		}
 	}
 	return nil
