@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -201,6 +202,18 @@ func TestToolsOnThePartitionedDeployment(t *testing.T) {
 		if err := json.Unmarshal(msg.Data, &ping); err != nil || ping.Name != dshq.ToolsService {
 			t.Fatalf("ping reply %s (%v)", msg.Data, err)
 		}
+		// The operator's own check, when the nats CLI is at hand
+		// (go install github.com/nats-io/natscli/nats@latest).
+		nats, err := exec.LookPath("nats")
+		if err != nil {
+			t.Log("no nats CLI on PATH: nats micro ls not run (the ping above is its request)")
+			return
+		}
+		out, err := exec.CommandContext(ctx, nats, "--server", url, "micro", "ls").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), dshq.ToolsService) || !strings.Contains(string(out), dshq.QueryService) {
+			t.Fatalf("nats micro ls: %v\n%s", err, out)
+		}
+		t.Logf("nats micro ls:\n%s", out)
 	})
 	oneLast, last := importToolCorpus(t, oneURL, oneNC), importToolCorpus(t, url, nc)
 	if oneLast != last {
