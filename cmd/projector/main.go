@@ -117,11 +117,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 	if err != nil {
 		return err
 	}
-	log, err := o.Logger(stderr)
-	if err != nil {
-		return err
-	}
-	stopPprof, err := o.ServePprof()
+	log, stopPprof, err := o.Start(stderr)
 	if err != nil {
 		return err
 	}

@@ -67,11 +67,7 @@ func run(ctx context.Context, args []string, ready chan<- string) error {
 	if o.shards < 1 || o.shards > dshq.MaxShards {
 		return fmt.Errorf("--shards %d: want 1 to %d", o.shards, dshq.MaxShards)
 	}
-	log, err := o.Logger(os.Stderr)
-	if err != nil {
-		return err
-	}
-	stopPprof, err := o.ServePprof()
+	log, stopPprof, err := o.Start(os.Stderr)
 	if err != nil {
 		return err
 	}

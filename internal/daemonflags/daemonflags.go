@@ -64,22 +64,21 @@ func (f *Flags) Check() error {
 	return nil
 }
 
-// Logger is the command's logger: JSON lines on w at --log-level.
-func (f *Flags) Logger(w io.Writer) (*slog.Logger, error) {
+// Start begins what the lifecycle flags ask for: it returns the command's
+// logger (JSON lines on w at --log-level) and serves the profiles when
+// --pprof is set; stop (never nil) stops serving them.
+func (f *Flags) Start(w io.Writer) (log *slog.Logger, stop func(), err error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(f.LogLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
+		return nil, nil, fmt.Errorf("--log-level: %w", err)
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
-}
-
-// ServePprof serves the profiles when --pprof asks; stop (never nil) ends
-// that.
-func (f *Flags) ServePprof() (stop func(), err error) {
-	if f.Pprof == "" {
-		return func() {}, nil
+	stop = func() {}
+	if f.Pprof != "" {
+		if stop, err = pprofsrv.Serve(f.Pprof); err != nil {
+			return nil, nil, err
+		}
 	}
-	return pprofsrv.Serve(f.Pprof)
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), stop, nil
 }
 
 func envOr(key, def string) string {
