@@ -38,13 +38,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
 		}, []string{"tool", "code"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.seconds} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return nil, fmt.Errorf("register tools metrics: %w", err)
-			}
+	// A service started again on a new connection (cmd/query after the
+	// server closed the last one) counts on in the registered collectors.
+	if err := reg.Register(m.requests); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			return nil, fmt.Errorf("register tools metrics: %w", err)
 		}
+		m.requests = are.ExistingCollector.(*prometheus.CounterVec)
+	}
+	if err := reg.Register(m.seconds); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			return nil, fmt.Errorf("register tools metrics: %w", err)
+		}
+		m.seconds = are.ExistingCollector.(*prometheus.HistogramVec)
 	}
 	for _, d := range tools.Definitions() {
 		m.requests.WithLabelValues(d.Name, "OK")
