@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: run build setup test vet bench bench-1m bench-ui fuzz clean
+.PHONY: run build setup test vet bench bench-ts bench-1m bench-ui fuzz clean
 
 ## run: build bin/dshq and serve the all-in-one corpus (data under $DSH_HOME).
 ## Options of dshq serve go in ARGS: make run ARGS="--listen 127.0.0.1:4333 --home /tmp/dsh --metrics 127.0.0.1:9464".
@@ -21,9 +21,11 @@ build:
 setup:
 	@bash .ci/setup
 
-## test: what CI runs (.ci/run): vet, then every test with the race detector.
+## test: what CI runs (.ci/run): vet, then every test with the race detector,
+## then the TypeScript client's (clients/ts/test.sh).
 test: vet
 	$(GO) test -race -count=1 -timeout 30m ./...
+	@bash clients/ts/test.sh
 
 vet:
 	$(GO) vet ./...
@@ -34,6 +36,12 @@ vet:
 ## The per-package micro-benchmarks: go test -run '^$$' -bench . ./bus ./projection ...
 bench:
 	$(GO) run ./cmd/dshq-bench $(BENCH_FLAGS)
+	@$(MAKE) --no-print-directory bench-ts
+
+## bench-ts: the TypeScript backend's append → acknowledged and append →
+## searchable beside the Go SDK's, in one run (clients/ts/bench; BENCH_N appends each, default 200).
+bench-ts:
+	@cd clients/ts && bash ../../.ci/setup-ts.sh && npx tsc -p . && node dist/bench/bench.js
 
 ## bench-1m: the query figures on 1 000 000 events (16 300 sessions): the first
 ## 15 500 sessions are bulk-loaded through Store.Import (16 writers, sync relaxed,
