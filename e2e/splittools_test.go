@@ -165,9 +165,11 @@ var splitToolCalls = []toolCall{
 // secretsOfB are what an s-caller call must never show.
 var secretsOfB = []string{"b-secret", "s-b77c", "b-caller", "n-nocwd", "n-caller", "SECRET", "/home/u/other"}
 
-// callReply calls c on nc and returns the reply as JSON.
-func callReply(ctx context.Context, nc *nats.Conn, caller, tool, args string) (string, error) {
-	r, err := toolservice.NewClient(nc, caller).Call(ctx, tool, json.RawMessage(args))
+// callReply calls tool on nc as caller, answered by a projection that has
+// applied generation gen (every shard, whichever replica: a harness's
+// read-your-writes), and returns the reply as JSON.
+func callReply(ctx context.Context, nc *nats.Conn, gen uint64, caller, tool, args string) (string, error) {
+	r, err := toolservice.NewClient(nc, caller).AtGeneration(gen).Call(ctx, tool, json.RawMessage(args))
 	if err != nil {
 		return "", err
 	}
@@ -225,11 +227,11 @@ func TestToolsOnThePartitionedDeployment(t *testing.T) {
 	answered := 0 // the calls that were not errors
 	for _, c := range splitToolCalls {
 		t.Run(c.String(), func(t *testing.T) {
-			want, err := callReply(ctx, oneNC, c.caller, c.tool, c.args)
+			want, err := callReply(ctx, oneNC, last, c.caller, c.tool, c.args)
 			if err != nil {
 				t.Fatalf("one projection: %v", err)
 			}
-			got, err := callReply(ctx, nc, c.caller, c.tool, c.args)
+			got, err := callReply(ctx, nc, last, c.caller, c.tool, c.args)
 			if err != nil {
 				t.Fatalf("partitioned: %v", err)
 			}
@@ -247,7 +249,7 @@ func TestToolsOnThePartitionedDeployment(t *testing.T) {
 				}
 			}
 			if c.twin != "" {
-				missing, err := callReply(ctx, nc, c.caller, c.tool, c.twin)
+				missing, err := callReply(ctx, nc, last, c.caller, c.tool, c.twin)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -279,7 +281,7 @@ func TestToolsThroughAReplicasDeath(t *testing.T) {
 	want := make([]string, len(splitToolCalls))
 	for i, c := range splitToolCalls {
 		var err error
-		if want[i], err = callReply(ctx, nc, c.caller, c.tool, c.args); err != nil {
+		if want[i], err = callReply(ctx, nc, last, c.caller, c.tool, c.args); err != nil {
 			t.Fatalf("%s: %v", c, err)
 		}
 	}
@@ -295,7 +297,7 @@ func TestToolsThroughAReplicasDeath(t *testing.T) {
 		ops := &opLog{}
 		paced(ctx, stop, failoverQueryPace, ops, "tool", nil, func(ctx context.Context, i int) (string, bool, error) {
 			c := splitToolCalls[i%len(splitToolCalls)]
-			got, err := callReply(ctx, nc, c.caller, c.tool, c.args)
+			got, err := callReply(ctx, nc, last, c.caller, c.tool, c.args)
 			switch {
 			case err != nil:
 			case got != want[i%len(splitToolCalls)]:
