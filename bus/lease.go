@@ -46,6 +46,9 @@ type LeaseValue struct {
 	Owner string `json:"owner"`
 	// AcquiredAt is the acquisition time, epoch ms.
 	AcquiredAt int64 `json:"acquiredAt"`
+	// Holder names who holds it for people (WithLeaseHolder: the machine
+	// and program), absent when the Store was given none.
+	Holder string `json:"holder,omitempty"`
 }
 
 // lease is one held write lease. Its heartbeat goroutine is started by
@@ -75,8 +78,8 @@ type lease struct {
 
 // newLeaseValue returns the value of one acquisition: unique, so an
 // acquisition recognises its own key after a lost acknowledgement.
-func newLeaseValue(id string) []byte {
-	v, _ := json.Marshal(LeaseValue{SessionID: id, Owner: nuid.Next(), AcquiredAt: time.Now().UnixMilli()})
+func newLeaseValue(id, holder string) []byte {
+	v, _ := json.Marshal(LeaseValue{SessionID: id, Owner: nuid.Next(), AcquiredAt: time.Now().UnixMilli(), Holder: holder})
 	return v
 }
 

@@ -47,6 +47,7 @@ type storeOptions struct {
 	knownType  func(string) bool
 	atomicMin  int
 	tenant     string // "" = the untenanted namespace
+	holder     string // LeaseValue.Holder of this Store's leases
 }
 
 // WithStreamConfig sets the stream and lease bucket (default: the zero
@@ -282,14 +283,14 @@ func (s *Store) acquire(ctx context.Context, id, tok string) (*lease, error) {
 	key := s.leaseKey(tok)
 	v := s.takeUnsettled(key)
 	if v == nil {
-		v = newLeaseValue(id) // the same value on every attempt
+		v = newLeaseValue(id, s.opts.holder) // the same value on every attempt
 	}
 	var l *lease
 	err := s.pub.retry(ctx, func(ctx context.Context) error {
 		var err error
 		l, err = acquireLease(ctx, s.kv, key, v, s.opts.stream.LeaseTTL)
 		if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err) {
-			return errorf(ErrAlreadyOwned, id, "session %q is already owned by another writer", id)
+			return errorf(ErrAlreadyOwned, id, "session %q is already owned by another writer%s", id, s.holderOf(ctx, key))
 		}
 		return err
 	})

@@ -21,7 +21,7 @@ func TestConvertersImportOnlyTheVocabulary(t *testing.T) {
 		module: true, module + "/record": true, module + "/fold": true,
 		module + "/capture": true, module + "/capture/internal/build": true,
 	}
-	for _, pkg := range []string{".", "claudecode", "codex", "internal/build"} {
+	for _, pkg := range []string{".", "claudecode", "codex", "internal/build", "restore"} {
 		p, err := build.ImportDir(filepath.Join(dir, pkg), 0)
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,8 @@
 package web
 
 import (
+	"github.com/dshq/dshq/capture/restore"
+
 	"bytes"
 	"fmt"
 	"html/template"
@@ -80,6 +82,7 @@ func (s *Server) funcs() template.FuncMap {
 		"when":        whenTime,
 		"thousands":   thousands,
 		"harness":     harnessLabel,
+		"restoreHint": restore.HintFor,
 		"add":         func(a, b int64) int64 { return a + b },
 		"deref":       func(p *int64) int64 { return *p },
 		"int64":       func(n int) int64 { return int64(n) },

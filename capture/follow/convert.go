@@ -80,6 +80,9 @@ type Resumed struct {
 	// stored yet: the updates a crash between two sessions' appends left
 	// unpublished, to publish first.
 	Replay []capture.Update
+	// Remapped is set for a file restored elsewhere (dshq restore --cwd):
+	// each stored working directory and the one the file has instead.
+	Remapped map[string]string
 }
 
 // Resume prepares the conversion of the file at path whose current content
@@ -120,21 +123,15 @@ func Resume(ctx context.Context, st Records, f capture.Format, path string, data
 	if err != nil {
 		return nil, changed("%v", err)
 	}
-	var n int64
-	for _, l := range lines {
-		if !bytes.HasPrefix(data[min(n, int64(len(data))):], l.Text) || !bytes.HasPrefix(data[min(n+int64(len(l.Text)), int64(len(data))):], []byte(l.EOL)) {
-			n = -1
-			break
-		}
-		n += l.Len()
-	}
-	if n < 0 {
+	n, remapped, ok := storedPrefix(f, lines, data)
+	if !ok {
 		n = 0
 		for _, l := range lines {
 			n += l.Len()
 		}
 		return nil, changed("the file does not begin with the %d bytes (%d lines) the session holds: it was rewritten or truncated", n, len(lines))
 	}
+	r.Remapped = remapped
 	r.OwnID = id
 	r.Headers[id] = hdr
 	r.Stored[id] = int64(len(events))

@@ -504,6 +504,9 @@ func (w *Watcher) resume(ctx context.Context, f *file) (*live, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if n := remappedNotice(r); n != "" && f.synced.Load() < 0 {
+		w.report(Report{Kind: ReportNotice, Path: f.path, Format: format, SessionID: r.OwnID, Detail: n})
+	}
 	l := &live{w: w, f: f, format: format, r: r, handles: map[string]*bus.Handle{}, next: map[string]int64{}, read: int64(len(data))}
 	for id, n := range r.Stored {
 		l.next[id] = n

@@ -20,9 +20,9 @@ import (
 // missing stream is a clear error rather than a new, empty deployment.
 // With a tenant (--tenant) it is the tenant's Store (bus.WithTenant), which
 // may not read the stream's configuration: it assumes dshq's defaults.
-func openStore(ctx context.Context, nc *nats.Conn, stream, tenant string) (*bus.Store, error) {
+func openStore(ctx context.Context, nc *nats.Conn, stream, tenant string, opts ...bus.Option) (*bus.Store, error) {
 	if tenant != "" {
-		return bus.NewStore(ctx, nc, bus.WithTenant(tenant), bus.WithStreamConfig(bus.StreamConfig{Name: stream}))
+		return bus.NewStore(ctx, nc, append([]bus.Option{bus.WithTenant(tenant), bus.WithStreamConfig(bus.StreamConfig{Name: stream})}, opts...)...)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -35,7 +35,7 @@ func openStore(ctx context.Context, nc *nats.Conn, stream, tenant string) (*bus.
 	if err != nil {
 		return nil, err
 	}
-	return bus.NewStore(ctx, nc, bus.WithStreamConfig(cfg))
+	return bus.NewStore(ctx, nc, append([]bus.Option{bus.WithStreamConfig(cfg)}, opts...)...)
 }
 
 // tenantRecords reads the records of session id from its tenant's

@@ -78,7 +78,7 @@ pause); -v adds one per append.`,
 				return err
 			}
 			defer nc.Close()
-			store, err := openStore(cmd.Context(), nc, o.stream, g.tenant)
+			store, err := openStore(cmd.Context(), nc, o.stream, g.tenant, bus.WithLeaseHolder(g.machine()+" (dshq watch)"))
 			if err != nil {
 				return err
 			}
