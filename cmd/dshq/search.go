@@ -176,7 +176,7 @@ func (g *globals) searchSessions(ctx context.Context, c *query.Client, req dshq.
 		n += len(page.Items)
 		if !all || page.NextCursor == "" {
 			if g.json {
-				return writeJSON(g.stdout, merged)
+				return writeJSON(g.stdout, withRestoreHints(merged))
 			}
 			return g.endTable(tw, n, "sessions", page.NextCursor, page.Generation)
 		}
