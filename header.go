@@ -42,6 +42,9 @@ type Header struct {
 	// Harness names the harness whose own file the session was converted
 	// from (HarnessClaudeCode, HarnessCodex); "" for a native session.
 	Harness string `json:"harness,omitempty"`
+	// Machine names the host the session was captured on (dshq watch and
+	// dshq import --machine; default the host name); "" when not recorded.
+	Machine string `json:"machine,omitempty"`
 }
 
 // CwdOrEmpty returns the header's cwd and whether it has one.

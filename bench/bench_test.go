@@ -141,6 +141,9 @@ func checkEveryRow(t *testing.T, sample int, bulk bool) {
 		want = append(want, "sessions.search common phrase, cwd+surface filters "+p+" (ms)|SQLite FTS5 (original design) "+p)
 		want = append(want, "events.trace "+p+" (ms)|SQLite log read + fold", "sessions.surface "+p+" (ms)|SQLite log read + fold")
 		want = append(want, "events.read ±5 "+p+" (ms)|SQLite read of the same window "+p, "sessions.trace "+p+" (ms)|SQLite lineage walk "+p)
+		for _, u := range []string{"daily by model", "top 10 sessions (rolled up)", "projects under /"} {
+			want = append(want, "usage.report "+u+" "+p+" (ms)|target (issue 26, p99)")
+		}
 	}
 	var got []string
 	for _, row := range rep.Rows {

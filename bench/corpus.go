@@ -181,7 +181,10 @@ func (w *sessionWriter) assistant(content []map[string]any, step int) {
 	seq := w.add(dshq.TypeAssistantMessage, map[string]any{"turn": w.turn, "step": step, "message": map[string]any{
 		"id": fmt.Sprintf("m-a%d", w.seq), "role": "assistant",
 		"source":  map[string]any{"kind": "model", "provider": "deepseek-official", "model": "deepseek-v4-flash"},
-		"content": content}}, `,"surfaceOp":"append"`)
+		"content": content},
+		// What the model call used, as deepseek-harness records it (the
+		// usage report sums it).
+		"usage": map[string]any{"inputTokens": 800 + 40*w.seq, "outputTokens": 20 + w.seq%50, "cacheReadTokens": 4000 + 10*w.seq}}, `,"surfaceOp":"append"`)
 	w.surface = append(w.surface, seq)
 }
 

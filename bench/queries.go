@@ -86,7 +86,10 @@ func (r *runner) measureQueries(ctx context.Context) error {
 		return err
 	}
 	defer idx.Close()
-	return r.searchAndRead(ctx, fts, idx, sessions)
+	if err := r.searchAndRead(ctx, fts, idx, sessions); err != nil {
+		return err
+	}
+	return r.measureUsage(ctx) // usage.go
 }
 
 // measureRawBleve indexes the projection's documents into a new raw Bleve

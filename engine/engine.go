@@ -8,6 +8,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/usage"
 )
 
 // Engine defaults.
@@ -44,6 +45,9 @@ type Engine struct {
 	maxResults int
 	// cursorKey authenticates the cursors the engine issues.
 	cursorKey query.CursorKey
+	// usageDims keeps the sessions' usage dimensions between usage
+	// reports (engine/usage.go).
+	usageDims *usage.DimsCache
 }
 
 // Option configures an Engine.
@@ -71,7 +75,7 @@ func WithMaxReplyBytes(n int) Option { return func(e *Engine) { e.maxReply = n }
 
 // New returns an Engine over p.
 func New(p Projection, opts ...Option) *Engine {
-	e := &Engine{proj: p, maxReply: DefaultMaxReplyBytes, maxResults: MaxSearchResults}
+	e := &Engine{proj: p, maxReply: DefaultMaxReplyBytes, maxResults: MaxSearchResults, usageDims: usage.NewDimsCache(usageDimsMax)}
 	for _, o := range opts {
 		o(e)
 	}
@@ -104,6 +108,7 @@ var handlers = map[string]handler{
 	query.EndpointEventsSearch:     (*Engine).searchEvents,
 	query.EndpointEventsRead:       (*Engine).readEvent,
 	query.EndpointEventsTrace:      (*Engine).traceEvent,
+	query.EndpointUsageReport:      (*Engine).usageReport,
 }
 
 // Run answers req and returns the reply body (JSON, at most the reply

@@ -37,6 +37,7 @@ type batch struct {
 	deletes  map[string]bool
 	commit   Commit
 	counts   map[string]int
+	usage    *usageBatch // the usage aggregates' changes (usage.go)
 }
 
 type openSession struct {
@@ -130,6 +131,9 @@ func (b *batch) applyHeader(r streamRecord, tenant, tok string) error {
 		if err := b.tx.Bucket(bucketChildren).Put(childKey(*h.Header.ParentSession, h.Header.CreatedAt, id), nil); err != nil {
 			return err
 		}
+	}
+	if err := b.usageHeader(v); err != nil {
+		return err
 	}
 	b.sessions[id] = &openSession{v: v, sk: sessionKey(id), state: fold.New(h, fold.Lenient)}
 	b.created = append(b.created, id)
@@ -297,6 +301,9 @@ func (b *batch) storeEvent(s *openSession, r streamRecord, eff fold.Effects) err
 	if eff.StepStart {
 		s.v.LastStepStart = seq
 	}
+	if err := b.usageEvent(s, r, eff.Record.Time); err != nil {
+		return err
+	}
 	s.v.EventCount++
 	s.v.UpdatedAt = r.seq
 	doc := dshq.SearchDocument{EventRecord: eff.Record, Text: eff.Text}
@@ -453,6 +460,9 @@ func (b *batch) finish() (*index.Batch, error) {
 		if err := putSession(b.tx, s.v); err != nil {
 			return nil, err
 		}
+	}
+	if err := b.finishUsage(); err != nil {
+		return nil, err
 	}
 	if err := b.tx.Bucket(bucketMeta).Put(metaCheckpoint, u64(b.gen)); err != nil {
 		return nil, err

@@ -31,6 +31,7 @@ var allBuckets = [][]byte{
 	bucketMeta, bucketSessions, bucketTokens, bucketBadSubjects, bucketStates,
 	bucketEvents, bucketReplacedBy, bucketReplaced, bucketSources, bucketDerived,
 	bucketSurface, bucketChildren, bucketByCreated, bucketQuarantine,
+	bucketUsage, bucketUsageKeys, bucketUsageSessions, bucketUsageStates,
 }
 
 var (
@@ -42,8 +43,9 @@ var (
 // SchemaVersion is the store layout version. A store written with another
 // version is rebuilt from the stream on start. Version 2 keys sessions by their
 // log key (tenants, docs/protocol.md#2-the-session-log-stream): a version 1
-// store had quarantined every two-token log subject.
-const SchemaVersion = 2
+// store had quarantined every two-token log subject. Version 3 adds the usage
+// aggregates (docs/usage.md): a version 2 store is rebuilt to compute them.
+const SchemaVersion = 3
 
 // sessionKey is the prefix of every per-session key: a 2-byte big-endian
 // length and the id's bytes, so that no id's keys are a prefix of another's.

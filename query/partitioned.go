@@ -133,6 +133,8 @@ func (f *fanout) answer(ctx context.Context, endpoint string, body []byte) ([]by
 		return f.trace(ctx, req)
 	case EndpointSessionsSearch:
 		return f.searchSessions(ctx, req, body)
+	case EndpointUsageReport:
+		return f.usageReport(ctx, req, body)
 	case EndpointEventsSearch:
 		if req.Cursor == "" {
 			// A first page ranks: with the whole corpus's statistics.

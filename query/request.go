@@ -38,6 +38,7 @@ var Endpoints = []string{
 	EndpointSessionsRead, EndpointSessionsSurface, EndpointSessionsTrace,
 	EndpointSessionsTitles, EndpointSessionsStat, EndpointEventsList, EndpointEventsFilter,
 	EndpointEventsSearch, EndpointEventsRead, EndpointEventsTrace,
+	EndpointUsageReport,
 }
 
 // EndpointSessionsChildren is an endpoint of the projection shards alone,
@@ -167,6 +168,9 @@ type Request struct {
 	// Since is the generation of sessions.hits' first page: a session of
 	// SessionIDs reclassified after it makes the page stale.
 	Since uint64
+
+	// Usage is usage.report's request (usage.go).
+	Usage *UsageRequest
 }
 
 // endpointFields lists the fields each endpoint accepts besides
@@ -189,6 +193,7 @@ var endpointFields = map[string][]string{
 	EndpointEventsSearch:     {"sessionId", "query", "filters", "limit", "cursor"},
 	EndpointEventsRead:       {"sessionId", "seq", "before", "after"},
 	EndpointEventsTrace:      {"sessionId", "seq"},
+	EndpointUsageReport:      usageFields,
 }
 
 // DecodeRequest decodes body as a request of endpoint, strictly, and
@@ -290,6 +295,8 @@ func (r *Request) decodeFields(f map[string]json.RawMessage) error {
 		}
 	case EndpointEventsTrace:
 		steps = []func() error{sessionID(dshq.CodeInvalidRequest), r.seqStep(f)}
+	case EndpointUsageReport:
+		steps = []func() error{func() error { return decodeUsageRequest(f, r) }}
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {

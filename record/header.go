@@ -16,7 +16,24 @@ var headerKeysV2 = map[string]bool{
 	"type": true, "version": true, "id": true, "createdAt": true, "cwd": true,
 	"parentSession": true, "isSeeded": true, "origin": true,
 	"delegationDepth": true, "agentPreset": true, "inheritedEventCount": true,
-	"harness": true,
+	"harness": true, "machine": true,
+}
+
+// MaxMachineBytes bounds a header's machine name.
+const MaxMachineBytes = 255
+
+// ValidMachine reports whether s may be a header's machine name: 1 to
+// MaxMachineBytes bytes of valid UTF-8 without control characters.
+func ValidMachine(s string) bool {
+	if s == "" || len(s) > MaxMachineBytes || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+			return false
+		}
+	}
+	return true
 }
 
 // MaxHarnessBytes bounds a header's harness name.
@@ -187,6 +204,16 @@ func readCommonHeader(f map[string][]byte, h *dshq.Header) error {
 		}
 		h.Harness = *harness
 	}
+	machine, err := optString(f, "machine")
+	if err != nil {
+		return err
+	}
+	if machine != nil {
+		if !ValidMachine(*machine) {
+			return headerErr("machine %q is not a machine name (1 to %d bytes of UTF-8 without control characters)", *machine, MaxMachineBytes)
+		}
+		h.Machine = *machine
+	}
 	return nil
 }
 
@@ -306,6 +333,9 @@ func EncodeHeader(rec dshq.HeaderRecord) ([]byte, error) {
 	optField(&b, "agentPreset", h.AgentPreset)
 	if h.Harness != "" {
 		optField(&b, "harness", &h.Harness)
+	}
+	if h.Machine != "" {
+		optField(&b, "machine", &h.Machine)
 	}
 	if h.IsSeeded {
 		b.WriteString(`,"inheritedEventCount":`)

@@ -186,6 +186,9 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /s/{id}/live", s.sessionLive)
 	m.HandleFunc("GET /live", s.listLive)
 	m.HandleFunc("GET /api/counts", s.counts)
+	m.HandleFunc("GET /usage", s.usagePage) // usage.go
+	m.HandleFunc("GET /usage/data", s.usageDataJSON)
+	m.HandleFunc("GET /usage/live", s.usageLive)
 	m.HandleFunc("GET /static/{name}", s.serveStatic)
 	m.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, s.assetURL("icon.svg"), http.StatusMovedPermanently)

@@ -95,15 +95,24 @@ type Resumed struct {
 //
 // Errors: *ChangedError, or the store's.
 func Resume(ctx context.Context, st Records, f capture.Format, path string, data []byte) (*Resumed, error) {
+	return ResumeOn(ctx, st, f, path, data, "")
+}
+
+// ResumeOn is Resume for a file captured on machine: the headers of the
+// sessions it creates name it ("" names none; machine.go).
+func ResumeOn(ctx context.Context, st Records, f capture.Format, path string, data []byte, machine string) (*Resumed, error) {
+	if machine != "" && !record.ValidMachine(machine) {
+		return nil, fmt.Errorf("machine %q is not a machine name (1 to %d bytes of UTF-8 without control characters)", machine, record.MaxMachineBytes)
+	}
 	id := probeID(f, path, data)
 	r := &Resumed{Format: f, Headers: map[string]dshq.HeaderRecord{}, Stored: map[string]int64{}}
 	if id == "" {
-		r.Conv, r.Lines = NewConverter(f, path, nil), &capture.Lines{}
+		r.Conv, r.Lines = withMachine(NewConverter(f, path, nil), machine), &capture.Lines{}
 		return r, nil
 	}
 	stored, err := st.Records(ctx, id)
 	if errors.Is(err, bus.ErrNotFound) {
-		r.Conv, r.Lines = NewConverter(f, path, nil), &capture.Lines{}
+		r.Conv, r.Lines = withMachine(NewConverter(f, path, nil), machine), &capture.Lines{}
 		return r, nil
 	}
 	if err != nil {
@@ -135,7 +144,9 @@ func Resume(ctx context.Context, st Records, f capture.Format, path string, data
 	r.OwnID = id
 	r.Headers[id] = hdr
 	r.Stored[id] = int64(len(events))
-	r.Conv = NewConverter(f, path, &hdr)
+	// The file's sessions keep the machine that first captured it: a
+	// file continued elsewhere (restored on another machine) is the same file.
+	r.Conv = withMachine(NewConverter(f, path, &hdr), hdr.Header.Machine)
 	ups := []capture.Update{{SessionID: id, Header: &hdr}}
 	for _, l := range lines {
 		u, err := r.Conv.Feed(l)

@@ -73,8 +73,14 @@ func (r FileResult) Continued() bool {
 // The file is taken as complete: a last line without a newline is its last
 // line, and a header still waiting for its facts is decided.
 func Import(ctx context.Context, store *bus.Store, f capture.Format, path string, data []byte) (FileResult, error) {
+	return ImportOn(ctx, store, f, path, data, "")
+}
+
+// ImportOn is Import for a file captured on machine: the headers of the
+// sessions it creates name it ("" names none).
+func ImportOn(ctx context.Context, store *bus.Store, f capture.Format, path string, data []byte, machine string) (FileResult, error) {
 	res := FileResult{Format: f}
-	r, err := Resume(ctx, store, f, path, data)
+	r, err := ResumeOn(ctx, store, f, path, data, machine)
 	if err != nil {
 		return res, err
 	}

@@ -58,6 +58,9 @@ type Config struct {
 	Report func(Report)
 	// Logger receives diagnostics (default: discard).
 	Logger *slog.Logger
+	// Machine is the machine the files are captured on: the headers of
+	// the sessions the watcher creates name it ("": none).
+	Machine string
 }
 
 // ReportKind names what a Report says.
@@ -500,7 +503,7 @@ func (w *Watcher) resume(ctx context.Context, f *file) (*live, []byte, error) {
 	if !Harness(format) {
 		format = f.root.Format
 	}
-	r, err := Resume(ctx, w.cfg.Store, format, f.path, data)
+	r, err := ResumeOn(ctx, w.cfg.Store, format, f.path, data, w.cfg.Machine)
 	if err != nil {
 		return nil, nil, err
 	}

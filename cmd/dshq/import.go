@@ -32,6 +32,7 @@ type importOptions struct {
 	renameOnConflict bool
 	stream           string
 	verbose          bool
+	machine          string // the header's machine of converted sessions (machine.go)
 }
 
 // importResult is the outcome of one file.
@@ -196,6 +197,7 @@ when any file was refused.`,
 	f.BoolVar(&o.renameOnConflict, "rename-on-conflict", false, "store a file whose id is taken by a different session under a derived id")
 	f.StringVar(&o.stream, "stream", dshq.SessionStream, "session log stream")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "list every imported and present file, not only refused ones")
+	addMachineFlag(f, &o.machine)
 	return cmd
 }
 
@@ -315,7 +317,7 @@ func importOne(ctx context.Context, store *bus.Store, f importFile, o importOpti
 	}
 	res.Format = format
 	if follow.Harness(format) {
-		return importHarness(ctx, store, f.path, format, res)
+		return importHarness(ctx, store, f.path, format, res, o.machine)
 	}
 	hdr, events, err := readLog(f, o)
 	if err != nil {
@@ -378,12 +380,12 @@ func fileFormat(f importFile) (capture.Format, error) {
 var errEmptyFile = errors.New("an empty file (no line yet)")
 
 // importHarness converts and stores one Claude Code or Codex file.
-func importHarness(ctx context.Context, store *bus.Store, path string, format capture.Format, res importResult) (importResult, uint64, error) {
+func importHarness(ctx context.Context, store *bus.Store, path string, format capture.Format, res importResult, machine string) (importResult, uint64, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return res, 0, unwrapPathError(err)
 	}
-	fr, err := follow.Import(ctx, store, format, path, data)
+	fr, err := follow.ImportOn(ctx, store, format, path, data, machine)
 	res.Harness = &fr
 	if len(fr.Sessions) > 0 {
 		res.SessionID = fr.Sessions[0].ID

@@ -64,7 +64,7 @@ a running dshq over NATS (--nats-url, default ` + defaultNATSURL + `).`,
 
 	root.AddCommand(newServeCmd(g), newImportCmd(g), newExportCmd(g), newSearchCmd(g), newTraceCmd(g),
 		newReadCmd(g), newTailCmd(g), newRebuildCmd(g), newStatsCmd(g), newEnvCmd(g), newMCPCmd(g), newUICmd(g), newWatchCmd(g),
-		newTenantCmd(g), newRestoreCmd(g))
+		newTenantCmd(g), newRestoreCmd(g), newUsageCmd(g))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &codedError{code: CodeUsage, err: err} })
 	usageArgs(root)
 	return root

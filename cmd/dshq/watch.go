@@ -26,6 +26,7 @@ type watchOptions struct {
 	idle, poll, rescan      time.Duration
 	stream                  string
 	verbose                 bool
+	machine                 string // the header's machine of converted sessions (machine.go)
 }
 
 func newWatchCmd(g *globals) *cobra.Command {
@@ -87,7 +88,7 @@ pause); -v adds one per append.`,
 			ctx, stop := natsconn.WatchConnection(cmd.Context(), nc)
 			defer stop()
 			cfg := follow.Config{Store: store, Roots: roots, Idle: o.idle, Rescan: o.rescan,
-				Report: g.watchReporter(o.verbose),
+				Report: g.watchReporter(o.verbose), Machine: o.machine,
 				Logger: slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 			if cmd.Flags().Changed("poll") {
 				cfg.Poll, cfg.ForcePoll = o.poll, true
@@ -109,6 +110,7 @@ pause); -v adds one per append.`,
 		},
 	}
 	f := cmd.Flags()
+	addMachineFlag(f, &o.machine)
 	f.StringArrayVar(&o.claude, "claude", nil, "a Claude Code projects root to follow instead of the default (repeatable; off = none)")
 	f.StringArrayVar(&o.codex, "codex", nil, "a Codex sessions root to follow instead of the defaults (repeatable; off = none)")
 	f.StringArrayVar(&o.deepseek, "deepseek", nil, "a deepseek-harness session root to follow too (repeatable)")

@@ -74,11 +74,13 @@ func waitFor(t *testing.T, d time.Duration, what func() string, cond func() bool
 	}
 }
 
-// expectedLogs is what a one-shot import of the finished file stores.
+// expectedLogs is what a one-shot import of the finished file stores (on
+// this host: the headers name it, as watch's do by default).
 func expectedLogs(t *testing.T, path string, data []byte) []capture.Log {
 	t.Helper()
 	f := capture.Detect(path, data)
-	ups, err := capture.Convert(follow.NewConverter(f, path, nil), data)
+	host, _ := os.Hostname()
+	ups, err := capture.Convert(follow.NewConverterOn(f, path, nil, host), data)
 	if err != nil {
 		t.Fatal(err)
 	}
