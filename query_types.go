@@ -116,3 +116,29 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		SourceEventSeqs: env.SourceEventSeqs, Ignorable: env.Ignorable, Raw: append(json.RawMessage(nil), b...)}
 	return nil
 }
+
+// CorpusStats are the statistics BM25 ranks a phrase with: the number of
+// docs, the total length of their text (in tokens) and, for each distinct
+// term of the phrase, the number of docs that hold it. A projection
+// partitioned into shards ranks with the sums of every shard's (the
+// corpus's), so that a shard's scores are those of one index holding the
+// whole corpus (docs/protocol.md, "Partitioned projections"): the
+// corpus.stats reply of a shard, and the Dsh-Corpus-Stats header of a
+// search sent to one.
+type CorpusStats struct {
+	Docs       uint64            `json:"docs"`
+	TextLength uint64            `json:"textLength"`
+	Terms      map[string]uint64 `json:"terms"`
+}
+
+// Add adds o's counts to s.
+func (s *CorpusStats) Add(o CorpusStats) {
+	s.Docs += o.Docs
+	s.TextLength += o.TextLength
+	if s.Terms == nil {
+		s.Terms = map[string]uint64{}
+	}
+	for t, n := range o.Terms {
+		s.Terms[t] += n
+	}
+}

@@ -19,10 +19,10 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/embedded"
-	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/record"
+	"github.com/dshq/dshq/shardhost"
 )
 
 // Config configures Run. Zero fields take the Default… values.
@@ -324,17 +324,17 @@ func (r *runner) startPipeline(ctx context.Context, stack *[]func() error) error
 	}
 	*stack = append(*stack, stop)
 	r.proj = p
-	eng, err := engine.NewShardEngine(ctx, r.js, p)
+	eng, err := shardhost.NewShardEngine(ctx, r.js, p)
 	if err != nil {
 		return err
 	}
-	stopShard, err := engine.ServeShard(ctx, r.nc, dshq.DefaultShard, eng, query.WithLogger(discard))
+	stopShard, err := shardhost.ServeShard(ctx, r.nc, dshq.DefaultShard, eng, query.WithLogger(discard))
 	if err != nil {
 		return err
 	}
 	*stack = append(*stack, stopShard)
 	// As `dshq serve` runs it: the service calls the shard in its process.
-	stopSvc, err := query.Serve(ctx, r.nc, query.WithLogger(discard), query.WithLocalShard(eng))
+	stopSvc, err := query.Serve(ctx, r.nc, query.WithLogger(discard), query.WithEngine(eng))
 	if err != nil {
 		return err
 	}

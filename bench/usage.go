@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // usageTargetMs is issue 26's bound on a usage report over 1M events.
@@ -21,11 +21,11 @@ func (r *runner) measureUsage(ctx context.Context) error {
 	n := r.cfg.Samples
 	reports := []struct {
 		name string
-		body query.UsageBody
+		body wire.UsageBody
 	}{
-		{"usage.report daily by model", query.UsageBody{GroupBy: []string{"day", "model"}, TimeZone: "UTC"}},
-		{"usage.report top 10 sessions (rolled up)", query.UsageBody{GroupBy: []string{"session"}, Rollup: true, Limit: 10, TimeZone: "UTC"}},
-		{"usage.report projects under /", query.UsageBody{GroupBy: []string{"project"}, Prefix: []string{"/"}, TimeZone: "UTC"}},
+		{"usage.report daily by model", wire.UsageBody{GroupBy: []string{"day", "model"}, TimeZone: "UTC"}},
+		{"usage.report top 10 sessions (rolled up)", wire.UsageBody{GroupBy: []string{"session"}, Rollup: true, Limit: 10, TimeZone: "UTC"}},
+		{"usage.report projects under /", wire.UsageBody{GroupBy: []string{"project"}, Prefix: []string{"/"}, TimeZone: "UTC"}},
 	}
 	r.rep.section = sectionRead
 	for _, rp := range reports {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/jsprovision"
 	"github.com/dshq/dshq/record"
 )
 
@@ -109,17 +110,14 @@ func (c StreamConfig) jsConfig() jetstream.StreamConfig {
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
 	cfg = cfg.withDefaults()
 	want := cfg.jsConfig()
-	st, err := js.CreateStream(ctx, want)
-	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		st, err = js.Stream(ctx, cfg.Name)
-		if err != nil {
-			return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
-		}
+	st, existed, err := jsprovision.CreateOrBind(ctx, js, want)
+	if err != nil {
+		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+	}
+	if existed {
 		if err := compareStream(want, st.CachedInfo().Config); err != nil {
 			return nil, err
 		}
-	} else if err != nil {
-		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 	}
 	if _, err := EnsureLeaseBucket(ctx, js, cfg); err != nil {
 		return nil, err
@@ -128,10 +126,8 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 }
 
 func compareStream(want, got jetstream.StreamConfig) error {
-	var diffs []string
-	diff := func(field string, w, g any) {
-		diffs = append(diffs, fmt.Sprintf("%s is %v, want %v", field, g, w))
-	}
+	var diffs jsprovision.Diffs
+	diff := diffs.Add
 	gs, ws := slices.Clone(got.Subjects), slices.Clone(want.Subjects)
 	sort.Strings(gs)
 	if !slices.Equal(gs, ws) {
@@ -182,15 +178,7 @@ func compareStream(want, got jetstream.StreamConfig) error {
 		return nil
 	}
 	return errorf(ErrStreamConflict, "", "stream %s exists with a conflicting configuration: %s",
-		want.Name, joinDiffs(diffs))
-}
-
-func joinDiffs(d []string) string {
-	s := d[0]
-	for _, x := range d[1:] {
-		s += "; " + x
-	}
-	return s
+		want.Name, diffs)
 }
 
 // EnsureLeaseBucket creates the write-lease key-value bucket, or verifies an
@@ -218,19 +206,19 @@ func EnsureLeaseBucket(ctx context.Context, js jetstream.JetStream, cfg StreamCo
 		if err != nil {
 			return nil, fmt.Errorf("ensure lease bucket %s: %w", cfg.LeaseBucket, err)
 		}
-		var diffs []string
+		var diffs jsprovision.Diffs
 		if st.TTL() != want.TTL {
-			diffs = append(diffs, fmt.Sprintf("ttl is %v, want %v", st.TTL(), want.TTL))
+			diffs.Add("ttl", want.TTL, st.TTL())
 		}
 		if st.History() != 1 {
-			diffs = append(diffs, fmt.Sprintf("history is %d, want 1", st.History()))
+			diffs.Add("history", 1, st.History())
 		}
 		if st.BackingStore() != "JetStream" {
 			diffs = append(diffs, fmt.Sprintf("backing store is %s", st.BackingStore()))
 		}
 		if len(diffs) > 0 {
 			return nil, errorf(ErrStreamConflict, "", "lease bucket %s exists with a conflicting configuration: %s",
-				cfg.LeaseBucket, joinDiffs(diffs))
+				cfg.LeaseBucket, diffs)
 		}
 		return kv, nil
 	}

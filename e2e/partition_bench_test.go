@@ -18,6 +18,7 @@ import (
 	"github.com/dshq/dshq/bench"
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // BenchmarkPartitionedCatchUp projects one generated corpus (bench's, 800
@@ -192,17 +193,17 @@ func queryLatencies(b *testing.B, ctx context.Context, nc *nats.Conn, shards int
 		name string
 		body func() string
 	}{
-		{query.EndpointSessionsList, func() string { return fmt.Sprintf(`{"limit":20,"minGeneration":%d}`, last) }},
-		{query.EndpointSessionsTrace, func() string { return fmt.Sprintf(`{"sessionId":%q}`, ids[rng.IntN(len(ids))]) }},
-		{query.EndpointSessionsStat, func() string { return fmt.Sprintf(`{"sessionId":%q}`, ids[rng.IntN(len(ids))]) }},
-		{query.EndpointEventsSearch, func() string {
+		{wire.EndpointSessionsList, func() string { return fmt.Sprintf(`{"limit":20,"minGeneration":%d}`, last) }},
+		{wire.EndpointSessionsTrace, func() string { return fmt.Sprintf(`{"sessionId":%q}`, ids[rng.IntN(len(ids))]) }},
+		{wire.EndpointSessionsStat, func() string { return fmt.Sprintf(`{"sessionId":%q}`, ids[rng.IntN(len(ids))]) }},
+		{wire.EndpointEventsSearch, func() string {
 			return fmt.Sprintf(`{"sessionId":%q,"query":"retry budget","limit":10}`, ids[rng.IntN(len(ids))])
 		}},
 	}
 	kinds = append(kinds, struct {
 		name string
 		body func() string
-	}{query.EndpointSessionsSearch, func() string { return fmt.Sprintf(`{"query":%q,"limit":10}`, rare[rng.IntN(len(rare))]) }})
+	}{wire.EndpointSessionsSearch, func() string { return fmt.Sprintf(`{"query":%q,"limit":10}`, rare[rng.IntN(len(rare))]) }})
 	var out []string
 	for _, k := range kinds {
 		var lat []time.Duration

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 var (
 	benchSessions = flag.Int("bench-sessions", 2000, "sessions in the benchmark corpus")
 	benchEvents   = flag.Int("bench-events", 25, "events per session in the benchmark corpus")
-	benchLocal    = flag.Bool("bench-local-shard", false, "the service calls the shard engine in process (WithLocalShard), as dshq serve does")
+	benchLocal    = flag.Bool("bench-local-shard", false, "the service calls the shard engine in process (WithEngine), as dshq serve does")
 )
 
 var benchWords = strings.Fields(`retry budget config parser index cursor lineage surface
@@ -170,30 +170,4 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// BenchmarkStoreKeys stores a first page's window of 10 000 keys (and its
-// 10 000 sessions) in the JetStream KV cursor bucket, as a common phrase's
-// first page does:
-//
-//	go test -run '^$' -bench StoreKeys -benchtime 200x ./query/
-func BenchmarkStoreKeys(b *testing.B) {
-	p := newPipe(b)
-	store, err := NewKVCursorStore(context.Background(), p.js)
-	if err != nil {
-		b.Fatal(err)
-	}
-	e := New(FromProjector(p.proj), WithCursorStore(store))
-	keys := make([]HitKey, MaxSearchResults)
-	sessions := make([]string, len(keys))
-	for i := range keys {
-		keys[i] = HitKey{SessionID: fmt.Sprintf("bench-%05d", i), Seq: int64(i % 60), Live: i%7 == 0}
-		sessions[i] = keys[i].SessionID
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := e.storeHits(context.Background(), keys, 20, sessions, true, true); err != nil {
-			b.Fatal(err)
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -8,14 +8,17 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
+	"github.com/dshq/dshq/shardhost"
 )
 
 // TestBoundedReplies checks that list-shaped replies page within the reply
 // budget and that events.read clamps its window by size.
 func TestBoundedReplies(t *testing.T) {
 	const budget = 16 << 10
-	p := newPipe(t, func(c *pipeConfig) { c.engineOpts = append(c.engineOpts, WithMaxReplyBytes(budget)) })
+	p := newPipe(t, func(c *pipeConfig) { c.engineOpts = append(c.engineOpts, engine.WithMaxReplyBytes(budget)) })
 	ctx := ctxT(t)
 	p.session("big", hdr{createdAt: 1})
 	var evs []evSpec
@@ -83,23 +86,23 @@ func TestSearchDisabled(t *testing.T) {
 	p := newPipe(t)
 	p.session("s", hdr{createdAt: 1})
 	gen := p.sync()
-	engine := New(FromProjector(p.proj))
+	eng := engine.New(shardhost.Local(p.proj, shardhost.NoSearch()))
 	for _, tt := range []struct{ endpoint, body string }{
-		{query.EndpointSessionsSearch, `{"query":"x"}`},
-		{query.EndpointEventsSearch, `{"sessionId":"s","query":"x"}`},
+		{wire.EndpointSessionsSearch, `{"query":"x"}`},
+		{wire.EndpointEventsSearch, `{"sessionId":"s","query":"x"}`},
 	} {
 		t.Run(tt.endpoint+" without an index is SEARCH_DISABLED", func(t *testing.T) {
-			req, err := query.DecodeRequest(tt.endpoint, []byte(tt.body))
+			req, err := wire.DecodeRequest(tt.endpoint, []byte(tt.body))
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = engine.Run(context.Background(), req)
+			_, err = eng.Run(context.Background(), req)
 			wantErr(t, err, dshq.CodeSearchDisabled, "search is disabled")
 		})
 	}
 	t.Run("exact reads keep working without an index", func(t *testing.T) {
-		req, _ := query.DecodeRequest(query.EndpointSessionsList, []byte(fmt.Sprintf(`{"minGeneration":%d}`, gen)))
-		out, err := engine.Run(context.Background(), req)
+		req, _ := wire.DecodeRequest(wire.EndpointSessionsList, []byte(fmt.Sprintf(`{"minGeneration":%d}`, gen)))
+		out, err := eng.Run(context.Background(), req)
 		if err != nil || !strings.Contains(string(out), `"id":"s"`) {
 			t.Fatalf("%v %s", err, out)
 		}

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // natscliVersion is the nats CLI the interop test builds (never a module of
@@ -117,14 +117,14 @@ func TestNatsCLIInterop(t *testing.T) {
 	})
 	t.Run("nats micro info shows every endpoint subject", func(t *testing.T) {
 		out := nats(t, "micro", "info", dshq.QueryService, "--json")
-		for _, ep := range query.Endpoints {
+		for _, ep := range wire.Endpoints {
 			if !strings.Contains(out, `"`+dshq.QuerySubjectPrefix+"."+ep+`"`) {
 				t.Fatalf("endpoint %s missing from:\n%s", ep, out)
 			}
 		}
 	})
 	t.Run("nats request gets a session list", func(t *testing.T) {
-		out := nats(t, "request", "--raw", dshq.QuerySubjectPrefix+"."+query.EndpointSessionsList, `{"limit":5}`)
+		out := nats(t, "request", "--raw", dshq.QuerySubjectPrefix+"."+wire.EndpointSessionsList, `{"limit":5}`)
 		var page dshq.SessionPage
 		if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &page); err != nil {
 			t.Fatalf("reply: %v\n%s", err, out)
@@ -134,7 +134,7 @@ func TestNatsCLIInterop(t *testing.T) {
 		}
 	})
 	t.Run("nats request shows the error headers of a failure", func(t *testing.T) {
-		out := nats(t, "request", dshq.QuerySubjectPrefix+"."+query.EndpointSessionsTrace, `{"sessionId":"nope"}`)
+		out := nats(t, "request", dshq.QuerySubjectPrefix+"."+wire.EndpointSessionsTrace, `{"sessionId":"nope"}`)
 		if !strings.Contains(out, "Nats-Service-Error-Code: SESSION_QUERY_SESSION_NOT_FOUND") ||
 			!strings.Contains(out, `{"error":{"code":"SESSION_QUERY_SESSION_NOT_FOUND","message":"session \"nope\" was not found"}}`) {
 			t.Fatalf("output:\n%s", out)

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -11,14 +11,16 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // TestPagingWhileWritersAppend pages through every paged endpoint while 8
 // writers keep appending to other sessions: each result comes exactly once
 // and no cursor is stale.
 func TestPagingWhileWritersAppend(t *testing.T) {
-	p := newPipe(t, func(c *pipeConfig) { c.engineOpts = append(c.engineOpts, WithMaxSearchResults(500)) })
+	p := newPipe(t, func(c *pipeConfig) { c.engineOpts = append(c.engineOpts, engine.WithMaxSearchResults(500)) })
 	ctx := ctxT(t)
 	const targetEvents = 150
 	p.session("target", hdr{createdAt: 1})
@@ -201,11 +203,11 @@ func TestWireErrors(t *testing.T) {
 		code                 dshq.Code
 		message              string
 	}{
-		{"a JSON array body", query.EndpointSessionsList, `[1]`, dshq.CodeInvalidRequest, "request body must be a JSON object"},
-		{"a body of garbage bytes", query.EndpointEventsRead, "{\"a\":\"\xff\"}", dshq.CodeInvalidRequest, "request body is not valid UTF-8"},
-		{"an unknown field", query.EndpointSessionsTrace, `{"sessionId":"a","x":1}`, dshq.CodeInvalidRequest, `unknown request field "x" (allowed: sessionId, minGeneration, timeoutMs)`},
-		{"an unknown session", query.EndpointSessionsTrace, `{"sessionId":"a b"}`, dshq.CodeSessionNotFound, `session "a b" was not found`},
-		{"an invalid session id", query.EndpointSessionsTrace, `{"sessionId":"a\nb"}`, dshq.CodeInvalidRequest, `sessionId is not a valid session id: session id contains control character U+000A at byte 1`},
+		{"a JSON array body", wire.EndpointSessionsList, `[1]`, dshq.CodeInvalidRequest, "request body must be a JSON object"},
+		{"a body of garbage bytes", wire.EndpointEventsRead, "{\"a\":\"\xff\"}", dshq.CodeInvalidRequest, "request body is not valid UTF-8"},
+		{"an unknown field", wire.EndpointSessionsTrace, `{"sessionId":"a","x":1}`, dshq.CodeInvalidRequest, `unknown request field "x" (allowed: sessionId, minGeneration, timeoutMs)`},
+		{"an unknown session", wire.EndpointSessionsTrace, `{"sessionId":"a b"}`, dshq.CodeSessionNotFound, `session "a b" was not found`},
+		{"an invalid session id", wire.EndpointSessionsTrace, `{"sessionId":"a\nb"}`, dshq.CodeInvalidRequest, `sessionId is not a valid session id: session id contains control character U+000A at byte 1`},
 	}
 	for _, tt := range cases {
 		t.Run(tt.name+" answers with error headers and body", func(t *testing.T) {

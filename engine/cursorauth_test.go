@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"bytes"
@@ -12,7 +12,11 @@ import (
 	"time"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
+	"github.com/dshq/dshq/shardhost"
+	"github.com/dshq/dshq/shards"
 )
 
 // cursorPayload returns the JSON a cursor carries (before its MAC).
@@ -123,16 +127,16 @@ func TestCursorsTheServiceDidNotIssueAreInvalid(t *testing.T) {
 		}
 	})
 	t.Run("an engine of the same deployment continues a cursor; one of another does not", func(t *testing.T) {
-		same, err := NewShardEngine(ctx, p.js, p.proj)
+		same, err := shardhost.NewShardEngine(ctx, p.js, p.proj)
 		if err != nil {
 			t.Fatal(err)
 		}
 		body := fmt.Sprintf(`{"limit":2,"cursor":%q}`, list.NextCursor)
-		if _, err := run(t, same, query.EndpointSessionsList, body); err != nil {
+		if _, err := run(t, same, wire.EndpointSessionsList, body); err != nil {
 			t.Fatalf("same deployment: %v", err)
 		}
-		other := New(FromProjector(p.proj))
-		_, err = run(t, other, query.EndpointSessionsList, body)
+		other := engine.New(shardhost.Local(p.proj))
+		_, err = run(t, other, wire.EndpointSessionsList, body)
 		wantErr(t, err, dshq.CodeInvalidCursor, "cursor is invalid: it was not issued by this service")
 	})
 }
@@ -142,18 +146,18 @@ func TestCursorsTheServiceDidNotIssueAreInvalid(t *testing.T) {
 func TestLoadCursorKey(t *testing.T) {
 	p := newPipe(t)
 	ctx := context.Background()
-	before, err := LoadCursorKey(ctx, p.js, 1) // newPipe's shard made it
+	before, err := shards.LoadCursorKey(ctx, p.js, 1) // newPipe's shard made it
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := p.js.DeleteKeyValue(ctx, dshq.KeyBucket); err != nil {
 		t.Fatal(err)
 	}
-	keys := make([]query.CursorKey, 8)
+	keys := make([]wire.CursorKey, 8)
 	var wg sync.WaitGroup
 	for i := range keys {
 		wg.Go(func() {
-			k, err := LoadCursorKey(ctx, p.js, 1)
+			k, err := shards.LoadCursorKey(ctx, p.js, 1)
 			if err != nil {
 				t.Error(err)
 			}
@@ -162,7 +166,7 @@ func TestLoadCursorKey(t *testing.T) {
 	}
 	wg.Wait()
 	for _, k := range keys {
-		if len(k) != query.CursorKeyBytes || !bytes.Equal(k, keys[0]) {
+		if len(k) != wire.CursorKeyBytes || !bytes.Equal(k, keys[0]) {
 			t.Fatalf("processes starting at once loaded different keys: %x", keys)
 		}
 	}
@@ -176,7 +180,7 @@ func TestLoadCursorKey(t *testing.T) {
 	if _, err := kv.Put(ctx, dshq.CursorKeyName, []byte("short")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadCursorKey(ctx, p.js, 1); err == nil || !strings.Contains(err.Error(), "is 5 bytes") {
+	if _, err := shards.LoadCursorKey(ctx, p.js, 1); err == nil || !strings.Contains(err.Error(), "is 5 bytes") {
 		t.Fatalf("a damaged key loads: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"bytes"
@@ -10,14 +10,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/internal/testenv"
+	"github.com/dshq/dshq/shards"
 )
 
 func TestKVCursorStoreIsBoundedAndDropsTheOldestWhenFull(t *testing.T) {
 	ctx := context.Background()
 	js := testenv.Start(t, testenv.Unprovisioned()).JS
 	const bound = 64 << 10
-	store, err := NewKVCursorStore(ctx, js, WithCursorMaxBytes(bound))
+	store, err := shards.NewKVCursorStore(ctx, js, shards.WithCursorMaxBytes(bound))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,18 +36,18 @@ func TestKVCursorStoreIsBoundedAndDropsTheOldestWhenFull(t *testing.T) {
 			t.Fatalf("put %d into a full bucket: %v", i, err)
 		}
 	}
-	if _, err := store.Get(ctx, "k0"); !errors.Is(err, ErrCursorExpired) {
+	if _, err := store.Get(ctx, "k0"); !errors.Is(err, engine.ErrCursorExpired) {
 		t.Fatalf("the oldest entry: %v, want ErrCursorExpired", err)
 	}
 	if got, err := store.Get(ctx, "k9"); err != nil || !bytes.Equal(got, value) {
 		t.Fatalf("the newest entry: %d bytes, %v", len(got), err)
 	}
 	// The default, again on a bucket that exists.
-	if _, err := NewKVCursorStore(ctx, js); err != nil {
+	if _, err := shards.NewKVCursorStore(ctx, js); err != nil {
 		t.Fatal(err)
 	}
 	st, _ = js.Stream(ctx, "KV_"+dshq.CursorBucket)
-	if c := st.CachedInfo().Config; c.MaxBytes != DefaultCursorMaxBytes || c.Discard != jetstream.DiscardOld {
+	if c := st.CachedInfo().Config; c.MaxBytes != shards.DefaultCursorMaxBytes || c.Discard != jetstream.DiscardOld {
 		t.Fatalf("cursor bucket max bytes %d, discard %v; want the default, discard old", c.MaxBytes, c.Discard)
 	}
 }

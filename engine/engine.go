@@ -7,7 +7,7 @@ import (
 	"strconv"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 	"github.com/dshq/dshq/usage"
 )
 
@@ -15,7 +15,7 @@ import (
 const (
 	// DefaultMaxReplyBytes is the reply budget when none is set: the default
 	// NATS max payload less room for headers.
-	DefaultMaxReplyBytes = 1<<20 - query.ReplyHeadroom
+	DefaultMaxReplyBytes = 1<<20 - wire.ReplyHeadroom
 	// MaxSearchResults is how many hits a search ranks on its first page
 	// (when it has more than one page) and keeps, in chunks of at most
 	// 256 KiB in the CursorStore, for its later pages: a trusted client
@@ -37,14 +37,15 @@ const (
 // the stored hits of paged searches (in its CursorStore). It is safe for
 // concurrent use.
 type Engine struct {
-	proj     Projection
-	search   Searcher
+	src      Source
 	store    CursorStore
 	maxReply int
 	// maxResults is how many hits a search ranks and keeps.
 	maxResults int
 	// cursorKey authenticates the cursors the engine issues.
-	cursorKey query.CursorKey
+	cursorKey wire.CursorKey
+	// keyOf, when set, returns cursorKey when a request first needs it.
+	keyOf func(ctx context.Context) (wire.CursorKey, error)
 	// usageDims keeps the sessions' usage dimensions between usage
 	// reports (engine/usage.go).
 	usageDims *usage.DimsCache
@@ -52,10 +53,6 @@ type Engine struct {
 
 // Option configures an Engine.
 type Option func(*Engine)
-
-// WithSearcher sets the full-text index. Without one, the search endpoints
-// fail with SESSION_QUERY_SEARCH_DISABLED while exact reads keep working.
-func WithSearcher(s Searcher) Option { return func(e *Engine) { e.search = s } }
 
 // WithCursorStore sets where paged searches keep their hits (default: an
 // in-memory store private to this Engine).
@@ -68,47 +65,55 @@ func WithMaxSearchResults(n int) Option { return func(e *Engine) { e.maxResults 
 // WithCursorKey sets the key that authenticates cursors (default: a random
 // key private to this Engine, so that only it continues its cursors). Every
 // engine of a deployment shares one: LoadCursorKey.
-func WithCursorKey(k query.CursorKey) Option { return func(e *Engine) { e.cursorKey = k } }
+func WithCursorKey(k wire.CursorKey) Option { return func(e *Engine) { e.cursorKey = k } }
+
+// WithCursorKeyFunc makes the engine read the deployment's cursor key with
+// key when a request first needs it (a query service may start before the
+// first projector has created it); until key succeeds, requests fail with
+// its failure.
+func WithCursorKeyFunc(key func(ctx context.Context) (wire.CursorKey, error)) Option {
+	return func(e *Engine) { e.keyOf = key }
+}
 
 // WithMaxReplyBytes sets the reply budget (default DefaultMaxReplyBytes).
 func WithMaxReplyBytes(n int) Option { return func(e *Engine) { e.maxReply = n } }
 
-// New returns an Engine over p.
-func New(p Projection, opts ...Option) *Engine {
-	e := &Engine{proj: p, maxReply: DefaultMaxReplyBytes, maxResults: MaxSearchResults, usageDims: usage.NewDimsCache(usageDimsMax)}
+// New returns an Engine over src.
+func New(src Source, opts ...Option) *Engine {
+	e := &Engine{src: src, maxReply: DefaultMaxReplyBytes, maxResults: MaxSearchResults, usageDims: usage.NewDimsCache(usageDimsMax)}
 	for _, o := range opts {
 		o(e)
 	}
 	if e.store == nil {
 		e.store = NewMemoryCursorStore(CursorTTL)
 	}
-	if e.cursorKey == nil {
-		e.cursorKey = query.NewCursorKey()
+	if e.cursorKey == nil && e.keyOf == nil {
+		e.cursorKey = wire.NewCursorKey()
 	}
 	return e
 }
 
-type handler func(e *Engine, ctx context.Context, snap Snapshot, req *query.Request) (any, error)
+type handler func(e *Engine, ctx context.Context, snap Snapshot, req *wire.Request) (any, error)
 
 var handlers = map[string]handler{
-	query.EndpointSessionsList:     (*Engine).listSessions,
-	query.EndpointSessionsFilter:   (*Engine).listSessions,
-	query.EndpointSessionsSearch:   (*Engine).searchSessions,
-	query.EndpointSessionsRead:     (*Engine).readSession,
-	query.EndpointSessionsSurface:  (*Engine).readSurface,
-	query.EndpointSessionsTrace:    (*Engine).traceSession,
-	query.EndpointSessionsTitles:   (*Engine).readTitles,
-	query.EndpointSessionsStat:     (*Engine).statSession,
-	query.EndpointSessionsChildren: (*Engine).readChildren,
-	query.EndpointCorpusStats:      (*Engine).corpusStats,
-	query.EndpointSessionsRank:     (*Engine).rankSessions,
-	query.EndpointSessionsHits:     (*Engine).sessionsHits,
-	query.EndpointEventsList:       (*Engine).listEvents,
-	query.EndpointEventsFilter:     (*Engine).listEvents,
-	query.EndpointEventsSearch:     (*Engine).searchEvents,
-	query.EndpointEventsRead:       (*Engine).readEvent,
-	query.EndpointEventsTrace:      (*Engine).traceEvent,
-	query.EndpointUsageReport:      (*Engine).usageReport,
+	wire.EndpointSessionsList:     (*Engine).listSessions,
+	wire.EndpointSessionsFilter:   (*Engine).listSessions,
+	wire.EndpointSessionsSearch:   (*Engine).searchSessions,
+	wire.EndpointSessionsRead:     (*Engine).readSession,
+	wire.EndpointSessionsSurface:  (*Engine).readSurface,
+	wire.EndpointSessionsTrace:    (*Engine).traceSession,
+	wire.EndpointSessionsTitles:   (*Engine).readTitles,
+	wire.EndpointSessionsStat:     (*Engine).statSession,
+	wire.EndpointSessionsChildren: (*Engine).readChildren,
+	wire.EndpointCorpusStats:      (*Engine).corpusStats,
+	wire.EndpointSessionsRank:     (*Engine).rankSessions,
+	wire.EndpointSessionsHits:     (*Engine).sessionsHits,
+	wire.EndpointEventsList:       (*Engine).listEvents,
+	wire.EndpointEventsFilter:     (*Engine).listEvents,
+	wire.EndpointEventsSearch:     (*Engine).searchEvents,
+	wire.EndpointEventsRead:       (*Engine).readEvent,
+	wire.EndpointEventsTrace:      (*Engine).traceEvent,
+	wire.EndpointUsageReport:      (*Engine).usageReport,
 }
 
 // Run answers req and returns the reply body (JSON, at most the reply
@@ -117,13 +122,25 @@ var handlers = map[string]handler{
 // req.MinGeneration within req.TimeoutMs, SESSION_QUERY_REPLY_TOO_LARGE for
 // an unpageable reply over the budget, and SESSION_QUERY_PERSISTENCE_FAILED
 // when the projection cannot be read.
-func (e *Engine) Run(ctx context.Context, req *query.Request) ([]byte, error) {
+func (e *Engine) Run(ctx context.Context, req *wire.Request) ([]byte, error) {
 	h, ok := handlers[req.Endpoint]
 	if !ok {
 		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "unknown endpoint %s", dshq.Quote(req.Endpoint))
 	}
-	if e.search == nil && (req.Endpoint == query.EndpointSessionsSearch || req.Endpoint == query.EndpointEventsSearch) {
-		return nil, dshq.Errorf(dshq.CodeSearchDisabled, "search is disabled: this projection has no index")
+	if !e.src.Searchable() && searchEndpoints[req.Endpoint] {
+		return nil, searchDisabled()
+	}
+	if r, ok := e.src.(Router); ok && sessionEndpoints[req.Endpoint] {
+		return r.Route(ctx, req)
+	}
+	if e.cursorKey == nil {
+		k, err := e.keyOf(ctx)
+		if err != nil {
+			return nil, err
+		}
+		keyed := *e
+		keyed.cursorKey = k
+		e = &keyed
 	}
 	minGen := max(req.MinGeneration, e.peekCursorGeneration(req))
 	timeout := req.TimeoutMs
@@ -134,18 +151,18 @@ func (e *Engine) Run(ctx context.Context, req *query.Request) ([]byte, error) {
 	defer cancel()
 	var out []byte
 	called := false
-	err := e.proj.View(waitCtx, minGen, func(snap Snapshot) error {
+	err := e.src.View(waitCtx, minGen, func(snap Snapshot) error {
 		called = true
 		reply, err := h(e, ctx, snap, req)
 		if err != nil {
 			return err
 		}
-		out, err = query.EncodeReply(reply)
+		out, err = wire.EncodeReply(reply)
 		if err != nil {
 			return fmt.Errorf("encode reply: %w", err)
 		}
 		limit := e.maxReply
-		if req.Endpoint == query.EndpointEventsRead {
+		if req.Endpoint == wire.EndpointEventsRead {
 			limit = e.targetLimit()
 		}
 		if len(out) > limit {
@@ -178,15 +195,55 @@ func (e *Engine) mapError(ctx context.Context, err error, called bool, minGen ui
 // page: only of a cursor this service issued (the failure of another is
 // reported in order, later), so a forged generation never makes a request
 // wait.
-func (e *Engine) peekCursorGeneration(req *query.Request) uint64 {
+func (e *Engine) peekCursorGeneration(req *wire.Request) uint64 {
 	if req.Cursor == "" {
 		return 0
 	}
-	c, err := query.DecodeCursor(e.cursorKey, req)
+	c, err := wire.DecodeCursor(e.cursorKey, req)
 	if err != nil {
 		return 0
 	}
 	return c.Generation
+}
+
+// searchEndpoints are the endpoints that ask the index.
+var searchEndpoints = map[string]bool{
+	wire.EndpointSessionsSearch: true, wire.EndpointEventsSearch: true, wire.EndpointCorpusStats: true,
+	wire.EndpointSessionsRank: true, wire.EndpointSessionsHits: true,
+}
+
+// sessionEndpoints are the endpoints of one session (req.SessionID), which
+// a Router hands to the part that holds it.
+var sessionEndpoints = map[string]bool{
+	wire.EndpointSessionsRead: true, wire.EndpointSessionsSurface: true, wire.EndpointSessionsStat: true,
+	wire.EndpointEventsList: true, wire.EndpointEventsFilter: true, wire.EndpointEventsSearch: true,
+	wire.EndpointEventsRead: true, wire.EndpointEventsTrace: true,
+}
+
+func searchDisabled() error {
+	return dshq.Errorf(dshq.CodeSearchDisabled, "search is disabled: this projection has no index")
+}
+
+// Answer runs req with a reply budget of at most maxReply bytes (0 = the
+// engine's own): e as a query.Engine, in the process of a query service
+// (query.WithEngine) or behind a shard service (package shardhost).
+func (e *Engine) Answer(ctx context.Context, req *wire.Request, maxReply int) ([]byte, error) {
+	if maxReply <= 0 || maxReply >= e.maxReply {
+		return e.Run(ctx, req)
+	}
+	bounded := *e
+	bounded.maxReply = maxReply
+	return bounded.Run(ctx, req)
+}
+
+// corpusStats answers corpus.stats (a projection shard's endpoint): the
+// index's BM25 statistics of the phrase.
+func (e *Engine) corpusStats(ctx context.Context, snap Snapshot, req *wire.Request) (any, error) {
+	st, err := snap.Index().CorpusStats(ctx, req.Query)
+	if err != nil {
+		return nil, indexFailed(err)
+	}
+	return wire.CorpusStatsReply{Stats: st, Generation: snap.Generation()}, nil
 }
 
 func notFound(id string) error {
@@ -222,21 +279,21 @@ func sessionRecord(snap Snapshot, info dshq.SessionInfo) dshq.SessionRecord {
 
 // continueCursor decodes req's cursor and checks that it still describes
 // the snapshot's build. A fresh request gets a new cursor at offset 0.
-func (e *Engine) continueCursor(snap Snapshot, req *query.Request) (c *query.Cursor, first bool, err error) {
+func (e *Engine) continueCursor(snap Snapshot, req *wire.Request) (c *wire.Cursor, first bool, err error) {
 	if req.Cursor == "" {
-		return query.NewCursor(e.cursorKey, req, snap.Generation(), snap.Epoch()), true, nil
+		return wire.NewCursor(e.cursorKey, req, snap.Generation(), snap.Lineage()), true, nil
 	}
-	c, err = query.DecodeCursor(e.cursorKey, req)
+	c, err = wire.DecodeCursor(e.cursorKey, req)
 	if err != nil {
 		return nil, false, err
 	}
-	if c.Epoch != snap.Epoch() {
+	if c.Lineage != snap.Lineage() {
 		return nil, false, dshq.Errorf(dshq.CodeStaleCursor, "cursor is stale because the projection was rebuilt from another stream or by another version")
 	}
 	return c, false, nil
 }
 
-// encodedSize is the length of v's query.EncodeReply.
+// encodedSize is the length of v's wire.EncodeReply.
 func encodedSize(v any) int {
 	if ev, ok := v.(dshq.Event); ok {
 		if len(ev.Raw) == 0 {
@@ -244,7 +301,7 @@ func encodedSize(v any) int {
 		}
 		return len(ev.Raw) // stored compact, carried as is
 	}
-	b, _ := query.EncodeReply(v)
+	b, _ := wire.EncodeReply(v)
 	return len(b)
 }
 
@@ -252,7 +309,7 @@ func encodedSize(v any) int {
 // and the headroom it keeps for headers, which a success does not carry, so
 // that a target as large as the bus accepts (its payload less 1 KiB) is
 // read alone.
-func (e *Engine) targetLimit() int { return e.maxReply + query.ReplyHeadroom }
+func (e *Engine) targetLimit() int { return e.maxReply + wire.ReplyHeadroom }
 
 // sizer tracks the bytes of a page against the reply budget.
 type sizer struct{ used, budget int }

@@ -6,7 +6,7 @@ import (
 	"math"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // eventLog is a session's log as reads see it: the stored events followed
@@ -30,22 +30,16 @@ func (l *eventLog) count() int64 { return l.info.EventCount + int64(len(l.closer
 // each calls fn for events from seq from up to (not including) to.
 func (l *eventLog) each(from, to int64, fn func(dshq.StoredEvent) bool) error {
 	if from < l.info.EventCount && from < to {
-		stop := false
-		err := l.snap.Events(l.info.Header.Header.ID, from, func(ev dshq.StoredEvent) bool {
+		for ev, err := range l.snap.Events(l.info.Header.Header.ID, from) {
+			if err != nil {
+				return fmt.Errorf("read events of %q: %w", l.info.Header.Header.ID, err)
+			}
 			if ev.Record.Seq >= to {
-				return false
+				break
 			}
 			if !fn(ev) {
-				stop = true
-				return false
+				return nil
 			}
-			return true
-		})
-		if err != nil {
-			return fmt.Errorf("read events of %q: %w", l.info.Header.Header.ID, err)
-		}
-		if stop {
-			return nil
 		}
 	}
 	for _, ev := range l.closers {
@@ -91,7 +85,7 @@ func (l *eventLog) surface() ([]int64, error) {
 // pages are bounded by the event count of the first page; when checkSurface
 // is set, an invalid session is SESSION_QUERY_INVALID_SURFACE and a
 // reclassification after the first page makes the cursor stale.
-func (e *Engine) pagedLog(snap Snapshot, req *query.Request, checkSurface bool) (*eventLog, *query.Cursor, error) {
+func (e *Engine) pagedLog(snap Snapshot, req *wire.Request, checkSurface bool) (*eventLog, *wire.Cursor, error) {
 	info, err := lookup(snap, req.SessionID)
 	if err != nil {
 		return nil, nil, err
@@ -109,7 +103,7 @@ func (e *Engine) pagedLog(snap Snapshot, req *query.Request, checkSurface bool) 
 	}
 	if first {
 		c.Bound = l.count()
-		if req.Endpoint == query.EndpointSessionsSurface {
+		if req.Endpoint == wire.EndpointSessionsSurface {
 			seqs, err := l.surface()
 			if err != nil {
 				return nil, nil, err
@@ -121,19 +115,19 @@ func (e *Engine) pagedLog(snap Snapshot, req *query.Request, checkSurface bool) 
 	if checkSurface && info.ReclassifiedAt > c.Generation {
 		return nil, nil, staleCursor()
 	}
-	if req.Endpoint != query.EndpointSessionsSurface && c.Bound > l.count() {
+	if req.Endpoint != wire.EndpointSessionsSurface && c.Bound > l.count() {
 		return nil, nil, staleCursor()
 	}
 	return l, c, nil
 }
 
 // listEvents answers events.list (records) and events.filter (documents).
-func (e *Engine) listEvents(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
+func (e *Engine) listEvents(_ context.Context, snap Snapshot, req *wire.Request) (any, error) {
 	l, c, err := e.pagedLog(snap, req, true)
 	if err != nil {
 		return nil, err
 	}
-	m := query.NewEventMatcher(req.Filters)
+	m := wire.NewEventMatcher(req.Filters)
 	from, last := m.SeqBounds()
 	from, to := max(from, c.Position), c.Bound
 	if last < to-1 {
@@ -143,7 +137,7 @@ func (e *Engine) listEvents(_ context.Context, snap Snapshot, req *query.Request
 		records = []dshq.EventRecord{}
 		docs    = []dshq.SearchDocument{}
 		sz      *sizer
-		filter  = req.Endpoint == query.EndpointEventsFilter
+		filter  = req.Endpoint == wire.EndpointEventsFilter
 		next    = int64(-1)
 		tooBig  bool
 	)
@@ -190,7 +184,7 @@ func (e *Engine) listEvents(_ context.Context, snap Snapshot, req *query.Request
 
 // readSession answers sessions.read: raw events in seq order, paged; an
 // invalid session's raw events are still returned.
-func (e *Engine) readSession(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
+func (e *Engine) readSession(_ context.Context, snap Snapshot, req *wire.Request) (any, error) {
 	l, c, err := e.pagedLog(snap, req, false)
 	if err != nil {
 		return nil, err
@@ -222,7 +216,7 @@ func (e *Engine) readSession(_ context.Context, snap Snapshot, req *query.Reques
 
 // readSurface answers sessions.surface: the current surface events in
 // surface order, paged by surface index, as of the first page.
-func (e *Engine) readSurface(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
+func (e *Engine) readSurface(_ context.Context, snap Snapshot, req *wire.Request) (any, error) {
 	l, c, err := e.pagedLog(snap, req, true)
 	if err != nil {
 		return nil, err
@@ -263,7 +257,7 @@ func (e *Engine) readSurface(_ context.Context, snap Snapshot, req *query.Reques
 
 // resolveTarget looks up the session of events.read/trace, opens its log and
 // resolves the target seq (targetEvent), in that order.
-func resolveTarget(snap Snapshot, req *query.Request) (dshq.SessionInfo, *eventLog, dshq.StoredEvent, error) {
+func resolveTarget(snap Snapshot, req *wire.Request) (dshq.SessionInfo, *eventLog, dshq.StoredEvent, error) {
 	info, err := lookup(snap, req.SessionID)
 	if err != nil {
 		return dshq.SessionInfo{}, nil, dshq.StoredEvent{}, err
@@ -278,7 +272,7 @@ func resolveTarget(snap Snapshot, req *query.Request) (dshq.SessionInfo, *eventL
 
 // targetEvent resolves the seq of events.read/trace: a seq that is not a
 // non-negative integer, or past the end, is SESSION_QUERY_EVENT_NOT_FOUND.
-func targetEvent(l *eventLog, req *query.Request) (dshq.StoredEvent, error) {
+func targetEvent(l *eventLog, req *wire.Request) (dshq.StoredEvent, error) {
 	notFound := dshq.Errorf(dshq.CodeEventNotFound, "session %s has no event at seq %s", dshq.Quote(req.SessionID), req.SeqLit)
 	if req.Seq < 0 || req.Seq != math.Trunc(req.Seq) || req.Seq >= float64(l.count()) {
 		return dshq.StoredEvent{}, notFound
@@ -297,7 +291,7 @@ func targetEvent(l *eventLog, req *query.Request) (dshq.StoredEvent, error) {
 // is clamped by the log's edges and by the reply budget; the target always
 // stays. The target is also carried in target when it fits there too;
 // otherwise the reply says targetOmitted and may use the whole payload for it.
-func (e *Engine) readEvent(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
+func (e *Engine) readEvent(_ context.Context, snap Snapshot, req *wire.Request) (any, error) {
 	info, l, target, err := resolveTarget(snap, req)
 	if err != nil {
 		return nil, err
@@ -361,7 +355,7 @@ func (e *Engine) readEvent(_ context.Context, snap Snapshot, req *query.Request)
 // traceEvent answers events.trace (docs/events-and-surfaces.md#event-traces):
 // the target is checked before the surface, so a seq past the end is
 // EVENT_NOT_FOUND even in an invalid session.
-func (e *Engine) traceEvent(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
+func (e *Engine) traceEvent(_ context.Context, snap Snapshot, req *wire.Request) (any, error) {
 	info, l, target, err := resolveTarget(snap, req)
 	if err != nil {
 		return nil, err

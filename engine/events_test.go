@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // publishFile publishes a JSONL log from testdata as is.
@@ -195,18 +196,18 @@ func TestEventReads(t *testing.T) {
 		{"a fractional seq is EVENT_NOT_FOUND", `{"sessionId":"s-7f3c","seq":1.5}`, `session "s-7f3c" has no event at seq 1.5`},
 	}
 	for _, tt := range notFound {
-		for _, ep := range []string{query.EndpointEventsRead, query.EndpointEventsTrace} {
+		for _, ep := range []string{wire.EndpointEventsRead, wire.EndpointEventsTrace} {
 			t.Run(ep+": "+tt.name, func(t *testing.T) {
 				_, err := p.client.Raw(ctx, ep, []byte(tt.body))
 				wantErr(t, err, dshq.CodeEventNotFound, tt.msg)
 			})
 		}
 	}
-	missing := []string{query.EndpointSessionsRead, query.EndpointSessionsSurface, query.EndpointEventsList, query.EndpointEventsRead, query.EndpointEventsTrace}
+	missing := []string{wire.EndpointSessionsRead, wire.EndpointSessionsSurface, wire.EndpointEventsList, wire.EndpointEventsRead, wire.EndpointEventsTrace}
 	for _, ep := range missing {
 		t.Run(ep+" of an unknown session is SESSION_NOT_FOUND", func(t *testing.T) {
 			body := `{"sessionId":"nope"}`
-			if ep == query.EndpointEventsRead || ep == query.EndpointEventsTrace {
+			if ep == wire.EndpointEventsRead || ep == wire.EndpointEventsTrace {
 				body = `{"sessionId":"nope","seq":-1}`
 			}
 			_, err := p.client.Raw(ctx, ep, []byte(body))
@@ -221,13 +222,13 @@ func TestInvalidSession(t *testing.T) {
 	p.session("bad", hdr{createdAt: 1})
 	p.events("bad", userMsg(10, "hello needle"), evSpec{typ: "turn/start", time: 11, data: `{"turn":1}`, extra: `"surfaceOp":"append"`}, userMsg(12, "after"))
 	gen := p.sync()
-	for _, ep := range []string{query.EndpointEventsList, query.EndpointEventsFilter, query.EndpointSessionsSurface, query.EndpointEventsSearch} {
+	for _, ep := range []string{wire.EndpointEventsList, wire.EndpointEventsFilter, wire.EndpointSessionsSurface, wire.EndpointEventsSearch} {
 		t.Run(ep+" of an invalid session is INVALID_SURFACE", func(t *testing.T) {
 			body := fmt.Sprintf(`{"sessionId":"bad","minGeneration":%d}`, gen)
 			switch ep {
-			case query.EndpointEventsFilter:
+			case wire.EndpointEventsFilter:
 				body = `{"sessionId":"bad","filters":[]}`
-			case query.EndpointEventsSearch:
+			case wire.EndpointEventsSearch:
 				body = `{"sessionId":"bad","query":"needle"}`
 			}
 			_, err := p.client.Raw(ctx, ep, []byte(body))

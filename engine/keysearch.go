@@ -5,26 +5,8 @@ import (
 	"fmt"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/index"
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
-
-// KeySearcher is a Searcher that can rank without loading docs and load the
-// docs of chosen keys afterwards. With one, the Engine ranks a paged
-// search's whole stored window as keys on its first page, stores only the
-// keys, and loads docs and cuts snippets for each page it serves: a common
-// word costs a ranking pass, not thousands of snippets.
-type KeySearcher interface {
-	Searcher
-	// RankSessionKeys ranks as SearchSessions does: at most q.Limit keys
-	// (each session's best event).
-	RankSessionKeys(ctx context.Context, q SearchQuery) (Ranked, error)
-	// RankEventKeys ranks as SearchEvents does: at most q.Limit keys.
-	RankEventKeys(ctx context.Context, q SearchQuery) (Ranked, error)
-	// LoadHits returns the hits of keys in their order, each with its
-	// snippet around the phrase; a key whose doc is gone is left out.
-	LoadHits(ctx context.Context, phrase string, keys []HitKey, snippetChars int) ([]dshq.EventSearchHit, error)
-}
 
 // HitKey identifies one ranked event. Live is the session's availability
 // as of a search's first page, stored for sessions.search so that later
@@ -57,15 +39,21 @@ type Ranked struct {
 	// Total is how many docs matched, when the ranking counted them
 	// (event rankings), else 0.
 	Total uint64
-	// index is the index ranked, when known.
-	index *index.Index
+	// MaxResults, when not 0, is the bound the source cut the ranking at
+	// (a partitioned projection's shards' own), which a later page past it
+	// names; 0 is the Engine's.
+	MaxResults int
+	// Exact is set when the ranking read exactly the state of the snapshot
+	// whose Index ranked (the index is the snapshot's own, at its
+	// generation): then the keys need no check against the snapshot.
+	Exact bool
 }
 
-// mirrors reports whether the ranking read exactly snap's state (see
-// Ranked.Generation): then the keys need no check against the snapshot.
+// mirrors reports whether the ranking read exactly snap's state: the
+// index vouches for being the snapshot's own (Exact), and the generation
+// it read is the snapshot's. Then the keys need no check against it.
 func (r Ranked) mirrors(snap Snapshot) bool {
-	own, ok := snap.(interface{ Index() *index.Index })
-	return ok && r.index != nil && r.Generation != 0 && r.Generation == snap.Generation() && own.Index() == r.index
+	return r.Exact && r.Generation != 0 && r.Generation == snap.Generation()
 }
 
 type eventKey struct {
@@ -73,9 +61,18 @@ type eventKey struct {
 	seq       int64
 }
 
-// buildFunc turns stored keys into a page's items, aligned with keys; a
-// key that no longer resolves is nil.
-type buildFunc[T any] func(ctx context.Context, snap Snapshot, keys []HitKey) ([]*T, error)
+// buildFunc turns stored keys into a page's items, aligned with keys (a
+// key that no longer resolves is nil), of which the first answered are
+// answered. later, on a later page, names the sessions the results count
+// and the first page's generation, for a builder that checks them itself
+// (SessionHitter).
+type buildFunc[T any] func(ctx context.Context, snap Snapshot, keys []HitKey, later *laterPage) (built []*T, answered int, err error)
+
+// laterPage is what a later page's stale check needs.
+type laterPage struct {
+	counted []string
+	since   uint64
+}
 
 // rankKeys ranks up to the Engine's max results. A session ranking visits
 // every match whatever its limit, so it ranks the whole window at once. An
@@ -101,33 +98,33 @@ func rankKeys(ctx context.Context, e *Engine, limit int, q SearchQuery, probe bo
 	return r, nil
 }
 
-// keySessions is the first page of sessions.search through a KeySearcher.
+// keySessions is the first page of sessions.search.
 // The ranking is as of the snapshot's generation, so each session is ranked
 // by an event the snapshot holds; keys the snapshot still does not hold or
 // whose session is invalid are dropped before any is stored.
-func (e *Engine) keySessions(ctx context.Context, ks KeySearcher, snap Snapshot, req *query.Request, c *query.Cursor, page dshq.SessionSearchPage) ([]dshq.SessionSearchHit, string, error) {
+func (e *Engine) keySessions(ctx context.Context, ix Index, snap Snapshot, req *wire.Request, c *wire.Cursor, page dshq.SessionSearchPage) ([]dshq.SessionSearchHit, string, error) {
 	var kept []HitKey
 	sessions := []string{}
-	truncated := false
+	truncated, maxResults := false, 0
 	if !matchesNothing(req.SessionFilters) && !matchesNothing(req.EventFilters) {
 		liveIDs := snap.LiveSessions()
 		q := SearchQuery{Phrase: req.Query, SessionFilters: req.SessionFilters, EventFilters: req.EventFilters,
-			LiveSessionIDs: liveIDs, AsOf: snap.Generation()}
+			LiveSessionIDs: liveIDs, AsOf: snap.Generation(), Stats: req.CorpusStats}
 		// The live set answers IsLive for every key without a lookup each.
 		live := make(map[string]bool, len(liveIDs))
 		for _, id := range liveIDs {
 			live[id] = true
 		}
-		r, err := rankKeys(ctx, e, req.Limit, q, false, ks.RankSessionKeys)
+		r, err := rankKeys(ctx, e, req.Limit, q, false, ix.RankSessionKeys)
 		if err != nil {
 			return nil, "", err
 		}
-		truncated = r.More
+		truncated, maxResults = r.More, r.MaxResults
 		mirrors := r.mirrors(snap)
 		kept = make([]HitKey, 0, len(r.Keys))
 		for _, k := range r.Keys {
 			if mirrors {
-				k.Live = live[k.SessionID]
+				k.Live = k.Live || live[k.SessionID]
 				kept = append(kept, k)
 				sessions = append(sessions, k.SessionID)
 				continue
@@ -145,21 +142,22 @@ func (e *Engine) keySessions(ctx context.Context, ks KeySearcher, snap Snapshot,
 				}
 				continue
 			}
-			k.Live = live[k.SessionID]
+			k.Live = k.Live || live[k.SessionID]
 			kept = append(kept, k)
 			sessions = append(sessions, k.SessionID)
 		}
 	}
-	return firstKeyPage(ctx, e, snap, req, c, kept, sessions, truncated, page, e.sessionHits(ks, req.Query))
+	w := window{keys: kept, sessions: sessions, truncated: truncated, maxResults: maxResults}
+	return firstKeyPage(ctx, e, snap, req, c, w, page, e.sessionHits(ix, req.Query))
 }
 
-// keyEvents is the first page of events.search through a KeySearcher.
-func (e *Engine) keyEvents(ctx context.Context, ks KeySearcher, snap Snapshot, req *query.Request, c *query.Cursor, page dshq.EventSearchPage) ([]dshq.EventSearchHit, string, error) {
+// keyEvents is the first page of events.search.
+func (e *Engine) keyEvents(ctx context.Context, ix Index, snap Snapshot, req *wire.Request, c *wire.Cursor, page dshq.EventSearchPage) ([]dshq.EventSearchHit, string, error) {
 	var kept []HitKey
 	truncated := false
 	if !matchesNothing(req.Filters) {
-		q := SearchQuery{Phrase: req.Query, SessionID: req.SessionID, EventFilters: req.Filters, AsOf: snap.Generation()}
-		r, err := rankKeys(ctx, e, req.Limit, q, true, ks.RankEventKeys)
+		q := SearchQuery{Phrase: req.Query, SessionID: req.SessionID, EventFilters: req.Filters, AsOf: snap.Generation(), Stats: req.CorpusStats}
+		r, err := rankKeys(ctx, e, req.Limit, q, true, ix.RankEventKeys)
 		if err != nil {
 			return nil, "", err
 		}
@@ -168,7 +166,8 @@ func (e *Engine) keyEvents(ctx context.Context, ks KeySearcher, snap Snapshot, r
 			return nil, "", err
 		}
 	}
-	return firstKeyPage(ctx, e, snap, req, c, kept, []string{req.SessionID}, truncated, page, e.eventHits(ks, req.Query))
+	w := window{keys: kept, sessions: []string{req.SessionID}, truncated: truncated}
+	return firstKeyPage(ctx, e, snap, req, c, w, page, e.eventHits(ix, req.Query))
 }
 
 // heldKeys returns the keys of r that snap holds: all of them when the
@@ -199,8 +198,8 @@ func holdsEvent(snap Snapshot, k HitKey) (bool, error) {
 }
 
 // loadHits loads the hits of keys from the index, by key.
-func loadHits(ctx context.Context, ks KeySearcher, phrase string, keys []HitKey) (map[eventKey]dshq.EventSearchHit, error) {
-	hits, err := ks.LoadHits(ctx, phrase, keys, dshq.SnippetChars)
+func loadHits(ctx context.Context, ix Index, phrase string, keys []HitKey) (map[eventKey]dshq.EventSearchHit, error) {
+	hits, err := ix.LoadHits(ctx, phrase, keys, dshq.SnippetChars)
 	if err != nil {
 		return nil, indexFailed(err)
 	}
@@ -213,11 +212,11 @@ func loadHits(ctx context.Context, ks KeySearcher, phrase string, keys []HitKey)
 
 // eventHits builds events.search items: the snippet from the index, the
 // record from the snapshot.
-func (e *Engine) eventHits(ks KeySearcher, phrase string) buildFunc[dshq.EventSearchHit] {
-	return func(ctx context.Context, snap Snapshot, keys []HitKey) ([]*dshq.EventSearchHit, error) {
-		by, err := loadHits(ctx, ks, phrase, keys)
+func (e *Engine) eventHits(ix Index, phrase string) buildFunc[dshq.EventSearchHit] {
+	return func(ctx context.Context, snap Snapshot, keys []HitKey, _ *laterPage) ([]*dshq.EventSearchHit, int, error) {
+		by, err := loadHits(ctx, ix, phrase, keys)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		out := make([]*dshq.EventSearchHit, len(keys))
 		for i, k := range keys {
@@ -227,24 +226,33 @@ func (e *Engine) eventHits(ks KeySearcher, phrase string) buildFunc[dshq.EventSe
 			}
 			h, ok, err := resolveHit(snap, k.SessionID, h)
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			if ok {
 				out[i] = &h
 			}
 		}
-		return out, nil
+		return out, len(keys), nil
 	}
 }
 
 // sessionHits builds sessions.search items: the header from the snapshot,
-// availability as the key stored it.
-func (e *Engine) sessionHits(ks KeySearcher, phrase string) buildFunc[dshq.SessionSearchHit] {
-	events := e.eventHits(ks, phrase)
-	return func(ctx context.Context, snap Snapshot, keys []HitKey) ([]*dshq.SessionSearchHit, error) {
-		best, err := events(ctx, snap, keys)
+// availability as the key stored it; or, through a SessionHitter, where the
+// sessions are.
+func (e *Engine) sessionHits(ix Index, phrase string) buildFunc[dshq.SessionSearchHit] {
+	if sh, ok := ix.(SessionHitter); ok {
+		return func(ctx context.Context, _ Snapshot, keys []HitKey, later *laterPage) ([]*dshq.SessionSearchHit, int, error) {
+			if later == nil {
+				later = &laterPage{}
+			}
+			return sh.SessionHits(ctx, phrase, keys, later.counted, later.since)
+		}
+	}
+	events := e.eventHits(ix, phrase)
+	return func(ctx context.Context, snap Snapshot, keys []HitKey, later *laterPage) ([]*dshq.SessionSearchHit, int, error) {
+		best, _, err := events(ctx, snap, keys, later)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		out := make([]*dshq.SessionSearchHit, len(keys))
 		for i, k := range keys {
@@ -253,38 +261,49 @@ func (e *Engine) sessionHits(ks KeySearcher, phrase string) buildFunc[dshq.Sessi
 			}
 			info, ok, err := snap.Session(k.SessionID)
 			if err != nil {
-				return nil, fmt.Errorf("read session %q: %w", k.SessionID, err)
+				return nil, 0, fmt.Errorf("read session %q: %w", k.SessionID, err)
 			}
 			if ok {
 				rec := dshq.SessionRecord{Header: info.Header.Header, Tenant: info.Tenant, Live: k.Live, Persisted: true}
 				out[i] = &dshq.SessionSearchHit{SessionRecord: rec, BestMatch: *best[i]}
 			}
 		}
-		return out, nil
+		return out, len(keys), nil
 	}
 }
 
 // firstKeyPage serves the first page of ranked keys and, when more remain
 // (or the search was truncated), stores the keys after it so later pages
 // are answered as of this one.
-func firstKeyPage[T any](ctx context.Context, e *Engine, snap Snapshot, req *query.Request, c *query.Cursor, keys []HitKey, sessions []string, truncated bool, empty any, build buildFunc[T]) ([]T, string, error) {
-	built, err := build(ctx, snap, keys[:min(len(keys), req.Limit)])
+func firstKeyPage[T any](ctx context.Context, e *Engine, snap Snapshot, req *wire.Request, c *wire.Cursor, r window, empty any, build buildFunc[T]) ([]T, string, error) {
+	keys := r.keys
+	built, answered, err := build(ctx, snap, keys[:min(len(keys), req.Limit)], nil)
 	if err != nil {
 		return nil, "", err
 	}
-	items, used := fitPage(e, built, empty)
+	items, used := fitPage(e, built[:answered], empty)
 	if len(items) == 0 && len(keys) > 0 {
 		return nil, "", tooLargeItem(req.Endpoint)
 	}
-	if used == len(keys) && !truncated {
+	if used == len(keys) && !r.truncated {
 		return items, "", nil
 	}
-	id, err := e.storeHits(ctx, keys, used, sessions, truncated, true)
+	id, err := e.storeHits(ctx, keys, used, r.sessions, searchMeta{Truncated: r.truncated, Keys: true, MaxResults: r.maxResults})
 	if err != nil {
 		return nil, "", err
 	}
 	c.Store, c.Bound = id, int64(len(keys))
 	return items, c.At(int64(used)), nil
+}
+
+// window is a first page's ranked keys: the sessions its results count,
+// whether the search matched more (truncated) and, when a source cut the
+// window at another bound than the Engine's, that bound.
+type window struct {
+	keys       []HitKey
+	sessions   []string
+	truncated  bool
+	maxResults int
 }
 
 // fitPage returns the built items that fit the reply budget, in order, and

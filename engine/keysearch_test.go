@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -10,18 +10,15 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/index"
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/engine"
+	"github.com/dshq/dshq/query/wire"
+	"github.com/dshq/dshq/shardhost"
 )
-
-// plainSearcher hides the KeySearcher methods of a Searcher, so the Engine
-// stores whole hits as it does for a Searcher that cannot rank keys.
-type plainSearcher struct{ Searcher }
 
 // pageAll follows a search from body until it has no nextCursor (or fails
 // past the bound) and returns every page with its nextCursor removed, and
 // the failure's code last.
-func pageAll(t *testing.T, e *Engine, endpoint, body string) []string {
+func pageAll(t *testing.T, e *engine.Engine, endpoint, body string) []string {
 	t.Helper()
 	var pages []string
 	for n := 0; ; n++ {
@@ -51,9 +48,10 @@ func pageAll(t *testing.T, e *Engine, endpoint, body string) []string {
 	}
 }
 
-// Ranking keys and loading each page's docs answers exactly as storing
-// whole hits on the first page does.
-func TestKeyedSearchMatchesStoredHits(t *testing.T) {
+// A search pages up to the engine's max results, as of its first page,
+// and a cursor past them fails with SESSION_QUERY_REPLY_TOO_LARGE; a page
+// of sessions.search shows each session live as the first page saw it.
+func TestSearchPagesUpToTheBound(t *testing.T) {
 	p := newPipe(t)
 	for i := range 40 {
 		id := fmt.Sprintf("s%02d", i)
@@ -67,66 +65,42 @@ func TestKeyedSearchMatchesStoredHits(t *testing.T) {
 	p.sync()
 	p.setLive("s39", true)
 	p.setLive("s02", true)
-	keyed := New(FromProjector(p.proj), WithSearcher(FromIndex(p.proj.Index())), WithMaxSearchResults(30))
-	if _, ok := keyed.search.(KeySearcher); !ok {
-		t.Fatal("FromIndex is not a KeySearcher")
-	}
-	plain := New(FromProjector(p.proj), WithSearcher(plainSearcher{FromIndex(p.proj.Index())}), WithMaxSearchResults(30))
-	tests := []struct{ name, endpoint, body string }{
-		{"sessions.search pages of 7 up to the bound", query.EndpointSessionsSearch, `{"query":"needle","limit":7,"sessionFilters":[]}`},
-		{"sessions.search within one page", query.EndpointSessionsSearch, `{"query":"haystack 3","limit":7,"sessionFilters":[]}`},
-		{"events.search pages of 1", query.EndpointEventsSearch, `{"sessionId":"s39","query":"needle","limit":1}`},
-		{"events.search pages of 2", query.EndpointEventsSearch, `{"sessionId":"s38","query":"needle","limit":2}`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name+" gives the same pages", func(t *testing.T) {
-			got, want := pageAll(t, keyed, tt.endpoint, tt.body), pageAll(t, plain, tt.endpoint, tt.body)
-			if tt.endpoint == query.EndpointSessionsSearch && len(got) > 2 && !strings.Contains(strings.Join(got, ""), `"live":true`) {
-				t.Fatal("no live session in the pages")
-			}
-			if len(got) != len(want) {
-				t.Fatalf("%d pages; want %d", len(got), len(want))
-			}
-			for i := range got {
-				if got[i] != want[i] {
-					t.Fatalf("page %d:\n got %s\nwant %s", i, got[i], want[i])
-				}
-			}
-		})
-	}
-	t.Run("sessions.search past the bound fails as with stored hits", func(t *testing.T) {
-		for _, e := range []*Engine{keyed, plain} {
-			body := `{"query":"needle","limit":30,"sessionFilters":[]}`
-			out, err := run(t, e, query.EndpointSessionsSearch, body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = run(t, e, query.EndpointSessionsSearch, fmt.Sprintf(`{"query":"needle","limit":30,"sessionFilters":[],"cursor":%q}`, nextCursor(t, out)))
-			if dshq.ErrorCode(err) != dshq.CodeReplyTooLarge {
-				t.Fatalf("got %v; want %s", err, dshq.CodeReplyTooLarge)
-			}
+	e := engine.New(shardhost.Local(p.proj), engine.WithMaxSearchResults(30))
+	t.Run("sessions.search pages of 7 up to the bound", func(t *testing.T) {
+		pages := pageAll(t, e, wire.EndpointSessionsSearch, `{"query":"needle","limit":7,"sessionFilters":[]}`)
+		if len(pages) != 6 || pages[5] != string(dshq.CodeReplyTooLarge) {
+			t.Fatalf("%d pages, last %.80s; want 5 pages of the 30 results and %s", len(pages), pages[len(pages)-1], dshq.CodeReplyTooLarge)
+		}
+		if !strings.Contains(strings.Join(pages, ""), `"live":true`) {
+			t.Fatal("no live session in the pages")
 		}
 	})
-	t.Run("a cursor of stored keys on an engine that cannot load keys fails clearly", func(t *testing.T) {
-		store, key := NewMemoryCursorStore(CursorTTL), query.NewCursorKey()
-		k := New(FromProjector(p.proj), WithSearcher(FromIndex(p.proj.Index())), WithCursorStore(store), WithCursorKey(key))
-		pl := New(FromProjector(p.proj), WithSearcher(plainSearcher{FromIndex(p.proj.Index())}), WithCursorStore(store), WithCursorKey(key))
-		out, err := run(t, k, query.EndpointSessionsSearch, `{"query":"needle","limit":5,"sessionFilters":[]}`)
+	t.Run("events.search pages of 1 to the end", func(t *testing.T) {
+		pages := pageAll(t, e, wire.EndpointEventsSearch, `{"sessionId":"s39","query":"needle","limit":1}`)
+		if len(pages) != 4 {
+			t.Fatalf("%d pages; want 4 (s39's four needles)", len(pages))
+		}
+	})
+	t.Run("sessions.search past the bound fails", func(t *testing.T) {
+		body := `{"query":"needle","limit":30,"sessionFilters":[]}`
+		out, err := run(t, e, wire.EndpointSessionsSearch, body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = run(t, pl, query.EndpointSessionsSearch, fmt.Sprintf(`{"query":"needle","limit":5,"sessionFilters":[],"cursor":%q}`, nextCursor(t, out)))
-		if dshq.ErrorCode(err) != dshq.CodeIndexFailed {
-			t.Fatalf("got %v; want %s", err, dshq.CodeIndexFailed)
+		_, err = run(t, e, wire.EndpointSessionsSearch, fmt.Sprintf(`{"query":"needle","limit":30,"sessionFilters":[],"cursor":%q}`, nextCursor(t, out)))
+		if dshq.ErrorCode(err) != dshq.CodeReplyTooLarge {
+			t.Fatalf("got %v; want %s", err, dshq.CodeReplyTooLarge)
 		}
 	})
 }
+
+func (h *hidingProjection) Searchable() bool { return true }
 
 // hidingProjection presents the projection with one session's events
 // hidden, as a snapshot behind its index would, its generation shifted by
 // lag, and (when own) the snapshot's own index exposed.
 type hidingProjection struct {
-	inner Projection
+	inner engine.Source
 	hide  string
 	lag   uint64
 	own   bool
@@ -135,7 +109,7 @@ type hidingProjection struct {
 }
 
 type hidingSnapshot struct {
-	Snapshot
+	engine.Snapshot
 	p *hidingProjection
 }
 
@@ -149,19 +123,33 @@ func (h hidingSnapshot) Event(id string, seq int64) (dshq.StoredEvent, bool, err
 	return h.Snapshot.Event(id, seq)
 }
 
-type ownIndexSnapshot struct{ hidingSnapshot }
-
-func (o ownIndexSnapshot) Index() *index.Index {
-	return o.Snapshot.(interface{ Index() *index.Index }).Index()
+// Index is the snapshot's own index when own, else one that does not vouch
+// for any snapshot's state.
+func (h hidingSnapshot) Index() engine.Index {
+	if h.p.own {
+		return h.Snapshot.Index()
+	}
+	return foreignIndex{h.Snapshot.Index()}
 }
 
-func (h *hidingProjection) View(ctx context.Context, min uint64, fn func(Snapshot) error) error {
-	return h.inner.View(ctx, min, func(s Snapshot) error {
-		hs := hidingSnapshot{s, h}
-		if h.own {
-			return fn(ownIndexSnapshot{hs})
-		}
-		return fn(hs)
+// foreignIndex ranks as its index does, never Exact.
+type foreignIndex struct{ engine.Index }
+
+func (f foreignIndex) RankSessionKeys(ctx context.Context, q engine.SearchQuery) (engine.Ranked, error) {
+	r, err := f.Index.RankSessionKeys(ctx, q)
+	r.Exact = false
+	return r, err
+}
+
+func (f foreignIndex) RankEventKeys(ctx context.Context, q engine.SearchQuery) (engine.Ranked, error) {
+	r, err := f.Index.RankEventKeys(ctx, q)
+	r.Exact = false
+	return r, err
+}
+
+func (h *hidingProjection) View(ctx context.Context, min uint64, fn func(engine.Snapshot) error) error {
+	return h.inner.View(ctx, min, func(s engine.Snapshot) error {
+		return fn(hidingSnapshot{s, h})
 	})
 }
 
@@ -191,9 +179,9 @@ func TestKeysAreCheckedUnlessTheRankingReadTheSnapshotsOwnState(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			proj := &hidingProjection{inner: FromProjector(p.proj), hide: tt.hide, lag: tt.lag, own: tt.own}
-			e := New(proj, WithSearcher(FromIndexFunc(p.proj.Index)))
-			out, err := run(t, e, query.EndpointSessionsSearch, `{"query":"needle","limit":1}`)
+			proj := &hidingProjection{inner: shardhost.Local(p.proj), hide: tt.hide, lag: tt.lag, own: tt.own}
+			e := engine.New(proj)
+			out, err := run(t, e, wire.EndpointSessionsSearch, `{"query":"needle","limit":1}`)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -212,7 +200,7 @@ func TestKeysAreCheckedUnlessTheRankingReadTheSnapshotsOwnState(t *testing.T) {
 				if page.NextCursor == "" {
 					break
 				}
-				out, err = run(t, e, query.EndpointSessionsSearch, fmt.Sprintf(`{"query":"needle","limit":1,"cursor":%q}`, page.NextCursor))
+				out, err = run(t, e, wire.EndpointSessionsSearch, fmt.Sprintf(`{"query":"needle","limit":1,"cursor":%q}`, page.NextCursor))
 				if err != nil {
 					t.Fatalf("page %d: %v", n+1, err)
 				}
@@ -229,7 +217,7 @@ func TestKeysAreCheckedUnlessTheRankingReadTheSnapshotsOwnState(t *testing.T) {
 			if !slices.Equal(ids, want) {
 				t.Fatalf("sessions %v; want %v", ids, want)
 			}
-			ev, err := run(t, e, query.EndpointEventsSearch, `{"sessionId":"b","query":"needle","limit":1}`)
+			ev, err := run(t, e, wire.EndpointEventsSearch, `{"sessionId":"b","query":"needle","limit":1}`)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,12 +234,12 @@ func TestKeysAreCheckedUnlessTheRankingReadTheSnapshotsOwnState(t *testing.T) {
 
 // sessionCountingProjection counts Session reads.
 type sessionCountingProjection struct {
-	inner Projection
+	inner engine.Source
 	reads atomic.Int64
 }
 
 type sessionCountingSnapshot struct {
-	Snapshot
+	engine.Snapshot
 	p *sessionCountingProjection
 }
 
@@ -260,8 +248,10 @@ func (s sessionCountingSnapshot) Session(id string) (dshq.SessionInfo, bool, err
 	return s.Snapshot.Session(id)
 }
 
-func (c *sessionCountingProjection) View(ctx context.Context, min uint64, fn func(Snapshot) error) error {
-	return c.inner.View(ctx, min, func(s Snapshot) error { return fn(sessionCountingSnapshot{s, c}) })
+func (c *sessionCountingProjection) Searchable() bool { return true }
+
+func (c *sessionCountingProjection) View(ctx context.Context, min uint64, fn func(engine.Snapshot) error) error {
+	return c.inner.View(ctx, min, func(s engine.Snapshot) error { return fn(sessionCountingSnapshot{s, c}) })
 }
 
 // TestALaterPageChecksItsSessionsOnlyAfterTheGenerationMoved: at the first
@@ -275,16 +265,16 @@ func TestALaterPageChecksItsSessionsOnlyAfterTheGenerationMoved(t *testing.T) {
 		p.events(id, userMsg(2, "needle in "+id))
 	}
 	p.sync()
-	proj := &sessionCountingProjection{inner: FromProjector(p.proj)}
-	e := New(proj, WithSearcher(FromIndexFunc(p.proj.Index)))
+	proj := &sessionCountingProjection{inner: shardhost.Local(p.proj)}
+	e := engine.New(proj)
 	body := `{"query":"needle","limit":1}`
-	out, err := run(t, e, query.EndpointSessionsSearch, body)
+	out, err := run(t, e, wire.EndpointSessionsSearch, body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	later := func() (int64, error) {
 		proj.reads.Store(0)
-		_, err := run(t, e, query.EndpointSessionsSearch, fmt.Sprintf(`{"query":"needle","limit":1,"cursor":%q}`, nextCursor(t, out)))
+		_, err := run(t, e, wire.EndpointSessionsSearch, fmt.Sprintf(`{"query":"needle","limit":1,"cursor":%q}`, nextCursor(t, out)))
 		return proj.reads.Load(), err
 	}
 	if n, err := later(); err != nil || n != 1 {

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 func TestRequestMetrics(t *testing.T) {
@@ -18,8 +19,8 @@ func TestRequestMetrics(t *testing.T) {
 	}
 	_, _ = p.client.TraceSession(ctx, dshq.SessionTraceRequest{SessionID: "nope"})
 	want := map[[2]string]float64{
-		{query.EndpointSessionsList, "OK"}:                              1,
-		{query.EndpointSessionsTrace, string(dshq.CodeSessionNotFound)}: 1,
+		{wire.EndpointSessionsList, "OK"}:                              1,
+		{wire.EndpointSessionsTrace, string(dshq.CodeSessionNotFound)}: 1,
 	}
 	families, err := reg.Gather()
 	if err != nil {

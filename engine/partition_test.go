@@ -22,7 +22,10 @@ import (
 	"github.com/dshq/dshq/internal/testenv"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 	"github.com/dshq/dshq/record"
+	"github.com/dshq/dshq/shardhost"
+	"github.com/dshq/dshq/shards"
 	"github.com/dshq/dshq/tools"
 )
 
@@ -54,11 +57,11 @@ func serveProjector(t *testing.T, env *testenv.Env, shard, shards int) *projecti
 	// Every engine of the stack, whole or a shard, pages at most
 	// partitionedMaxResults results: a search matching more is cut where
 	// one shard cuts it, so the merge's cut is compared too.
-	eng, err := engine.NewShardEngine(ctx, env.JS, p, engine.WithMaxSearchResults(partitionedMaxResults))
+	eng, err := shardhost.NewShardEngine(ctx, env.JS, p, engine.WithMaxSearchResults(partitionedMaxResults))
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop, err := engine.ServeReplica(ctx, env.Conn, dshq.ShardToken(shard, shards), dshq.ShardDurable(shard, shards), eng,
+	stop, err := shardhost.ServeReplica(ctx, env.Conn, dshq.ShardToken(shard, shards), dshq.ShardDurable(shard, shards), eng,
 		func() query.ReplicaStatus {
 			pr := p.Progress()
 			st := query.ReplicaStatus{Lineage: p.Lineage(), Generation: pr.Generation, CatchingUp: pr.CatchingUp}
@@ -154,8 +157,20 @@ func startPartitioned(t *testing.T, shards int) *partitionedStack {
 		testenv.WaitGeneration(t, p, last)
 	}
 	st.whole = query.NewClient(env.Conn, query.WithSubjectPrefix(dshq.ShardSubjectPrefix(dshq.DefaultShard)))
-	st.parted = env.ServeQuery(t, query.WithShards(shards), query.WithCursorKeyFrom(env.JS))
+	st.parted = servePartitioned(t, env, shards)
 	return st
+}
+
+// servePartitioned serves dsh-query as a partitioned projection's: the
+// wire over an engine over its n shards.
+func servePartitioned(t *testing.T, env *testenv.Env, n int) *query.Client {
+	t.Helper()
+	eng, src, err := shards.NewEngine(env.JS, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(src.Close) // after the service stops (cleanups run last first)
+	return env.ServeQuery(t, query.WithEngine(eng))
 }
 
 // TestPartitionedAnswersLikeOneShard projects one corpus whole and
@@ -193,7 +208,7 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 		want, werr := st.whole.Raw(ctx, endpoint, body(wantCursor))
 		got, gerr := st.parted.Raw(ctx, endpoint, body(gotCursor))
 		asked++
-		if endpoint == query.EndpointSessionsSearch && dshq.ErrorCode(werr) == dshq.CodeReplyTooLarge {
+		if endpoint == wire.EndpointSessionsSearch && dshq.ErrorCode(werr) == dshq.CodeReplyTooLarge {
 			cut++ // paged to the max results
 		}
 		if fmt.Sprint(werr) != fmt.Sprint(gerr) || dshq.ErrorCode(werr) != dshq.ErrorCode(gerr) {
@@ -215,7 +230,7 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 		var wc, gc string
 		for n := 0; ; n++ {
 			want, got := askPair(endpoint, fields, wc, gc)
-			wc, gc = nextCursor(want), nextCursor(got)
+			wc, gc = replyCursor(want), replyCursor(got)
 			if wc == "" {
 				return
 			}
@@ -225,9 +240,9 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 		}
 	}
 	for _, limit := range []int{1, 7, 100} {
-		page(query.EndpointSessionsList, map[string]any{"limit": limit})
+		page(wire.EndpointSessionsList, map[string]any{"limit": limit})
 	}
-	page(query.EndpointSessionsList, map[string]any{})
+	page(wire.EndpointSessionsList, map[string]any{})
 	for _, filters := range []string{
 		`[]`,
 		`[{"kind":"availability","values":["persisted"]}]`,
@@ -235,29 +250,29 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 		fmt.Sprintf(`[{"kind":"id","values":[%q,%q,"nobody"]}]`, st.ids[0], st.ids[len(st.ids)-1]),
 		`[{"kind":"created-at","from":1790000000000}]`,
 	} {
-		page(query.EndpointSessionsFilter, map[string]any{"filters": json.RawMessage(filters), "limit": 5})
+		page(wire.EndpointSessionsFilter, map[string]any{"filters": json.RawMessage(filters), "limit": 5})
 	}
 	titles := append(slices.Clone(st.ids), "nobody", st.ids[0])
-	ask(query.EndpointSessionsTitles, map[string]any{"sessionIds": titles})
-	ask(query.EndpointSessionsTitles, map[string]any{"sessionIds": []string{}})
+	ask(wire.EndpointSessionsTitles, map[string]any{"sessionIds": titles})
+	ask(wire.EndpointSessionsTitles, map[string]any{"sessionIds": []string{}})
 	for _, id := range append(slices.Clone(st.ids), "nobody") {
-		ask(query.EndpointSessionsTrace, map[string]any{"sessionId": id})
-		ask(query.EndpointSessionsStat, map[string]any{"sessionId": id})
-		page(query.EndpointSessionsRead, map[string]any{"sessionId": id, "limit": 50})
-		page(query.EndpointSessionsSurface, map[string]any{"sessionId": id, "limit": 50})
-		page(query.EndpointEventsList, map[string]any{"sessionId": id, "limit": 50})
-		page(query.EndpointEventsFilter, map[string]any{"sessionId": id, "filters": json.RawMessage(`[{"kind":"type","values":["user/message"]}]`), "limit": 3})
-		ask(query.EndpointEventsRead, map[string]any{"sessionId": id, "seq": 1, "before": 1, "after": 2})
-		ask(query.EndpointEventsTrace, map[string]any{"sessionId": id, "seq": 2})
+		ask(wire.EndpointSessionsTrace, map[string]any{"sessionId": id})
+		ask(wire.EndpointSessionsStat, map[string]any{"sessionId": id})
+		page(wire.EndpointSessionsRead, map[string]any{"sessionId": id, "limit": 50})
+		page(wire.EndpointSessionsSurface, map[string]any{"sessionId": id, "limit": 50})
+		page(wire.EndpointEventsList, map[string]any{"sessionId": id, "limit": 50})
+		page(wire.EndpointEventsFilter, map[string]any{"sessionId": id, "filters": json.RawMessage(`[{"kind":"type","values":["user/message"]}]`), "limit": 3})
+		ask(wire.EndpointEventsRead, map[string]any{"sessionId": id, "seq": 1, "before": 1, "after": 2})
+		ask(wire.EndpointEventsTrace, map[string]any{"sessionId": id, "seq": 2})
 	}
 	// events.search ranks with the whole corpus's statistics: the same
 	// scores and order as one shard, pages and cursors included.
 	for _, id := range append(slices.Clone(st.ids), "nobody") {
 		for _, q := range []string{"retry budget", "timeout", "重试 预算", "config parser", "the", "incident zeta00003", "nothing matches this"} {
-			page(query.EndpointEventsSearch, map[string]any{"sessionId": id, "query": q, "limit": 4})
+			page(wire.EndpointEventsSearch, map[string]any{"sessionId": id, "query": q, "limit": 4})
 		}
-		page(query.EndpointEventsSearch, map[string]any{"sessionId": id, "query": "kappa omega", "limit": 1})
-		page(query.EndpointEventsSearch, map[string]any{"sessionId": id, "query": "the", "limit": 2,
+		page(wire.EndpointEventsSearch, map[string]any{"sessionId": id, "query": "kappa omega", "limit": 1})
+		page(wire.EndpointEventsSearch, map[string]any{"sessionId": id, "query": "the", "limit": 2,
 			"filters": json.RawMessage(`[{"kind":"type","values":["user/message","assistant/message"]}]`)})
 	}
 	// sessions.search ranks every shard's sessions with the whole
@@ -269,7 +284,7 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 	for _, q := range []string{"retry budget", "timeout", "重试 预算", "config parser", "the", "filler", "words",
 		"kappa omega", "omega", "incident zeta00003", "nothing matches this"} {
 		for _, limit := range []int{1, 3, 10, 50} {
-			page(query.EndpointSessionsSearch, map[string]any{"query": q, "limit": limit})
+			page(wire.EndpointSessionsSearch, map[string]any{"query": q, "limit": limit})
 		}
 	}
 	for _, c := range []struct{ session, event string }{
@@ -284,7 +299,7 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 		{`[{"kind":"id","values":[]}]`, `[]`},
 	} {
 		for _, q := range []string{"the", "filler", "retry"} {
-			page(query.EndpointSessionsSearch, map[string]any{"query": q, "limit": 4,
+			page(wire.EndpointSessionsSearch, map[string]any{"query": q, "limit": 4,
 				"sessionFilters": json.RawMessage(c.session), "eventFilters": json.RawMessage(c.event)})
 		}
 	}
@@ -293,24 +308,24 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 	}
 	// Failures, alike: a bad cursor, another request's cursor, a cursor
 	// past the end.
-	sb := ask(query.EndpointSessionsSearch, map[string]any{"query": "the", "limit": 2})
-	sc := nextCursor(sb)
+	sb := ask(wire.EndpointSessionsSearch, map[string]any{"query": "the", "limit": 2})
+	sc := replyCursor(sb)
 	if sc == "" {
 		t.Fatalf("sessions.search: no cursor: %s", sb)
 	}
-	ask(query.EndpointSessionsSearch, map[string]any{"query": "the", "limit": 2, "cursor": sc + "x"})
-	ask(query.EndpointSessionsSearch, map[string]any{"query": "words", "limit": 2, "cursor": sc})
-	ask(query.EndpointSessionsSearch, map[string]any{"query": "the", "limit": 2, "cursor": json.RawMessage(`7`)})
+	ask(wire.EndpointSessionsSearch, map[string]any{"query": "the", "limit": 2, "cursor": sc + "x"})
+	ask(wire.EndpointSessionsSearch, map[string]any{"query": "words", "limit": 2, "cursor": sc})
+	ask(wire.EndpointSessionsSearch, map[string]any{"query": "the", "limit": 2, "cursor": json.RawMessage(`7`)})
 
 	// A cursor of one endpoint, or of another request, is refused alike.
-	b := ask(query.EndpointSessionsList, map[string]any{"limit": 2})
+	b := ask(wire.EndpointSessionsList, map[string]any{"limit": 2})
 	var p dshq.SessionPage
 	if err := json.Unmarshal(b, &p); err != nil || p.NextCursor == "" {
 		t.Fatalf("no cursor: %s", b)
 	}
-	ask(query.EndpointSessionsList, map[string]any{"limit": 3, "cursor": p.NextCursor})
-	ask(query.EndpointSessionsFilter, map[string]any{"filters": json.RawMessage(`[]`), "limit": 2, "cursor": p.NextCursor})
-	ask(query.EndpointSessionsList, map[string]any{"limit": 2, "cursor": p.NextCursor + "x"})
+	ask(wire.EndpointSessionsList, map[string]any{"limit": 3, "cursor": p.NextCursor})
+	ask(wire.EndpointSessionsFilter, map[string]any{"filters": json.RawMessage(`[]`), "limit": 2, "cursor": p.NextCursor})
+	ask(wire.EndpointSessionsList, map[string]any{"limit": 2, "cursor": p.NextCursor + "x"})
 	t.Logf("%d questions, the same answers (sessions per shard %v)", asked, held)
 
 	// The five tools, over each, answer alike.
@@ -333,11 +348,11 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 			{"session_search", `{"query":"retry budget"}`},
 			{"session_search", `{"query":"filler"}`},
 		} {
-			want, err := wholeTools.Call(ctx, caller, c.name, json.RawMessage(c.args))
+			want, err := wholeTools.Call(ctx, tools.AsSession(caller), c.name, json.RawMessage(c.args))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := partTools.Call(ctx, caller, c.name, json.RawMessage(c.args))
+			got, err := partTools.Call(ctx, tools.AsSession(caller), c.name, json.RawMessage(c.args))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -358,13 +373,13 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 	// A later page of sessions.search is stale once a session it counts
 	// is reclassified (each shard checks the sessions it holds), and goes
 	// on when none is: alike.
-	fillerWant := ask(query.EndpointSessionsSearch, map[string]any{"query": "filler", "limit": 2})
-	fillerGot, err := st.parted.Raw(ctx, query.EndpointSessionsSearch, []byte(fmt.Sprintf(`{"query":"filler","limit":2,"minGeneration":%d}`, last)))
+	fillerWant := ask(wire.EndpointSessionsSearch, map[string]any{"query": "filler", "limit": 2})
+	fillerGot, err := st.parted.Raw(ctx, wire.EndpointSessionsSearch, []byte(fmt.Sprintf(`{"query":"filler","limit":2,"minGeneration":%d}`, last)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryWant := ask(query.EndpointSessionsSearch, map[string]any{"query": "retry budget", "limit": 2})
-	retryGot, err := st.parted.Raw(ctx, query.EndpointSessionsSearch, []byte(fmt.Sprintf(`{"query":"retry budget","limit":2,"minGeneration":%d}`, last)))
+	retryWant := ask(wire.EndpointSessionsSearch, map[string]any{"query": "retry budget", "limit": 2})
+	retryGot, err := st.parted.Raw(ctx, wire.EndpointSessionsSearch, []byte(fmt.Sprintf(`{"query":"retry budget","limit":2,"minGeneration":%d}`, last)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,19 +421,19 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 	for _, p := range st.projectors {
 		testenv.WaitGeneration(t, p, last)
 	}
-	askPair(query.EndpointSessionsSearch, map[string]any{"query": "filler", "limit": 2}, nextCursor(fillerWant), nextCursor(fillerGot))
-	askPair(query.EndpointSessionsSearch, map[string]any{"query": "retry budget", "limit": 2}, nextCursor(retryWant), nextCursor(retryGot))
-	_, err = st.parted.Raw(ctx, query.EndpointSessionsSearch, []byte(fmt.Sprintf(`{"query":"filler","limit":2,"cursor":%q}`, nextCursor(fillerGot))))
+	askPair(wire.EndpointSessionsSearch, map[string]any{"query": "filler", "limit": 2}, replyCursor(fillerWant), replyCursor(fillerGot))
+	askPair(wire.EndpointSessionsSearch, map[string]any{"query": "retry budget", "limit": 2}, replyCursor(retryWant), replyCursor(retryGot))
+	_, err = st.parted.Raw(ctx, wire.EndpointSessionsSearch, []byte(fmt.Sprintf(`{"query":"filler","limit":2,"cursor":%q}`, replyCursor(fillerGot))))
 	if dshq.ErrorCode(err) != dshq.CodeStaleCursor {
 		t.Fatalf("a later page after a reclassification: %v, want %s", err, dshq.CodeStaleCursor)
 	}
 
 	// The merge the service stored expires: its later pages are stale.
-	first, err := st.parted.Raw(ctx, query.EndpointSessionsSearch, []byte(`{"query":"the","limit":2}`))
+	first, err := st.parted.Raw(ctx, wire.EndpointSessionsSearch, []byte(`{"query":"the","limit":2}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, _, _ := strings.Cut(nextCursor(first), ".")
+	text, _, _ := strings.Cut(replyCursor(first), ".")
 	raw, err := base64.RawURLEncoding.DecodeString(text)
 	if err != nil {
 		t.Fatal(err)
@@ -436,7 +451,7 @@ func TestPartitionedAnswersLikeOneShard(t *testing.T) {
 	if err := kv.Purge(ctx, cur.Store+".m"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = st.parted.Raw(ctx, query.EndpointSessionsSearch, []byte(fmt.Sprintf(`{"query":"the","limit":2,"cursor":%q}`, nextCursor(first))))
+	_, err = st.parted.Raw(ctx, wire.EndpointSessionsSearch, []byte(fmt.Sprintf(`{"query":"the","limit":2,"cursor":%q}`, replyCursor(first))))
 	if dshq.ErrorCode(err) != dshq.CodeStaleCursor || !strings.Contains(err.Error(), "expired") {
 		t.Fatalf("a later page of an expired merge: %v, want %s", err, dshq.CodeStaleCursor)
 	}
@@ -459,7 +474,7 @@ func TestPartitionedShardMissing(t *testing.T) {
 	for _, p := range ps {
 		testenv.WaitGeneration(t, p, info.CachedInfo().State.LastSeq)
 	}
-	c := env.ServeQuery(t, query.WithShards(3), query.WithCursorKeyFrom(env.JS))
+	c := servePartitioned(t, env, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var missing string
@@ -470,11 +485,11 @@ func TestPartitionedShardMissing(t *testing.T) {
 		}
 	}
 	for _, q := range []struct{ endpoint, body string }{
-		{query.EndpointSessionsList, `{}`},
-		{query.EndpointSessionsTitles, fmt.Sprintf(`{"sessionIds":[%q]}`, missing)},
-		{query.EndpointSessionsStat, fmt.Sprintf(`{"sessionId":%q}`, missing)},
-		{query.EndpointSessionsTrace, fmt.Sprintf(`{"sessionId":%q}`, ids[0])},
-		{query.EndpointSessionsSearch, `{"query":"the"}`},
+		{wire.EndpointSessionsList, `{}`},
+		{wire.EndpointSessionsTitles, fmt.Sprintf(`{"sessionIds":[%q]}`, missing)},
+		{wire.EndpointSessionsStat, fmt.Sprintf(`{"sessionId":%q}`, missing)},
+		{wire.EndpointSessionsTrace, fmt.Sprintf(`{"sessionId":%q}`, ids[0])},
+		{wire.EndpointSessionsSearch, `{"query":"the"}`},
 	} {
 		_, err := c.Raw(ctx, q.endpoint, []byte(q.body))
 		var de *dshq.Error
@@ -484,7 +499,7 @@ func TestPartitionedShardMissing(t *testing.T) {
 	}
 }
 
-func nextCursor(reply []byte) string {
+func replyCursor(reply []byte) string {
 	var p struct {
 		NextCursor string `json:"nextCursor"`
 	}
@@ -498,7 +513,7 @@ func nextCursor(reply []byte) string {
 // cursor's content less that name and the MAC over it.
 func withoutStoreName(t *testing.T, reply []byte) []byte {
 	t.Helper()
-	c := nextCursor(reply)
+	c := replyCursor(reply)
 	text, _, ok := strings.Cut(c, ".")
 	if !ok {
 		return reply

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // The two endpoints below let the query service of a partitioned projection
@@ -19,15 +19,12 @@ import (
 // rankSessions answers sessions.rank: the session ranking keySessions
 // makes for a first page, every key of the window with its score and time
 // and whether this snapshot counts it.
-func (e *Engine) rankSessions(ctx context.Context, snap Snapshot, req *query.Request) (any, error) {
-	ks, ok := e.search.(KeySearcher)
-	if !ok {
-		return nil, dshq.Errorf(dshq.CodeSearchDisabled, "search is disabled: this projection has no key index")
-	}
-	if err := query.CheckSearchBudget(req); err != nil {
+func (e *Engine) rankSessions(ctx context.Context, snap Snapshot, req *wire.Request) (any, error) {
+	ix := snap.Index()
+	if err := wire.CheckSearchBudget(req); err != nil {
 		return nil, err
 	}
-	out := query.SessionRanking{Keys: []query.RankedSession{}, MaxResults: e.maxResults, Generation: snap.Generation()}
+	out := wire.SessionRanking{Keys: []wire.RankedSession{}, MaxResults: e.maxResults, Generation: snap.Generation()}
 	if matchesNothing(req.SessionFilters) || matchesNothing(req.EventFilters) {
 		return out, nil
 	}
@@ -37,8 +34,8 @@ func (e *Engine) rankSessions(ctx context.Context, snap Snapshot, req *query.Req
 		live[id] = true
 	}
 	q := SearchQuery{Phrase: req.Query, SessionFilters: req.SessionFilters, EventFilters: req.EventFilters,
-		LiveSessionIDs: liveIDs, AsOf: snap.Generation()}
-	r, err := rankKeys(ctx, e, 0, q, false, ks.RankSessionKeys)
+		LiveSessionIDs: liveIDs, AsOf: snap.Generation(), Stats: req.CorpusStats}
+	r, err := rankKeys(ctx, e, 0, q, false, ix.RankSessionKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -60,12 +57,12 @@ func (e *Engine) rankSessions(ctx context.Context, snap Snapshot, req *query.Req
 				drop = !held
 			}
 		}
-		out.Keys = append(out.Keys, query.RankedSession{SessionID: k.SessionID, Seq: k.Seq, Gen: k.Gen,
+		out.Keys = append(out.Keys, wire.RankedSession{SessionID: k.SessionID, Seq: k.Seq, Gen: k.Gen,
 			Live: live[k.SessionID], Score: k.Score, Time: k.Time, Drop: drop})
 	}
 	// A window larger than a reply is stored, for the service to read.
 	if encodedSize(out)+cursorReserve > e.maxReply {
-		id, err := e.storeHits(ctx, out.Keys, 0, nil, false, false)
+		id, err := e.storeHits(ctx, out.Keys, 0, nil, searchMeta{})
 		if err != nil {
 			return nil, err
 		}
@@ -73,7 +70,7 @@ func (e *Engine) rankSessions(ctx context.Context, snap Snapshot, req *query.Req
 		if err := e.load(ctx, id+".m", &meta); err != nil {
 			return nil, err
 		}
-		out.Keys, out.Stored, out.Chunks = []query.RankedSession{}, id, len(meta.Starts)
+		out.Keys, out.Stored, out.Chunks = []wire.RankedSession{}, id, len(meta.Starts)
 	}
 	return out, nil
 }
@@ -82,11 +79,8 @@ func (e *Engine) rankSessions(ctx context.Context, snap Snapshot, req *query.Req
 // (the later page's, in this shard) was reclassified after since, or is
 // invalid or gone (as continueSearch checks); else the hits of the keys,
 // as many as fit the reply.
-func (e *Engine) sessionsHits(ctx context.Context, snap Snapshot, req *query.Request) (any, error) {
-	ks, ok := e.search.(KeySearcher)
-	if !ok {
-		return nil, dshq.Errorf(dshq.CodeSearchDisabled, "search is disabled: this projection has no key index")
-	}
+func (e *Engine) sessionsHits(ctx context.Context, snap Snapshot, req *wire.Request) (any, error) {
+	ix := snap.Index()
 	var keys []HitKey
 	if err := json.Unmarshal(req.Keys, &keys); err != nil {
 		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "keys must be an array of ranked keys: %v", err)
@@ -102,11 +96,11 @@ func (e *Engine) sessionsHits(ctx context.Context, snap Snapshot, req *query.Req
 			}
 		}
 	}
-	out := query.SessionHits{Items: []*dshq.SessionSearchHit{}, Generation: snap.Generation()}
+	out := wire.SessionHits{Items: []*dshq.SessionSearchHit{}, Generation: snap.Generation()}
 	if len(keys) == 0 {
 		return out, nil
 	}
-	built, err := e.sessionHits(ks, req.Query)(ctx, snap, keys)
+	built, _, err := e.sessionHits(ix, req.Query)(ctx, snap, keys, nil)
 	if err != nil {
 		return nil, err
 	}

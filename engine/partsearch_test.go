@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -7,11 +7,13 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/engine"
+	"github.com/dshq/dshq/query/wire"
+	"github.com/dshq/dshq/shardhost"
 )
 
 // TestSessionRankStoredWhenLarge: a sessions.rank window larger than a
-// reply is stored in chunks (as JSON arrays of query.RankedSession) and
+// reply is stored in chunks (as JSON arrays of wire.RankedSession) and
 // named instead; read back, it is the ranking a large reply carries, in
 // the order a partitioned service merges by.
 func TestSessionRankStoredWhenLarge(t *testing.T) {
@@ -27,8 +29,9 @@ func TestSessionRankStoredWhenLarge(t *testing.T) {
 	}
 	p.sync()
 	p.setLive("s07", true)
-	e := New(FromProjector(p.proj), WithSearcher(FromIndex(p.proj.Index())))
-	req, err := query.DecodeRequest(query.EndpointSessionsRank, []byte(`{"query":"needle"}`))
+	store := engine.NewMemoryCursorStore(engine.CursorTTL)
+	e := engine.New(shardhost.Local(p.proj), engine.WithCursorStore(store))
+	req, err := wire.DecodeRequest(wire.EndpointSessionsRank, []byte(`{"query":"needle"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,11 +50,11 @@ func TestSessionRankStoredWhenLarge(t *testing.T) {
 	if small.Stored == "" || small.Chunks != 1 || len(small.Keys) != 0 {
 		t.Fatalf("small reply %+v", small)
 	}
-	b, err := e.store.Get(ctx, small.Stored+".0")
+	b, err := store.Get(ctx, small.Stored+".0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stored []query.RankedSession
+	var stored []wire.RankedSession
 	if err := json.Unmarshal(b, &stored); err != nil {
 		t.Fatal(err)
 	}
@@ -60,13 +63,13 @@ func TestSessionRankStoredWhenLarge(t *testing.T) {
 	}
 }
 
-func decodeRanking(t *testing.T, e *Engine, ctx context.Context, req *query.Request, maxReply int) query.SessionRanking {
+func decodeRanking(t *testing.T, e *engine.Engine, ctx context.Context, req *wire.Request, maxReply int) wire.SessionRanking {
 	t.Helper()
 	out, err := e.Answer(ctx, req, maxReply)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r query.SessionRanking
+	var r wire.SessionRanking
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -16,10 +16,12 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/internal/testenv"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/record"
+	"github.com/dshq/dshq/shardhost"
 )
 
 func TestMain(m *testing.M) { testenv.VerifyNoLeaks(m) }
@@ -59,7 +61,7 @@ func (p *pipe) inTenant(tenant string, ids ...string) {
 
 type pipeConfig struct {
 	listen      bool // a loopback listener (pipe.env.URL)
-	engineOpts  []Option
+	engineOpts  []engine.Option
 	serviceOpts []query.ServiceOption
 	localShard  bool // the service calls the engine in process
 }
@@ -79,18 +81,18 @@ func newPipe(t testing.TB, cfgs ...func(*pipeConfig)) *pipe {
 	}
 	env := testenv.Start(t, opts...)
 	proj := env.StartProjector(t)
-	engine, err := NewShardEngine(ctx, env.JS, proj, cfg.engineOpts...)
+	engine, err := shardhost.NewShardEngine(ctx, env.JS, proj, cfg.engineOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopShard, err := ServeShard(ctx, env.Conn, dshq.DefaultShard, engine, query.WithLogger(quiet()))
+	stopShard, err := shardhost.ServeShard(ctx, env.Conn, dshq.DefaultShard, engine, query.WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stopShard() })
 	serviceOpts := cfg.serviceOpts
 	if cfg.localShard {
-		serviceOpts = append(serviceOpts, query.WithLocalShard(engine))
+		serviceOpts = append(serviceOpts, query.WithEngine(engine))
 	}
 	client := env.ServeQuery(t, serviceOpts...)
 	return &pipe{t: t, env: env, nc: env.Conn, js: env.JS, proj: proj, client: client, stopShard: stopShard, next: map[string]int64{}}

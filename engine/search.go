@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,7 +13,7 @@ import (
 	"strconv"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // storedChunkBytes bounds one stored chunk of hits (well under any payload).
@@ -26,73 +27,41 @@ type searchMeta struct {
 	// Truncated is set when the search matched more than the stored hits
 	// (the Engine's max results): continuing past them fails.
 	Truncated bool `json:"truncated,omitempty"`
-	// Keys is set when the chunks hold HitKeys (ranked through a
-	// KeySearcher) rather than the hits themselves.
+	// MaxResults, when set, is the bound a truncated search was cut at
+	// (the source's, Ranked.MaxResults); else the Engine's.
+	MaxResults int `json:"maxResults,omitempty"`
+	// Keys is set when the chunks hold HitKeys (a search's later pages);
+	// a ranking stored for a partitioned service (sessions.rank) holds
+	// its ranked sessions.
 	Keys bool `json:"keys,omitempty"`
 }
 
 // searchSessions answers sessions.search in the original's order
 // (docs/search.md#request-validation-order): cursor, then the compile budget,
 // then the index.
-func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *query.Request) (any, error) {
+func (e *Engine) searchSessions(ctx context.Context, snap Snapshot, req *wire.Request) (any, error) {
 	c, first, err := e.continueCursor(snap, req)
 	if err != nil {
 		return nil, err
 	}
-	if err := query.CheckSearchBudget(req); err != nil {
+	if err := wire.CheckSearchBudget(req); err != nil {
 		return nil, err
 	}
 	page := dshq.SessionSearchPage{Items: []dshq.SessionSearchHit{}, Generation: snap.Generation()}
-	ks, keyed := e.search.(KeySearcher)
-	var build buildFunc[dshq.SessionSearchHit]
-	if keyed {
-		build = e.sessionHits(ks, req.Query)
-	}
+	ix := snap.Index()
 	if !first {
-		page.Items, page.NextCursor, err = continueSearch(ctx, e, snap, req, c, page, build)
+		_, checks := ix.(SessionHitter)
+		page.Items, page.NextCursor, err = continueSearch(ctx, e, snap, req, c, page, e.sessionHits(ix, req.Query), checks)
 		return page, err
 	}
-	if keyed {
-		page.Items, page.NextCursor, err = e.keySessions(ctx, ks, snap, req, c, page)
-		return page, err
-	}
-	var hits []dshq.SessionSearchHit
-	sessions := []string{}
-	truncated := false
-	if !matchesNothing(req.SessionFilters) && !matchesNothing(req.EventFilters) {
-		q := SearchQuery{Phrase: req.Query, SessionFilters: req.SessionFilters, EventFilters: req.EventFilters,
-			LiveSessionIDs: snap.LiveSessions(), SnippetChars: dshq.SnippetChars, AsOf: snap.Generation()}
-		found, more, err := probeThenRank(ctx, e, req.Limit, q, e.search.SearchSessions)
-		if err != nil {
-			return nil, indexFailed(err)
-		}
-		truncated = more
-		for _, h := range found {
-			info, ok, err := snap.Session(h.SessionID)
-			if err != nil {
-				return nil, fmt.Errorf("read session %q: %w", h.SessionID, err)
-			}
-			if !ok || info.InvalidFrom >= 0 {
-				continue
-			}
-			best, ok, err := resolveHit(snap, h.SessionID, h.BestMatch)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				hits = append(hits, dshq.SessionSearchHit{SessionRecord: sessionRecord(snap, info), BestMatch: best})
-				sessions = append(sessions, h.SessionID)
-			}
-		}
-	}
-	page.Items, page.NextCursor, err = firstSearchPage(ctx, e, req, c, hits, sessions, truncated, page)
+	page.Items, page.NextCursor, err = e.keySessions(ctx, ix, snap, req, c, page)
 	return page, err
 }
 
 // searchEvents answers events.search: the target is resolved before the
 // cursor is decoded (docs/search.md#request-validation-order); an invalid target is
 // SESSION_QUERY_INVALID_SURFACE.
-func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *query.Request) (any, error) {
+func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *wire.Request) (any, error) {
 	info, err := lookup(snap, req.SessionID)
 	if err != nil {
 		return nil, err
@@ -104,65 +73,17 @@ func (e *Engine) searchEvents(ctx context.Context, snap Snapshot, req *query.Req
 	if err != nil {
 		return nil, err
 	}
-	if err := query.CheckSearchBudget(req); err != nil {
+	if err := wire.CheckSearchBudget(req); err != nil {
 		return nil, err
 	}
 	page := dshq.EventSearchPage{Session: info.Header.Header, Items: []dshq.EventSearchHit{}, Generation: snap.Generation()}
-	ks, keyed := e.search.(KeySearcher)
-	var build buildFunc[dshq.EventSearchHit]
-	if keyed {
-		build = e.eventHits(ks, req.Query)
-	}
+	ix := snap.Index()
 	if !first {
-		page.Items, page.NextCursor, err = continueSearch(ctx, e, snap, req, c, page, build)
+		page.Items, page.NextCursor, err = continueSearch(ctx, e, snap, req, c, page, e.eventHits(ix, req.Query), false)
 		return page, err
 	}
-	if keyed {
-		page.Items, page.NextCursor, err = e.keyEvents(ctx, ks, snap, req, c, page)
-		return page, err
-	}
-	var hits []dshq.EventSearchHit
-	truncated := false
-	if !matchesNothing(req.Filters) {
-		q := SearchQuery{Phrase: req.Query, SessionID: req.SessionID, EventFilters: req.Filters, SnippetChars: dshq.SnippetChars, AsOf: snap.Generation()}
-		found, more, err := probeThenRank(ctx, e, req.Limit, q, e.search.SearchEvents)
-		if err != nil {
-			return nil, indexFailed(err)
-		}
-		truncated = more
-		for _, h := range found {
-			h, ok, err := resolveHit(snap, req.SessionID, h)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				hits = append(hits, h)
-			}
-		}
-	}
-	page.Items, page.NextCursor, err = firstSearchPage(ctx, e, req, c, hits, []string{req.SessionID}, truncated, page)
+	page.Items, page.NextCursor, err = e.keyEvents(ctx, ix, snap, req, c, page)
 	return page, err
-}
-
-// probeThenRank asks the index for one page and one more hit; only when
-// there is more than a page does it rank the full stored window (up to the
-// Engine's max results, and one more to learn whether there are more),
-// whose hits then answer every page. truncated reports that the search
-// matched more than the max results.
-func probeThenRank[H any](ctx context.Context, e *Engine, limit int, q SearchQuery, search func(context.Context, SearchQuery) ([]H, error)) (hits []H, truncated bool, err error) {
-	q.Limit = min(limit, e.maxResults) + 1
-	hits, err = search(ctx, q)
-	if err == nil && len(hits) > limit && q.Limit <= e.maxResults {
-		q.Limit = e.maxResults + 1
-		hits, err = search(ctx, q)
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	if len(hits) > e.maxResults {
-		return hits[:e.maxResults], true, nil
-	}
-	return hits, false, nil
 }
 
 func indexFailed(err error) error {
@@ -198,52 +119,26 @@ func matchesNothing(fs []dshq.Filter) bool {
 	return false
 }
 
-// firstSearchPage serves the first page of hits and, when more remain (or
-// the search was truncated), stores the rest so later pages are answered as
-// of this one.
-func firstSearchPage[T any](ctx context.Context, e *Engine, req *query.Request, c *query.Cursor, hits []T, sessions []string, truncated bool, empty any) ([]T, string, error) {
-	sz := e.sizer(empty)
-	items := []T{}
-	for _, h := range hits {
-		if len(items) == req.Limit || !sz.add(h) {
-			break
-		}
-		items = append(items, h)
-	}
-	if len(items) == 0 && len(hits) > 0 {
-		return nil, "", tooLargeItem(req.Endpoint)
-	}
-	if len(items) == len(hits) && !truncated {
-		return items, "", nil
-	}
-	id, err := e.storeHits(ctx, hits, len(items), sessions, truncated, false)
-	if err != nil {
-		return nil, "", err
-	}
-	c.Store, c.Bound = id, int64(len(hits))
-	return items, c.At(int64(len(items))), nil
-}
-
 // tooManyResults is the failure of a cursor continuing past the stored hits
 // of a truncated search.
-func (e *Engine) tooManyResults(endpoint string) error {
+func (e *Engine) tooManyResults(endpoint string, meta searchMeta) error {
+	n := cmp.Or(meta.MaxResults, e.maxResults)
 	return dshq.Errorf(dshq.CodeReplyTooLarge,
 		"%s matched more than %d results, and only the first %d can be paged as of the first page; narrow the query or add filters",
-		endpoint, e.maxResults, e.maxResults)
+		endpoint, n, n)
 }
 
-// storeHits stores hits[from:] (hits or, when keys is set, HitKeys) in
-// chunks and the meta; it returns the id. sessions are the result set's
-// sessions (a session ranking names each once).
-func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []string, truncated, keys bool) (string, error) {
+// storeHits stores hits[from:] (HitKeys when meta.Keys is set, else a
+// ranking) in chunks and the meta; it returns the id. sessions are the
+// result set's sessions (a session ranking names each once).
+func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []string, meta searchMeta) (string, error) {
 	elems, err := encodeElems(hits)
 	if err != nil {
 		return "", fmt.Errorf("store hits: %w", err)
 	}
-	var idb [12]byte // query.Cursor accepts 24 hex digits as a name of stored hits
+	var idb [12]byte // wire.Cursor accepts 24 hex digits as a name of stored hits
 	_, _ = rand.Read(idb[:])
 	id := hex.EncodeToString(idb[:])
-	meta := searchMeta{Truncated: truncated, Keys: keys}
 	var chunk []byte
 	for start := from; start < len(elems); {
 		end, size := start, 2
@@ -351,11 +246,12 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// continueSearch serves a later page from the stored hits, or from the
-// stored keys through build. It is stale when a session the results count
-// was reclassified (or invalidated, or is gone) after the first page, or
-// when the stored hits expired.
-func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *query.Request, c *query.Cursor, empty any, build buildFunc[T]) ([]T, string, error) {
+// continueSearch serves a later page from the stored keys through build.
+// It is stale when a session the results count was reclassified (or
+// invalidated, or is gone) after the first page, or when the stored hits
+// expired. When checks, build makes the check of the counted sessions
+// itself (SessionHitter).
+func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *wire.Request, c *wire.Cursor, empty any, build buildFunc[T], checks bool) ([]T, string, error) {
 	if c.Store == "" || c.Position > c.Bound {
 		return nil, "", dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: offset out of range")
 	}
@@ -365,14 +261,14 @@ func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *q
 	}
 	if c.Position == c.Bound {
 		if meta.Truncated {
-			return nil, "", e.tooManyResults(req.Endpoint)
+			return nil, "", e.tooManyResults(req.Endpoint, meta)
 		}
 		return nil, "", dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: offset out of range")
 	}
 	// At the first page's generation nothing was reclassified since, and
 	// the first page counted no invalid or missing session.
 	for _, id := range meta.Sessions {
-		if snap.Generation() <= c.Generation {
+		if checks || snap.Generation() <= c.Generation {
 			break
 		}
 		info, ok, err := snap.Session(id)
@@ -383,29 +279,18 @@ func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *q
 			return nil, "", staleCursor()
 		}
 	}
-	var built []*T
-	if meta.Keys {
-		if build == nil {
-			return nil, "", dshq.Errorf(dshq.CodeIndexFailed, "%s: stored results hold keys, and this service's index cannot load them", req.Endpoint)
-		}
-		keys, err := storedRun[HitKey](ctx, e, c, meta, req.Limit)
-		if err != nil {
-			return nil, "", err
-		}
-		if built, err = build(ctx, snap, keys); err != nil {
-			return nil, "", err
-		}
-	} else {
-		hits, err := storedRun[T](ctx, e, c, meta, req.Limit)
-		if err != nil {
-			return nil, "", err
-		}
-		built = make([]*T, len(hits))
-		for i := range hits {
-			built[i] = &hits[i]
-		}
+	if !meta.Keys {
+		return nil, "", dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: its stored results are unreadable")
 	}
-	items, used := fitPage(e, built, empty)
+	keys, err := storedRun[HitKey](ctx, e, c, meta, req.Limit)
+	if err != nil {
+		return nil, "", err
+	}
+	built, answered, err := build(ctx, snap, keys, &laterPage{counted: meta.Sessions, since: c.Generation})
+	if err != nil {
+		return nil, "", err
+	}
+	items, used := fitPage(e, built[:answered], empty)
 	if len(items) == 0 {
 		return nil, "", tooLargeItem(req.Endpoint)
 	}
@@ -417,7 +302,7 @@ func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *q
 }
 
 // storedRun loads up to limit stored elements from the cursor's offset.
-func storedRun[E any](ctx context.Context, e *Engine, c *query.Cursor, meta searchMeta, limit int) ([]E, error) {
+func storedRun[E any](ctx context.Context, e *Engine, c *wire.Cursor, meta searchMeta, limit int) ([]E, error) {
 	k := sort.Search(len(meta.Starts), func(i int) bool { return meta.Starts[i] > c.Position }) - 1
 	if k < 0 {
 		return nil, dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: offset out of range")

@@ -1,10 +1,11 @@
-package engine
+package engine_test
 
 import (
 	"fmt"
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/query"
 )
 
@@ -110,7 +111,7 @@ func TestSearchPagesPastOneHundred(t *testing.T) {
 // Past the engine's bound a cursor fails clearly instead of ending the
 // results silently.
 func TestSearchPastTheBound(t *testing.T) {
-	p := newPipe(t, func(c *pipeConfig) { c.engineOpts = append(c.engineOpts, WithMaxSearchResults(30)) })
+	p := newPipe(t, func(c *pipeConfig) { c.engineOpts = append(c.engineOpts, engine.WithMaxSearchResults(30)) })
 	for i := range 45 {
 		id := fmt.Sprintf("s%03d", i)
 		p.session(id, hdr{createdAt: int64(i)})

@@ -3,22 +3,23 @@ package engine
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // listSessions answers sessions.list and sessions.filter: records newest
 // first, keyset-paged; later pages count only sessions that existed at the
 // first page's generation.
-func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
+func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *wire.Request) (any, error) {
 	c, first, err := e.continueCursor(snap, req)
 	if err != nil {
 		return nil, err
 	}
-	match := query.SessionMatcher(req.Filters)
+	match := wire.SessionMatcher(req.Filters)
 	page := dshq.SessionPage{Items: []dshq.SessionRecord{}, Generation: snap.Generation()}
 	sz := e.sizer(page)
 	var lastKey []byte
@@ -27,28 +28,31 @@ func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *query.Reque
 	if !first {
 		after = c.Key
 	}
-	err = snap.SessionsByCreated(after, func(info dshq.SessionInfo) bool {
+	for info, err := range snap.Sessions(Scan{After: after, AsOf: c.Generation, Filters: req.Filters, Limit: req.Limit}) {
+		if errors.Is(err, ErrMore) && len(page.Items) == req.Limit {
+			more = true
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
 		if info.HeaderSeq > c.Generation {
-			return true
+			continue
 		}
 		rec := sessionRecord(snap, info)
 		if !match.Match(rec) {
-			return true
+			continue
 		}
 		if len(page.Items) == req.Limit {
 			more = true
-			return false
+			break
 		}
 		if !sz.add(rec) {
 			more, tooBig = true, len(page.Items) == 0
-			return false
+			break
 		}
 		page.Items = append(page.Items, rec)
 		lastKey = info.OrderKey
-		return true
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	if tooBig {
 		return nil, tooLargeItem(req.Endpoint)
@@ -63,17 +67,17 @@ func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *query.Reque
 
 // readTitles answers sessions.titles: one result per unique id in
 // first-occurrence order, failures isolated per id.
-func (e *Engine) readTitles(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
+func (e *Engine) readTitles(_ context.Context, snap Snapshot, req *wire.Request) (any, error) {
 	out := dshq.SessionTitles{Items: []dshq.TitleResult{}, Generation: snap.Generation()}
-	seen := map[string]bool{}
-	for _, id := range req.SessionIDs {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		info, err := lookup(snap, id)
-		if err != nil {
-			out.Items = append(out.Items, rejected(id, err))
+	ids := unique(req.SessionIDs)
+	found, err := snap.Lookup(ids)
+	if err != nil {
+		return nil, fmt.Errorf("read sessions: %w", err)
+	}
+	for _, id := range ids {
+		info, ok := found[id]
+		if !ok {
+			out.Items = append(out.Items, rejected(id, notFound(id)))
 			continue
 		}
 		out.Items = append(out.Items, dshq.TitleResult{SessionID: id, Status: "fulfilled",
@@ -85,28 +89,43 @@ func (e *Engine) readTitles(_ context.Context, snap Snapshot, req *query.Request
 // readChildren answers sessions.children (a projection shard's endpoint,
 // for a partitioned projection's query service): the children of each
 // unique id this projection holds, siblings by createdAt asc, id asc.
-func (e *Engine) readChildren(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
-	out := query.SessionChildren{Items: []query.ChildrenOf{}, Generation: snap.Generation()}
-	seen := map[string]bool{}
-	for _, id := range req.SessionIDs {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		kids, err := snap.Children(id)
-		if err != nil {
-			return nil, fmt.Errorf("read children of %q: %w", id, err)
-		}
-		slices.SortFunc(kids, func(a, b dshq.SessionInfo) int {
-			return cmp.Or(cmp.Compare(a.Header.Header.CreatedAt, b.Header.Header.CreatedAt), cmp.Compare(a.Header.Header.ID, b.Header.Header.ID))
-		})
-		item := query.ChildrenOf{SessionID: id, Children: make([]dshq.SessionRecord, len(kids))}
-		for i, k := range kids {
+func (e *Engine) readChildren(_ context.Context, snap Snapshot, req *wire.Request) (any, error) {
+	out := wire.SessionChildren{Items: []wire.ChildrenOf{}, Generation: snap.Generation()}
+	ids := unique(req.SessionIDs)
+	kids, err := snap.Children(ids)
+	if err != nil {
+		return nil, fmt.Errorf("read children: %w", err)
+	}
+	for _, id := range ids {
+		sorted := sortSiblings(kids[id])
+		item := wire.ChildrenOf{SessionID: id, Children: make([]dshq.SessionRecord, len(sorted))}
+		for i, k := range sorted {
 			item.Children[i] = sessionRecord(snap, k)
 		}
 		out.Items = append(out.Items, item)
 	}
 	return out, nil
+}
+
+// unique returns ids without repeats, in first-occurrence order.
+func unique(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// sortSiblings sorts sessions as siblings show: createdAt asc, id asc.
+func sortSiblings(kids []dshq.SessionInfo) []dshq.SessionInfo {
+	slices.SortFunc(kids, func(a, b dshq.SessionInfo) int {
+		return cmp.Or(cmp.Compare(a.Header.Header.CreatedAt, b.Header.Header.CreatedAt), cmp.Compare(a.Header.Header.ID, b.Header.Header.ID))
+	})
+	return kids
 }
 
 func rejected(id string, err error) dshq.TitleResult {
@@ -120,7 +139,7 @@ func rejected(id string, err error) dshq.TitleResult {
 // traceSession answers sessions.trace (docs/lineage.md#tracing-a-lineage)
 // without recursion, so chains of any depth work; a trace over the reply budget
 // is SESSION_QUERY_REPLY_TOO_LARGE (from Run).
-func (e *Engine) traceSession(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
+func (e *Engine) traceSession(_ context.Context, snap Snapshot, req *wire.Request) (any, error) {
 	target, err := lookup(snap, req.SessionID)
 	if err != nil {
 		return nil, err
@@ -159,35 +178,40 @@ func (e *Engine) traceSession(_ context.Context, snap Snapshot, req *query.Reque
 }
 
 // descendants builds the forest under root: siblings by createdAt asc, id
-// asc. It walks iteratively and assembles nodes bottom-up. A forest whose
+// asc. It walks iteratively, a level at a time, and assembles nodes
+// bottom-up. A forest whose
 // records alone exceed budget bytes is refused early.
 func (e *Engine) descendants(snap Snapshot, root string, budget int) ([]dshq.LineageNode, error) {
 	children := map[string][]dshq.SessionInfo{}
 	order := []string{root}
 	seen := map[string]bool{root: true}
 	size := 0
-	for i := 0; i < len(order); i++ {
-		kids, err := snap.Children(order[i])
+	// A level of the forest at a time: a source whose sessions are in
+	// several places asks for the children of a whole level at once.
+	for level := []string{root}; len(level) > 0; {
+		kids, err := snap.Children(level)
 		if err != nil {
-			return nil, fmt.Errorf("read children of %q: %w", order[i], err)
+			return nil, fmt.Errorf("read children: %w", err)
 		}
-		slices.SortFunc(kids, func(a, b dshq.SessionInfo) int {
-			return cmp.Or(cmp.Compare(a.Header.Header.CreatedAt, b.Header.Header.CreatedAt), cmp.Compare(a.Header.Header.ID, b.Header.Header.ID))
-		})
-		kept := kids[:0]
-		for _, k := range kids {
-			if seen[k.Header.Header.ID] {
-				continue
+		var next []string
+		for _, id := range level {
+			kept := []dshq.SessionInfo{}
+			for _, k := range sortSiblings(kids[id]) {
+				if seen[k.Header.Header.ID] {
+					continue
+				}
+				seen[k.Header.Header.ID] = true
+				kept = append(kept, k)
+				order = append(order, k.Header.Header.ID)
+				next = append(next, k.Header.Header.ID)
+				size += 150 + len(k.Header.Header.ID) + len(deref(k.Header.Header.Cwd)) + len(deref(k.Header.Header.ParentSession)) + len(deref(k.Header.Header.AgentPreset))
 			}
-			seen[k.Header.Header.ID] = true
-			kept = append(kept, k)
-			order = append(order, k.Header.Header.ID)
-			size += 150 + len(k.Header.Header.ID) + len(deref(k.Header.Header.Cwd)) + len(deref(k.Header.Header.ParentSession)) + len(deref(k.Header.Header.AgentPreset))
+			children[id] = kept
+			if size > 4*budget {
+				return nil, dshq.Errorf(dshq.CodeReplyTooLarge, "lineage of session %q has more than %d descendants; its trace would exceed the reply limit of %d bytes", root, len(order)-1, budget)
+			}
 		}
-		children[order[i]] = kept
-		if size > 4*budget {
-			return nil, dshq.Errorf(dshq.CodeReplyTooLarge, "lineage of session %q has more than %d descendants; its trace would exceed the reply limit of %d bytes", root, len(order)-1, budget)
-		}
+		level = next
 	}
 	nodes := map[string]dshq.LineageNode{}
 	for i := len(order) - 1; i >= 0; i-- {
@@ -215,7 +239,7 @@ func deref(s *string) string {
 // statSession answers sessions.stat from the session's projected record
 // alone: its cost does not grow with the log. It answers for an invalid
 // session too, saying from which seq it is invalid.
-func (e *Engine) statSession(_ context.Context, snap Snapshot, req *query.Request) (any, error) {
+func (e *Engine) statSession(_ context.Context, snap Snapshot, req *wire.Request) (any, error) {
 	info, err := lookup(snap, req.SessionID)
 	if err != nil {
 		return nil, err

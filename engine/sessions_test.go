@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/query"
 )
 
@@ -222,7 +223,7 @@ func TestSessionsTrace(t *testing.T) {
 }
 
 func TestSessionsTraceTooLarge(t *testing.T) {
-	p := newPipe(t, func(c *pipeConfig) { c.engineOpts = append(c.engineOpts, WithMaxReplyBytes(64<<10)) })
+	p := newPipe(t, func(c *pipeConfig) { c.engineOpts = append(c.engineOpts, engine.WithMaxReplyBytes(64<<10)) })
 	p.session("wide", hdr{createdAt: 9})
 	for i := range 600 {
 		p.session(fmt.Sprintf("wide-child-%04d", i), hdr{createdAt: 10, parent: "wide", cwd: "/a/long/workspace/path/that/takes/room"})

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // turns returns n complete turns (turn/start, user message, step/start,
@@ -58,7 +59,7 @@ func TestSessionsStat(t *testing.T) {
 		}
 	})
 	t.Run("a session without a step/start has no lastStepStartSeq", func(t *testing.T) {
-		body, err := p.client.Raw(ctx, query.EndpointSessionsStat, []byte(`{"sessionId":"quiet"}`))
+		body, err := p.client.Raw(ctx, wire.EndpointSessionsStat, []byte(`{"sessionId":"quiet"}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,11 +82,11 @@ func TestSessionsStat(t *testing.T) {
 		wantErr(t, err, dshq.CodeSessionNotFound, `session "nope" was not found`)
 	})
 	t.Run("an unknown field is INVALID_REQUEST", func(t *testing.T) {
-		_, err := p.client.Raw(ctx, query.EndpointSessionsStat, []byte(`{"sessionId":"long","limit":3}`))
+		_, err := p.client.Raw(ctx, wire.EndpointSessionsStat, []byte(`{"sessionId":"long","limit":3}`))
 		wantErr(t, err, dshq.CodeInvalidRequest, `unknown request field "limit"`)
 	})
 	t.Run("a sessionId that is not a string is INVALID_REQUEST", func(t *testing.T) {
-		_, err := p.client.Raw(ctx, query.EndpointSessionsStat, []byte(`{"sessionId":7}`))
+		_, err := p.client.Raw(ctx, wire.EndpointSessionsStat, []byte(`{"sessionId":7}`))
 		wantErr(t, err, dshq.CodeInvalidRequest, "sessionId")
 	})
 }

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/internal/microhost"
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // microStats asks the micro STATS verb of service and returns each
@@ -51,7 +51,7 @@ func TestMicroStatsCountFailures(t *testing.T) {
 		_, err := p.client.TraceSession(ctx, dshq.SessionTraceRequest{SessionID: "nope"})
 		wantErr(t, err, dshq.CodeSessionNotFound, `session "nope" was not found`)
 	}
-	_, err := p.client.Raw(ctx, query.EndpointSessionsTrace, []byte(`{"sessionId":"s","extra":1}`))
+	_, err := p.client.Raw(ctx, wire.EndpointSessionsTrace, []byte(`{"sessionId":"s","extra":1}`))
 	wantErr(t, err, dshq.CodeInvalidRequest, "")
 
 	for _, svc := range []string{dshq.QueryService, dshq.ShardService} {

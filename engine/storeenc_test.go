@@ -2,8 +2,14 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dshq/dshq/internal/testenv"
 )
 
 // TestStoredKeysAreEncodedAsEncodingJSONWould: the direct encoding of
@@ -58,4 +64,41 @@ func TestStoredKeysAreEncodedAsEncodingJSONWould(t *testing.T) {
 			t.Fatalf("read back %+v from %s", m, b)
 		}
 	})
+}
+
+// kvPuts is the put path of a CursorStore in a JetStream KV bucket (as
+// package shardhost's): what BenchmarkStoreKeys times.
+type kvPuts struct{ kv jetstream.KeyValue }
+
+func (s kvPuts) Put(ctx context.Context, key string, value []byte) error {
+	_, err := s.kv.Put(ctx, key, value)
+	return err
+}
+
+func (s kvPuts) Get(context.Context, string) ([]byte, error) { return nil, ErrCursorExpired }
+
+// BenchmarkStoreKeys stores a first page's window of 10 000 keys (and its
+// 10 000 sessions) in a JetStream KV bucket of memory storage, as a common
+// phrase's first page does in the cursor bucket:
+//
+//	go test -run '^$' -bench StoreKeys -benchtime 200x ./engine/
+func BenchmarkStoreKeys(b *testing.B) {
+	env := testenv.Start(b)
+	kv, err := env.JS.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "BENCH_CURSORS", Storage: jetstream.MemoryStorage})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := &Engine{store: kvPuts{kv}, maxResults: MaxSearchResults}
+	keys := make([]HitKey, MaxSearchResults)
+	sessions := make([]string, len(keys))
+	for i := range keys {
+		keys[i] = HitKey{SessionID: fmt.Sprintf("bench-%05d", i), Seq: int64(i % 60), Live: i%7 == 0}
+		sessions[i] = keys[i].SessionID
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.storeHits(context.Background(), keys, 20, sessions, searchMeta{Truncated: true, Keys: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

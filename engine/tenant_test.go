@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // TestTenantsAreRecordedAndFiltered runs the real pipeline over sessions of
@@ -111,7 +111,7 @@ func TestTenantsAreRecordedAndFiltered(t *testing.T) {
 		})
 	}
 	t.Run("a tenant filter value must be a string or null", func(t *testing.T) {
-		_, err := p.client.Raw(ctx, query.EndpointSessionsFilter, []byte(`{"filters":[{"kind":"tenant","values":[7]}]}`))
+		_, err := p.client.Raw(ctx, wire.EndpointSessionsFilter, []byte(`{"filters":[{"kind":"tenant","values":[7]}]}`))
 		if dshq.ErrorCode(err) != dshq.CodeInvalidFilter {
 			t.Fatalf("err = %v, want %s", err, dshq.CodeInvalidFilter)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // TestPartitionedUsageIsTheSumOfTheShards asks usage.report of one corpus
@@ -27,12 +28,12 @@ func TestPartitionedUsageIsTheSumOfTheShards(t *testing.T) {
 	} {
 		body["minGeneration"] = last
 		b, _ := json.Marshal(body)
-		var whole, parted query.UsageReply
+		var whole, parted wire.UsageReply
 		for _, c := range []struct {
 			c   *query.Client
-			out *query.UsageReply
+			out *wire.UsageReply
 		}{{st.whole, &whole}, {st.parted, &parted}} {
-			raw, err := c.c.Raw(ctx, query.EndpointUsageReport, b)
+			raw, err := c.c.Raw(ctx, wire.EndpointUsageReport, b)
 			if err != nil {
 				t.Fatalf("%s: %v", b, err)
 			}
@@ -57,7 +58,7 @@ func TestPartitionedUsageIsTheSumOfTheShards(t *testing.T) {
 		}
 	}
 	// A filter that is not a time zone is refused as one shard refuses it.
-	if _, err := st.parted.Raw(ctx, query.EndpointUsageReport, []byte(`{"timeZone":"Mars/Olympus"}`)); err == nil {
+	if _, err := st.parted.Raw(ctx, wire.EndpointUsageReport, []byte(`{"timeZone":"Mars/Olympus"}`)); err == nil {
 		t.Error("an unknown time zone was answered")
 	}
 }

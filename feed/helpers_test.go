@@ -3,8 +3,6 @@ package feed
 import (
 	"context"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -17,9 +15,9 @@ import (
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/internal/testnats"
 	"github.com/dshq/dshq/record"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+	"github.com/dshq/dshq/internal/golden"
+)
 
 func TestMain(m *testing.M) { testnats.VerifyNoLeaks(m) }
 
@@ -91,25 +89,9 @@ func leaseMsg(t testing.TB, gen uint64, cwd, id string, live bool) Message {
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
 
 // golden compares got with testdata/<name>, rewriting it under -update.
-func golden(t *testing.T, name string, got []byte) {
+func goldenFile(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden (run with -update to create): %v", err)
-	}
-	if string(want) != string(got) {
-		t.Errorf("%s differs from golden (run with -update and review the diff):\n got: %s\nwant: %s", name, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", name), got)
 }
 
 // identity is a delivered or published message without its position.

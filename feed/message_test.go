@@ -51,7 +51,7 @@ func TestEveryKindEncodesAsDocumented(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "messages/"+string(m.Kind)+".json", append(data, '\n'))
+			goldenFile(t, "messages/"+string(m.Kind)+".json", append(data, '\n'))
 			back, err := Decode(data)
 			if err != nil {
 				t.Fatalf("decode: %v", err)

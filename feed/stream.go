@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/jsprovision"
 )
 
 // Stream defaults. The feed is derived data (the projection can always say
@@ -155,9 +155,8 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 	given := cfg
 	cfg = cfg.withDefaults()
 	want := cfg.jsConfig()
-	st, err := js.CreateStream(ctx, want)
-	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		st, err = js.Stream(ctx, cfg.Name)
+	st, existed, err := jsprovision.CreateOrBind(ctx, js, want)
+	if existed {
 		if err != nil {
 			return nil, fmt.Errorf("ensure feed stream %s: %w", cfg.Name, err)
 		}
@@ -242,10 +241,8 @@ func UpdateStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 }
 
 func compareStream(want, got jetstream.StreamConfig) error {
-	var diffs []string
-	diff := func(field string, w, g any) {
-		diffs = append(diffs, fmt.Sprintf("%s is %v, want %v", field, g, w))
-	}
+	var diffs jsprovision.Diffs
+	diff := diffs.Add
 	if !slices.Equal(got.Subjects, want.Subjects) {
 		diff("subjects", want.Subjects, got.Subjects)
 	}
@@ -280,7 +277,7 @@ func compareStream(want, got jetstream.StreamConfig) error {
 		return nil
 	}
 	return fmt.Errorf("feed stream %s exists with another configuration: %s: %w",
-		want.Name, strings.Join(diffs, "; "), ErrStreamConflict)
+		want.Name, diffs, ErrStreamConflict)
 }
 
 // ReplaceSyncedStream replaces a single-replica feed stream that syncs

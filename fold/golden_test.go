@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,9 +13,9 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/internal/corpus"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+	goldenfile "github.com/dshq/dshq/internal/golden"
+)
 
 // golden is what a golden file holds for one log: the Lenient fold (what
 // the projector computes), and whether Strict (what a harness may append)
@@ -117,18 +116,10 @@ func TestFoldGolden(t *testing.T) {
 		t.Run(strings.ReplaceAll(l.name, "-", " "), func(t *testing.T) {
 			h, events := readLog(t, path)
 			got := []byte(toJSON(t, goldenOf(t, h, events)) + "\n")
-			if *update {
-				if err := os.WriteFile(want, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
+			if b, err := os.ReadFile(want); err == nil && !bytes.Equal(b, got) && !goldenfile.Updating() {
+				t.Errorf("fold of %s differs from %s: first difference:\n%s", path, want, firstDiff(string(b), string(got)))
 			}
-			b, err := os.ReadFile(want)
-			if err != nil {
-				t.Fatalf("%v (run go test ./fold -update)", err)
-			}
-			if !bytes.Equal(b, got) {
-				t.Errorf("fold of %s differs from %s (go test ./fold -update, then review the diff):\n%s", path, want, firstDiff(string(b), string(got)))
-			}
+			goldenfile.Check(t, want, got)
 			for _, level := range []Level{Lenient, Strict} {
 				checkIncremental(t, h, events, level)
 			}

@@ -3,13 +3,14 @@ package index
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/registry"
+
+	"github.com/dshq/dshq/internal/golden"
 )
 
 // matchCases: does a doc with text find the query? Checked against a real
@@ -134,21 +135,7 @@ func TestAnalysisGolden(t *testing.T) {
 		b.WriteString(dumpTokens(an.Analyze(in)))
 	}
 	path := filepath.Join("testdata", "analysis.golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got := b.String(); got != string(want) {
-		t.Errorf("token streams differ from %s (run with -update and review the diff):\n%s", path, got)
-	}
+	golden.Check(t, path, b.Bytes())
 }
 
 func TestPhraseTerms(t *testing.T) {

@@ -14,6 +14,8 @@ import (
 	"github.com/dshq/dshq/fold"
 	"github.com/dshq/dshq/internal/corpus"
 	"github.com/dshq/dshq/record"
+
+	"github.com/dshq/dshq/internal/golden"
 )
 
 // corpusDocs folds every importable log of dir (each file its own session,
@@ -154,14 +156,5 @@ func testSearchesTheCorpus(t *testing.T, docs []Doc, c corpusSearch) {
 		}
 	}
 	path := filepath.Join("testdata", c.golden)
-	if *update {
-		must(t, os.WriteFile(path, out.Bytes(), 0o644))
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if out.String() != string(want) {
-		t.Errorf("ranked results differ from %s (run with -update and review the diff):\n%s", path, out.String())
-	}
+	golden.Check(t, path, out.Bytes())
 }

@@ -8,33 +8,14 @@ import (
 	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
 	bindex "github.com/blevesearch/bleve_index_api"
+
+	"github.com/dshq/dshq"
 )
 
-// CorpusStats are the statistics BM25 ranks a phrase with: the number of
-// docs, the total length of their text (in tokens) and, for each distinct
-// term of the phrase, the number of docs that hold it. A projection
-// partitioned into shards ranks with the sums of every shard's (the
-// corpus's), so that a shard's scores are those of one index holding the
-// whole corpus (docs/protocol.md, "Partitioned projections"). Bleve's own
-// global scoring across an alias sums the first two only: a term's doc
-// frequency stays the local one.
-type CorpusStats struct {
-	Docs       uint64            `json:"docs"`
-	TextLength uint64            `json:"textLength"`
-	Terms      map[string]uint64 `json:"terms"`
-}
-
-// Add adds o's counts to s.
-func (s *CorpusStats) Add(o CorpusStats) {
-	s.Docs += o.Docs
-	s.TextLength += o.TextLength
-	if s.Terms == nil {
-		s.Terms = map[string]uint64{}
-	}
-	for t, n := range o.Terms {
-		s.Terms[t] += n
-	}
-}
+// CorpusStats are the statistics BM25 ranks a phrase with
+// (dshq.CorpusStats). Bleve's own global scoring across an alias sums the
+// docs and text length only: a term's doc frequency stays the local one.
+type CorpusStats = dshq.CorpusStats
 
 // CorpusStats returns the index's statistics of the normalized phrase q.
 func (x *Index) CorpusStats(ctx context.Context, q string) (CorpusStats, error) {
@@ -76,19 +57,6 @@ func (x *Index) CorpusStats(ctx context.Context, q string) (CorpusStats, error) 
 		_ = tfr.Close()
 	}
 	return st, nil
-}
-
-type corpusStatsKey struct{}
-
-// WithCorpusStats returns ctx carrying st: the searches of an Index under
-// ctx rank their phrase with st instead of the index's own statistics.
-func WithCorpusStats(ctx context.Context, st *CorpusStats) context.Context {
-	return context.WithValue(ctx, corpusStatsKey{}, st)
-}
-
-func corpusStatsOf(ctx context.Context) *CorpusStats {
-	st, _ := ctx.Value(corpusStatsKey{}).(*CorpusStats)
-	return st
 }
 
 // statsQuery runs inner (the phrase) over a reader whose BM25 statistics

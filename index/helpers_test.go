@@ -2,15 +2,12 @@ package index
 
 import (
 	"context"
-	"flag"
 	"path/filepath"
 	"testing"
 
 	"github.com/dshq/dshq"
 	"go.uber.org/goleak"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 // TestMain checks that no test leaves a goroutine behind (scorch runs its
 // introducer, persister and merger until Close). Bleve's package-level

@@ -28,6 +28,10 @@ type EventQuery struct {
 	// SnippetChars bounds snippets in code points; 0 means the index's
 	// Options.SnippetChars.
 	SnippetChars int
+	// Stats, when set, are the corpus's statistics the phrase ranks with
+	// (a partitioned projection's sums, CorpusStats) instead of this
+	// index's own.
+	Stats *CorpusStats
 }
 
 // SessionQuery searches across sessions and groups hits by session
@@ -50,6 +54,8 @@ type SessionQuery struct {
 	AsOf uint64
 	// SnippetChars is as in EventQuery.
 	SnippetChars int
+	// Stats is as in EventQuery.
+	Stats *CorpusStats
 }
 
 // Hit is one ranked doc with its BM25 score and snippet.

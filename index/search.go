@@ -121,7 +121,7 @@ func (x *Index) RankEvents(ctx context.Context, q EventQuery) (Ranking, error) {
 	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	r, tq, err := x.start(ctx, text, &fs, "search events")
+	r, tq, err := x.start(text, &fs, q.Stats, "search events")
 	if err != nil || tq == nil {
 		return r, err
 	}
@@ -175,7 +175,7 @@ func (x *Index) RankSessions(ctx context.Context, q SessionQuery) (Ranking, erro
 	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	r, tq, err := x.start(ctx, text, &fs, "search sessions")
+	r, tq, err := x.start(text, &fs, q.Stats, "search sessions")
 	if err != nil || tq == nil {
 		return r, err
 	}
@@ -277,9 +277,9 @@ func (fs *filterSet) prepare(maxPredicates, fixedBindings int, query string, off
 
 // start returns the ranking's generation and the phrase query of text, or a
 // nil query when nothing can match (no token, or a filter that matches
-// nothing); under WithCorpusStats, the phrase ranks with the corpus's
-// statistics. x.mu must be held for reading.
-func (x *Index) start(ctx context.Context, text string, fs *filterSet, op string) (Ranking, query.Query, error) {
+// nothing); with st, the phrase ranks with those corpus statistics. x.mu
+// must be held for reading.
+func (x *Index) start(text string, fs *filterSet, st *CorpusStats, op string) (Ranking, query.Query, error) {
 	if x.idx == nil {
 		return Ranking{}, nil, indexError(ErrClosed, "%s", op)
 	}
@@ -288,7 +288,7 @@ func (x *Index) start(ctx context.Context, text string, fs *filterSet, op string
 	if tq == nil || fs.none {
 		return r, nil, nil
 	}
-	if st := corpusStatsOf(ctx); st != nil {
+	if st != nil {
 		tq = statsQuery{inner: tq, st: st}
 	}
 	return r, tq, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/internal/tenanttest"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 	"github.com/dshq/dshq/record"
 	"github.com/dshq/dshq/tenancy"
 	"github.com/dshq/dshq/tools"
@@ -69,32 +70,32 @@ func queryHostile() map[string]hostileRequest {
 			return strings.ReplaceAll(tmpl, "$V", jsonString(v))
 		}}
 	}
-	for _, ep := range query.Endpoints {
+	for _, ep := range wire.Endpoints {
 		unknown := ep + " unknown field"
 		out[unknown] = hostileRequest{subject: q(ep), body: func(v string) string { return "{" + jsonString(v) + ":1}" }}
 	}
-	for _, ep := range []string{query.EndpointSessionsRead, query.EndpointSessionsSurface, query.EndpointEventsList} {
+	for _, ep := range []string{wire.EndpointSessionsRead, wire.EndpointSessionsSurface, wire.EndpointEventsList} {
 		add("sessionId", ep, `{"sessionId":$V}`)
 		add("cursor", ep, `{"sessionId":"s-7f3c","cursor":$V}`)
 	}
-	for _, ep := range []string{query.EndpointSessionsTrace, query.EndpointSessionsStat} {
+	for _, ep := range []string{wire.EndpointSessionsTrace, wire.EndpointSessionsStat} {
 		add("sessionId", ep, `{"sessionId":$V}`)
 	}
-	add("cursor", query.EndpointSessionsList, `{"cursor":$V}`)
-	add("cwd", query.EndpointSessionsFilter, `{"filters":[{"kind":"cwd","values":[$V]}]}`)
-	add("cursor", query.EndpointSessionsFilter, `{"filters":[],"cursor":$V}`)
-	add("query", query.EndpointSessionsSearch, `{"query":$V}`)
-	add("id filter", query.EndpointSessionsSearch, `{"query":"retry","sessionFilters":[{"kind":"id","values":[$V]}]}`)
-	add("cursor", query.EndpointSessionsSearch, `{"query":"retry","cursor":$V}`)
-	add("sessionIds", query.EndpointSessionsTitles, `{"sessionIds":[$V]}`)
-	add("sessionId", query.EndpointEventsFilter, `{"sessionId":$V,"filters":[]}`)
-	add("type filter", query.EndpointEventsFilter, `{"sessionId":"s-7f3c","filters":[{"kind":"type","values":[$V]}]}`)
-	add("text filter", query.EndpointEventsFilter, `{"sessionId":"s-7f3c","filters":[{"kind":"text","text":$V}]}`)
-	add("sessionId", query.EndpointEventsSearch, `{"sessionId":$V,"query":"retry"}`)
-	add("query", query.EndpointEventsSearch, `{"sessionId":"s-7f3c","query":$V}`)
-	add("cursor", query.EndpointEventsSearch, `{"sessionId":"s-7f3c","query":"retry","cursor":$V}`)
-	add("sessionId", query.EndpointEventsRead, `{"sessionId":$V,"seq":1}`)
-	add("sessionId", query.EndpointEventsTrace, `{"sessionId":$V,"seq":1}`)
+	add("cursor", wire.EndpointSessionsList, `{"cursor":$V}`)
+	add("cwd", wire.EndpointSessionsFilter, `{"filters":[{"kind":"cwd","values":[$V]}]}`)
+	add("cursor", wire.EndpointSessionsFilter, `{"filters":[],"cursor":$V}`)
+	add("query", wire.EndpointSessionsSearch, `{"query":$V}`)
+	add("id filter", wire.EndpointSessionsSearch, `{"query":"retry","sessionFilters":[{"kind":"id","values":[$V]}]}`)
+	add("cursor", wire.EndpointSessionsSearch, `{"query":"retry","cursor":$V}`)
+	add("sessionIds", wire.EndpointSessionsTitles, `{"sessionIds":[$V]}`)
+	add("sessionId", wire.EndpointEventsFilter, `{"sessionId":$V,"filters":[]}`)
+	add("type filter", wire.EndpointEventsFilter, `{"sessionId":"s-7f3c","filters":[{"kind":"type","values":[$V]}]}`)
+	add("text filter", wire.EndpointEventsFilter, `{"sessionId":"s-7f3c","filters":[{"kind":"text","text":$V}]}`)
+	add("sessionId", wire.EndpointEventsSearch, `{"sessionId":$V,"query":"retry"}`)
+	add("query", wire.EndpointEventsSearch, `{"sessionId":"s-7f3c","query":$V}`)
+	add("cursor", wire.EndpointEventsSearch, `{"sessionId":"s-7f3c","query":"retry","cursor":$V}`)
+	add("sessionId", wire.EndpointEventsRead, `{"sessionId":$V,"seq":1}`)
+	add("sessionId", wire.EndpointEventsTrace, `{"sessionId":$V,"seq":1}`)
 	return out
 }
 

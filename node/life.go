@@ -23,6 +23,9 @@ import (
 	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
+	"github.com/dshq/dshq/shardhost"
+	"github.com/dshq/dshq/shards"
 	"github.com/dshq/dshq/tools"
 	"github.com/dshq/dshq/tools/toolservice"
 )
@@ -43,7 +46,7 @@ type life struct {
 	wg     sync.WaitGroup // the life's goroutines
 	proj   *projection.Projector
 	feeder *feedcommit.Feeder
-	shard  query.Shard // the query shard this process serves, if any
+	shard  query.Engine // the query shard this process serves, if any
 }
 
 // start connects and starts the configured parts; first is false on a
@@ -342,31 +345,30 @@ func (l *life) startShard() error {
 	}
 	// The cursor bucket is replicated like the session stream: a copy on
 	// one server would fail every later page of a search while it is down.
-	var cursors *engine.KVCursorStore
+	var cursors *shards.KVCursorStore
 	if err := l.retryTransient("ensure the cursor bucket", func() error {
 		var err error
-		cursors, err = engine.NewKVCursorStore(l.ctx, l.js, engine.WithCursorMaxBytes(l.cfg.Projection.CursorMaxBytes),
-			engine.WithCursorReplicas(l.cfg.Stream.Replicas))
+		cursors, err = shards.NewKVCursorStore(l.ctx, l.js, shards.WithCursorMaxBytes(l.cfg.Projection.CursorMaxBytes),
+			shards.WithCursorReplicas(l.cfg.Stream.Replicas))
 		return err
 	}); err != nil {
 		return fmt.Errorf("cursor store: %w", err)
 	}
-	var key query.CursorKey
+	var key wire.CursorKey
 	if err := l.retryTransient("load the cursor key", func() error {
 		var err error
-		key, err = engine.LoadCursorKey(l.ctx, l.js, l.cfg.Stream.Replicas)
+		key, err = shards.LoadCursorKey(l.ctx, l.js, l.cfg.Stream.Replicas)
 		return err
 	}); err != nil {
 		return fmt.Errorf("cursor key: %w", err)
 	}
-	eng := engine.New(engine.FromProjector(l.proj), engine.WithSearcher(engine.FromIndexFunc(l.proj.Index)),
-		engine.WithCursorStore(cursors), engine.WithCursorKey(key))
+	eng := engine.New(shardhost.Local(l.proj), engine.WithCursorStore(cursors), engine.WithCursorKey(key))
 	// Each projector is a replica of the shard, named by its durable
 	// consumer: the query service sends a request to one that has reached
 	// what it needs.
 	replica := l.cfg.Projection.durable()
 	part := l.proj.Partition()
-	stop, err := engine.ServeReplica(l.ctx, l.nc, dshq.ShardToken(part.Shard, part.Count()), replica, eng, func() query.ReplicaStatus {
+	stop, err := shardhost.ServeReplica(l.ctx, l.nc, dshq.ShardToken(part.Shard, part.Count()), replica, eng, func() query.ReplicaStatus {
 		pr := l.proj.Progress()
 		st := query.ReplicaStatus{Lineage: l.proj.Lineage(), Generation: pr.Generation, CatchingUp: pr.CatchingUp}
 		if part.Count() > 1 {
@@ -417,10 +419,10 @@ func (l *life) startRebuild() error {
 func (l *life) startQuery() error {
 	qopts := []query.ServiceOption{query.WithLogger(l.log), query.WithRegisterer(l.reg)}
 	if l.cfg.QueryShard != "" {
-		qopts = append(qopts, query.WithShard(l.cfg.QueryShard))
+		qopts = append(qopts, query.WithShardToken(l.cfg.QueryShard))
 	}
 	if l.shard != nil && (l.cfg.QueryShard == "" || l.cfg.QueryShard == dshq.DefaultShard) {
-		qopts = append(qopts, query.WithLocalShard(l.shard))
+		qopts = append(qopts, query.WithEngine(l.shard))
 	}
 	stop, err := query.Serve(l.ctx, l.nc, qopts...)
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/embedded"
+	"github.com/dshq/dshq/internal/lifecycle"
 	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/projection"
 )
@@ -242,9 +243,10 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 // until ctx is done; then it stops every part in reverse order and returns.
 // A part that fails stops the node and its error is returned. When the
 // server closes the node's connection for good, the parts on it stop, the
-// node connects again (backing off from restartWait to maxRestartWait)
-// and starts them again; if the server refuses its credentials, or it
-// cannot connect within reconnectFor, Run returns that error, so that the
+// node connects again (lifecycle.Reconnect: backing off from
+// lifecycle.FirstWait to lifecycle.MaxWait) and starts them again; if the
+// server refuses its credentials, or it cannot connect within
+// lifecycle.ReconnectFor, Run returns that error, so that the
 // process exits non-zero for a supervisor to restart it.
 func (n *Node) Run(ctx context.Context, ready func(Info)) (err error) {
 	defer func() { err = errors.Join(err, n.shutdown.stop()) }()
@@ -277,44 +279,32 @@ func (n *Node) Run(ctx context.Context, ready func(Info)) (err error) {
 	}
 }
 
-// Restart pacing after a connection closed for good.
-const (
-	restartWait    = 250 * time.Millisecond
-	maxRestartWait = 30 * time.Second
-	// stableLife is how long a life must have lasted for the next restart
-	// to wait restartWait again rather than twice the last wait.
-	stableLife = time.Minute
-	// reconnectFor bounds how long a node tries to connect again.
-	reconnectFor = time.Minute
-)
+// stableLife is how long a life must have lasted for the next restart to
+// wait lifecycle.FirstWait again rather than twice the last wait.
+const stableLife = time.Minute
 
 // restart starts a new life after the last one lost its connection
 // (cause), backing off while connecting fails or the connection keeps
-// closing. It returns nil and no error when ctx ends.
+// closing (lifecycle.Reconnect). It returns nil and no error when ctx ends.
 func (n *Node) restart(ctx context.Context, cause error, lived time.Duration) (*life, error) {
-	wait := restartWait
+	first := lifecycle.FirstWait
 	if lived < stableLife && n.lastWait > 0 {
-		wait = min(2*n.lastWait, maxRestartWait)
+		first = min(2*n.lastWait, lifecycle.MaxWait)
 	}
-	defer func() { n.lastWait = wait }()
-	deadline := time.Now().Add(reconnectFor)
-	for {
+	l, wait, err := lifecycle.Reconnect(ctx, first, cause, func(cause error, wait time.Duration) {
 		n.log.Error("nats connection closed by the server; connecting again", "err", cause, "in", wait)
-		if sleep(ctx, wait) != nil {
-			return nil, nil
-		}
+	}, func() (*life, error) {
 		l, err := n.start(ctx, false)
 		if err == nil {
 			n.log.Info("dshq reconnected", "nats", n.info.ClientURL, "generation", l.generation())
-			return l, nil
 		}
+		return l, err
+	}, func(err error) bool {
 		var de *dialError
-		retry := errors.Is(err, natsconn.ErrConnectionClosed) || (errors.As(err, &de) && !natsconn.IsAuthError(err))
-		if !retry || time.Now().After(deadline) {
-			return nil, fmt.Errorf("connect again after the connection closed (%v): %w", cause, err)
-		}
-		cause, wait = err, min(2*wait, maxRestartWait)
-	}
+		return errors.Is(err, natsconn.ErrConnectionClosed) || (errors.As(err, &de) && !natsconn.IsAuthError(err))
+	})
+	n.lastWait = wait
+	return l, err
 }
 
 // sleep waits d or until ctx ends (ctx.Err()).

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,8 +28,6 @@ import (
 	"github.com/dshq/dshq/internal/testnats"
 	"github.com/dshq/dshq/record"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 func TestMain(m *testing.M) {
 	// Bleve starts its analysis workers once per process, at package init.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
+
+	"github.com/dshq/dshq/internal/golden"
 )
 
 // renderSession renders what a snapshot holds for one session, one line per
@@ -68,22 +70,9 @@ func renderSession(t testing.TB, s Snapshot, id string) string {
 	return b.String()
 }
 
-func golden(t testing.TB, name, got string) {
+func goldenText(t testing.TB, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs from the golden file (run with -update to accept):\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", name), []byte(got))
 }
 
 func TestProjector_ProjectsTheUpstreamExampleLog(t *testing.T) {
@@ -143,7 +132,7 @@ func TestProjector_ProjectsTheUpstreamExampleLog(t *testing.T) {
 					c.seq, ev.ReplacedEventSeqs, ev.Sources, ev.Derived, c.replaced, c.sources, c.derived)
 			}
 		}
-		golden(t, "upstream-2.5.golden", renderSession(t, s, id))
+		goldenText(t, "upstream-2.5.golden", renderSession(t, s, id))
 		return nil
 	})
 	// The index agrees with the store on every document's surface.

@@ -12,6 +12,7 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/internal/failover"
 	"github.com/dshq/dshq/internal/microhost"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // Client is a typed client of the trusted query API
@@ -75,7 +76,7 @@ func WithTimeoutMs(ms int) CallOption {
 // ListSessions calls sessions.list.
 func (c *Client) ListSessions(ctx context.Context, req dshq.SessionListRequest, opts ...CallOption) (*dshq.SessionPage, error) {
 	var out dshq.SessionPage
-	return &out, c.call(ctx, EndpointSessionsList, req, &out, opts)
+	return &out, c.call(ctx, wire.EndpointSessionsList, req, &out, opts)
 }
 
 // FilterSessions calls sessions.filter.
@@ -84,31 +85,31 @@ func (c *Client) FilterSessions(ctx context.Context, req dshq.SessionFilterReque
 	if req.Filters == nil {
 		req.Filters = []dshq.Filter{}
 	}
-	return &out, c.call(ctx, EndpointSessionsFilter, req, &out, opts)
+	return &out, c.call(ctx, wire.EndpointSessionsFilter, req, &out, opts)
 }
 
 // SearchSessions calls sessions.search.
 func (c *Client) SearchSessions(ctx context.Context, req dshq.SessionSearchRequest, opts ...CallOption) (*dshq.SessionSearchPage, error) {
 	var out dshq.SessionSearchPage
-	return &out, c.call(ctx, EndpointSessionsSearch, req, &out, opts)
+	return &out, c.call(ctx, wire.EndpointSessionsSearch, req, &out, opts)
 }
 
 // ReadSession calls sessions.read.
 func (c *Client) ReadSession(ctx context.Context, req dshq.SessionReadRequest, opts ...CallOption) (*dshq.SessionRead, error) {
 	var out dshq.SessionRead
-	return &out, c.call(ctx, EndpointSessionsRead, req, &out, opts)
+	return &out, c.call(ctx, wire.EndpointSessionsRead, req, &out, opts)
 }
 
 // ReadSurface calls sessions.surface.
 func (c *Client) ReadSurface(ctx context.Context, req dshq.SessionReadRequest, opts ...CallOption) (*dshq.SurfaceSnapshot, error) {
 	var out dshq.SurfaceSnapshot
-	return &out, c.call(ctx, EndpointSessionsSurface, req, &out, opts)
+	return &out, c.call(ctx, wire.EndpointSessionsSurface, req, &out, opts)
 }
 
 // TraceSession calls sessions.trace.
 func (c *Client) TraceSession(ctx context.Context, req dshq.SessionTraceRequest, opts ...CallOption) (*dshq.LineageTrace, error) {
 	var out dshq.LineageTrace
-	return &out, c.call(ctx, EndpointSessionsTrace, req, &out, opts)
+	return &out, c.call(ctx, wire.EndpointSessionsTrace, req, &out, opts)
 }
 
 // ReadTitles calls sessions.titles.
@@ -117,7 +118,7 @@ func (c *Client) ReadTitles(ctx context.Context, req dshq.SessionTitlesRequest, 
 	if req.SessionIDs == nil {
 		req.SessionIDs = []string{}
 	}
-	return &out, c.call(ctx, EndpointSessionsTitles, req, &out, opts)
+	return &out, c.call(ctx, wire.EndpointSessionsTitles, req, &out, opts)
 }
 
 // StatSession calls sessions.stat: the session's record and counters
@@ -126,13 +127,13 @@ func (c *Client) ReadTitles(ctx context.Context, req dshq.SessionTitlesRequest, 
 // SESSION_QUERY_SESSION_NOT_FOUND.
 func (c *Client) StatSession(ctx context.Context, req dshq.SessionStatRequest, opts ...CallOption) (*dshq.SessionStat, error) {
 	var out dshq.SessionStat
-	return &out, c.call(ctx, EndpointSessionsStat, req, &out, opts)
+	return &out, c.call(ctx, wire.EndpointSessionsStat, req, &out, opts)
 }
 
 // ListEvents calls events.list.
 func (c *Client) ListEvents(ctx context.Context, req dshq.SessionReadRequest, opts ...CallOption) (*dshq.EventRecordPage, error) {
 	var out dshq.EventRecordPage
-	return &out, c.call(ctx, EndpointEventsList, req, &out, opts)
+	return &out, c.call(ctx, wire.EndpointEventsList, req, &out, opts)
 }
 
 // FilterEvents calls events.filter.
@@ -141,26 +142,26 @@ func (c *Client) FilterEvents(ctx context.Context, req dshq.EventFilterRequest, 
 	if req.Filters == nil {
 		req.Filters = []dshq.Filter{}
 	}
-	return &out, c.call(ctx, EndpointEventsFilter, req, &out, opts)
+	return &out, c.call(ctx, wire.EndpointEventsFilter, req, &out, opts)
 }
 
 // SearchEvents calls events.search.
 func (c *Client) SearchEvents(ctx context.Context, req dshq.EventSearchRequest, opts ...CallOption) (*dshq.EventSearchPage, error) {
 	var out dshq.EventSearchPage
-	return &out, c.call(ctx, EndpointEventsSearch, req, &out, opts)
+	return &out, c.call(ctx, wire.EndpointEventsSearch, req, &out, opts)
 }
 
 // ReadEvent calls events.read. A reply that carries the target once
 // (TargetOmitted) has its Target filled from Events.
 func (c *Client) ReadEvent(ctx context.Context, req dshq.EventReadRequest, opts ...CallOption) (*dshq.EventWindow, error) {
 	var out dshq.EventWindow
-	if err := c.call(ctx, EndpointEventsRead, req, &out, opts); err != nil {
+	if err := c.call(ctx, wire.EndpointEventsRead, req, &out, opts); err != nil {
 		return &out, err
 	}
 	if out.TargetOmitted {
 		i := req.Seq - out.StartSeq
 		if i < 0 || i >= int64(len(out.Events)) {
-			return &out, fmt.Errorf("%s: decode reply: the target (seq %d) is neither in target nor in events %d..%d", EndpointEventsRead, req.Seq, out.StartSeq, out.EndSeq)
+			return &out, fmt.Errorf("%s: decode reply: the target (seq %d) is neither in target nor in events %d..%d", wire.EndpointEventsRead, req.Seq, out.StartSeq, out.EndSeq)
 		}
 		out.Target = out.Events[i]
 	}
@@ -170,7 +171,7 @@ func (c *Client) ReadEvent(ctx context.Context, req dshq.EventReadRequest, opts 
 // TraceEvent calls events.trace.
 func (c *Client) TraceEvent(ctx context.Context, req dshq.EventTraceRequest, opts ...CallOption) (*dshq.EventTrace, error) {
 	var out dshq.EventTrace
-	return &out, c.call(ctx, EndpointEventsTrace, req, &out, opts)
+	return &out, c.call(ctx, wire.EndpointEventsTrace, req, &out, opts)
 }
 
 // Raw sends body as is to endpoint and returns the reply body, or the
@@ -224,7 +225,7 @@ func (c *Client) request(ctx context.Context, endpoint string, body []byte) ([]b
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	msg, err := roundTrip(ctx, c.nc, c.prefix+"."+endpoint, c.prefix+"."+dshq.MovedEndpoint, body, nil)
+	msg, err := roundTrip(ctx, c.nc, c.prefix+"."+endpoint, c.prefix+"."+dshq.MovedEndpoint, body, nil, nil)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return nil, fmt.Errorf("%s: no query service is running: %w", endpoint, err)
@@ -255,7 +256,7 @@ const (
 //
 // gone, when not nil, is closed when the one service instance subject
 // reaches is taken for gone: roundTrip then returns errReplicaGone.
-func roundTrip(ctx context.Context, nc *nats.Conn, subject, moved string, body []byte, gone <-chan struct{}) (*nats.Msg, error) {
+func roundTrip(ctx context.Context, nc *nats.Conn, subject, moved string, body []byte, header nats.Header, gone <-chan struct{}) (*nats.Msg, error) {
 	inbox := nc.NewRespInbox()
 	replies := make(chan *nats.Msg, 16)
 	sub, err := nc.ChanSubscribe(inbox, replies)
@@ -265,7 +266,6 @@ func roundTrip(ctx context.Context, nc *nats.Conn, subject, moved string, body [
 	defer func() { _ = sub.Unsubscribe() }()
 	watch := failover.For(nc, moved)
 	changed := watch.Changed()
-	header := outgoingHeader(ctx)
 	send := func() error {
 		return nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: body, Header: header})
 	}

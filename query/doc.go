@@ -1,21 +1,23 @@
 // Package query is the wire of dshq's trusted query API
-// (docs/protocol.md#3-the-trusted-query-api): the request types with their
-// strict decoding, validation and normalization, the filters (decoding,
-// canonical form, the search budgets, and what a clause matches), the cursor
-// encoding, the typed Client, and the stateless NATS micro service dsh-query.
-// It opens no store: it links neither bbolt, Bleve nor nats-server
-// (internal/archtest checks).
+// (docs/protocol.md#3-the-trusted-query-api): the typed Client, the
+// stateless NATS micro service dsh-query, and a projection shard's replicas
+// as the service asks them (ShardConn). The request types with their strict
+// decoding, validation and normalization, the filters, the cursor codec and
+// the reply encoding are its pure half, package query/wire, which the
+// engine links too. It opens no store: it links neither bbolt, Bleve nor
+// nats-server (internal/archtest checks).
 //
 // A request travels in two hops. The service (Serve) decodes the body strictly,
 // validates and normalizes it in the original's order
-// (docs/search.md#request-validation-order) and forwards the normalized Request
-// to the projection shard on dsh.proj.<shard>.v1.<endpoint>; the shard (package
-// engine, hosted by the projector) runs it and the service relays the answer,
-// generation included. Both hops answer failures with the micro error headers
-// and the {"error":{code,message}} body. A service in the same process as its
-// shard (WithLocalShard with a Shard, the interface engine.Engine satisfies;
-// `dshq serve`) calls it directly instead of the second hop: the same answers,
-// one NATS round trip and one decode fewer.
+// (docs/search.md#request-validation-order) and forwards it to the projection
+// shard on dsh.proj.<shard>.v1.<endpoint>; the shard (package engine over
+// package shardhost's local source, hosted by the projector) runs it and the
+// service relays the answer, generation included. Both hops answer failures
+// with the micro error headers and the {"error":{code,message}} body. A
+// service given an Engine (WithEngine) answers through it instead: the
+// engine of the shard in the same process (`dshq serve`: one NATS round
+// trip and one decode fewer), or the engine over the shards of a
+// partitioned projection (package shards).
 //
 // Wiring: cmd/query (any number of replicas) runs Serve; callers use
 // NewClient. Both services are hosted by internal/microhost (ServeEndpoints):
@@ -40,5 +42,5 @@
 //   - A cursor binds the canonical request (reordered filters or values, or
 //     an omitted default limit, give the same cursor), the first page's
 //     generation and projection epoch, and a position; what the position
-//     counts is the engine's.
+//     counts is the engine's (package query/wire).
 package query

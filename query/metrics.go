@@ -1,13 +1,12 @@
 package query
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/microhost"
 )
 
 // WithRegisterer registers the service's request metrics with reg:
@@ -18,42 +17,19 @@ func WithRegisterer(reg prometheus.Registerer) ServiceOption {
 }
 
 // metrics counts and times requests; nil when no registerer is set.
-type metrics struct {
-	requests *prometheus.CounterVec
-	seconds  *prometheus.HistogramVec
-}
+type metrics struct{ m *microhost.Metrics }
 
 func newMetrics(reg prometheus.Registerer, service string) (*metrics, error) {
-	if reg == nil {
-		return nil, nil
+	m, err := microhost.NewMetrics(reg, microhost.MetricsConfig{
+		Prefix: "dshq_query", Label: "endpoint",
+		RequestsHelp: "Query API requests answered, by endpoint and code.",
+		SecondsHelp:  "Query API request latency, by endpoint and code.",
+		ConstLabels:  prometheus.Labels{"service": service},
+	})
+	if err != nil || m == nil {
+		return nil, err
 	}
-	labels := prometheus.Labels{"service": service}
-	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dshq_query_requests_total", Help: "Query API requests answered, by endpoint and code.", ConstLabels: labels,
-		}, []string{"endpoint", "code"}),
-		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "dshq_query_request_seconds", Help: "Query API request latency, by endpoint and code.", ConstLabels: labels,
-			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
-		}, []string{"endpoint", "code"}),
-	}
-	// A service started again on a new connection (cmd/query after the
-	// server closed the last one) counts on in the registered collectors.
-	if err := reg.Register(m.requests); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if !errors.As(err, &are) {
-			return nil, fmt.Errorf("register query metrics: %w", err)
-		}
-		m.requests = are.ExistingCollector.(*prometheus.CounterVec)
-	}
-	if err := reg.Register(m.seconds); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if !errors.As(err, &are) {
-			return nil, fmt.Errorf("register query metrics: %w", err)
-		}
-		m.seconds = are.ExistingCollector.(*prometheus.HistogramVec)
-	}
-	return m, nil
+	return &metrics{m}, nil
 }
 
 // observe records one answered request (a microhost Observe hook; nil
@@ -66,6 +42,5 @@ func (m *metrics) observe(endpoint string, took time.Duration, failure *dshq.Err
 	if failure != nil {
 		code = string(failure.Code)
 	}
-	m.requests.WithLabelValues(endpoint, code).Inc()
-	m.seconds.WithLabelValues(endpoint, code).Observe(took.Seconds())
+	m.m.Observe(endpoint, code, took)
 }

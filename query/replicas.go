@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // ReplicaStatus is what a replica of a projection shard announces on
@@ -195,7 +196,7 @@ func (t *replicaTable) pickLocked(need uint64, tried map[string]bool) (string, <
 // cursor's generation when later, and its cursor's lineage ("" without a
 // cursor, or with one that does not decode: the replica answers that
 // INVALID_CURSOR).
-func needOf(req *Request) (uint64, string) {
+func needOf(req *wire.Request) (uint64, string) {
 	need := req.MinGeneration
 	if req.Cursor == "" {
 		return need, ""
@@ -206,12 +207,12 @@ func needOf(req *Request) (uint64, string) {
 	}
 	var c struct {
 		Generation uint64 `json:"g"`
-		Epoch      string `json:"p"`
+		Lineage    string `json:"p"`
 	}
 	if json.Unmarshal(raw, &c) != nil {
 		return need, ""
 	}
-	return max(need, c.Generation), c.Epoch
+	return max(need, c.Generation), c.Lineage
 }
 
 // forwardReplicas sends a request of endpoint to a replica of shard that
@@ -220,19 +221,19 @@ func needOf(req *Request) (uint64, string) {
 // requests nothing but the time to notice (replicaExpiry). Without known
 // replicas it asks the shard's queue group, as a query service that does
 // not follow them would.
-func forwardReplicas(ctx context.Context, nc *nats.Conn, table *replicaTable, shard, endpoint string, req *Request, body []byte) (*nats.Msg, error) {
+func forwardReplicas(ctx context.Context, nc *nats.Conn, table *replicaTable, shard, endpoint string, req *wire.Request, body []byte, header nats.Header) (*nats.Msg, error) {
 	moved := dshq.ShardSubject(shard, dshq.MovedEndpoint)
 	if table == nil {
-		return roundTrip(ctx, nc, dshq.ShardSubject(shard, endpoint), moved, body, nil)
+		return roundTrip(ctx, nc, dshq.ShardSubject(shard, endpoint), moved, body, header, nil)
 	}
 	need, lineage := needOf(req)
 	tried := map[string]bool{}
 	for {
 		replica, gone := table.pick(need, lineage, tried)
 		if replica == "" {
-			return roundTrip(ctx, nc, dshq.ShardSubject(shard, endpoint), moved, body, nil)
+			return roundTrip(ctx, nc, dshq.ShardSubject(shard, endpoint), moved, body, header, nil)
 		}
-		msg, err := roundTrip(ctx, nc, dshq.ShardReplicaSubject(shard, replica, endpoint), moved, body, gone)
+		msg, err := roundTrip(ctx, nc, dshq.ShardReplicaSubject(shard, replica, endpoint), moved, body, header, gone)
 		if errors.Is(err, errReplicaGone) || (errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil) {
 			tried[replica] = true
 			continue

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // fakeReplica is a replica of shard 0 that announces gen and answers every
@@ -97,14 +98,14 @@ func TestServe_RoutesToAReplicaThatHasReachedTheRequest(t *testing.T) {
 	// Both are known once a request at 0 has been answered by each.
 	seen := map[string]bool{}
 	waitFor("both replicas to answer", func() bool {
-		body, err := c.request(ctx, EndpointSessionsList, []byte(`{}`))
+		body, err := c.request(ctx, wire.EndpointSessionsList, []byte(`{}`))
 		if err == nil {
 			seen[answeredBy(t, body)] = true
 		}
 		return seen["behind"] && seen["ahead"]
 	})
 	for range 20 {
-		body, err := c.request(ctx, EndpointSessionsList, []byte(`{"minGeneration":50}`))
+		body, err := c.request(ctx, wire.EndpointSessionsList, []byte(`{"minGeneration":50}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +120,7 @@ func TestServe_RoutesToAReplicaThatHasReachedTheRequest(t *testing.T) {
 	before := ahead.asked.Load()
 	got := make(chan string, 1)
 	go func() {
-		body, err := c.request(ctx, EndpointSessionsList, []byte(`{"minGeneration":50}`))
+		body, err := c.request(ctx, wire.EndpointSessionsList, []byte(`{"minGeneration":50}`))
 		if err != nil {
 			got <- "error: " + err.Error()
 			return

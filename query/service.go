@@ -2,19 +2,17 @@ package query
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/internal/failover"
 	"github.com/dshq/dshq/internal/microhost"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // maxInFlight bounds the requests one service instance works on at once;
@@ -28,39 +26,35 @@ type serviceConfig struct {
 	shard      string
 	logger     *slog.Logger
 	registerer prometheus.Registerer
-	local      Shard
-	shards     int
-	cursorKey  CursorKey
-	keyJS      jetstream.JetStream
+	local      Engine
 }
 
-// Shard is a projection shard in this process (package engine's Engine):
-// what WithLocalShard answers through instead of a NATS round trip.
-type Shard interface {
+// Engine is a query engine in this process (package engine's Engine): what
+// WithEngine answers through instead of forwarding to a shard.
+type Engine interface {
 	// Answer answers a decoded request with its reply body, at most
-	// maxReply bytes (0 = the shard's own budget).
-	Answer(ctx context.Context, req *Request, maxReply int) ([]byte, error)
+	// maxReply bytes (0 = the engine's own budget).
+	Answer(ctx context.Context, req *wire.Request, maxReply int) ([]byte, error)
 }
-
-// ReplyHeadroom is the part of a connection's max payload a reply body
-// leaves free for headers and framing.
-const ReplyHeadroom = 8 << 10
 
 // ReplyBudget returns the largest reply body nc can carry.
-func ReplyBudget(nc *nats.Conn) int { return int(nc.MaxPayload()) - ReplyHeadroom }
+func ReplyBudget(nc *nats.Conn) int { return int(nc.MaxPayload()) - wire.ReplyHeadroom }
 
-// WithLocalShard tells Serve that shard, the shard this process serves on
-// its subjects (engine.ServeShard), is in the same process: requests are
-// answered by calling it directly, decoded once, instead of a second NATS
-// round trip to the shard subject. The answers are the same (the engine,
-// its generation and cursors are shared with every remote replica that
-// asks the shard over NATS); `dshq serve` runs this way.
-func WithLocalShard(shard Shard) ServiceOption {
-	return func(c *serviceConfig) { c.local = shard }
+// WithEngine makes Serve answer every request through e, decoded once,
+// instead of forwarding it to a projection shard: the engine of the shard
+// this process serves (shardhost.ServeShard; the answers are the same, the
+// engine, its generation and cursors shared with every remote replica, and
+// `dshq serve` runs this way), or an engine over the shards of a
+// partitioned projection (package shards), which asks them over NATS.
+func WithEngine(e Engine) ServiceOption {
+	return func(c *serviceConfig) { c.local = e }
 }
 
-// WithShard sets the projection shard token the service asks (default "0").
-func WithShard(shard string) ServiceOption { return func(c *serviceConfig) { c.shard = shard } }
+// WithShardToken sets the token of the one projection shard the service
+// forwards requests to (default "0"; dshq.ShardToken names a shard of a
+// partitioned projection). With WithEngine it is only shown in the
+// service's metadata.
+func WithShardToken(shard string) ServiceOption { return func(c *serviceConfig) { c.shard = shard } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) ServiceOption { return func(c *serviceConfig) { c.logger = l } }
@@ -80,9 +74,6 @@ func Serve(ctx context.Context, nc *nats.Conn, opts ...ServiceOption) (stop func
 		Description: "dshq trusted query API (docs/protocol.md §3)",
 		Metadata:    map[string]string{"shard": cfg.shard},
 		Subject:     func(endpoint string) string { return dshq.QuerySubjectPrefix + "." + endpoint },
-	}
-	if cfg.shards > 1 {
-		return servePartitioned(ctx, nc, cfg, spec, opts)
 	}
 	var table *replicaTable
 	if cfg.local == nil {
@@ -108,40 +99,17 @@ func Serve(ctx context.Context, nc *nats.Conn, opts ...ServiceOption) (stop func
 	}, nil
 }
 
-// servePartitioned serves the query API over a projection partitioned
-// into cfg.shards shards (WithShards).
-func servePartitioned(ctx context.Context, nc *nats.Conn, cfg serviceConfig, spec Spec, opts []ServiceOption) (func() error, error) {
-	if cfg.local != nil {
-		return nil, errors.New("a partitioned query service asks its shards over NATS: no local shard")
-	}
-	f, err := newFanout(nc, cfg)
-	if err != nil {
-		return nil, err
-	}
-	spec.Metadata = map[string]string{"shards": strconv.Itoa(cfg.shards)}
-	stopService, err := ServeEndpoints(ctx, nc, spec, f.answer, opts...)
-	if err != nil {
-		f.close()
-		return nil, err
-	}
-	return func() error {
-		err := stopService()
-		f.close()
-		return err
-	}, nil
-}
-
 // shardAnswer returns how Serve answers: through the local shard, or by
 // forwarding to a replica of the shard over NATS (table).
 func shardAnswer(nc *nats.Conn, cfg serviceConfig, table *replicaTable) Answer {
 	if cfg.local == nil {
-		return func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
+		return func(ctx context.Context, endpoint string, body []byte, _ nats.Header) ([]byte, error) {
 			return forward(ctx, nc, table, cfg.shard, endpoint, body)
 		}
 	}
 	budget := ReplyBudget(nc)
-	return func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
-		req, err := DecodeRequest(endpoint, body)
+	return func(ctx context.Context, endpoint string, body []byte, _ nats.Header) ([]byte, error) {
+		req, err := wire.DecodeRequest(endpoint, body)
 		if err != nil {
 			return nil, err
 		}
@@ -149,8 +117,9 @@ func shardAnswer(nc *nats.Conn, cfg serviceConfig, table *replicaTable) Answer {
 	}
 }
 
-// Answer answers one request body of endpoint: the reply body or a failure.
-type Answer func(ctx context.Context, endpoint string, body []byte) ([]byte, error)
+// Answer answers one request body of endpoint, sent with header (nil
+// without): the reply body or a failure.
+type Answer func(ctx context.Context, endpoint string, body []byte, header nats.Header) ([]byte, error)
 
 // Spec names a service that hosts every query endpoint: dsh-query, or a
 // projection shard.
@@ -184,15 +153,12 @@ func ServeEndpoints(ctx context.Context, nc *nats.Conn, spec Spec, answer Answer
 	}
 	names := spec.Endpoints
 	if names == nil {
-		names = Endpoints
+		names = wire.Endpoints
 	}
 	eps := make([]microhost.Endpoint, len(names))
 	for i, ep := range names {
 		eps[i] = microhost.Endpoint{Name: ep, Subject: spec.Subject(ep), Handler: func(ctx context.Context, msg *nats.Msg) ([]byte, error) {
-			if msg.Header != nil {
-				ctx = context.WithValue(ctx, requestHeaderKey{}, msg.Header)
-			}
-			return answer(ctx, ep, msg.Data)
+			return answer(ctx, ep, msg.Data, msg.Header)
 		}}
 	}
 	svc, err := microhost.Start(ctx, nc, microhost.Config{
@@ -224,33 +190,12 @@ func ServeEndpoints(ctx context.Context, nc *nats.Conn, spec Spec, answer Answer
 // forward validates body and asks a replica of the projection shard
 // (forwardReplicas), relaying its answer (errors included).
 func forward(ctx context.Context, nc *nats.Conn, table *replicaTable, shard, endpoint string, body []byte) ([]byte, error) {
-	req, err := DecodeRequest(endpoint, body)
+	req, err := wire.DecodeRequest(endpoint, body)
 	if err != nil {
 		return nil, err
 	}
 	wait := time.Duration(req.TimeoutMs)*time.Millisecond + 10*time.Second
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	return relay(ctx, nc, table, shard, endpoint, req, body, wait)
-}
-
-type requestHeaderKey struct{}
-
-// RequestHeader returns the NATS headers of the request an Answer answers
-// (nil without).
-func RequestHeader(ctx context.Context) nats.Header {
-	h, _ := ctx.Value(requestHeaderKey{}).(nats.Header)
-	return h
-}
-
-type outgoingHeaderKey struct{}
-
-// withOutgoingHeader makes the requests sent under ctx carry h.
-func withOutgoingHeader(ctx context.Context, h nats.Header) context.Context {
-	return context.WithValue(ctx, outgoingHeaderKey{}, h)
-}
-
-func outgoingHeader(ctx context.Context) nats.Header {
-	h, _ := ctx.Value(outgoingHeaderKey{}).(nats.Header)
-	return h
+	return relay(ctx, nc, table, shard, endpoint, req, body, nil, wait)
 }

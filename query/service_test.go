@@ -14,6 +14,7 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/internal/testnats"
+	"github.com/dshq/dshq/query/wire"
 )
 
 func TestMain(m *testing.M) { testnats.VerifyNoLeaks(m) }
@@ -49,11 +50,11 @@ type recorder struct {
 
 	mu       sync.Mutex // guards the fields below
 	bodies   []string
-	requests []*Request
+	requests []*wire.Request
 	budgets  []int
 }
 
-func (r *recorder) answer(_ context.Context, endpoint string, body []byte) ([]byte, error) {
+func (r *recorder) answer(_ context.Context, endpoint string, body []byte, _ nats.Header) ([]byte, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.bodies = append(r.bodies, endpoint+" "+string(body))
@@ -61,7 +62,7 @@ func (r *recorder) answer(_ context.Context, endpoint string, body []byte) ([]by
 }
 
 // Answer makes a recorder a local Shard.
-func (r *recorder) Answer(_ context.Context, req *Request, maxReply int) ([]byte, error) {
+func (r *recorder) Answer(_ context.Context, req *wire.Request, maxReply int) ([]byte, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.requests = append(r.requests, req)
@@ -97,12 +98,12 @@ func TestServe_ForwardsValidRequestsToTheShard(t *testing.T) {
 		}
 		shard.mu.Lock()
 		defer shard.mu.Unlock()
-		if len(shard.bodies) != 1 || shard.bodies[0] != EndpointSessionsList+` {"limit":3}` {
+		if len(shard.bodies) != 1 || shard.bodies[0] != wire.EndpointSessionsList+` {"limit":3}` {
 			t.Fatalf("shard asked %q", shard.bodies)
 		}
 	})
 	t.Run("an invalid request is refused before the shard is asked", func(t *testing.T) {
-		_, err := client.Raw(ctx, EndpointSessionsList, []byte(`{"limit":3,"bogus":1}`))
+		_, err := client.Raw(ctx, wire.EndpointSessionsList, []byte(`{"limit":3,"bogus":1}`))
 		wantCode(t, err, dshq.CodeInvalidRequest, "")
 		shard.mu.Lock()
 		defer shard.mu.Unlock()
@@ -121,7 +122,7 @@ func TestServe_ForwardsValidRequestsToTheShard(t *testing.T) {
 
 func TestServe_NoShardAnswering(t *testing.T) {
 	nc := conn(t)
-	serve(t, nc, WithShard("9"))
+	serve(t, nc, WithShardToken("9"))
 	_, err := NewClient(nc).ListSessions(ctxT(t), dshq.SessionListRequest{})
 	wantCode(t, err, dshq.CodePersistenceFailed, "projection shard 9 is not available")
 }
@@ -129,7 +130,7 @@ func TestServe_NoShardAnswering(t *testing.T) {
 func TestServe_LocalShard(t *testing.T) {
 	nc := conn(t)
 	shard := &recorder{reply: `{"items":[],"generation":7}`}
-	serve(t, nc, WithLocalShard(shard))
+	serve(t, nc, WithEngine(shard))
 	page, err := NewClient(nc).ListSessions(ctxT(t), dshq.SessionListRequest{Limit: 2}, WithMinGeneration(4))
 	if err != nil || page.Generation != 7 {
 		t.Fatalf("page %+v, %v", page, err)
@@ -140,10 +141,10 @@ func TestServe_LocalShard(t *testing.T) {
 		t.Fatalf("%d requests", len(shard.requests))
 	}
 	req := shard.requests[0]
-	if req.Endpoint != EndpointSessionsList || req.Limit != 2 || req.MinGeneration != 4 {
+	if req.Endpoint != wire.EndpointSessionsList || req.Limit != 2 || req.MinGeneration != 4 {
 		t.Fatalf("the shard got %+v; want the decoded request", req)
 	}
-	if shard.budgets[0] != ReplyBudget(nc) || ReplyBudget(nc) != int(nc.MaxPayload())-ReplyHeadroom {
+	if shard.budgets[0] != ReplyBudget(nc) || ReplyBudget(nc) != int(nc.MaxPayload())-wire.ReplyHeadroom {
 		t.Fatalf("reply budget %d; the connection carries %d", shard.budgets[0], nc.MaxPayload())
 	}
 }

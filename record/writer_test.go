@@ -2,7 +2,6 @@ package record
 
 import (
 	"bytes"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,9 +10,9 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/klauspost/compress/zstd"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+	"github.com/dshq/dshq/internal/golden"
+)
 
 func chunk(seq, time int, kind, index, extra string) string {
 	body := `"text":"t` + itoa(seq) + `"`
@@ -192,19 +191,8 @@ func TestGoldenPackedFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	golden := filepath.Join("testdata", "packed.expanded.jsonl")
-	if *update {
-		if err := os.WriteFile(golden, unpacked.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(unpacked.Bytes(), want) {
-		t.Errorf("expansion differs from %s:\n%s", golden, unpacked.Bytes())
-	}
+	goldenPath := filepath.Join("testdata", "packed.expanded.jsonl")
+	golden.Check(t, goldenPath, unpacked.Bytes())
 	if !bytes.Equal(packed.Bytes(), in) {
 		t.Errorf("re-packing differs from the input:\n%s", packed.Bytes())
 	}

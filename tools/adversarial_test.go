@@ -241,11 +241,11 @@ func TestReadYourWrites(t *testing.T) {
 		id := fmt.Sprintf("fresh-%d", i)
 		gen := p.Publish(t, freshLog(id, "freshly written words"))
 		ctx := tools.WithMinGeneration(context.Background(), gen)
-		r, err := tl.Call(ctx, id, tools.NameSessionEventSearch, []byte(`{"query":"freshly written"}`))
+		r, err := tl.Call(ctx, tools.AsSession(id), tools.NameSessionEventSearch, []byte(`{"query":"freshly written"}`))
 		if err != nil || r.IsError || !strings.Contains(r.Text, "Event search results (1):\n1. seq 1 | user/message") {
 			t.Fatalf("%s: err %v, result %+v", id, err, r)
 		}
-		r, err = tl.Call(ctx, "s-caller", tools.NameSessionSearch, []byte(`{"query":"freshly written","session_ids":["`+id+`"]}`))
+		r, err = tl.Call(ctx, tools.AsSession("s-caller"), tools.NameSessionSearch, []byte(`{"query":"freshly written","session_ids":["`+id+`"]}`))
 		if err != nil || r.IsError || !strings.Contains(r.Text, "1. Session "+id+" — untitled") {
 			t.Fatalf("%s: err %v, result %+v", id, err, r)
 		}

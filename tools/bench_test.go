@@ -56,7 +56,7 @@ func benchTools(b *testing.B, tl *tools.Tools) {
 		b.Run(c.tool, func(b *testing.B) {
 			ctx := context.Background()
 			for b.Loop() {
-				r, err := tl.Call(ctx, "s-caller", c.tool, []byte(c.args))
+				r, err := tl.Call(ctx, tools.AsSession("s-caller"), c.tool, []byte(c.args))
 				if err != nil || r.IsError {
 					b.Fatalf("%v %+v", err, r)
 				}

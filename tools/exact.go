@@ -6,8 +6,8 @@ import (
 	"github.com/dshq/dshq"
 )
 
-func (t *Tools) sessionTrace(ctx context.Context, callerID string, a args) (string, error) {
-	c, err := t.caller(ctx, callerID)
+func (t *Tools) sessionTrace(ctx context.Context, by Caller, a args) (string, error) {
+	c, err := t.caller(ctx, by)
 	if err != nil {
 		return "", err
 	}
@@ -35,8 +35,8 @@ func (t *Tools) sessionTrace(ctx context.Context, callerID string, a args) (stri
 	return renderSessionTrace(lineage, titles), nil
 }
 
-func (t *Tools) sessionEventTrace(ctx context.Context, callerID string, a args) (string, error) {
-	c, err := t.caller(ctx, callerID)
+func (t *Tools) sessionEventTrace(ctx context.Context, by Caller, a args) (string, error) {
+	c, err := t.caller(ctx, by)
 	if err != nil {
 		return "", err
 	}
@@ -62,8 +62,8 @@ func (t *Tools) sessionEventTrace(ctx context.Context, callerID string, a args) 
 	return renderEventTrace(sessionLine(target, titles[target]), tr), nil
 }
 
-func (t *Tools) sessionEventRead(ctx context.Context, callerID string, a args) (string, error) {
-	c, err := t.caller(ctx, callerID)
+func (t *Tools) sessionEventRead(ctx context.Context, by Caller, a args) (string, error) {
+	c, err := t.caller(ctx, by)
 	if err != nil {
 		return "", err
 	}

@@ -60,7 +60,7 @@ func FuzzCall(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, which uint8, args string) {
 		name := specs[int(which)%len(specs)].name
-		r, err := tl.Call(context.Background(), "me", name, json.RawMessage(args))
+		r, err := tl.Call(context.Background(), AsSession("me"), name, json.RawMessage(args))
 		if err != nil {
 			t.Fatalf("Call returned %v without cancellation", err)
 		}

@@ -2,7 +2,6 @@ package tools_test
 
 import (
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,9 +10,9 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/tools"
 	"github.com/dshq/dshq/tools/toolstest"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
+	"github.com/dshq/dshq/internal/golden"
+)
 
 // exampleCorpus is the corpus of the examples of docs/tools.md#renderings: the
 // log of docs/events-and-surfaces.md#a-worked-example (testdata/sample.jsonl),
@@ -62,7 +61,7 @@ func newTools(t testing.TB, svc tools.Service, opts ...tools.Option) *tools.Tool
 // call runs one tool and fails the test on a cancellation error.
 func call(t testing.TB, tl *tools.Tools, caller, name, args string) tools.Result {
 	t.Helper()
-	r, err := tl.Call(context.Background(), caller, name, []byte(args))
+	r, err := tl.Call(context.Background(), tools.AsSession(caller), name, []byte(args))
 	if err != nil {
 		t.Fatalf("%s %s: %v", name, args, err)
 	}
@@ -70,22 +69,9 @@ func call(t testing.TB, tl *tools.Tools, caller, name, args string) tools.Result
 }
 
 // golden compares got with testdata/golden/<name>.txt (rewritten with -update).
-func golden(t *testing.T, name, got string) {
+func goldenText(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", name+".txt")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Fatalf("rendering differs from %s\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", "golden", name+".txt"), []byte(got))
 }
 
 // resultText renders a result for a golden file.

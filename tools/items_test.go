@@ -231,7 +231,7 @@ func TestItem39PagingAndCap(t *testing.T) {
 	t.Run("the caller and outside hits are hidden and the cap needs an extra hit", func(t *testing.T) {
 		s := &scripted{Fake: newFake(t, fullCorpus), pages: pages}
 		r := call(t, newTools(t, s, tools.WithMaxSearchResults(2)), "s-caller", tools.NameSessionSearch, `{"query":"retry budget"}`)
-		golden(t, "item39_capped", resultText(r))
+		goldenText(t, "item39_capped", resultText(r))
 		noneOf(t, r.Text, "outside", "Session s-caller", "extra")
 		if !strings.HasSuffix(r.Text, "\n\nResult cap reached. Narrow the query or add filters to find additional matches.") {
 			t.Fatalf("no cap line:\n%s", r.Text)
@@ -269,7 +269,7 @@ func TestItem39PagingAndCap(t *testing.T) {
 		f := newFake(t, fullCorpus)
 		f.SetPageSize(1)
 		r := call(t, newTools(t, f), "s-caller", tools.NameSessionSearch, `{"query":"retry budget"}`)
-		golden(t, "session_search_full_corpus", resultText(r))
+		goldenText(t, "session_search_full_corpus", resultText(r))
 		if countOp(f, "sessions.search") < 2 {
 			t.Fatalf("searches = %v", opsOf(f))
 		}
@@ -456,7 +456,7 @@ func TestItem42Sanitizer(t *testing.T) {
 			return nil
 		})
 		tl := newTools(t, f, tools.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-		_, err := tl.Call(ctx, "s-caller", tools.NameSessionSearch, []byte(`{"query":"x","parent_session_ids":["s-7f3c"]}`))
+		_, err := tl.Call(ctx, tools.AsSession("s-caller"), tools.NameSessionSearch, []byte(`{"query":"x","parent_session_ids":["s-7f3c"]}`))
 		if !errors.Is(err, reason) {
 			t.Fatalf("err = %v, want the caller's reason", err)
 		}

@@ -137,7 +137,7 @@ func TestGoldenRenderings(t *testing.T) {
 				opts = append(opts, tools.WithMaxSearchResults(1))
 			}
 			tl := newTools(t, newFake(t, corpus), opts...)
-			golden(t, tc.name, resultText(call(t, tl, tc.caller, tc.tool, tc.args)))
+			goldenText(t, tc.name, resultText(call(t, tl, tc.caller, tc.tool, tc.args)))
 		})
 	}
 }
@@ -152,7 +152,7 @@ func TestToolListGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "tool_list", string(b)+"\n")
+	goldenText(t, "tool_list", string(b)+"\n")
 	for _, d := range tools.Definitions() {
 		var schema map[string]any
 		if err := json.Unmarshal(d.InputSchema, &schema); err != nil || schema["type"] != "object" {

@@ -239,8 +239,8 @@ func (t *Tools) parentClause(ctx context.Context, c authz.Caller, s searchArgs) 
 	return clause, ok, nil
 }
 
-func (t *Tools) sessionSearch(ctx context.Context, callerID string, a args) (string, error) {
-	c, err := t.caller(ctx, callerID)
+func (t *Tools) sessionSearch(ctx context.Context, by Caller, a args) (string, error) {
+	c, err := t.caller(ctx, by)
 	if err != nil {
 		return "", err
 	}
@@ -327,8 +327,8 @@ func (t *Tools) visibleParents(ctx context.Context, c authz.Caller, hits []dshq.
 	return visible, nil
 }
 
-func (t *Tools) sessionEventSearch(ctx context.Context, callerID string, a args) (string, error) {
-	c, err := t.caller(ctx, callerID)
+func (t *Tools) sessionEventSearch(ctx context.Context, by Caller, a args) (string, error) {
+	c, err := t.caller(ctx, by)
 	if err != nil {
 		return "", err
 	}

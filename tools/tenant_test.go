@@ -50,7 +50,7 @@ func tenantFake(t *testing.T) *toolstest.Fake {
 
 func callIn(t *testing.T, tl *tools.Tools, tenant, caller, name, args string) tools.Result {
 	t.Helper()
-	r, err := tl.CallInTenant(context.Background(), tenant, caller, name, []byte(args))
+	r, err := tl.Call(context.Background(), tools.AsSession(caller).InTenant(tenant), name, []byte(args))
 	if err != nil {
 		t.Fatal(err)
 	}

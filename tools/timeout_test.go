@@ -48,7 +48,7 @@ func TestSearchTimeout(t *testing.T) {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		time.AfterFunc(10*time.Millisecond, func() { cancel(reason) })
 		long := newTools(t, svc)
-		_, err := long.Call(ctx, "s-caller", tools.NameSessionSearch, []byte(`{"query":"retry budget"}`))
+		_, err := long.Call(ctx, tools.AsSession("s-caller"), tools.NameSessionSearch, []byte(`{"query":"retry budget"}`))
 		if !errors.Is(err, reason) {
 			t.Fatalf("err = %v", err)
 		}

@@ -89,12 +89,12 @@ type Result struct {
 	Code    dshq.Code
 }
 
-// Call runs tool name for the session callerID (set by the trusted harness;
-// "" means no caller) with the model's argument object args. A failure is an
+// Call runs tool name for caller (AsSession, AsWorkspace, either InTenant)
+// with the model's argument object args. A failure is an
 // error Result; the returned error is non-nil only when ctx ended, and is
 // then ctx's cause (cancellation is preserved, never rendered or logged).
-func (t *Tools) Call(ctx context.Context, callerID, name string, args json.RawMessage) (Result, error) {
-	text, err := t.run(ctx, callerID, name, args)
+func (t *Tools) Call(ctx context.Context, caller Caller, name string, args json.RawMessage) (Result, error) {
+	text, err := t.run(ctx, caller, name, args)
 	if err == nil {
 		return Result{Text: text}, nil
 	}
@@ -112,7 +112,7 @@ func (t *Tools) Call(ctx context.Context, callerID, name string, args json.RawMe
 	return Result{Text: "Error: " + e.Message, IsError: true, Code: e.Code}, nil
 }
 
-func (t *Tools) run(ctx context.Context, callerID, name string, raw json.RawMessage) (string, error) {
+func (t *Tools) run(ctx context.Context, by Caller, name string, raw json.RawMessage) (string, error) {
 	s, ok := specByName(name)
 	if !ok {
 		return "", dshq.Errorf(dshq.CodeInvalidArgs, "invalid arguments: unknown tool %q", name)
@@ -127,28 +127,28 @@ func (t *Tools) run(ctx context.Context, callerID, name string, raw json.RawMess
 			"session search timed out after %d ms", t.searchTimeout.Milliseconds()))
 		defer cancel()
 		if name == NameSessionSearch {
-			return t.sessionSearch(sctx, callerID, a)
+			return t.sessionSearch(sctx, by, a)
 		}
-		return t.sessionEventSearch(sctx, callerID, a)
+		return t.sessionEventSearch(sctx, by, a)
 	case NameSessionTrace:
-		return t.sessionTrace(ctx, callerID, a)
+		return t.sessionTrace(ctx, by, a)
 	case NameSessionEventTrace:
-		return t.sessionEventTrace(ctx, callerID, a)
+		return t.sessionEventTrace(ctx, by, a)
 	default:
-		return t.sessionEventRead(ctx, callerID, a)
+		return t.sessionEventRead(ctx, by, a)
 	}
 }
 
-// caller resolves the trusted caller id to its session record. No id, an id
+// caller resolves the trusted caller to its session record. No id, an id
 // the projection does not hold (an invalid id among them), or (for a call bound to a tenant,
-// CallInTenant) a session of another tenant is
+// Caller.InTenant) a session of another tenant is
 // SESSION_QUERY_TOOL_MISSING_AGENT, its message saying which (a session of
 // another tenant reads as an id the projection does not hold).
-func (t *Tools) caller(ctx context.Context, callerID string) (authz.Caller, error) {
-	if cwd, ok := workspaceOf(ctx); ok {
-		tenant, _ := boundTenant(ctx)
-		return authz.NewWorkspaceCaller(tenant, cwd)
+func (t *Tools) caller(ctx context.Context, by Caller) (authz.Caller, error) {
+	if by.asWorkspace {
+		return authz.NewWorkspaceCaller(by.tenant, by.workspace)
 	}
+	callerID := by.session
 	if callerID == "" {
 		return authz.Caller{}, authz.ErrNoCaller()
 	}
@@ -163,8 +163,8 @@ func (t *Tools) caller(ctx context.Context, callerID string) (authz.Caller, erro
 	if len(recs) != 1 {
 		return authz.Caller{}, authz.ErrUnknownCaller()
 	}
-	if tenant, bound := boundTenant(ctx); bound {
-		return authz.NewTenantCaller(tenant, callerID, recs[0])
+	if by.bound {
+		return authz.NewTenantCaller(by.tenant, callerID, recs[0])
 	}
 	return authz.NewCaller(callerID, recs[0])
 }

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // record is a session record as the UI reads it: the wire's record plus
@@ -80,9 +80,9 @@ func (s *Server) listRecords(ctx context.Context, filters []dshq.Filter, limit i
 	var out recordPage
 	var err error
 	if len(filters) == 0 {
-		err = s.call(ctx, query.EndpointSessionsList, dshq.SessionListRequest{Limit: limit, Cursor: cursor}, &out)
+		err = s.call(ctx, wire.EndpointSessionsList, dshq.SessionListRequest{Limit: limit, Cursor: cursor}, &out)
 	} else {
-		err = s.call(ctx, query.EndpointSessionsFilter, dshq.SessionFilterRequest{Filters: filters, Limit: limit, Cursor: cursor}, &out)
+		err = s.call(ctx, wire.EndpointSessionsFilter, dshq.SessionFilterRequest{Filters: filters, Limit: limit, Cursor: cursor}, &out)
 	}
 	if err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ func (s *Server) listRecords(ctx context.Context, filters []dshq.Filter, limit i
 // searchSessions calls sessions.search.
 func (s *Server) searchSessions(ctx context.Context, req dshq.SessionSearchRequest) ([]searchItem, string, uint64, error) {
 	var raw rawHitPage
-	if err := s.call(ctx, query.EndpointSessionsSearch, req, &raw); err != nil {
+	if err := s.call(ctx, wire.EndpointSessionsSearch, req, &raw); err != nil {
 		return nil, "", 0, err
 	}
 	items := make([]searchItem, len(raw.Items))
@@ -128,7 +128,7 @@ func (s *Server) statSession(ctx context.Context, id string) (*stat, error) {
 		dshq.SessionStat
 		Session sessionRecord `json:"session"`
 	}
-	if err := s.call(ctx, query.EndpointSessionsStat, dshq.SessionStatRequest{SessionID: id}, &out); err != nil {
+	if err := s.call(ctx, wire.EndpointSessionsStat, dshq.SessionStatRequest{SessionID: id}, &out); err != nil {
 		return nil, err
 	}
 	st := &stat{SessionStat: out.SessionStat, Harness: out.Session.Harness}

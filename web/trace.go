@@ -11,7 +11,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/fold"
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 // Bounds of what the event and lineage pages read beyond their own reply.
@@ -168,7 +168,7 @@ func (s *Server) lineagePage(r *http.Request) (*view, error) {
 		Complete    bool            `json:"complete"`
 		Unresolved  *string         `json:"unresolvedParentId"`
 	}
-	if err := s.call(ctx, query.EndpointSessionsTrace, dshq.SessionTraceRequest{SessionID: id}, &lt); err != nil {
+	if err := s.call(ctx, wire.EndpointSessionsTrace, dshq.SessionTraceRequest{SessionID: id}, &lt); err != nil {
 		return nil, err
 	}
 	ids := []string{lt.Target.Header.ID}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dshq/dshq/feed"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 	"github.com/dshq/dshq/usage"
 )
 
@@ -55,8 +56,8 @@ func parseUsageFilters(q url.Values) (usageFilters, error) {
 	return f, nil
 }
 
-func (f usageFilters) body(groupBy []string, limit int) query.UsageBody {
-	b := query.UsageBody{Since: f.Since, Until: f.Until, TimeZone: f.TZ, GroupBy: groupBy, Rollup: true, Limit: limit}
+func (f usageFilters) body(groupBy []string, limit int) wire.UsageBody {
+	b := wire.UsageBody{Since: f.Since, Until: f.Until, TimeZone: f.TZ, GroupBy: groupBy, Rollup: true, Limit: limit}
 	if f.Prefix != "" {
 		b.Prefix = []string{f.Prefix}
 	}
@@ -85,7 +86,7 @@ func (s *Server) usageData(ctx context.Context, f usageFilters, gen uint64) (*us
 	if gen > 0 {
 		opts = append(opts, query.WithMinGeneration(gen))
 	}
-	days, err := s.qc.Usage(ctx, f.body([]string{"day", f.Stack}, query.MaxUsageLimit), opts...)
+	days, err := s.qc.Usage(ctx, f.body([]string{"day", f.Stack}, wire.MaxUsageLimit), opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -15,11 +15,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dshq/dshq/bus"
-	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/internal/bytesize"
 	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/internal/pprofsrv"
 	"github.com/dshq/dshq/node"
+	"github.com/dshq/dshq/shards"
 	"github.com/dshq/dshq/shellenv"
 	"github.com/dshq/dshq/web"
 )
@@ -37,7 +37,7 @@ func newServeCmd(g *globals) *cobra.Command {
 		h           httpFlags
 		feedBytes   bytesize.Size
 		feedAge     time.Duration
-		cursorBytes = bytesize.Size(engine.DefaultCursorMaxBytes)
+		cursorBytes = bytesize.Size(shards.DefaultCursorMaxBytes)
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 	"github.com/dshq/dshq/usage"
 )
 
@@ -82,7 +83,7 @@ totalTokens, totalCost, modelBreakdowns[].modelName, period).`,
 	fl.StringSliceVar(&f.sessions, "session", nil, "only this session and its subagents (repeatable)")
 	fl.StringSliceVar(&f.by, "by", nil, "group by this dimension too: day, week, month, session, project, branch, model, harness, tenant, machine")
 	fl.BoolVar(&f.own, "own", false, "count each session's own calls (a subagent's are its own, not its parent's)")
-	fl.IntVar(&f.limit, "limit", query.DefaultUsageLimit, "at most this many rows")
+	fl.IntVar(&f.limit, "limit", wire.DefaultUsageLimit, "at most this many rows")
 	f.qf.add(cmd)
 	return cmd
 }
@@ -98,7 +99,7 @@ func (g *globals) usage(cmd *cobra.Command, name string, f *usageFlags) error {
 	if member == "" {
 		return &codedError{code: CodeUsage, err: fmt.Errorf("unknown report %q: one of daily, weekly, monthly, session, project, branch, model, machine", name)}
 	}
-	body := query.UsageBody{Since: f.since, Until: f.until, TimeZone: f.tz, Cwd: f.cwds, Prefix: f.prefixes,
+	body := wire.UsageBody{Since: f.since, Until: f.until, TimeZone: f.tz, Cwd: f.cwds, Prefix: f.prefixes,
 		Harness: f.harness, Machine: f.machines, Branch: f.branches, Model: f.models, SessionIDs: f.sessions,
 		GroupBy: []string{string(dim)}, Rollup: !f.own, Limit: f.limit}
 	if body.TimeZone == "" {
@@ -158,7 +159,7 @@ var usageColumns = map[usage.Dimension]string{
 
 // printUsage writes a report as a table: one line per group with its
 // models, then the total.
-func printUsage(w io.Writer, rep query.UsageReply) {
+func printUsage(w io.Writer, rep wire.UsageReply) {
 	tw := newTable(w)
 	var head []string
 	for _, d := range rep.GroupBy {

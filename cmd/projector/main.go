@@ -23,11 +23,11 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
-	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/internal/bytesize"
 	"github.com/dshq/dshq/internal/daemonflags"
 	"github.com/dshq/dshq/node"
 	"github.com/dshq/dshq/projection"
+	"github.com/dshq/dshq/shards"
 )
 
 func main() {
@@ -78,7 +78,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.cacheBytes, "fold-cache-bytes", projection.DefaultFoldCacheBytes, "memory budget of the fold-state cache")
 	fs.Var(&o.feedBytes, "feed-max-bytes", "size bound of the live feed stream DSH_FEED, oldest messages first (default 1GiB, or a quarter of the storage JetStream can reserve when less; an existing stream keeps its size unless this is given; -1 = none)")
 	fs.DurationVar(&o.feedAge, "feed-max-age", 0, "how long the live feed keeps a message (default 168h; an existing stream keeps its age unless this is given)")
-	o.cursorBytes = bytesize.Size(engine.DefaultCursorMaxBytes)
+	o.cursorBytes = bytesize.Size(shards.DefaultCursorMaxBytes)
 	fs.Var(&o.cursorBytes, "cursor-max-bytes", "memory bound of the search cursor bucket DSH_CURSORS; when full, the oldest stored hits go first (-1 = none)")
 	if err := fs.Parse(args); err != nil {
 		return o, err

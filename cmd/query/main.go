@@ -31,9 +31,11 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/internal/daemonflags"
+	"github.com/dshq/dshq/internal/lifecycle"
 	"github.com/dshq/dshq/internal/metricsrv"
 	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/shards"
 )
 
 func main() {
@@ -88,18 +90,11 @@ type options struct {
 	noTools bool
 }
 
-// Reconnection pacing after the server closes the connection for good.
-const (
-	restartWait    = 250 * time.Millisecond
-	maxRestartWait = 30 * time.Second
-	reconnectFor   = time.Minute // then the process exits for a supervisor
-)
-
 // serve serves on a connection until ctx is done. When the server closes the
 // connection for good (a protocol error, a kick that is not followed by a
-// reconnect), it connects again, backing off from restartWait to
-// maxRestartWait, and serves again; when the server refuses the credentials,
-// or no connection succeeds within reconnectFor, it returns the error, so
+// reconnect), it connects again (lifecycle.Reconnect: backing off from
+// lifecycle.FirstWait to lifecycle.MaxWait), and serves again; when the server refuses the credentials,
+// or no connection succeeds within lifecycle.ReconnectFor, it returns the error, so
 // that the process exits non-zero rather than stay alive serving nothing.
 func serve(ctx context.Context, o options, log *slog.Logger, ready chan<- string) error {
 	conn := o.Conn
@@ -137,13 +132,20 @@ func serveOn(ctx context.Context, nc *nats.Conn, o options, reg prometheus.Regis
 	watched, stopWatch := natsconn.WatchConnection(ctx, nc)
 	defer func() { err = errors.Join(err, natsconn.Drain(nc)) }()
 	defer stopWatch()
-	qopts := []query.ServiceOption{query.WithLogger(log), query.WithRegisterer(reg), query.WithShard(shard.shard)}
+	qopts := []query.ServiceOption{query.WithLogger(log), query.WithRegisterer(reg), query.WithShardToken(shard.shard)}
 	if shard.shards > 1 {
 		js, err := jetstream.New(nc)
 		if err != nil {
 			return err
 		}
-		qopts = append(qopts, query.WithShards(shard.shards), query.WithCursorKeyFrom(js))
+		// A partitioned projection: the wire over an engine over its
+		// shards.
+		eng, src, err := shards.NewEngine(js, shard.shards)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		qopts = append(qopts, query.WithEngine(eng))
 	}
 	stop, err := query.Serve(watched, nc, qopts...)
 	if err != nil {
@@ -171,25 +173,14 @@ func serveOn(ctx context.Context, nc *nats.Conn, o options, reg prometheus.Regis
 // reconnect connects again after the connection closed for good (cause). It
 // returns a nil connection and nil error when ctx ends first.
 func reconnect(ctx context.Context, conn natsconn.Options, cause error, log *slog.Logger) (*nats.Conn, error) {
-	wait := restartWait
-	deadline := time.Now().Add(reconnectFor)
-	for {
+	nc, _, err := lifecycle.Reconnect(ctx, lifecycle.FirstWait, cause, func(cause error, wait time.Duration) {
 		log.Error("nats connection closed by the server; connecting again", "err", cause, "in", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, nil
-		case <-t.C:
-		}
+	}, func() (*nats.Conn, error) {
 		nc, err := natsconn.Connect(conn)
 		if err == nil {
 			log.Info("reconnected", "nats", natsconn.Redacted(conn.URL))
-			return nc, nil
 		}
-		if natsconn.IsAuthError(err) || time.Now().After(deadline) {
-			return nil, fmt.Errorf("connect again after the connection closed (%v): %w", cause, err)
-		}
-		cause, wait = err, min(2*wait, maxRestartWait)
-	}
+		return nc, err
+	}, func(err error) bool { return !natsconn.IsAuthError(err) })
+	return nc, err
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/embedded"
 	"github.com/dshq/dshq/internal/testnats"
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 )
 
 func TestMain(m *testing.M) { testnats.VerifyNoLeaks(m) }
@@ -48,7 +48,7 @@ func TestRun(t *testing.T) {
 		}
 		nc := e.Dial(t)
 		// No projector is running: the request fails with a clear code.
-		msg, err := nc.Request(dshq.QuerySubjectPrefix+"."+query.EndpointSessionsList, []byte(`{}`), 20*time.Second)
+		msg, err := nc.Request(dshq.QuerySubjectPrefix+"."+wire.EndpointSessionsList, []byte(`{}`), 20*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

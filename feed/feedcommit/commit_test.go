@@ -3,8 +3,6 @@ package feedcommit
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,9 +11,9 @@ import (
 	"github.com/dshq/dshq/feed"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/record"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+	"github.com/dshq/dshq/internal/golden"
+)
 
 // lookup is a Lookup over fixed sessions (FromCommit is pure; a real
 // projection.Snapshot answers the same two questions).
@@ -117,7 +115,7 @@ func TestACommitBecomesItsFeedMessagesInOrder(t *testing.T) {
 		buf.Write(data)
 		buf.WriteByte('\n')
 	}
-	golden(t, "commit.jsonl", buf.Bytes())
+	goldenFile(t, "commit.jsonl", buf.Bytes())
 	for _, m := range msgs {
 		if m.Generation != 17 {
 			t.Fatalf("message %+v does not carry the commit's generation", m)
@@ -196,23 +194,7 @@ func TestLargeEventsAreFittedToTheSizeLimit(t *testing.T) {
 	}
 }
 
-func golden(t *testing.T, name string, got []byte) {
+func goldenFile(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden (run with -update to create): %v", err)
-	}
-	if !bytes.Equal(want, got) {
-		t.Errorf("%s differs from golden (run with -update and review the diff):\n got: %s\nwant: %s", name, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", name), got)
 }

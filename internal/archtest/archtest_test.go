@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -30,11 +31,13 @@ var converters = []string{"capture", "capture/claudecode", "capture/codex", "cap
 
 var rules = []rule{
 	{
-		why:      "the harness SDK, the query API's wire, the tools, the MCP server, the query service and the harness file follower link neither bbolt, Bleve nor nats-server",
-		packages: []string{"bus", "query", "tools", "tools/mcpserver", "cmd/query", "capture/follow"},
+		name:     "light-clients",
+		why:      "the harness SDK, the query API's wire, the shards source, the tools, the MCP server, the query service and the harness file follower link neither bbolt, Bleve nor nats-server",
+		packages: []string{"bus", "query", "shards", "tools", "tools/mcpserver", "cmd/query", "capture/follow"},
 		forbid:   heavyLibrary,
 	},
 	{
+		name:     "pure-vocabulary",
 		why:      "the vocabulary and the pure cores link nothing but the standard library and the root vocabulary",
 		packages: []string{".", "fold", "authz"},
 		forbid: func(p pkg) string {
@@ -45,6 +48,7 @@ var rules = []rule{
 		},
 	},
 	{
+		name:     "pure-converters",
 		why:      "the harness capture converters are pure: they link no NATS, no store, and of ours only the vocabulary, fold, record and the converters",
 		packages: converters,
 		forbid: func(p pkg) string {
@@ -61,17 +65,136 @@ var rules = []rule{
 		},
 	},
 	{
-		why:      "the pure cores and the vocabulary do no I/O of their own",
-		packages: []string{"fold", "authz", "."},
-		direct:   true,
+		name:     "pure-engine",
+		why:      "the query engine and the query API's wire format link no bbolt, Bleve, nats.go or nats-server: every source is behind engine.Source",
+		packages: []string{"engine", "query/wire"},
 		forbid: func(p pkg) string {
-			if slices.Contains([]string{"os", "os/exec", "net", "net/http", "syscall", "io/ioutil"}, p.ImportPath) {
-				return p.ImportPath
+			if strings.HasPrefix(p.ImportPath, "github.com/nats-io/") {
+				return "NATS (" + p.ImportPath + ")"
 			}
-			return ""
+			return heavyLibrary(p)
 		},
 	},
+	{
+		name:     "no-io",
+		why:      "the pure cores, the vocabulary, the record codec, the engine and the wire do no I/O of their own: they import no package with a capability for it",
+		packages: []string{"fold", "authz", ".", "record", "engine", "query/wire", "capture", "capture/claudecode", "capture/codex"},
+		direct:   true,
+		forbid:   ioCapability,
+	},
+	{
+		name:     "no-test-helpers",
+		why:      "no command links the testing package or a test helper of ours (internal/test*, */toolstest, capturetest, harnesssim)",
+		packages: []string{"cmd/..."},
+		forbid:   testHelper,
+	},
 }
+
+// ruleNamed returns the rule of the tree named name.
+func ruleNamed(t *testing.T, name string) rule {
+	t.Helper()
+	for _, r := range rules {
+		if r.name == name {
+			return r
+		}
+	}
+	t.Fatalf("no rule named %q", name)
+	return rule{}
+}
+
+// ioCapabilities are the standard packages that can reach the outside
+// world: files, the network, logs, signals, processes, plugins.
+var ioCapabilities = []string{"os", "net", "log", "syscall", "plugin", "io/fs", "io/ioutil", "path/filepath", "embed", "runtime/debug"}
+
+// ioCapability names the I/O capability p gives ("" for none): one of
+// ioCapabilities or a package below one (os/signal, net/http, log/slog…).
+func ioCapability(p pkg) string {
+	for _, c := range ioCapabilities {
+		if p.ImportPath == c || strings.HasPrefix(p.ImportPath, c+"/") {
+			return p.ImportPath
+		}
+	}
+	return ""
+}
+
+// testHelper names p when it is the testing package or a test helper of
+// ours: a package one of whose path elements is a test stack or helper.
+func testHelper(p pkg) string {
+	if p.ImportPath == "testing" || strings.HasPrefix(p.ImportPath, "testing/") {
+		return p.ImportPath
+	}
+	rel, ours := strings.CutPrefix(p.ImportPath, module+"/")
+	if !ours {
+		return ""
+	}
+	for _, el := range strings.Split(rel, "/") {
+		if strings.HasPrefix(el, "test") || strings.HasSuffix(el, "test") || el == "harnesssim" {
+			return "the test helper " + rel
+		}
+	}
+	return ""
+}
+
+// layers orders the module's packages, lowest first: a package imports
+// only packages of its own layer or lower ones (module-relative; a package
+// not listed is not ordered; "dir/..." names dir and everything below).
+var layers = [][]string{
+	{"."},
+	{"fold", "record", "authz", "query/wire", "engine", "shellenv", "embedded"},
+	{"bus", "index", "capture", "capture/claudecode", "capture/codex", "capture/internal/build", "query", "tenancy"},
+	{"feed", "projection", "capture/follow", "shards", "tools"},
+	{"feed/feedcommit", "shardhost", "admin", "tools/toolservice", "tools/mcpserver", "web"},
+	{"node"},
+	{"cmd/..."},
+}
+
+// layerOf returns the layer of the module-relative package rel, or -1.
+func layerOf(rel string) int {
+	for i, l := range layers {
+		if slices.ContainsFunc(l, func(p string) bool { return matches(p, rel) }) {
+			return i
+		}
+	}
+	return -1
+}
+
+// upwardImports returns, sorted, one line per import of g from an ordered
+// package of ours to one of a higher layer.
+func upwardImports(g graph) []string {
+	var out []string
+	for _, path := range slices.Sorted(maps.Keys(g)) {
+		rel, ours := strings.CutPrefix(path, module+"/")
+		if path == module {
+			rel, ours = ".", true
+		}
+		from := layerOf(rel)
+		if !ours || from < 0 {
+			continue
+		}
+		for _, imp := range slices.Sorted(slices.Values(g[path].Imports)) {
+			if to := layerOf(short(imp)); (strings.HasPrefix(imp, module+"/") || imp == module) && to > from {
+				out = append(out, fmt.Sprintf("%s (layer %d) imports %s (layer %d)", rel, from, short(imp), to))
+			}
+		}
+	}
+	return out
+}
+
+func TestLayerOrder(t *testing.T) {
+	for _, goos := range releaseGOOS {
+		g, err := loadFor(goos, []string{module + "/..."})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range upwardImports(g) {
+			t.Errorf("GOOS=%s: a lower layer imports a higher one: %s", goos, v)
+		}
+	}
+}
+
+// releaseGOOS are the systems the import rules are checked for: what the
+// binaries are built for (a file built only for one can add an import).
+var releaseGOOS = []string{"linux", "darwin", "windows"}
 
 // heavyLibrary names the heavy library p belongs to ("" for none).
 func heavyLibrary(p pkg) string {
@@ -87,6 +210,8 @@ func heavyLibrary(p pkg) string {
 // the root), or only among their direct imports, the packages for which
 // forbid names what they are ("" = allowed).
 type rule struct {
+	// name is how the self-test (TestCheck_NamesTheChain) finds a rule.
+	name     string
 	why      string
 	packages []string
 	direct   bool
@@ -115,16 +240,18 @@ func TestImportRules(t *testing.T) {
 			roots = append(roots, abs(p))
 		}
 	}
-	g, err := load(roots)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rules {
-		if len(r.packages) == 0 {
-			t.Errorf("rule: %s; names no package", r.why)
+	for _, goos := range releaseGOOS {
+		g, err := loadFor(goos, roots)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if v := check(g, r); len(v) > 0 {
-			t.Errorf("rule: %s; broken by\n\t%s", r.why, strings.Join(v, "\n\t"))
+		for _, r := range rules {
+			if len(r.packages) == 0 {
+				t.Errorf("rule %s: %s; names no package", r.name, r.why)
+			}
+			if v := check(g, r); len(v) > 0 {
+				t.Errorf("GOOS=%s: rule %s: %s; broken by\n\t%s", goos, r.name, r.why, strings.Join(v, "\n\t"))
+			}
 		}
 	}
 }
@@ -133,33 +260,44 @@ func TestImportRules(t *testing.T) {
 // themselves (its tests may always): the embedded nats-server is started by
 // the process wiring and the test stacks, so that no library links a server.
 var importers = map[string][]string{
-	"embedded": {"node", "cmd/...", "bench", "internal/testnats", "internal/testenv", "internal/tenanttest"},
+	// tools/toolstest is a test helper of the tools' tests (it starts the
+	// real pipeline through internal/testenv).
+	"embedded": {"node", "cmd/...", "bench", "internal/testnats", "internal/testenv", "internal/tenanttest", "tools/toolstest"},
 }
 
 func TestOnlyTheProcessWiringAndTheTestsImportTheEmbeddedServer(t *testing.T) {
-	g, err := load([]string{module + "/..."})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for target, allowed := range importers {
-		for _, v := range strayImporters(g, abs(target), allowed) {
-			t.Errorf("only %s may import %s; broken by\n\t%s", strings.Join(allowed, ", "), target, v)
+	for _, goos := range releaseGOOS {
+		g, err := loadFor(goos, []string{module + "/..."})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for target, allowed := range importers {
+			for _, v := range strayImporters(g, abs(target), allowed) {
+				t.Errorf("GOOS=%s: only %s may link %s; broken by\n\t%s", goos, strings.Join(allowed, ", "), target, v)
+			}
 		}
 	}
 }
 
-// strayImporters returns, sorted, one line per package of g that imports
-// target and is not named by allowed (module-relative; "dir/..." names dir
-// and everything below it).
+// strayImporters returns, sorted, one line per package of g that links
+// target (imports it, or a package that links it: the test stack counts)
+// and is not named by allowed (module-relative; "dir/..." names dir and
+// everything below it), with the chain that reaches it.
 func strayImporters(g graph, target string, allowed []string) []string {
 	var out []string
+	reach := rule{forbid: func(p pkg) string {
+		if p.ImportPath == target {
+			return short(target)
+		}
+		return ""
+	}}
 	for _, path := range slices.Sorted(maps.Keys(g)) {
 		rel, ours := strings.CutPrefix(path, module+"/")
-		if !ours || path == target || !slices.Contains(g[path].Imports, target) {
+		if !ours || path == target || slices.ContainsFunc(allowed, func(a string) bool { return matches(a, rel) }) {
 			continue
 		}
-		if !slices.ContainsFunc(allowed, func(a string) bool { return matches(a, rel) }) {
-			out = append(out, fmt.Sprintf("%s imports %s", rel, short(target)))
+		for _, f := range reach.broken(g, path) {
+			out = append(out, fmt.Sprintf("%s links %s: %s", rel, f.what, strings.Join(shortAll(f.chain), " -> ")))
 		}
 	}
 	return out
@@ -199,20 +337,57 @@ func TestCheck_NamesTheChain(t *testing.T) {
 	add(abs("node/x"), false, abs("embedded"))
 	add(abs("tools"), false, abs("embedded"))
 	noBolt := rule{packages: []string{"cmd/query", "query"}, forbid: heavyLibrary}
-	if got, want := strayImporters(g, abs("embedded"), []string{"node/..."}), []string{"tools imports embedded"}; !slices.Equal(got, want) {
+	add(abs("web"), false, abs("internal/testenv"))
+	add(abs("internal/testenv"), false, abs("embedded"), "testing")
+	add("testing", true)
+	if got, want := strayImporters(g, abs("embedded"), []string{"node/...", "internal/testenv"}), []string{
+		"tools links embedded: tools -> embedded",
+		"web links embedded: web -> internal/testenv -> embedded",
+	}; !slices.Equal(got, want) {
 		t.Errorf("stray importers %q, want %q", got, want)
 	}
-	pureCapture := rules[2]
+	// The layer order on planted upward imports.
+	layered := graph{}
+	for _, imp := range [][2]string{{"record", "capture"}, {"index", "feed"}, {"projection", "web"}, {"web", "projection"}} {
+		layered[abs(imp[0])] = pkg{ImportPath: abs(imp[0]), Imports: []string{abs(imp[1])}}
+	}
+	if got, want := upwardImports(layered), []string{
+		"index (layer 2) imports feed (layer 3)",
+		"projection (layer 3) imports web (layer 4)",
+		"record (layer 1) imports capture (layer 2)",
+	}; !slices.Equal(got, want) {
+		t.Errorf("upward imports %q, want %q", got, want)
+	}
+	add(abs("engine"), false, abs("query/wire"), abs("shardhost"))
+	add(abs("query/wire"), false, abs("."))
+	add(abs("shardhost"), false, abs("projection"), "github.com/nats-io/nats.go")
+	pureCapture := ruleNamed(t, "pure-converters")
 	pureCapture.packages = []string{"capture"}
-	noOS := rule{packages: []string{"."}, direct: true, forbid: rules[3].forbid}
+	pureEngine := ruleNamed(t, "pure-engine")
+	pureEngine.packages = []string{"engine"}
+	noOS := rule{packages: []string{"."}, direct: true, forbid: ruleNamed(t, "no-io").forbid}
+	add(abs("fold"), false, abs("record"), abs("."), "log/slog")
+	add("log/slog", true)
+	noIOFold := rule{packages: []string{"fold"}, direct: true, forbid: ruleNamed(t, "no-io").forbid}
+	add(abs("cmd/dshq"), false, abs("web"))
+	noHelpers := ruleNamed(t, "no-test-helpers")
+	noHelpers.packages = []string{"cmd/dshq"}
 	for _, tt := range []struct {
 		rule rule
 		want []string
 	}{
 		{noBolt, []string{"cmd/query links bbolt: cmd/query -> node -> projection -> go.etcd.io/bbolt"}},
-		{rules[1], []string{"fold links record: fold -> record"}},
+		{ruleNamed(t, "pure-vocabulary"), []string{"fold links record: fold -> record"}},
 		{noOS, []string{"dshq (root) imports os: dshq (root) -> os"}},
+		{noIOFold, []string{"fold imports log/slog: fold -> log/slog"}},
+		{noHelpers, []string{
+			"cmd/dshq links the test helper internal/testenv: cmd/dshq -> web -> internal/testenv",
+		}},
 		{pureCapture, []string{"capture links NATS (github.com/nats-io/nats.go): capture -> github.com/nats-io/nats.go"}},
+		{pureEngine, []string{
+			"engine links NATS (github.com/nats-io/nats.go): engine -> shardhost -> github.com/nats-io/nats.go",
+			"engine links bbolt: engine -> shardhost -> projection -> go.etcd.io/bbolt",
+		}},
 	} {
 		if got := check(g, tt.rule); !slices.Equal(got, tt.want) {
 			t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
@@ -287,10 +462,16 @@ func chainTo(prev map[string]string, last string) []string {
 	return chain
 }
 
-// load runs go list -deps -json on roots (from the module root) and
-// returns the graph of everything they link.
-func load(roots []string) (graph, error) {
+// load is loadFor this system.
+func load(roots []string) (graph, error) { return loadFor("", roots) }
+
+// loadFor runs go list -deps -json on roots (from the module root) for
+// goos ("" = this system's) and returns the graph of everything they link.
+func loadFor(goos string, roots []string) (graph, error) {
 	cmd := exec.Command("go", append([]string{"list", "-deps", "-json=ImportPath,Imports,Standard"}, roots...)...)
+	if goos != "" {
+		cmd.Env = append(os.Environ(), "GOOS="+goos, "CGO_ENABLED=0")
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -53,7 +53,7 @@ type Config struct {
 	// SESSION_QUERY_TOOL_MISSING_AGENT.
 	SessionID string
 	// Workspace, used when SessionID is "", makes the caller a workspace
-	// (tools.Tools.CallAsWorkspace): the sessions whose cwd is exactly this
+	// (tools.AsWorkspace): the sessions whose cwd is exactly this
 	// absolute directory, chosen by whoever configured the MCP client
 	// (dshq mcp --workspace), never by the model.
 	Workspace string
@@ -149,11 +149,11 @@ func newCaller(nc *nats.Conn, cfg Config) (caller, error) {
 	}
 	if workspace {
 		return func(ctx context.Context, name string, args json.RawMessage) (tools.Result, error) {
-			return tl.CallAsWorkspace(ctx, cfg.Workspace, name, args)
+			return tl.Call(ctx, tools.AsWorkspace(cfg.Workspace), name, args)
 		}, nil
 	}
 	return func(ctx context.Context, name string, args json.RawMessage) (tools.Result, error) {
-		return tl.Call(ctx, cfg.SessionID, name, args)
+		return tl.Call(ctx, tools.AsSession(cfg.SessionID), name, args)
 	}, nil
 }
 

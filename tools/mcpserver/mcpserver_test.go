@@ -148,7 +148,7 @@ func TestMCPEndToEnd(t *testing.T) {
 			for _, c := range calls {
 				t.Run("calling "+c.tool+" returns its full rendering", func(t *testing.T) {
 					res := callTool(t, cs, c.tool, c.args)
-					want, err := direct.Call(context.Background(), "s-caller", c.tool, []byte(c.args))
+					want, err := direct.Call(context.Background(), tools.AsSession("s-caller"), c.tool, []byte(c.args))
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
 	"github.com/dshq/dshq/tools"
 	"github.com/dshq/dshq/tools/toolservice"
 	"github.com/dshq/dshq/tools/toolstest"
@@ -72,7 +72,7 @@ func TestTheLargestAcceptedEventIsReadInFull(t *testing.T) {
 			if got := w.EndSeq - w.StartSeq; (got > 0) != tt.neighbors {
 				t.Fatalf("window %d..%d", w.StartSeq, w.EndSeq)
 			}
-			raw, err := p.Client.Raw(ctx, query.EndpointEventsRead, []byte(fmt.Sprintf(`{"sessionId":%q,"seq":%d}`, id, tt.seq)))
+			raw, err := p.Client.Raw(ctx, wire.EndpointEventsRead, []byte(fmt.Sprintf(`{"sessionId":%q,"seq":%d}`, id, tt.seq)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,13 +1,12 @@
 package toolservice
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/microhost"
 	"github.com/dshq/dshq/tools"
 )
 
@@ -20,44 +19,21 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 }
 
 // metrics counts and times tool calls; nil when no registerer is set.
-type metrics struct {
-	requests *prometheus.CounterVec
-	seconds  *prometheus.HistogramVec
-}
+type metrics struct{ m *microhost.Metrics }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	if reg == nil {
-		return nil, nil
-	}
-	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dshq_tools_requests_total", Help: "Model-facing tool calls answered by dsh-tools, by tool and code.",
-		}, []string{"tool", "code"}),
-		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "dshq_tools_request_seconds", Help: "Model-facing tool call latency in dsh-tools, by tool and code.",
-			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
-		}, []string{"tool", "code"}),
-	}
-	// A service started again on a new connection (cmd/query after the
-	// server closed the last one) counts on in the registered collectors.
-	if err := reg.Register(m.requests); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if !errors.As(err, &are) {
-			return nil, fmt.Errorf("register tools metrics: %w", err)
-		}
-		m.requests = are.ExistingCollector.(*prometheus.CounterVec)
-	}
-	if err := reg.Register(m.seconds); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if !errors.As(err, &are) {
-			return nil, fmt.Errorf("register tools metrics: %w", err)
-		}
-		m.seconds = are.ExistingCollector.(*prometheus.HistogramVec)
+	m, err := microhost.NewMetrics(reg, microhost.MetricsConfig{
+		Prefix: "dshq_tools", Label: "tool",
+		RequestsHelp: "Model-facing tool calls answered by dsh-tools, by tool and code.",
+		SecondsHelp:  "Model-facing tool call latency in dsh-tools, by tool and code.",
+	})
+	if err != nil || m == nil {
+		return nil, err
 	}
 	for _, d := range tools.Definitions() {
-		m.requests.WithLabelValues(d.Name, "OK")
+		m.Touch(d.Name)
 	}
-	return m, nil
+	return &metrics{m}, nil
 }
 
 // observe records one tool call that began at start.
@@ -72,6 +48,5 @@ func (m *metrics) observe(tool string, start time.Time, res tools.Result, err er
 	case res.IsError:
 		code = string(res.Code)
 	}
-	m.requests.WithLabelValues(tool, code).Inc()
-	m.seconds.WithLabelValues(tool, code).Observe(time.Since(start).Seconds())
+	m.m.Observe(tool, code, time.Since(start))
 }

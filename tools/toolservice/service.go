@@ -9,7 +9,7 @@
 // dsh.tools.v1.tenant.<tenant>.<endpoint>
 // (docs/protocol.md#4-the-model-facing-tools): the server lets only that
 // tenant's credential publish there, and the caller the header names must be
-// one of the tenant's sessions (package tenancy, tools.Tools.CallInTenant), so
+// one of the tenant's sessions (package tenancy, tools.Caller.InTenant), so
 // a tenant's credential cannot choose another tenant's identity. Every answer
 // is a normal reply:
 //
@@ -54,7 +54,7 @@ const (
 	CallerHeader = "Dsh-Caller-Session"
 	// WorkspaceHeader (an addition) names a workspace caller instead: an
 	// absolute cwd, set by whoever configured the calling harness (dshq mcp
-	// --workspace), never by the model (tools.Tools.CallAsWorkspace).
+	// --workspace), never by the model (tools.AsWorkspace).
 	WorkspaceHeader = "Dsh-Caller-Workspace"
 	// MinGenerationHeader (optional, an addition to the contract,
 	// docs/protocol.md#4-the-model-facing-tools) asks that the call be answered

@@ -109,7 +109,7 @@ func TestToolEndpoints(t *testing.T) {
 	})
 	t.Run("a call answers the tool's text", func(t *testing.T) {
 		got := string(e.request(t, tools.NameSessionTrace, "me", `{}`))
-		want, _ := e.tools.Call(context.Background(), "me", tools.NameSessionTrace, []byte(`{}`))
+		want, _ := e.tools.Call(context.Background(), tools.AsSession("me"), tools.NameSessionTrace, []byte(`{}`))
 		wb, _ := json.Marshal(want.Text)
 		if got != `{"text":`+string(wb)+`,"isError":false}` {
 			t.Fatalf("got %s", got)
@@ -138,7 +138,7 @@ func TestToolEndpoints(t *testing.T) {
 func TestSpill(t *testing.T) {
 	const limit = 8192
 	e := start(t, toolservice.WithMaxPayload(limit))
-	full, _ := e.tools.Call(context.Background(), "me", tools.NameSessionEventRead, []byte(`{"session_id":"big","seq":0}`))
+	full, _ := e.tools.Call(context.Background(), tools.AsSession("me"), tools.NameSessionEventRead, []byte(`{"session_id":"big","seq":0}`))
 	if full.IsError || len(full.Text) < 4*limit {
 		t.Fatalf("fixture too small: %d bytes", len(full.Text))
 	}
@@ -230,7 +230,7 @@ func TestServeRefusesAShortSpillTTL(t *testing.T) {
 func TestClient(t *testing.T) {
 	e := start(t, toolservice.WithMaxPayload(8192))
 	args := json.RawMessage(`{"session_id":"big","seq":0}`)
-	full, _ := e.tools.Call(context.Background(), "me", tools.NameSessionEventRead, args)
+	full, _ := e.tools.Call(context.Background(), tools.AsSession("me"), tools.NameSessionEventRead, args)
 	c := toolservice.NewClient(e.nc, "me")
 	t.Run("CallFull reassembles a spilled result", func(t *testing.T) {
 		r, err := c.CallFull(context.Background(), tools.NameSessionEventRead, args)

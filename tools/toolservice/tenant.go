@@ -33,20 +33,22 @@ func (b binding) subject(endpoint string) string {
 }
 
 // call runs a tool for the binding: a tenant's call is bound to its tenant
-// (tools.Tools.CallInTenant).
+// (tools.Caller.InTenant).
 func (b binding) call(ctx context.Context, t *tools.Tools, caller, name string, args json.RawMessage) (tools.Result, error) {
+	return t.Call(ctx, b.bind(tools.AsSession(caller)), name, args)
+}
+
+// bind binds c to the binding's tenant, if any.
+func (b binding) bind(c tools.Caller) tools.Caller {
 	if b.tenanted {
-		return t.CallInTenant(ctx, b.tenant, caller, name, args)
+		return c.InTenant(b.tenant)
 	}
-	return t.Call(ctx, caller, name, args)
+	return c
 }
 
 // callWorkspace runs a tool for a workspace caller under the binding: a
 // tenant's workspace on its subjects, the untenanted namespace's on the
 // trusted ones.
 func (b binding) callWorkspace(ctx context.Context, t *tools.Tools, cwd, name string, args json.RawMessage) (tools.Result, error) {
-	if b.tenanted {
-		return t.CallAsWorkspaceInTenant(ctx, b.tenant, cwd, name, args)
-	}
-	return t.CallAsWorkspace(ctx, cwd, name, args)
+	return t.Call(ctx, b.bind(tools.AsWorkspace(cwd)), name, args)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/internal/testenv"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/shardhost"
 )
 
 // Log is one session log to publish: the upstream JSONL layout, and whether
@@ -55,8 +56,8 @@ func StartPipeline(t testing.TB, logs []Log) *Pipeline {
 		}
 	}
 	p := env.StartProjector(t)
-	eng := engine.New(engine.FromProjector(p), engine.WithSearcher(engine.FromIndex(p.Index())))
-	stopShard, err := engine.ServeShard(context.Background(), env.Conn, dshq.DefaultShard, eng, query.WithLogger(testenv.Quiet()))
+	eng := engine.New(shardhost.Local(p))
+	stopShard, err := shardhost.ServeShard(context.Background(), env.Conn, dshq.DefaultShard, eng, query.WithLogger(testenv.Quiet()))
 	if err != nil {
 		t.Fatalf("serve shard: %v", err)
 	}

@@ -1,4 +1,4 @@
-package query
+package wire
 
 import (
 	"encoding/base64"
@@ -213,7 +213,7 @@ func TestCursorDecoding(t *testing.T) {
 		r := *req
 		r.Cursor = good
 		c, err := DecodeCursor(key, &r)
-		if err != nil || c.Position != 3 || c.Generation != 7 || c.Epoch != "e1" || c.Store != first.Store {
+		if err != nil || c.Position != 3 || c.Generation != 7 || c.Lineage != "e1" || c.Store != first.Store {
 			t.Fatalf("DecodeCursor = %+v, %v", c, err)
 		}
 		if next := c.At(5); !strings.Contains(next, ".") {

@@ -1,4 +1,4 @@
-package query
+package wire
 
 import (
 	"bytes"
@@ -66,9 +66,29 @@ const EndpointSessionsRank = "sessions.rank"
 const EndpointSessionsHits = "sessions.hits"
 
 // CorpusStatsHeader is the header of a search request to a shard that
-// carries the corpus's statistics (JSON of index.CorpusStats): the shard
-// ranks with them.
+// carries the corpus's statistics (JSON of dshq.CorpusStats): the shard ranks
+// with them.
 const CorpusStatsHeader = "Dsh-Corpus-Stats"
+
+// CorpusStatsReply is the corpus.stats reply: a shard's statistics of a
+// phrase.
+type CorpusStatsReply struct {
+	Stats      dshq.CorpusStats `json:"stats"`
+	Generation uint64           `json:"generation"`
+}
+
+// DecodeCorpusStats decodes the CorpusStatsHeader of a request's headers
+// (nil when absent).
+func DecodeCorpusStats(h string) (*dshq.CorpusStats, error) {
+	if h == "" {
+		return nil, nil
+	}
+	var st dshq.CorpusStats
+	if err := json.Unmarshal([]byte(h), &st); err != nil {
+		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "header %s is not corpus statistics: %v", CorpusStatsHeader, err)
+	}
+	return &st, nil
+}
 
 // ShardEndpoints lists the endpoints of a projection shard: Endpoints,
 // EndpointSessionsChildren and EndpointCorpusStats.
@@ -171,6 +191,17 @@ type Request struct {
 
 	// Usage is usage.report's request (usage.go).
 	Usage *UsageRequest
+
+	// Body is the request's JSON body as decoded: what a partitioned
+	// projection's engine forwards, byte for byte, to the shard that holds
+	// a request's session.
+	Body []byte
+
+	// CorpusStats, when set, are the corpus's statistics a search ranks
+	// with (a partitioned service sends them in CorpusStatsHeader, which
+	// the shard decodes into this field): an argument of the request, not
+	// part of its JSON body.
+	CorpusStats *dshq.CorpusStats
 }
 
 // endpointFields lists the fields each endpoint accepts besides
@@ -208,14 +239,14 @@ func DecodeRequest(endpoint string, body []byte) (*Request, error) {
 	if !ok {
 		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "unknown endpoint %s", dshq.Quote(endpoint))
 	}
-	fields, err := decodeObject(body)
+	fields, err := DecodeObject(body)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkKnownFields(fields, allowed); err != nil {
 		return nil, err
 	}
-	req := &Request{Endpoint: endpoint, TimeoutMs: dshq.DefaultTimeoutMs}
+	req := &Request{Endpoint: endpoint, TimeoutMs: dshq.DefaultTimeoutMs, Body: body}
 	if err := req.decodeConsistency(fields); err != nil {
 		return nil, err
 	}
@@ -346,8 +377,8 @@ func (r *Request) decodeConsistency(f map[string]json.RawMessage) error {
 	return nil
 }
 
-// decodeObject parses body as one JSON object with unique keys.
-func decodeObject(body []byte) (map[string]json.RawMessage, error) {
+// DecodeObject parses body as one JSON object with unique keys.
+func DecodeObject(body []byte) (map[string]json.RawMessage, error) {
 	if len(body) > dshq.MaxRequestBytes {
 		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "request body is %d bytes; at most %d are allowed", len(body), dshq.MaxRequestBytes)
 	}

@@ -1,4 +1,4 @@
-package query
+package wire
 
 import (
 	"encoding/json"

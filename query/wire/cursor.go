@@ -1,4 +1,4 @@
-package query
+package wire
 
 import (
 	"bytes"
@@ -33,8 +33,8 @@ const (
 	// maxOrderKey is the longest order key of a session: 8 bytes of
 	// createdAt and its id.
 	maxOrderKey = 8 + dshq.MaxSessionIDBytes
-	// maxEpoch bounds a projection epoch.
-	maxEpoch = 64
+	// maxLineage bounds a projection lineage.
+	maxLineage = 64
 )
 
 // CursorKey is the HMAC-SHA256 key that authenticates a deployment's
@@ -80,9 +80,9 @@ type Cursor struct {
 	Version     int    `json:"v"`
 	Endpoint    string `json:"e"`
 	Fingerprint string `json:"f"`
-	// Generation and Epoch are those of the first page.
+	// Generation and Lineage are those of the first page.
 	Generation uint64 `json:"g"`
-	Epoch      string `json:"p"`
+	Lineage    string `json:"p"`
 	// Offset is the position to continue from: the next seq (events.list,
 	// events.filter, sessions.read), the next surface index
 	// (sessions.surface) or the next stored hit (search).
@@ -165,7 +165,7 @@ func (c *Cursor) check() string {
 		return "offset out of range"
 	case c.Generation > maxSafeInteger:
 		return "generation out of range"
-	case len(c.Epoch) > maxEpoch:
+	case len(c.Lineage) > maxLineage:
 		return "epoch out of range"
 	case c.Captured < -1 || (c.Captured != 0 && c.Endpoint != EndpointSessionsSurface):
 		return "captured seq out of range"
@@ -219,8 +219,8 @@ func fingerprint(req *Request) string {
 
 // NewCursor starts a cursor of req at the given first-page snapshot, to be
 // issued under key.
-func NewCursor(key CursorKey, req *Request, generation uint64, epoch string) *Cursor {
-	return &Cursor{Endpoint: req.Endpoint, Fingerprint: fingerprint(req), Generation: generation, Epoch: epoch, key: key}
+func NewCursor(key CursorKey, req *Request, generation uint64, lineage string) *Cursor {
+	return &Cursor{Endpoint: req.Endpoint, Fingerprint: fingerprint(req), Generation: generation, Lineage: lineage, key: key}
 }
 
 // At returns the encoded cursor continuing at offset.

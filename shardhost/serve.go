@@ -1,4 +1,4 @@
-package engine
+package shardhost
 
 import (
 	"context"
@@ -13,74 +13,44 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/index"
+	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/query"
+	"github.com/dshq/dshq/query/wire"
+	"github.com/dshq/dshq/shards"
 )
 
 // NewShardEngine returns the Engine a projector process hosts: reads from
-// p's snapshots, search through p's index, paged search hits kept in the
-// JetStream KV bucket dshq.CursorBucket and cursors authenticated with the
-// deployment's key (LoadCursorKey), so that any replica can continue a
-// cursor. Serve it with ServeShard.
-func NewShardEngine(ctx context.Context, js jetstream.JetStream, p *projection.Projector, opts ...Option) (*Engine, error) {
-	store, err := NewKVCursorStore(ctx, js)
+// p's snapshots (Local), search through p's index, paged search hits kept
+// in the JetStream KV bucket dshq.CursorBucket and cursors authenticated
+// with the deployment's key (LoadCursorKey), so that any replica can
+// continue a cursor. Serve it with ServeShard.
+func NewShardEngine(ctx context.Context, js jetstream.JetStream, p *projection.Projector, opts ...engine.Option) (*engine.Engine, error) {
+	store, err := shards.NewKVCursorStore(ctx, js)
 	if err != nil {
 		return nil, err
 	}
-	key, err := LoadCursorKey(ctx, js, 1)
+	key, err := shards.LoadCursorKey(ctx, js, 1)
 	if err != nil {
 		return nil, err
 	}
-	base := []Option{WithSearcher(FromIndexFunc(p.Index)), WithCursorStore(store), WithCursorKey(key)}
-	return New(FromProjector(p), append(base, opts...)...), nil
+	base := []engine.Option{engine.WithCursorStore(store), engine.WithCursorKey(key)}
+	return engine.New(Local(p), append(base, opts...)...), nil
 }
 
-// Answer runs req with a reply budget of at most maxReply bytes (0 = the
-// engine's own): e as a query.Shard, in the process of a query service
-// (query.WithLocalShard) or behind ServeShard.
-func (e *Engine) Answer(ctx context.Context, req *query.Request, maxReply int) ([]byte, error) {
-	if maxReply <= 0 || maxReply >= e.maxReply {
-		return e.Run(ctx, req)
+// answer decodes a shard request, with the corpus statistics its header
+// carries as an argument of the request, and answers it within budget.
+func answer(e *engine.Engine, budget int) query.Answer {
+	return func(ctx context.Context, endpoint string, body []byte, header nats.Header) ([]byte, error) {
+		req, err := wire.DecodeRequest(endpoint, body)
+		if err != nil {
+			return nil, err
+		}
+		if req.CorpusStats, err = wire.DecodeCorpusStats(header.Get(wire.CorpusStatsHeader)); err != nil {
+			return nil, err
+		}
+		return e.Answer(ctx, req, budget)
 	}
-	bounded := *e
-	bounded.maxReply = maxReply
-	return bounded.Run(ctx, req)
-}
-
-// CorpusStatsReply is the corpus.stats reply: the shard's statistics of a
-// phrase.
-type CorpusStatsReply struct {
-	Stats      index.CorpusStats `json:"stats"`
-	Generation uint64            `json:"generation"`
-}
-
-// corpusStats answers corpus.stats (a projection shard's endpoint): the
-// index's BM25 statistics of the phrase.
-func (e *Engine) corpusStats(ctx context.Context, snap Snapshot, req *query.Request) (any, error) {
-	src, ok := snap.(interface{ Index() *index.Index })
-	if !ok || src.Index() == nil || e.search == nil {
-		return nil, dshq.Errorf(dshq.CodeSearchDisabled, "search is disabled: this projection has no index")
-	}
-	st, err := src.Index().CorpusStats(ctx, req.Query)
-	if err != nil {
-		return nil, indexFailed(err)
-	}
-	return CorpusStatsReply{Stats: st, Generation: snap.Generation()}, nil
-}
-
-// withCorpusStats returns ctx ranking with the corpus statistics a
-// partitioned query service sent in the request's header, if any.
-func withCorpusStats(ctx context.Context) (context.Context, error) {
-	h := query.RequestHeader(ctx).Get(query.CorpusStatsHeader)
-	if h == "" {
-		return ctx, nil
-	}
-	var st index.CorpusStats
-	if err := json.Unmarshal([]byte(h), &st); err != nil {
-		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "header %s is not corpus statistics: %v", query.CorpusStatsHeader, err)
-	}
-	return index.WithCorpusStats(ctx, &st), nil
 }
 
 // ServeShard serves e as projection shard shard on nc: the micro service
@@ -89,7 +59,7 @@ func withCorpusStats(ctx context.Context) (context.Context, error) {
 // process calls it. Replies are bounded by nc's max payload. Of opts,
 // query.WithLogger and query.WithRegisterer apply. stop drains and waits for
 // in-flight requests.
-func ServeShard(ctx context.Context, nc *nats.Conn, shard string, e *Engine, opts ...query.ServiceOption) (stop func() error, err error) {
+func ServeShard(ctx context.Context, nc *nats.Conn, shard string, e *engine.Engine, opts ...query.ServiceOption) (stop func() error, err error) {
 	budget := query.ReplyBudget(nc)
 	spec := query.Spec{
 		Name:        dshq.ShardService,
@@ -97,18 +67,9 @@ func ServeShard(ctx context.Context, nc *nats.Conn, shard string, e *Engine, opt
 		QueueGroup:  dshq.ShardQueueGroup(shard),
 		Metadata:    map[string]string{"shard": shard},
 		Subject:     func(endpoint string) string { return dshq.ShardSubject(shard, endpoint) },
-		Endpoints:   query.ShardEndpoints,
+		Endpoints:   wire.ShardEndpoints,
 	}
-	return query.ServeEndpoints(ctx, nc, spec, func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
-		req, err := query.DecodeRequest(endpoint, body)
-		if err != nil {
-			return nil, err
-		}
-		if ctx, err = withCorpusStats(ctx); err != nil {
-			return nil, err
-		}
-		return e.Answer(ctx, req, budget)
-	}, opts...)
+	return query.ServeEndpoints(ctx, nc, spec, answer(e, budget), opts...)
 }
 
 // ServeReplica serves e as replica replica of projection shard shard: the
@@ -120,7 +81,7 @@ func ServeShard(ctx context.Context, nc *nats.Conn, shard string, e *Engine, opt
 // it needs. replica must be a NATS subject token: the projector's durable
 // consumer name, unique per projector. stop announces the replica gone,
 // then drains both services.
-func ServeReplica(ctx context.Context, nc *nats.Conn, shard, replica string, e *Engine, status func() query.ReplicaStatus,
+func ServeReplica(ctx context.Context, nc *nats.Conn, shard, replica string, e *engine.Engine, status func() query.ReplicaStatus,
 	opts ...query.ServiceOption) (stop func() error, err error) {
 	if replica == "" || strings.ContainsAny(replica, ".*> \t\r\n") {
 		return nil, fmt.Errorf("replica name %q is not a subject token", replica)
@@ -135,18 +96,9 @@ func ServeReplica(ctx context.Context, nc *nats.Conn, shard, replica string, e *
 		Description: "dshq projection reads of one replica, for the query service",
 		Metadata:    map[string]string{"shard": shard, "replica": replica},
 		Subject:     func(endpoint string) string { return dshq.ShardReplicaSubject(shard, replica, endpoint) },
-		Endpoints:   query.ShardEndpoints,
+		Endpoints:   wire.ShardEndpoints,
 	}
-	stopReplica, err := query.ServeEndpoints(ctx, nc, spec, func(ctx context.Context, endpoint string, body []byte) ([]byte, error) {
-		req, err := query.DecodeRequest(endpoint, body)
-		if err != nil {
-			return nil, err
-		}
-		if ctx, err = withCorpusStats(ctx); err != nil {
-			return nil, err
-		}
-		return e.Answer(ctx, req, budget)
-	}, opts...)
+	stopReplica, err := query.ServeEndpoints(ctx, nc, spec, answer(e, budget), opts...)
 	if err != nil {
 		_ = stopShard()
 		return nil, err
