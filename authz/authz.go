@@ -18,8 +18,6 @@
 package authz
 
 import (
-	"strings"
-
 	"github.com/dshq/dshq"
 )
 
@@ -86,9 +84,10 @@ type Caller struct {
 // by the model. It sees exactly the sessions of tenant whose cwd is cwd
 // (string equality, as for a session caller), and excludes none of them
 // from search; a single-session tool needs session_id. A cwd that is not an
-// absolute path fails with SESSION_QUERY_TOOL_MISSING_AGENT (MsgBadWorkspace).
+// absolute path (dshq.AbsoluteCwd: POSIX, Windows drive-letter or UNC) fails
+// with SESSION_QUERY_TOOL_MISSING_AGENT (MsgBadWorkspace).
 func NewWorkspaceCaller(tenant, cwd string) (Caller, error) {
-	if !strings.HasPrefix(cwd, "/") {
+	if !dshq.AbsoluteCwd(cwd) {
 		return Caller{}, &dshq.Error{Code: dshq.CodeToolMissingAgent, Message: MsgBadWorkspace}
 	}
 	return Caller{header: dshq.Header{Cwd: &cwd}, tenant: tenant, ok: true, workspace: true}, nil

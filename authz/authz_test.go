@@ -357,7 +357,15 @@ func TestWorkspaceCaller(t *testing.T) {
 	if err != nil || !tc.Authorized(rec("cc-4", "teamA", dshq.Str("/w"))) || tc.Authorized(rec("cc-1", "", dshq.Str("/w"))) {
 		t.Errorf("a tenant's workspace caller: %v", err)
 	}
-	for _, bad := range []string{"", "w", "./w", `e:\w`} {
+	// A Windows workspace is absolute, and its own: compared as written.
+	win, err := NewWorkspaceCaller("", `e:\w`)
+	if err != nil || !win.Authorized(rec("cc-5", "", dshq.Str(`e:\w`))) || win.Authorized(rec("cc-6", "", dshq.Str(`E:\w`))) {
+		t.Errorf("a drive-letter workspace caller: %v", err)
+	}
+	if _, err := NewWorkspaceCaller("", `\\srv\share\w`); err != nil {
+		t.Errorf("a UNC workspace caller: %v", err)
+	}
+	for _, bad := range []string{"", "w", "./w", `e:w`, `\\srv`} {
 		if _, err := NewWorkspaceCaller("", bad); dshq.ErrorCode(err) != dshq.CodeToolMissingAgent {
 			t.Errorf("NewWorkspaceCaller(%q) = %v, want %s", bad, err, dshq.CodeToolMissingAgent)
 		}

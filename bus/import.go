@@ -39,10 +39,11 @@ type ImportResult struct {
 // is refused. Records are stored as given (hdr.Raw and each event's Raw;
 // encoded from the fields when Raw is empty).
 //
+// A log whose every record is stored already is present: nothing is
+// published, not even a lease (the session does not turn live). Otherwise
 // Import holds the session's write lease while it compares and publishes,
 // so no harness can append in between, and compares the subject's stored
-// records with the log: all of them equal means already present (nothing is
-// published); a stored proper prefix is continued after its last record;
+// records with the log again: all of them equal means already present; a stored proper prefix is continued after its last record;
 // anything else is a conflict. The rest goes through the Store's publisher,
 // as Append does: the same msg ids, expected-last-subject-sequence chaining,
 // atomic batches from WithAtomicMin records, and bounded retries of
@@ -64,6 +65,14 @@ func (s *Store) Import(ctx context.Context, hdr dshq.HeaderRecord, events []dshq
 	}
 	tok, _ := record.SubjectToken(id) // validated by importRecords
 	subject := s.subjectOf(tok)
+	// A log stored whole already is present without taking the lease:
+	// storing nothing writes nothing, so the session does not turn live
+	// for a moment in the feed.
+	if stored, err := s.records(ctx, subject); err != nil {
+		return ImportResult{}, fmt.Errorf("import session %q: %w", id, err)
+	} else if n, conflict := storedPrefix(stored, recs); conflict == "" && n == len(recs) {
+		return ImportResult{AlreadyPresent: n}, nil
+	}
 	l, err := s.acquire(ctx, id, tok)
 	if err != nil {
 		return ImportResult{}, err

@@ -49,6 +49,10 @@ type LeaseValue struct {
 	// Holder names who holds it for people (WithLeaseHolder: the machine
 	// and program), absent when the Store was given none.
 	Holder string `json:"holder,omitempty"`
+	// Writer is the stable identity of the writer that holds it, when its
+	// Store has one (WithWriter): a lease of that writer left by an earlier
+	// process is taken back at once by the next.
+	Writer string `json:"writer,omitempty"`
 }
 
 // lease is one held write lease. Its heartbeat goroutine is started by
@@ -63,6 +67,11 @@ type lease struct {
 	// unsettled, when set, is called when a release fails: the key may
 	// still hold the value.
 	unsettled func()
+	// released, when set, is called once the lease is released (or found
+	// lost): its Store no longer holds the key.
+	released     func()
+	releasedOnce sync.Once
+	mark         uint64 // the Store's reservation of the key
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -78,16 +87,29 @@ type lease struct {
 
 // newLeaseValue returns the value of one acquisition: unique, so an
 // acquisition recognises its own key after a lost acknowledgement.
-func newLeaseValue(id, holder string) []byte {
-	v, _ := json.Marshal(LeaseValue{SessionID: id, Owner: nuid.Next(), AcquiredAt: time.Now().UnixMilli(), Holder: holder})
+func newLeaseValue(id, holder, writer string) []byte {
+	v, _ := json.Marshal(LeaseValue{SessionID: id, Owner: nuid.Next(), AcquiredAt: time.Now().UnixMilli(), Holder: holder, Writer: writer})
 	return v
+}
+
+// heldBy reports whether a lease value names writer (never for "").
+func heldBy(value []byte, writer string) bool {
+	if writer == "" {
+		return false
+	}
+	var lv LeaseValue
+	return json.Unmarshal(value, &lv) == nil && lv.Writer == writer
 }
 
 // acquireLease creates the lease key with value v, or adopts it when it
 // already holds v (a retried create whose first attempt was stored). A key
 // held by anyone else is ErrKeyExists. The heartbeat starts on success.
-func acquireLease(ctx context.Context, kv leaseKV, key string, v []byte, ttl time.Duration) (*lease, error) {
-	rev, err := claim(ctx, kv, key, v)
+//
+// A key held under another value by the same writer (non-empty: a lease an
+// earlier process of this writer left, see WithWriter) is taken over at its
+// revision.
+func acquireLease(ctx context.Context, kv leaseKV, key string, v []byte, ttl time.Duration, writer string) (*lease, error) {
+	rev, err := claim(ctx, kv, key, v, writer)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +135,7 @@ var errLeaseChanged = errors.New("the lease key changed during the claim")
 // holds after a refused create is read from the bucket's leader where the
 // Store may (leaseKV.entry): a follower may not have stored the write that
 // made it ours or freed it.
-func claim(ctx context.Context, kv leaseKV, key string, v []byte) (uint64, error) {
+func claim(ctx context.Context, kv leaseKV, key string, v []byte, writer string) (uint64, error) {
 	rev, err := kv.create(ctx, key, v)
 	if inFlight(err) {
 		return 0, inFlightError(key, err)
@@ -127,8 +149,11 @@ func claim(ctx context.Context, kv leaseKV, key string, v []byte) (uint64, error
 		return 0, errLeaseChanged
 	case err != nil:
 		return 0, err
-	case e.Operation() != jetstream.KeyValuePut:
-		// Deleted, purged or lapsed: free.
+	case bytes.Equal(e.Value(), v) && e.Operation() == jetstream.KeyValuePut:
+		return e.Revision(), nil
+	case e.Operation() != jetstream.KeyValuePut, heldBy(e.Value(), writer):
+		// Deleted, purged or lapsed: free; or this writer's, left by its
+		// earlier process: taken back. Either at the revision read.
 		rev, err := kv.update(ctx, key, v, e.Revision())
 		switch {
 		case inFlight(err):
@@ -137,8 +162,6 @@ func claim(ctx context.Context, kv leaseKV, key string, v []byte) (uint64, error
 			return 0, errLeaseChanged
 		}
 		return rev, err
-	case bytes.Equal(e.Value(), v):
-		return e.Revision(), nil
 	}
 	return 0, jetstream.ErrKeyExists
 }
@@ -192,7 +215,7 @@ func (l *lease) beat() bool {
 	l.mu.Unlock()
 	nrev, err := l.kv.update(ctx, l.key, l.value, rev)
 	if err != nil && isWrongLastSequence(err) {
-		nrev, err = claim(ctx, l.kv, l.key, l.value)
+		nrev, err = claim(ctx, l.kv, l.key, l.value, "")
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			l.markLost()
 			return false
@@ -219,6 +242,9 @@ func (l *lease) check() bool {
 // value, retrying transient failures when retry is set.
 func (l *lease) release(ctx context.Context) error {
 	l.halt()
+	if l.released != nil {
+		defer l.releasedOnce.Do(l.released)
+	}
 	l.mu.Lock()
 	rev, lost := l.rev, l.lost
 	l.mu.Unlock()

@@ -65,6 +65,7 @@ type publisher struct {
 	maxElapsed time.Duration
 	attempt    time.Duration // per-attempt request timeout
 	retries    atomic.Int64  // attempts retried after a transient failure
+	notice     func(error)   // WithRetryNotice, nil = none
 }
 
 // DefaultAtomicMin is the smallest Append published as an atomic batch.
@@ -422,6 +423,9 @@ func (p *publisher) run(ctx context.Context, op func(actx context.Context) error
 			return err
 		}
 		p.retries.Add(1)
+		if p.notice != nil {
+			p.notice(err)
+		}
 		wait := b.NextBackOff()
 		if wait == backoff.Stop {
 			return err

@@ -48,6 +48,8 @@ type storeOptions struct {
 	atomicMin  int
 	tenant     string // "" = the untenanted namespace
 	holder     string // LeaseValue.Holder of this Store's leases
+	writer     string // WithWriter's identity, "" = none
+	notice     func(error)
 }
 
 // WithStreamConfig sets the stream and lease bucket (default: the zero
@@ -60,6 +62,20 @@ func WithStreamConfig(c StreamConfig) Option { return func(o *storeOptions) { o.
 func WithRetryMaxElapsed(d time.Duration) Option {
 	return func(o *storeOptions) { o.maxElapsed = d }
 }
+
+// WithWriter gives the Store's write leases a stable writer identity that
+// survives the process (dshq watch names the machine and the roots it
+// follows): a lease the same writer's earlier process left behind — it was
+// killed before it released it — is taken back at once instead of waiting
+// for it to lapse, while any other writer is still refused. At most one
+// live process may use a given writer name (dshq watch holds a lock file for
+// it); a Store never takes a lease from its own handles.
+func WithWriter(name string) Option { return func(o *storeOptions) { o.writer = name } }
+
+// WithRetryNotice sets a function told of every transient failure an
+// operation retries (the server restarting, a leader being elected), from
+// the retrying goroutine, so that a client can say it is waiting.
+func WithRetryNotice(fn func(err error)) Option { return func(o *storeOptions) { o.notice = fn } }
 
 // WithAttemptTimeout bounds each request (default DefaultAttemptTimeout).
 func WithAttemptTimeout(d time.Duration) Option { return func(o *storeOptions) { o.attempt = d } }
@@ -99,6 +115,12 @@ type Store struct {
 	// reuses the value, so that it finds the key its own instead of
 	// refusing itself as another writer until the lease ages out.
 	unsettled map[string]unsettledLease
+	// leased holds the lease keys this Store's handles hold or are
+	// claiming: a second claim of one is refused here, before the bucket
+	// (whose writer identity, WithWriter, would let it through).
+	leased map[string]uint64
+	// reservations numbers the marks of leased.
+	reservations uint64
 }
 
 // unsettledLease is a lease value of Store.unsettled and when it was left.
@@ -122,8 +144,8 @@ func NewStore(ctx context.Context, nc *nats.Conn, opts ...Option) (*Store, error
 		return nil, fmt.Errorf("new store: %w", err)
 	}
 	s := &Store{nc: nc, js: js, opts: o, pending: map[string]*Handle{}, writers: map[*Handle]struct{}{},
-		unsettled: map[string]unsettledLease{}}
-	s.pub = &publisher{nc: nc, js: js, name: o.stream.Name, maxElapsed: o.maxElapsed, attempt: o.attempt,
+		unsettled: map[string]unsettledLease{}, leased: map[string]uint64{}}
+	s.pub = &publisher{nc: nc, js: js, name: o.stream.Name, maxElapsed: o.maxElapsed, attempt: o.attempt, notice: o.notice,
 		watch: failover.For(nc, failover.StreamLeaderElected(o.stream.Name), failover.StreamLeaderElected("KV_"+o.stream.LeaseBucket))}
 	if o.tenant != "" {
 		if err := s.initTenant(ctx); err != nil {
@@ -281,14 +303,18 @@ const maxSafeInt = 1<<53 - 1
 // claimed with its value, so that it is adopted as the Store's own.
 func (s *Store) acquire(ctx context.Context, id, tok string) (*lease, error) {
 	key := s.leaseKey(tok)
+	mark := s.reserve(key)
+	if mark == 0 {
+		return nil, errorf(ErrAlreadyOwned, id, "session %q is already owned by another writer", id)
+	}
 	v := s.takeUnsettled(key)
 	if v == nil {
-		v = newLeaseValue(id, s.opts.holder) // the same value on every attempt
+		v = newLeaseValue(id, s.opts.holder, s.opts.writer) // the same value on every attempt
 	}
 	var l *lease
 	err := s.pub.retry(ctx, func(ctx context.Context) error {
 		var err error
-		l, err = acquireLease(ctx, s.kv, key, v, s.opts.stream.LeaseTTL)
+		l, err = acquireLease(ctx, s.kv, key, v, s.opts.stream.LeaseTTL, s.opts.writer)
 		if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err) {
 			return errorf(ErrAlreadyOwned, id, "session %q is already owned by another writer%s", id, s.holderOf(ctx, key))
 		}
@@ -297,11 +323,41 @@ func (s *Store) acquire(ctx context.Context, id, tok string) (*lease, error) {
 	switch {
 	case err == nil:
 		l.retry, l.unsettled = s.pub.retry, func() { s.unsettle(key, v) }
+		l.mark, l.released = mark, func() { s.unreserve(key, mark) }
+		return l, nil
 	case !errors.Is(err, ErrAlreadyOwned):
 		// The key may hold v: an attempt's create may have been stored.
 		s.unsettle(key, v)
 	}
+	s.unreserve(key, mark)
 	return l, err
+}
+
+// reserve marks the lease key as held or being claimed by this Store and
+// returns the mark, or 0 when the key is marked already.
+func (s *Store) reserve(key string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leased[key] != 0 {
+		return 0
+	}
+	s.reservations++
+	s.leased[key] = s.reservations
+	return s.reservations
+}
+
+// unreserve ends reserve's mark (the lease was released, not taken, or its
+// handle forgotten), unless the key was marked again since.
+func (s *Store) unreserve(key string, mark uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unreserveLocked(key, mark)
+}
+
+func (s *Store) unreserveLocked(key string, mark uint64) {
+	if s.leased[key] == mark {
+		delete(s.leased, key)
+	}
 }
 
 // takeUnsettled removes and returns the value of the lease this Store left
@@ -622,6 +678,9 @@ func (s *Store) forget(h *Handle) {
 	delete(s.writers, h)
 	if s.pending[h.id] == h {
 		delete(s.pending, h.id)
+	}
+	if h.lease != nil {
+		s.unreserveLocked(h.lease.key, h.lease.mark) // the handle is gone: so is its claim
 	}
 }
 

@@ -85,10 +85,11 @@ func (s *Store) Namespace(tenant string) (*Store, error) {
 	if tenant == s.opts.tenant {
 		return s, nil
 	}
-	ns := &Store{nc: s.nc, js: s.js, stream: s.stream, kv: s.kv, opts: s.opts, pending: map[string]*Handle{}, writers: map[*Handle]struct{}{}}
+	ns := &Store{nc: s.nc, js: s.js, stream: s.stream, kv: s.kv, opts: s.opts, pending: map[string]*Handle{}, writers: map[*Handle]struct{}{},
+		unsettled: map[string]unsettledLease{}, leased: map[string]uint64{}}
 	ns.opts.tenant = tenant
 	ns.reader = streamReader{ns}
-	ns.pub = &publisher{nc: s.nc, js: s.js, reader: ns.reader, name: s.pub.name, watch: s.pub.watch, maxElapsed: s.pub.maxElapsed, attempt: s.pub.attempt}
+	ns.pub = &publisher{nc: s.nc, js: s.js, reader: ns.reader, name: s.pub.name, watch: s.pub.watch, maxElapsed: s.pub.maxElapsed, attempt: s.pub.attempt, notice: s.pub.notice}
 	return ns, nil
 }
 

@@ -1,6 +1,9 @@
 package capture
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // Line is one physical line of a source file.
 type Line struct {
@@ -49,7 +52,7 @@ func (s *Lines) Write(p []byte) []Line {
 		}
 		text := make([]byte, 0, len(s.tail)+i)
 		text = append(append(text, s.tail...), p[:i]...)
-		s.tail = s.tail[:0]
+		s.dropTail()
 		p = p[i+1:]
 		eol := "\n"
 		if n := len(text); n > 0 && text[n-1] == '\r' {
@@ -73,8 +76,38 @@ func (s *Lines) Finish() (Line, bool) {
 		return Line{}, false
 	}
 	text := append([]byte(nil), s.tail...)
-	s.tail = s.tail[:0]
+	s.dropTail()
 	return s.line(text, ""), true
+}
+
+// maxKeptTail is the largest held buffer Lines keeps for the next torn
+// write once its line is complete: a longer one (a long line's) is let go,
+// so that memory is held only while such a line is.
+const maxKeptTail = 64 << 10
+
+func (s *Lines) dropTail() {
+	if cap(s.tail) > maxKeptTail {
+		s.tail = nil
+		return
+	}
+	s.tail = s.tail[:0]
+}
+
+// Complete returns the held bytes as a last line without a terminator when
+// no write can still be in progress in them, and false otherwise (the
+// bytes stay held). This is the rule dshq import and dshq watch share for
+// the last line of a file that has no newline
+// (docs/harnesses.md#the-last-line-of-a-file): every line of a harness's
+// JSONL file is one JSON value, so held bytes that are a whole JSON value
+// are a finished last line, while held bytes that are not (a write cut in
+// the middle of a line, or ending in the "\r" of a "\r\n" still to come)
+// wait for the rest of their line. Finish, by contrast, takes whatever is
+// held: a caller that knows the file is complete.
+func (s *Lines) Complete() (Line, bool) {
+	if len(s.tail) == 0 || s.tail[len(s.tail)-1] == '\r' || !json.Valid(s.tail) {
+		return Line{}, false
+	}
+	return s.Finish()
 }
 
 // Next returns the number the next line will have.

@@ -84,3 +84,35 @@ func TestLinesByteByByteEqualsWhole(t *testing.T) {
 		t.Fatalf("byte by byte %+v, whole %+v", got, want)
 	}
 }
+
+func TestCompleteTakesOnlyAWholeJSONValue(t *testing.T) {
+	for in, want := range map[string]bool{
+		`{"a":1}`: true, `{"a":1} `: true, `[1,2]`: true,
+		`{"a":`: false, `{"a":1}` + "\r": false, `{"a":1}x`: false, "": false,
+	} {
+		var s Lines
+		s.Write([]byte("{}\n" + in))
+		l, ok := s.Complete()
+		if ok != want {
+			t.Errorf("Complete of %q: %v, want %v", in, ok, want)
+			continue
+		}
+		if ok && (string(l.Text) != in || l.EOL != "" || l.No != 2 || s.Held() != 0) {
+			t.Errorf("Complete of %q = %+v, held %d", in, l, s.Held())
+		}
+		if !ok && s.Held() != len(in) {
+			t.Errorf("Complete of %q let go of the held bytes", in)
+		}
+	}
+}
+
+func TestLinesLetsGoOfALongLinesBuffer(t *testing.T) {
+	var s Lines
+	s.Write(bytes.Repeat([]byte("x"), 1<<20))
+	if got := s.Write([]byte("\n")); len(got) != 1 || len(got[0].Text) != 1<<20 {
+		t.Fatalf("the long line: %d lines", len(got))
+	}
+	if c := cap(s.tail); c > maxKeptTail {
+		t.Fatalf("Lines keeps a %d-byte buffer after a 1 MiB line", c)
+	}
+}

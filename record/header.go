@@ -169,7 +169,7 @@ func readCommonHeader(f map[string][]byte, h *dshq.Header) error {
 	if h.Cwd, err = optString(f, "cwd"); err != nil {
 		return err
 	}
-	if h.Cwd != nil && !strings.HasPrefix(*h.Cwd, "/") {
+	if h.Cwd != nil && !dshq.AbsoluteCwd(*h.Cwd) {
 		if strings.Contains(*h.Cwd, "{{cwd}}") {
 			return &RecordError{Rule: RulePlaceholder, Msg: "session header cwd " + strconv.Quote(*h.Cwd) + " holds the {{cwd}} placeholder of a test fixture template"}
 		}

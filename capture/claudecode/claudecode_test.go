@@ -371,3 +371,22 @@ func TestThousandsOfShortBlocksStillFitOneEvent(t *testing.T) {
 		t.Errorf("the cut reply's text %q", txt[:min(len(txt), 60)])
 	}
 }
+
+// TestAWindowsCwdIsAWorkspace converts our transcript with its cwd
+// rewritten as Claude Code on Windows states it (a drive letter, and a UNC
+// share): the header keeps the cwd exactly as stated, with no notice.
+func TestAWindowsCwdIsAWorkspace(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "turns.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cwd := range []string{`e:\Workspace\src\github\claude-code-log`, `\\build01\src\kiln`, `C:/Users/dev/kiln`} {
+		quoted, _ := json.Marshal(cwd)
+		file := bytes.ReplaceAll(data, []byte(`"/home/dev/kiln"`), quoted)
+		logs, _ := capturetest.Check(t, converterFor("turns.jsonl", 0), file, 0)
+		h := logs[0].Header.Header
+		if h.Cwd == nil || *h.Cwd != cwd || len(logs[0].Notices) != 0 {
+			t.Errorf("cwd %s: header cwd %v, notices %q", cwd, h.Cwd, logs[0].Notices)
+		}
+	}
+}

@@ -223,3 +223,21 @@ func headLines(data []byte, n int) []byte {
 	}
 	return data[:off]
 }
+
+// TestAWindowsCwdIsAWorkspace converts our rollout with its cwd rewritten
+// as Codex on Windows states it: the header keeps it exactly, no notice.
+func TestAWindowsCwdIsAWorkspace(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", turnsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cwd := range []string{`e:\Workspace\ledger`, `\\build01\src\ledger`} {
+		quoted := strings.ReplaceAll(cwd, `\`, `\\`)
+		file := bytes.ReplaceAll(data, []byte(`"/home/dev/ledger"`), []byte(`"`+quoted+`"`))
+		logs, _ := capturetest.Check(t, converterFor(turnsFile, 0), file, 0)
+		h := logs[0].Header.Header
+		if h.Cwd == nil || *h.Cwd != cwd || len(logs[0].Notices) != 0 {
+			t.Errorf("cwd %s: header cwd %v, notices %q", cwd, h.Cwd, logs[0].Notices)
+		}
+	}
+}

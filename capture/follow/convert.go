@@ -40,18 +40,25 @@ type Records interface {
 	Records(ctx context.Context, id string) ([]bus.Record, error)
 }
 
-// ChangedError is the refusal of a file whose stored session no longer
-// matches it: the file does not begin with the bytes its session holds (it
-// was rewritten or truncated), or the lines it holds convert to other
-// events than the stored ones. Nothing is published for such a file.
+// ChangedError is the refusal of a file whose stored session does not
+// match it: the file does not begin with the bytes its session holds
+// (another file claims the session, or this one was rewritten or
+// truncated), or the lines it holds convert to other events than the
+// stored ones. Nothing is published for such a file. Its message does not
+// name the file (Path): the callers' reports do.
 type ChangedError struct {
 	Path      string
 	SessionID string
 	Why       string
+	// OtherFile is set when the file and the stored session part ways
+	// within the stored lines (not merely a shorter file): two files claim
+	// one session — a copy, a resumed or forked transcript stating the id of
+	// one already stored — or one file was rewritten.
+	OtherFile bool
 }
 
 func (e *ChangedError) Error() string {
-	return fmt.Sprintf("%s: the file no longer matches its stored session %s: %s", e.Path, e.SessionID, e.Why)
+	return fmt.Sprintf("session %s: %s", e.SessionID, e.Why)
 }
 
 // Resumed is a file's conversion continued from what the stream holds: the
@@ -128,17 +135,17 @@ func ResumeOn(ctx context.Context, st Records, f capture.Format, path string, da
 	if hdr.Header.Harness != string(f) {
 		return nil, changed("the stored session is not a %s session (harness %q)", f, hdr.Header.Harness)
 	}
-	lines, err := capture.SourceLines(events)
-	if err != nil {
-		return nil, changed("%v", err)
+	// A session stored with no event yet (an import stopped right after
+	// its header record) holds no line: the file continues from its first.
+	var lines []capture.Line
+	if len(events) > 0 {
+		if lines, err = capture.SourceLines(events); err != nil {
+			return nil, changed("%v", err)
+		}
 	}
 	n, remapped, ok := storedPrefix(f, lines, data)
 	if !ok {
-		n = 0
-		for _, l := range lines {
-			n += l.Len()
-		}
-		return nil, changed("the file does not begin with the %d bytes (%d lines) the session holds: it was rewritten or truncated", n, len(lines))
+		return nil, departs(path, id, lines, data)
 	}
 	r.Remapped = remapped
 	r.OwnID = id
@@ -203,6 +210,29 @@ func ResumeOn(ctx context.Context, st Records, f capture.Format, path string, da
 		}
 	}
 	return r, nil
+}
+
+// departs is the refusal of a file that does not begin with the stored
+// lines: a truncated file when it is shorter than them and their start,
+// else a second file claiming the session (or this one rewritten), named
+// by the first stored line it departs from.
+func departs(path, id string, lines []capture.Line, data []byte) error {
+	var stored bytes.Buffer
+	differs := 0 // the first stored line the file does not hold (1-based)
+	for i, l := range lines {
+		n := int64(stored.Len())
+		if differs == 0 && (!bytes.HasPrefix(data[min(n, int64(len(data))):], l.Text) || !bytes.HasPrefix(data[min(n+int64(len(l.Text)), int64(len(data))):], []byte(l.EOL))) {
+			differs = i + 1
+		}
+		stored.Write(l.Text)
+		stored.WriteString(l.EOL)
+	}
+	if bytes.HasPrefix(stored.Bytes(), data) {
+		return &ChangedError{Path: path, SessionID: id, Why: fmt.Sprintf(
+			"the file holds %d bytes, fewer than the %d (%d lines) its session holds: it was truncated", len(data), stored.Len(), len(lines))}
+	}
+	return &ChangedError{Path: path, SessionID: id, OtherFile: true, Why: fmt.Sprintf(
+		"two files claim this session: it is stored from a file of %d lines that this one departs from at line %d (another file states the same session id, or this one was rewritten); this file is not stored over it", len(lines), max(differs, 1))}
 }
 
 // probeID returns the id of the file's own session as its lines (then its

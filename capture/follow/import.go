@@ -38,6 +38,11 @@ type FileResult struct {
 	LogOnly      int64 `json:"logOnly"`
 	InvalidLines int64 `json:"invalidLines"`
 	Children     int   `json:"childSessions"`
+	// Held is the size of the file's last line when it has no newline and
+	// is not a whole JSON value yet (a write in progress, capture.Lines.
+	// Complete): it is not stored, and a later import stores it once its
+	// line is complete.
+	Held int64 `json:"held,omitempty"`
 	// Notices are what the converter said once about a session (a cwd
 	// that cannot be known).
 	Notices []string `json:"notices,omitempty"`
@@ -70,8 +75,11 @@ func (r FileResult) Continued() bool {
 // file stored already is present), continuing a file that grew since (its
 // stored lines are re-derived as stored, the rest appended), refusing a
 // file that no longer begins with what its session holds (*ChangedError).
-// The file is taken as complete: a last line without a newline is its last
-// line, and a header still waiting for its facts is decided.
+// The file is taken as complete as far as its lines go: a last line
+// without a newline is stored when it is a whole JSON value, else held as a
+// write in progress (FileResult.Held; capture.Lines.Complete, the rule
+// dshq watch follows too), and a header still waiting for its facts is
+// decided.
 func Import(ctx context.Context, store *bus.Store, f capture.Format, path string, data []byte) (FileResult, error) {
 	return ImportOn(ctx, store, f, path, data, "")
 }
@@ -95,11 +103,12 @@ func ImportOn(ctx context.Context, store *bus.Store, f capture.Format, path stri
 			return res, err
 		}
 	}
-	if l, ok := r.Lines.Finish(); ok {
+	if l, ok := r.Lines.Complete(); ok {
 		if err := feed(l); err != nil {
 			return res, err
 		}
 	}
+	res.Held = int64(r.Lines.Held())
 	ups = append(ups, r.Conv.Finish()...)
 	logs, err := capture.Collect(ups)
 	if err != nil {
@@ -121,7 +130,7 @@ func ImportOn(ctx context.Context, store *bus.Store, f capture.Format, path stri
 		res.Sessions = append(res.Sessions, sr)
 		if err != nil {
 			if errors.Is(err, bus.ErrLogConflict) {
-				err = &ChangedError{Path: path, SessionID: sr.ID, Why: strings.TrimPrefix(err.Error(), fmt.Sprintf("session %q is already stored with different content ", sr.ID))}
+				err = &ChangedError{Path: path, SessionID: sr.ID, Why: "stored with different content " + strings.TrimPrefix(err.Error(), fmt.Sprintf("session %q is already stored with different content ", sr.ID))}
 			}
 			return res, err
 		}

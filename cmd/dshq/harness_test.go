@@ -213,7 +213,7 @@ func TestHarnessImportGrowsAndRefusesRewrites(t *testing.T) {
 	r := runCLI(t, env, "", "import", "--json")
 	var third importSummary
 	r.decode(t, &third)
-	if r.code != 1 || len(third.Refused) != 1 || !strings.Contains(third.Refused[0].Reason, "rewritten or truncated") {
+	if r.code != 1 || len(third.Refused) != 1 || !strings.Contains(third.Refused[0].Reason, "two files claim this session") {
 		t.Errorf("import of a rewritten file: exit %d, %+v", r.code, third)
 	}
 

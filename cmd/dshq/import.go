@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/schollz/progressbar/v3"
@@ -22,6 +23,7 @@ import (
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/capture"
 	"github.com/dshq/dshq/capture/follow"
+	"github.com/dshq/dshq/internal/failover"
 	"github.com/dshq/dshq/record"
 )
 
@@ -31,6 +33,7 @@ type importOptions struct {
 	fixtureSessionID string
 	renameOnConflict bool
 	stream           string
+	wait             time.Duration
 	verbose          bool
 	machine          string // the header's machine of converted sessions (machine.go)
 }
@@ -122,14 +125,19 @@ for the same content, so a repeated import finds it present). A session a
 harness (or dshq watch) is writing — it holds the session's write lease — is
 refused; import it again once the writer is done. A Claude Code or Codex file
 that grew since it was imported is continued: its stored lines convert as they
-did, the new ones are appended. One that no longer begins with the lines its
-session holds (rewritten, truncated) is refused. Logs are checked as the projector reads them,
+did, the new ones are appended. One that does not begin with the lines its
+session holds (another file stating the same session, a rewritten or
+truncated file) is refused, saying which. Logs are checked as the projector reads them,
 so older message shapes of real logs are taken and nothing imported is
 quarantined.
 
 Upstream test fixtures hold {{cwd}} and {{sessionId}} placeholders: --fixture-cwd
 substitutes them as the original's web seeder does ({{sessionId}} becomes
 --fixture-session-id, by default an id derived from the file's content).
+
+When NATS goes away (a server restart, a stream's leader election) import says
+on stderr that it waits, rides through it as the SDK does, and gives up after
+--wait with exit 1; run it again to continue where it stopped.
 
 A progress bar is shown on stderr when it is a terminal. The exit status is 1
 when any file was refused.`,
@@ -168,16 +176,36 @@ when any file was refused.`,
 			if len(files) == 0 {
 				return fmt.Errorf("no .jsonl, .jsonl.zst or .jsonl.zstd files under %s (%d other files skipped)", strings.Join(args, " "), len(skipped))
 			}
+			if o.wait <= 0 || o.wait > maxImportWait {
+				return usageErrorf("--wait must be more than 0 and at most %v (a retried write must stay within the stream's duplicate window)", maxImportWait)
+			}
 			nc, err := g.dial()
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			store, err := openStore(cmd.Context(), nc, o.stream, g.tenant)
+			// Waiting for NATS (a restart, a leader election) is said on
+			// stderr and bounded by --wait; a run that gave up is continued
+			// by the next (import is idempotent).
+			ctx, waiter, stopWaiting := g.waitForNATS(cmd.Context(), nc, o.wait)
+			defer stopWaiting()
+			writer, release := g.importWriter()
+			defer release()
+			store, err := openStore(ctx, nc, o.stream, g.tenant, bus.WithRetryNotice(waiter.notice), bus.WithRetryMaxElapsed(o.wait),
+				bus.WithWriter(writer))
 			if err != nil {
+				if gu := waiter.gaveUp(ctx, err); gu != nil {
+					return &codedError{code: CodeUnavailable, err: gu}
+				}
 				return err
 			}
-			sum, err := runImport(cmd.Context(), store, files, o, g.progress(len(files), "importing"))
+			sum, err := runImport(ctx, store, files, o, g.progress(len(files), "importing"))
+			if gu := waiter.gaveUp(ctx, err); gu != nil {
+				done := len(sum.Imported) + len(sum.Present) + len(sum.Refused) + len(sum.Skipped)
+				sum.Skipped = append(skipped, sum.Skipped...)
+				_ = g.printImport(sum, o.verbose)
+				return &codedError{code: CodeUnavailable, err: fmt.Errorf("%w (%d of %d files done)", gu, done, len(files))}
+			}
 			if err != nil {
 				return err
 			}
@@ -196,9 +224,29 @@ when any file was refused.`,
 	f.StringVar(&o.fixtureSessionID, "fixture-session-id", "", "the id {{sessionId}} becomes (default: fixture-<hash of the file>)")
 	f.BoolVar(&o.renameOnConflict, "rename-on-conflict", false, "store a file whose id is taken by a different session under a derived id")
 	f.StringVar(&o.stream, "stream", dshq.SessionStream, "session log stream")
+	f.DurationVar(&o.wait, "wait", defaultImportWait, "how long to wait for NATS (a server restart, a leader election) before giving up")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "list every imported and present file, not only refused ones")
 	addMachineFlag(f, &o.machine)
 	return cmd
+}
+
+// importWriter returns the writer identity of dshq import on this machine
+// (bus.WithWriter), held for the life of the process: an import run again
+// after one that was killed, or that gave up waiting for NATS, takes back
+// at once the leases it left. While another import runs on the machine, it
+// is "" (no identity): the two never take leases from each other.
+//
+// release gives the identity up (at the command's end).
+func (g *globals) importWriter() (name string, release func()) {
+	host, err := os.Hostname()
+	if err != nil {
+		return "", func() {}
+	}
+	lock, err := g.lockWriter("dshq-import@" + host)
+	if err != nil {
+		return "", func() {} // another import holds it, or no lock here
+	}
+	return lock.Name, func() { _ = lock.Unlock() }
 }
 
 // harnessRoots returns the harnesses' own roots that exist, or an error
@@ -216,7 +264,7 @@ func (g *globals) harnessRoots() ([]string, error) {
 		}
 	}
 	if len(dirs) == 0 {
-		return nil, usageErrorf("no harness root to import (looked in %s): name the files or directories to import", strings.Join(looked, ", "))
+		return nil, usageErrorf("no harness root to import: looked for %s, and none exists; name the files or directories to import", strings.Join(looked, ", "))
 	}
 	return dirs, nil
 }
@@ -258,7 +306,8 @@ func (g *globals) progress(total int, what string) progressFunc {
 type progressFunc func(n int, desc string)
 
 // runImport imports files one by one. Only a failure to talk to the server
-// (the context ending) stops it; every problem with a file refuses that file.
+// (the context ending, or a transient failure the store's retries ran out
+// on) stops it; every problem with a file refuses that file.
 func runImport(ctx context.Context, store *bus.Store, files []importFile, o importOptions, progress progressFunc) (importSummary, error) {
 	sum := importSummary{Imported: []importResult{}, Present: []importResult{}, Refused: []importResult{}, Skipped: []importResult{}}
 	for _, f := range files {
@@ -267,6 +316,9 @@ func runImport(ctx context.Context, store *bus.Store, files []importFile, o impo
 		progress(1, "")
 		if ctx.Err() != nil {
 			return sum, ctx.Err()
+		}
+		if err != nil && failover.Transient(err) {
+			return sum, err // the server, not the file: nothing to refuse
 		}
 		if h := res.Harness; h != nil {
 			if sum.Harnesses == nil {
@@ -607,6 +659,13 @@ func (g *globals) printImport(sum importSummary, verbose bool) error {
 		}
 		for _, r := range sum.Skipped {
 			fmt.Fprintf(w, "  skipped  %s: %s\n", r.File, r.Reason)
+		}
+	}
+	for _, rs := range [][]importResult{sum.Imported, sum.Present} {
+		for _, r := range rs {
+			if r.Harness != nil && r.Harness.Held > 0 {
+				fmt.Fprintf(w, "  held     %s: its last %s are an unfinished line (a write in progress), stored once the line ends\n", r.File, count(int(r.Harness.Held), "byte"))
+			}
 		}
 	}
 	for _, r := range sum.Refused {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/internal/failover"
 	"github.com/dshq/dshq/query"
 )
 
@@ -28,7 +29,18 @@ func openStore(ctx context.Context, nc *nats.Conn, stream, tenant string, opts .
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	cfg, err := bus.DiscoverStreamConfig(ctx, js, stream)
+	// Through a leader election or a server restart, as the SDK's own
+	// requests (internal/failover), telling retryNotice(ctx) of each retry.
+	var cfg bus.StreamConfig
+	notice := retryNotice(ctx)
+	err = failover.Retry(ctx, nc, stream, bus.DefaultRetryMaxElapsed, bus.DefaultAttemptTimeout, func(ctx context.Context) error {
+		var err error
+		cfg, err = bus.DiscoverStreamConfig(ctx, js, stream)
+		if err != nil && failover.Transient(err) {
+			notice(err)
+		}
+		return err
+	})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("stream %s not found on the server (start dshq serve, or the projector, first)", stream)
 	}

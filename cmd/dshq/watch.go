@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -57,8 +58,11 @@ While a file is written its sessions are live (watch holds their write
 leases); after --idle without a change their handles close. A torn last line
 (a write cut in the middle of a line) waits for its newline. watch survives
 its own restart: each file resumes from what the session stream holds, with no
-gap and no duplicate; a file that no longer begins with what its session holds
-(rewritten, truncated) is reported and not published. It runs until SIGINT or
+gap and no duplicate, and the leases a killed watch of the same roots on this
+machine left are taken back at once (its writer identity, held by a lock file
+under ~/.cache/dshq/writers: a second watch of the same roots is refused); a file that does not begin with what its session holds
+(another file claiming the session, a rewritten or truncated one) is reported
+and not published. It runs until SIGINT or
 SIGTERM; reports go to stdout, one line each (--json: one JSON object per
 line): watching, missing, live, idle, note, retry (a write that failed for a
 reason that passes — the bus overloaded, a lease not yet lapsed — retried
@@ -74,13 +78,33 @@ pause); -v adds one per append.`,
 			if err != nil {
 				return err
 			}
+			// The writer identity of this machine and these roots: a
+			// restarted watch takes back at once the leases a killed one
+			// left; the lock refuses a second watch of the same roots.
+			host, err := os.Hostname()
+			if err != nil {
+				return fmt.Errorf("writer identity: %w", err)
+			}
+			lock, err := g.lockWriter(follow.WriterName(host, roots))
+			var busy *follow.WriterBusyError
+			if errors.As(err, &busy) {
+				return fmt.Errorf("another dshq watch of the same roots runs on this machine (%w): stop it first", err)
+			}
+			if err != nil {
+				return err
+			}
+			defer func() { _ = lock.Unlock() }()
 			nc, err := g.dial()
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			store, err := openStore(cmd.Context(), nc, o.stream, g.tenant, bus.WithLeaseHolder(g.machine()+" (dshq watch)"))
+			store, err := openStore(cmd.Context(), nc, o.stream, g.tenant, bus.WithWriter(lock.Name),
+				bus.WithLeaseHolder(g.machine()+" (dshq watch)"))
 			if err != nil {
+				if cmd.Context().Err() != nil {
+					return nil // stopped while starting: a stop, not a failure
+				}
 				return err
 			}
 			// A connection the server closed for good (not reconnecting)
@@ -170,6 +194,20 @@ func (g *globals) watchRoots(cmd *cobra.Command, o watchOptions) ([]follow.Root,
 	return roots, nil
 }
 
+// lockWriter takes writer identity name on this machine, its lock file
+// under $XDG_CACHE_HOME/dshq/writers (default ~/.cache/dshq/writers).
+func (g *globals) lockWriter(name string) (*follow.WriterLock, error) {
+	cache := g.getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, err := g.home()
+		if err != nil {
+			return nil, err
+		}
+		cache = filepath.Join(home, ".cache")
+	}
+	return follow.LockWriter(filepath.Join(cache, "dshq", "writers"), name)
+}
+
 // watchReport is a report as --json prints it.
 type watchReport struct {
 	Kind      follow.ReportKind `json:"kind"`
@@ -218,7 +256,7 @@ func printWatchReport(w io.Writer, r follow.Report) {
 	case follow.ReportIdle:
 		fmt.Fprintf(w, "%s idle      %s\n", ts, r.SessionID)
 	case follow.ReportNotice:
-		fmt.Fprintf(w, "%s note      %s: %s\n", ts, r.SessionID, r.Detail)
+		fmt.Fprintf(w, "%s note      %s: %s\n", ts, orPath(r), r.Detail)
 	case follow.ReportRetry:
 		fmt.Fprintf(w, "%s retry     %s: %s\n", ts, orPath(r), oneLine(r.Err.Error()))
 	case follow.ReportError:

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -177,27 +178,57 @@ func lines(data []byte) [][]byte {
 // and checks that the sessions are live while written, that the stored
 // logs equal a one-shot import of the finished files, and that they stop
 // being live once the files are idle.
+//
+// It runs on small transcripts and a rollout of our own (a user's clone has
+// no ../shared), and on real ones from the shared corpus.
 func TestWatch(t *testing.T) {
-	dir := corpus.RequireHarnesses(t)
+	type files func(claudeRoot, codexRoot string) []watchSource
+	run := func(t *testing.T, sources files) {
+		home := t.TempDir()
+		claudeRoot := filepath.Join(home, "claude", "projects")
+		codexRoot := filepath.Join(home, "codex", "sessions")
+		testWatch(t, claudeRoot, codexRoot, sources(claudeRoot, codexRoot))
+	}
+	t.Run("fixtures", func(t *testing.T) {
+		cc := filepath.Join("..", "..", "capture", "claudecode", "testdata")
+		cx := filepath.Join("..", "..", "capture", "codex", "testdata")
+		const rollout = "rollout-2026-03-10T09-00-00-0a0b0c0d-1111-4222-8333-444455556666.jsonl"
+		run(t, func(claudeRoot, codexRoot string) []watchSource {
+			return []watchSource{
+				{filepath.Join(cc, "turns.jsonl"), filepath.Join(claudeRoot, "-home-dev-kiln", "7d1c2a40-0000-4000-8000-00000000a001.jsonl")},
+				{filepath.Join(cc, "layouts", "a1b2c3d4-0000-4000-8000-000000000001", "subagents", "agent-probe1.jsonl"), filepath.Join(claudeRoot, "-home-dev-probe", "a1b2c3d4-0000-4000-8000-000000000001", "subagents", "agent-probe1.jsonl")},
+				{filepath.Join(cc, "sidechain.jsonl"), filepath.Join(claudeRoot, "-home-dev-sc", "sc-9.jsonl")},
+				// The codex root does not exist when watch starts.
+				{filepath.Join(cx, rollout), filepath.Join(codexRoot, "2026", "03", "10", rollout)},
+			}
+		})
+	})
+	t.Run("shared", func(t *testing.T) {
+		dir := corpus.RequireHarnesses(t)
+		spotter := filepath.Join(dir, "claude-code", "marot__spotter", "test", "fixtures", "transcripts")
+		run(t, func(claudeRoot, codexRoot string) []watchSource {
+			return []watchSource{
+				{filepath.Join(spotter, "tool_heavy.jsonl"), filepath.Join(claudeRoot, "-home-marco-projects-spotter", "d6e0bada-1959-4eec-a9d2-0bfade768d8f.jsonl")},
+				{filepath.Join(spotter, "258c7280-ae70-4798-800f-63464d01a85d", "subagents", "agent-a881341.jsonl"), filepath.Join(claudeRoot, "-home-USER-projects-spotter", "258c7280-ae70-4798-800f-63464d01a85d", "subagents", "agent-a881341.jsonl")},
+				{filepath.Join(dir, "claude-code", "daaain__claude-code-log", "test", "test_data", "sidechain_integrated.jsonl"), filepath.Join(claudeRoot, "-e-Workspace", "88a8d761-7b9a-4bf1-a8ca-c1febe6bf358.jsonl")},
+				// The codex root does not exist when watch starts.
+				{filepath.Join(dir, "codex", "madshn__localpush", "src-tauri", "tests", "fixtures", "codex", "2026-02-23", "raw", "sessions", "rollout-2026-02-23T12-40-23-019c8a4c-ed82-79a1-aa28-7738fc5ab61a.jsonl"), filepath.Join(codexRoot, "2026", "02", "23", "rollout-2026-02-23T12-40-23-019c8a4c-ed82-79a1-aa28-7738fc5ab61a.jsonl")},
+			}
+		})
+	})
+}
+
+// watchSource is a file TestWatch writes line by line (src) into a root
+// (dst).
+type watchSource struct{ src, dst string }
+
+func testWatch(t *testing.T, claudeRoot, codexRoot string, sources []watchSource) {
 	p := startPipeline(t)
 	st := storeOf(t, p)
-	home := t.TempDir()
-	claudeRoot := filepath.Join(home, "claude", "projects")
-	codexRoot := filepath.Join(home, "codex", "sessions")
 	if err := os.MkdirAll(claudeRoot, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--claude", claudeRoot, "--codex", codexRoot, "--idle", "3s", "--rescan", "1s"}
-
-	spotter := filepath.Join(dir, "claude-code", "marot__spotter", "test", "fixtures", "transcripts")
-	type source struct{ src, dst string }
-	sources := []source{
-		{filepath.Join(spotter, "tool_heavy.jsonl"), filepath.Join(claudeRoot, "-home-marco-projects-spotter", "d6e0bada-1959-4eec-a9d2-0bfade768d8f.jsonl")},
-		{filepath.Join(spotter, "258c7280-ae70-4798-800f-63464d01a85d", "subagents", "agent-a881341.jsonl"), filepath.Join(claudeRoot, "-home-USER-projects-spotter", "258c7280-ae70-4798-800f-63464d01a85d", "subagents", "agent-a881341.jsonl")},
-		{filepath.Join(dir, "claude-code", "daaain__claude-code-log", "test", "test_data", "sidechain_integrated.jsonl"), filepath.Join(claudeRoot, "-e-Workspace", "88a8d761-7b9a-4bf1-a8ca-c1febe6bf358.jsonl")},
-		// The codex root does not exist when watch starts.
-		{filepath.Join(dir, "codex", "madshn__localpush", "src-tauri", "tests", "fixtures", "codex", "2026-02-23", "raw", "sessions", "rollout-2026-02-23T12-40-23-019c8a4c-ed82-79a1-aa28-7738fc5ab61a.jsonl"), filepath.Join(codexRoot, "2026", "02", "23", "rollout-2026-02-23T12-40-23-019c8a4c-ed82-79a1-aa28-7738fc5ab61a.jsonl")},
-	}
 	var want []capture.Log
 	var datas [][][]byte
 	for _, s := range sources {
@@ -251,6 +282,10 @@ func TestWatch(t *testing.T) {
 			live = true
 		}
 		if n == 3 && restarts == 0 || written >= total/2 && restarts == 1 {
+			// Stopped while it holds the first file's session.
+			waitFor(t, 10*time.Second, w.out.String, func() bool {
+				return strings.Contains(w.out.String(), "live      "+want[0].Header.Header.ID)
+			})
 			w.stop(t)
 			if !strings.Contains(w.out.String(), "idle      "+want[0].Header.Header.ID) {
 				t.Errorf("a stopped watch did not close %s:\n%s", want[0].Header.Header.ID, w.out.String())
@@ -374,7 +409,6 @@ func TestWatchFastAndMany(t *testing.T) {
 // deepseek-harness log of a --deepseek root written in two halves is stored
 // whole, as dshq import stores it.
 func TestWatchPollsAndFollowsADeepseekRoot(t *testing.T) {
-	dir := corpus.RequireHarnesses(t)
 	p := startPipeline(t)
 	st := storeOf(t, p)
 	home := t.TempDir()
@@ -387,16 +421,16 @@ func TestWatchPollsAndFollowsADeepseekRoot(t *testing.T) {
 	w := startWatch(t, p, "--claude", claudeRoot, "--codex", "off", "--deepseek", dsRoot, "--poll", "100ms", "--idle", "2s")
 	waitFor(t, 30*time.Second, w.out.String, func() bool { return strings.Contains(w.out.String(), "polling every 100ms") })
 
-	src, err := os.ReadFile(filepath.Join(dir, "claude-code", "marot__spotter", "test", "fixtures", "transcripts", "short.jsonl"))
+	src, err := os.ReadFile(filepath.Join("..", "..", "capture", "claudecode", "testdata", "turns.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst := filepath.Join(claudeRoot, "-home-marco-projects-spotter", "55604662-cf2a-4331-851a-ec234028f8ca.jsonl")
+	dst := filepath.Join(claudeRoot, "-home-dev-kiln", "7d1c2a40-0000-4000-8000-00000000a001.jsonl")
 	want := expectedLogs(t, dst, src)
 	cw := newWriter(t, dst)
 	cut := len(src)/2 + 7 // inside a line
 	cw.write(src[:cut])
-	waitFor(t, 30*time.Second, w.out.String, func() bool { return strings.Contains(w.out.String(), "live      cc-55604662") })
+	waitFor(t, 30*time.Second, w.out.String, func() bool { return strings.Contains(w.out.String(), "live      cc-7d1c2a40") })
 	cw.write(src[cut:])
 
 	log, err := os.ReadFile(filepath.Join(corpus.Fixtures(t), "tool-round.jsonl"))
@@ -436,4 +470,21 @@ func records(t *testing.T, log []byte) int {
 		t.Fatal(err)
 	}
 	return len(events) + 1
+}
+
+// TestWatchReportsNameAFileOnce prints the reports that carry a file and
+// an error or a note: the path is printed once.
+func TestWatchReportsNameAFileOnce(t *testing.T) {
+	path := "/home/u/.claude/projects/p/7d1c2a40.jsonl"
+	for _, r := range []follow.Report{
+		{Kind: follow.ReportError, Path: path, Err: &follow.ChangedError{Path: path, SessionID: "cc-7d1c2a40", Why: "it was truncated"}},
+		{Kind: follow.ReportNotice, Path: path, Detail: (&follow.NotRegularError{Path: path}).Why()},
+		{Kind: follow.ReportRetry, Path: path, Err: errors.New("lease")},
+	} {
+		var b bytes.Buffer
+		printWatchReport(&b, r)
+		if n := strings.Count(b.String(), path); n != 1 {
+			t.Errorf("%s report names the file %d times: %q", r.Kind, n, b.String())
+		}
+	}
 }

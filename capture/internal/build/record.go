@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/record"
 )
 
@@ -325,5 +326,7 @@ func Stem(base string) string {
 	return base
 }
 
-// Abs reports whether cwd is an absolute path a header can hold.
-func Abs(cwd string) bool { return strings.HasPrefix(cwd, "/") }
+// Abs reports whether cwd is an absolute path a header can hold: POSIX, or
+// a Windows drive-letter or UNC path, kept as the harness stated it
+// (dshq.AbsoluteCwd).
+func Abs(cwd string) bool { return dshq.AbsoluteCwd(cwd) }

@@ -248,11 +248,15 @@ func (s *Session) emit(src *Src, typ string, data Obj, op Value, sources []int64
 	if !utf8.Valid(src.Line.Text) {
 		key, payload = capture.FieldBase64, base64.StdEncoding.EncodeToString(src.Line.Text)
 	}
-	whole := ev.with(Field{key, payload})
-	whole.sizeHint += len(payload) + len(payload)/4
-	if e := whole.encode(); len(e.Raw) <= s.max {
-		s.push(e, false)
-		return seq
+	// A line longer than the bound cannot fit one event: it is not encoded
+	// whole to find out (a long line would cost several times its size).
+	if len(payload) <= s.max {
+		whole := ev.with(Field{key, payload})
+		whole.sizeHint += len(payload) + len(payload)/4
+		if e := whole.encode(); len(e.Raw) <= s.max {
+			s.push(e, false)
+			return seq
+		}
 	}
 	// Too long for one event: the derived content keeps at most half the
 	// bound, the line's bytes fill the rest and as many line-part events as
@@ -316,7 +320,8 @@ const minCap = 256
 // largest length that fits (never below one element, so a message keeps
 // the block the fold requires).
 func (s *Session) shrink(ev eventSpec, limit int) (eventSpec, bool) {
-	if len(ev.encode().Raw) <= limit {
+	// A string longer than limit cannot fit: no need to encode it whole.
+	if longestString(ev.data) <= limit && len(ev.encode().Raw) <= limit {
 		return ev, false
 	}
 	ev = ev.with(Field{capture.FieldTruncated, true})

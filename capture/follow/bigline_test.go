@@ -1,0 +1,106 @@
+package follow_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dshq/dshq/capture"
+	"github.com/dshq/dshq/capture/follow"
+)
+
+// bigLineMiB is the size of the long line TestAWatchReleasesALongLine
+// writes (the 50 MB).
+const bigLineMiB = 50
+
+// rss returns the process's resident set size (Linux: /proc/self/statm).
+func rss(t *testing.T) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Skipf("no /proc/self/statm: %v", err)
+	}
+	f := strings.Fields(string(b))
+	pages, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pages * uint64(os.Getpagesize())
+}
+
+// TestAWatchReleasesALongLine follows a transcript that gains a 50 MiB
+// line while its session is live, and prints the process's resident size
+// (the watcher and the embedded server it publishes to): before the line,
+// at its peak (sampled every 5 ms, a figure, not asserted), and once the
+// line is published with the file still live. The memory the line cost
+// is given back: what stays resident after it is bounded by half the line
+// (the server's cache of the messages just stored included), where the
+// runtime used to keep it all.
+func TestAWatchReleasesALongLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a 50 MiB line")
+	}
+	if raceDetector {
+		t.Skip("resident sizes mean nothing under the race detector (its shadow memory): run without -race")
+	}
+	data, err := os.ReadFile(filepath.Join("..", "claudecode", "testdata", "turns.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := bytes.SplitAfter(data, []byte("\n"))
+	root := t.TempDir()
+	path := filepath.Join(root, "proj", "7d1c2a40-0000-4000-8000-00000000a001.jsonl")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, bytes.Join(ls[:3], nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := newStore(t)
+	w := runWatcher(t, follow.Config{Store: st, Roots: []follow.Root{{Format: capture.FormatClaudeCode, Dir: root}}, Idle: time.Hour})
+	_, next := w.wait(t, 0, time.Minute, "publication", kind(follow.ReportPublished))
+	text := strings.Repeat("the kiln overshoots ", bigLineMiB<<20/20)
+	big := bytes.Replace(ls[2], []byte("Why does the kiln controller overshoot the setpoint?"), []byte(text), 1)
+	text = ""
+	debug.FreeOSMemory() // the baseline: what the test itself holds, resident
+	before := rss(t)
+
+	var peak atomic.Uint64
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			peak.Store(max(peak.Load(), rss(t)))
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	appendTo(t, path, big)
+	_, next = w.wait(t, next, 2*time.Minute, "publication of the long line", func(r follow.Report) bool {
+		return r.Kind == follow.ReportPublished && r.Events > bigLineMiB/2
+	})
+	// One more line, once published, says the worker is done with the
+	// long one.
+	appendTo(t, path, ls[3])
+	w.wait(t, next, time.Minute, "publication of the next line", kind(follow.ReportPublished))
+	close(stop)
+	<-sampled
+	after := rss(t)
+	const mib = 1 << 20
+	t.Logf("a %d MiB line: resident %d MiB before, %d MiB at its peak, %d MiB once it is published (the file still live)",
+		len(big)/mib, before/mib, peak.Load()/mib, after/mib)
+	if held := int64(after) - int64(before); held > int64(len(big))/2 {
+		t.Errorf("%d MiB more stay resident after a %d MiB line", held/mib, len(big)/mib)
+	}
+}

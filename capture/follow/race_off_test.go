@@ -1,0 +1,5 @@
+//go:build !race
+
+package follow_test
+
+const raceDetector = false
