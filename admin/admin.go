@@ -111,8 +111,9 @@ type Stats struct {
 	LiveSessions int64 `json:"liveSessions"`
 	// Harnesses counts sessions by the harness whose own file they were
 	// converted from (the header's harness: "claude-code", "codex"); the
-	// key "" counts native sessions (written through the SDK or imported
-	// from deepseek-harness logs). An addition to the stats reply.
+	// key NativeHarness counts native sessions (written through the SDK or
+	// imported from deepseek-harness logs), as dshq stats and dshq search
+	// --harness name them. An addition to the stats reply.
 	Harnesses map[string]int64 `json:"harnesses"`
 	// Events counts stored events (invalid ones included).
 	Events int64 `json:"events"`
@@ -340,6 +341,18 @@ func (s *server) runRebuild(id string) {
 	s.cfg.log.Info("rebuild swapped in", "id", id, "records", s.rebuild.Records, "epoch", s.p.Epoch())
 }
 
+// NativeHarness is the Harnesses key of the sessions no harness file was
+// converted into (their header names no harness).
+const NativeHarness = "native"
+
+// harnessKey is the Harnesses key of a header's harness.
+func harnessKey(h string) string {
+	if h == "" {
+		return NativeHarness
+	}
+	return h
+}
+
 // stats counts what one snapshot holds and compares its generation with
 // the stream's tail.
 func (s *server) stats(ctx context.Context) (any, error) {
@@ -350,7 +363,7 @@ func (s *server) stats(ctx context.Context) (any, error) {
 		st.Harnesses = map[string]int64{}
 		err := snap.SessionsByCreated(nil, func(info dshq.SessionInfo) bool {
 			st.Sessions++
-			st.Harnesses[info.Header.Header.Harness]++
+			st.Harnesses[harnessKey(info.Header.Header.Harness)]++
 			st.Events += info.EventCount
 			if !info.Valid() {
 				st.InvalidSessions++

@@ -82,7 +82,7 @@ func TestStats(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := Stats{Generation: 4, Epoch: f.p.Epoch(), StreamLastSeq: 4, StreamRecords: 4, Sessions: 1, Events: 2, Quarantined: 1,
-			IndexDocs: st.IndexDocs, IndexBytes: st.IndexBytes, Harnesses: map[string]int64{"": 1}}
+			IndexDocs: st.IndexDocs, IndexBytes: st.IndexBytes, Harnesses: map[string]int64{NativeHarness: 1}}
 		if !reflect.DeepEqual(*st, want) || st.IndexDocs == 0 {
 			t.Errorf("stats %+v, want %+v", *st, want)
 		}
@@ -182,7 +182,7 @@ func TestPartitionedStats(t *testing.T) {
 	}
 	last := env.Last()
 	if st.Shards != 3 || st.Sessions != 12 || st.Events != 24 || st.Quarantined != 1 || st.Generation != last ||
-		st.Lag != 0 || st.StreamLastSeq != last || !reflect.DeepEqual(st.Harnesses, map[string]int64{"": 12}) || len(st.PerShard) != 3 {
+		st.Lag != 0 || st.StreamLastSeq != last || !reflect.DeepEqual(st.Harnesses, map[string]int64{NativeHarness: 12}) || len(st.PerShard) != 3 {
 		t.Fatalf("stats %+v", *st)
 	}
 	var docs uint64

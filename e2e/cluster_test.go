@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,7 +91,7 @@ func runNATS(t testing.TB, args, env []string) (string, *proc) {
 // as the trusted user (its password comes from DSH_NATS_PASSWORD, see
 // startServe).
 func serveArgs(url, home string) []string {
-	return []string{"serve", "--nats-url", url, "--user", "trusted", "--home", home, "--log-level", "info"}
+	return []string{"serve", "--nats-url", url, "--user", "trusted", "--home", home, "--http", "127.0.0.1:0", "--log-level", "info"}
 }
 
 // startServe runs the dshq binary with args (and the trusted password in
@@ -98,6 +99,11 @@ func serveArgs(url, home string) []string {
 // the ready line's fields.
 func startServe(t testing.TB, name string, args []string) (*proc, map[string]any) {
 	t.Helper()
+	if !slices.Contains(args, "--http") {
+		// Without it serve binds the web UI's default port, which a
+		// running `make run` or another test holds: tests bind free ports.
+		t.Fatalf("%s: dshq serve without --http binds the UI's default port", name)
+	}
 	p := startProc(t, name, bins.dshq, args, []string{"DSH_NATS_PASSWORD=" + trustedPassword})
 	line := p.waitLine(t, startTimeout, `"dshq ready"`, func(l string) bool { return strings.Contains(l, `"dshq ready"`) })
 	var fields map[string]any

@@ -24,7 +24,7 @@ import (
 func TestCrashedHarnessReadsBalancedUntilResumed(t *testing.T) {
 	t.Parallel() // mostly waiting (a lease to lapse, processes to start)
 	ctx := testCtx(t, 3*time.Minute)
-	serve, ready := startServe(t, "dshq serve (embedded)", []string{"serve", "--home", t.TempDir(), "--listen", "127.0.0.1:0"})
+	serve, ready := startServe(t, "dshq serve (embedded)", []string{"serve", "--home", t.TempDir(), "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"})
 	url, _ := ready["nats"].(string)
 	nc, err := nats.Connect(url)
 	if err != nil {

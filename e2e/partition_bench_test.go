@@ -174,8 +174,7 @@ func catchUp(b *testing.B, ctx context.Context, url string, nc *nats.Conn, shard
 	if shards > 1 {
 		qargs = append(qargs, "--shards", strconv.Itoa(shards))
 	}
-	q := startProc(b, fmt.Sprintf("query of %d shards", shards), bins.query, qargs, nil)
-	q.waitLine(b, startTimeout, "serving", func(l string) bool { return strings.Contains(l, "serving") })
+	q := startQuery(b, fmt.Sprintf("query of %d shards", shards), qargs...)
 	r.queries = queryLatencies(b, ctx, nc, shards, last, ids, rare)
 	q.stop(b, time.Minute)
 	for _, p := range procs {

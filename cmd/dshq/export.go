@@ -89,7 +89,7 @@ inline subagent's lines are held by its parent, which the error names.`,
 				stored, err = tenantRecords(cmd.Context(), nc, store, id, err)
 			}
 			if errors.Is(err, bus.ErrNotFound) {
-				return dshq.Errorf(dshq.CodeSessionNotFound, "session %q not found", id)
+				return dshq.Errorf(dshq.CodeSessionNotFound, "session %s was not found", dshq.Quote(id)) // the query service's words
 			}
 			if err != nil {
 				return err

@@ -322,11 +322,7 @@ every shard and shows their sum.`,
 			if names := harnessNames(st.Harnesses); len(names) > 0 {
 				var parts []string
 				for _, h := range names {
-					name := h
-					if h == "" {
-						name = "native"
-					}
-					parts = append(parts, fmt.Sprintf("%d %s", st.Harnesses[h], name))
+					parts = append(parts, fmt.Sprintf("%d %s", st.Harnesses[h], h))
 				}
 				fmt.Fprintf(tw, "by harness\t%s\t\n", strings.Join(parts, ", "))
 			}
@@ -349,14 +345,19 @@ every shard and shows their sum.`,
 // native first, then by name. Native alone (no converted session) is not
 // listed: the sessions line says it all.
 func harnessNames(m map[string]int64) []string {
-	if len(m) == 0 || len(m) == 1 && m[""] > 0 {
+	if len(m) == 0 || len(m) == 1 && m[admin.NativeHarness] > 0 {
 		return nil
 	}
 	names := make([]string, 0, len(m))
 	for h := range m {
-		names = append(names, h)
+		if h != admin.NativeHarness {
+			names = append(names, h)
+		}
 	}
 	sort.Strings(names)
+	if m[admin.NativeHarness] > 0 {
+		names = append([]string{admin.NativeHarness}, names...)
+	}
 	return names
 }
 

@@ -90,6 +90,9 @@ func usageArgs(cmd *cobra.Command) {
 // server is one clear line.
 func (g *globals) dial() (*nats.Conn, error) {
 	o := g.conn
+	if err := natsconn.CheckURL(o.URL); err != nil {
+		return nil, usageErrorf("--nats-url: %v", err)
+	}
 	o.Name = "dshq-cli"
 	if g.tenant != "" {
 		if err := record.ValidateTenant(g.tenant); err != nil {

@@ -15,20 +15,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/internal/bytesize"
-	"github.com/dshq/dshq/internal/natsconn"
-	"github.com/dshq/dshq/internal/pprofsrv"
+	"github.com/dshq/dshq/internal/daemonflags"
 	"github.com/dshq/dshq/node"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/shards"
@@ -45,21 +41,17 @@ func main() {
 
 // options are the command's flags.
 type options struct {
-	conn        natsconn.Options
+	daemonflags.Flags
 	data        string
 	stream      string
 	leaseBucket string
-	replicas    int
 	durable     string
-	metrics     string
-	pprof       string
 	rebuild     bool
 	noQueries   bool
 	noFeed      bool
 	noVerify    bool
 	batchSize   int
 	cacheBytes  int64
-	logLevel    string
 	feedBytes   bytesize.Size
 	feedAge     time.Duration
 	cursorBytes bytesize.Size
@@ -71,29 +63,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("projector", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.conn.URL, "nats-url", nats.DefaultURL, "NATS server URL (comma-separated for a cluster)")
-	fs.StringVar(&o.conn.Creds, "creds", "", "NATS credentials file (JWT + NKey seed)")
-	fs.StringVar(&o.conn.User, "user", "", "NATS user")
-	fs.StringVar(&o.conn.Password, "password", "", "NATS password")
-	fs.StringVar(&o.conn.TLSCA, "tls-ca", "", "CA certificate file to trust")
-	fs.StringVar(&o.conn.TLSCert, "tls-cert", "", "client certificate file (mutual TLS)")
-	fs.StringVar(&o.conn.TLSKey, "tls-key", "", "client key file (mutual TLS)")
+	o.Register(fs, "replicas of the session stream, the lease bucket, the feed and the cursor bucket (as `dshq serve --replicas`: an existing stream must have as many)")
 	fs.StringVar(&o.data, "data", "", "projection data directory (required)")
 	fs.StringVar(&o.stream, "stream", dshq.SessionStream, "session log stream")
 	fs.StringVar(&o.leaseBucket, "lease-bucket", dshq.LeaseBucket, "write-lease key-value bucket")
-	fs.IntVar(&o.replicas, "replicas", 1, "replicas of the session stream, the lease bucket, the feed and the cursor bucket (as `dshq serve --replicas`: an existing stream must have as many)")
 	fs.BoolVar(&o.noFeed, "no-feed", false, "publish nothing to the live feed DSH_FEED: for a further replica of the projection (one projector publishes the feed)")
 	fs.StringVar(&o.durable, "durable", "", "durable consumer name, one per projector (default dsh-projector; dsh-projector-<shard>of<shards> for a shard of a partitioned projection)")
 	fs.IntVar(&o.shard, "shard", 0, "the shard of a partitioned projection this projector projects and serves, 0 to --shards - 1")
 	fs.IntVar(&o.shards, "shards", 1, "the number of shards the projection is partitioned into (1 = not partitioned); a partitioned projector needs --no-feed, and the query service --shards as many (docs/cluster.md)")
-	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics on HOST:PORT/metrics (off when empty)")
-	fs.StringVar(&o.pprof, "pprof", "", "serve Go's net/http/pprof profiles on HOST:PORT/debug/pprof/ (off when empty; keep it on loopback)")
 	fs.BoolVar(&o.rebuild, "rebuild", false, "rebuild the projection from the stream beside the serving one, then swap it in")
 	fs.BoolVar(&o.noQueries, "no-queries", false, "do not serve the query shard")
 	fs.BoolVar(&o.noVerify, "no-verify", false, "skip bbolt's full consistency check of the store on start (it grows with the store)")
 	fs.IntVar(&o.batchSize, "batch-size", projection.DefaultBatchSize, "records applied per transaction, at most")
 	fs.Int64Var(&o.cacheBytes, "fold-cache-bytes", projection.DefaultFoldCacheBytes, "memory budget of the fold-state cache")
-	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.Var(&o.feedBytes, "feed-max-bytes", "size bound of the live feed stream DSH_FEED, oldest messages first (default 1GiB, or a quarter of the storage JetStream can reserve when less; an existing stream keeps its size unless this is given; -1 = none)")
 	fs.DurationVar(&o.feedAge, "feed-max-age", 0, "how long the live feed keeps a message (default 168h; an existing stream keeps its age unless this is given)")
 	o.cursorBytes = bytesize.Size(shards.DefaultCursorMaxBytes)
@@ -103,6 +85,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if err := o.Check(); err != nil {
+		return o, err
 	}
 	if o.data == "" {
 		return o, errors.New("--data is required")
@@ -119,7 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.cacheBytes < 0 {
 		return o, fmt.Errorf("--fold-cache-bytes: %d is negative", o.cacheBytes)
 	}
-	o.conn.Name = "dshq-projector"
+	o.Conn.Name = "dshq-projector"
 	return o, nil
 }
 
@@ -132,24 +117,17 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 	if err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+	log, stopPprof, err := o.Start(stderr)
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if o.pprof != "" {
-		stop, err := pprofsrv.Serve(o.pprof)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
+	defer stopPprof()
 	cfg := node.Config{
 		Home:    o.data,
-		Conn:    o.conn,
-		Metrics: o.metrics,
+		Conn:    o.Conn,
+		Metrics: o.Metrics,
 		Parts:   node.Parts{Projector: true},
-		Stream:  bus.StreamConfig{Name: o.stream, LeaseBucket: o.leaseBucket, Replicas: o.replicas},
+		Stream:  bus.StreamConfig{Name: o.stream, LeaseBucket: o.leaseBucket, Replicas: o.Replicas},
 		Projection: node.ProjectionConfig{
 			Dir:            o.data,
 			Durable:        o.durable,

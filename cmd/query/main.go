@@ -1,13 +1,17 @@
 // Command query runs the dshq query service dsh-query: the stateless NATS
 // micro service of the trusted query API
-// (docs/protocol.md#3-the-trusted-query-api). Run any number
-// of replicas; each joins the same queue group and asks the projection shard
-// (hosted by the projectors) over NATS, each request a projection replica that
-// has reached what it needs (docs/cluster.md, "Projection replicas"). It connects, serves query.Serve and,
-// with --metrics-addr, its Prometheus metrics; it opens no store and does not
-// import node.
+// (docs/protocol.md#3-the-trusted-query-api), and beside it, unless
+// --no-tools, the model-facing tools dsh-tools
+// (docs/protocol.md#4-the-model-facing-tools), which ask that API. Run any
+// number of replicas; each joins the same queue groups and asks the
+// projection shard (hosted by the projectors) over NATS, each request a
+// projection replica that has reached what it needs (docs/cluster.md,
+// "Projection replicas"). It connects, serves query.Serve and
+// toolservice.Serve and, with --metrics, their Prometheus metrics; it opens
+// no store and does not import node. Its connection and lifecycle flags are
+// cmd/projector's (package daemonflags).
 //
-//	query [--nats-url URL] [--creds FILE] [--shard 0 | --shards N] [--metrics-addr :9310] [--log-level info]
+//	query [--nats-url URL] [--creds FILE] [--shard 0 | --shards N] [--replicas 3] [--no-tools] [--metrics :9310] [--log-level info]
 package main
 
 import (
@@ -26,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/daemonflags"
 	"github.com/dshq/dshq/internal/lifecycle"
 	"github.com/dshq/dshq/internal/metricsrv"
 	"github.com/dshq/dshq/internal/natsconn"
@@ -44,29 +49,45 @@ func main() {
 }
 
 // run serves until ctx is done. ready, when set, receives the connection's
-// URL once the service is up.
+// URL once the services are up.
 func run(ctx context.Context, args []string, ready chan<- string) error {
+	var o options
 	fs := flag.NewFlagSet("query", flag.ContinueOnError)
-	url := fs.String("nats-url", envOr("NATS_URL", nats.DefaultURL), "NATS server URL")
-	creds := fs.String("creds", os.Getenv("NATS_CREDS"), "NATS credentials file")
-	shard := fs.String("shard", dshq.DefaultShard, "projection shard token to ask (unpartitioned)")
-	shards := fs.Int("shards", 1, "ask a projection partitioned into this many shards (projector --shard I --shards N), merging their answers (docs/cluster.md)")
-	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (/metrics); empty = off")
+	o.Register(fs, "replicas of the spill bucket OBJ_DSH_SPILL that dsh-tools creates (as projector --replicas)")
+	fs.StringVar(&o.shard, "shard", dshq.DefaultShard, "projection shard token to ask (unpartitioned)")
+	fs.IntVar(&o.shards, "shards", 1, "ask a projection partitioned into this many shards (projector --shard I --shards N), merging their answers (docs/cluster.md)")
+	fs.BoolVar(&o.noTools, "no-tools", false, "serve dsh-query alone, not the model-facing tools dsh-tools beside it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(*level)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if *shards < 1 || *shards > dshq.MaxShards {
-		return fmt.Errorf("--shards %d: want 1 to %d", *shards, dshq.MaxShards)
+	if err := o.Check(); err != nil {
+		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
-	err := serve(ctx, natsconn.Options{URL: *url, Name: dshq.QueryService, Creds: *creds}, target{*shard, *shards}, *metricsAddr, log, ready)
+	if o.shards < 1 || o.shards > dshq.MaxShards {
+		return fmt.Errorf("--shards %d: want 1 to %d", o.shards, dshq.MaxShards)
+	}
+	log, stopPprof, err := o.Start(os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
+	o.Conn.Name = dshq.QueryService
+	err = serve(ctx, o, log, ready)
 	log.Info("stopped", "err", err)
 	return err
+}
+
+// options are the command's flags.
+type options struct {
+	daemonflags.Flags
+	// shard and shards are the projection the services ask: shard, or
+	// shards when partitioned.
+	shard   string
+	shards  int
+	noTools bool
 }
 
 // serve serves on a connection until ctx is done. When the server closes the
@@ -75,17 +96,11 @@ func run(ctx context.Context, args []string, ready chan<- string) error {
 // lifecycle.FirstWait to lifecycle.MaxWait), and serves again; when the server refuses the credentials,
 // or no connection succeeds within lifecycle.ReconnectFor, it returns the error, so
 // that the process exits non-zero rather than stay alive serving nothing.
-// target is the projection the service asks: shard, or shards when
-// partitioned.
-type target struct {
-	shard  string
-	shards int
-}
-
-func serve(ctx context.Context, conn natsconn.Options, shard target, metricsAddr string, log *slog.Logger, ready chan<- string) error {
+func serve(ctx context.Context, o options, log *slog.Logger, ready chan<- string) error {
+	conn := o.Conn
 	reg := metricsrv.NewRegistry()
-	if metricsAddr != "" {
-		url, stopMetrics, err := metricsrv.Serve(metricsAddr, reg, log)
+	if o.Metrics != "" {
+		url, stopMetrics, err := metricsrv.Serve(o.Metrics, reg, log)
 		if err != nil {
 			return err
 		}
@@ -97,7 +112,7 @@ func serve(ctx context.Context, conn natsconn.Options, shard target, metricsAddr
 		return err
 	}
 	for {
-		cause := serveOn(ctx, nc, conn, shard, reg, log, ready)
+		cause := serveOn(ctx, nc, o, reg, log, ready)
 		ready = nil
 		if ctx.Err() != nil || !errors.Is(cause, natsconn.ErrConnectionClosed) {
 			return cause
@@ -108,10 +123,12 @@ func serve(ctx context.Context, conn natsconn.Options, shard target, metricsAddr
 	}
 }
 
-// serveOn serves dsh-query on nc until ctx is done (nil) or the connection
-// closes for good (an error wrapping natsconn.ErrConnectionClosed); either
-// way the service is stopped and the connection drained.
-func serveOn(ctx context.Context, nc *nats.Conn, conn natsconn.Options, shard target, reg prometheus.Registerer, log *slog.Logger, ready chan<- string) (err error) {
+// serveOn serves dsh-query, and dsh-tools unless --no-tools, on nc until
+// ctx is done (nil) or the connection closes for good (an error wrapping
+// natsconn.ErrConnectionClosed); either way the services are stopped and
+// the connection drained.
+func serveOn(ctx context.Context, nc *nats.Conn, o options, reg prometheus.Registerer, log *slog.Logger, ready chan<- string) (err error) {
+	conn, shard := o.Conn, o
 	watched, stopWatch := natsconn.WatchConnection(ctx, nc)
 	defer func() { err = errors.Join(err, natsconn.Drain(nc)) }()
 	defer stopWatch()
@@ -135,7 +152,14 @@ func serveOn(ctx context.Context, nc *nats.Conn, conn natsconn.Options, shard ta
 		return fmt.Errorf("start query service: %w", err)
 	}
 	defer func() { err = errors.Join(err, stop()) }()
-	log.Info("serving", "service", dshq.QueryService, "subjects", dshq.QuerySubjectPrefix+".>", "shard", shard.shard, "shards", shard.shards, "nats", natsconn.Redacted(conn.URL))
+	if !o.noTools {
+		stopTools, err := serveTools(watched, nc, o.Replicas, reg, log)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, stopTools()) }()
+	}
+	log.Info("serving", "service", dshq.QueryService, "subjects", dshq.QuerySubjectPrefix+".>", "shard", shard.shard, "shards", shard.shards, "tools", !o.noTools, "nats", natsconn.Redacted(conn.URL))
 	if ready != nil {
 		ready <- conn.URL
 	}
@@ -159,11 +183,4 @@ func reconnect(ctx context.Context, conn natsconn.Options, cause error, log *slo
 		return nc, err
 	}, func(err error) bool { return !natsconn.IsAuthError(err) })
 	return nc, err
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }

@@ -71,6 +71,9 @@ func Connect(o Options) (*nats.Conn, error) {
 	if o.URL == "" {
 		return nil, fmt.Errorf("connect: no NATS URL")
 	}
+	if err := CheckURL(o.URL); err != nil {
+		return nil, err
+	}
 	opts, err := o.natsOptions()
 	if err != nil {
 		return nil, err
@@ -80,6 +83,32 @@ func Connect(o Options) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connect to %s: %w", Redacted(o.URL), err)
 	}
 	return nc, nil
+}
+
+// CheckURL refuses a NATS URL list with a URL nats.go cannot dial: a
+// scheme other than nats, tls, ws and wss (one without a scheme is
+// nats://), or no host. It looks nothing up: a bad scheme is refused before
+// any DNS request.
+func CheckURL(urls string) error {
+	for _, p := range strings.Split(urls, ",") {
+		p = strings.TrimSpace(p)
+		if !strings.Contains(p, "://") {
+			continue
+		}
+		u, err := url.Parse(p)
+		if err != nil {
+			return fmt.Errorf("NATS URL %s: %w", Redacted(p), err)
+		}
+		switch strings.ToLower(u.Scheme) {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Errorf("NATS URL %s: the scheme %q is not nats, tls, ws or wss", Redacted(p), u.Scheme)
+		}
+		if u.Host == "" {
+			return fmt.Errorf("NATS URL %s names no host", Redacted(p))
+		}
+	}
+	return nil
 }
 
 // Redacted returns a NATS URL list with the credentials in its URLs (a

@@ -216,7 +216,7 @@ func startServe(t *testing.T, bin, home string) string {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	serve := exec.Command(bin, "serve", "--home", home, "--listen", addr, "--relaxed-sync", "--log-level", "info")
+	serve := exec.Command(bin, "serve", "--home", home, "--listen", addr, "--http", "127.0.0.1:0", "--relaxed-sync", "--log-level", "info")
 	out, err := serve.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package toolservice_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,4 +69,28 @@ func series(t *testing.T, reg *prometheus.Registry, name string) int {
 		}
 	}
 	return 0
+}
+
+// A service started again on the same registry (cmd/query serves again on
+// a new connection after the server closed the last one) counts on in the
+// collectors the first one registered.
+func TestMetricsCountOnAfterARestart(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := start(t, toolservice.WithRegisterer(reg))
+	e.request(t, tools.NameSessionTrace, "me", `{}`)
+	stop, err := toolservice.Serve(context.Background(), e.nc, e.tools, toolservice.WithRegisterer(reg), toolservice.WithSpillBucket("DSH_SPILL_AGAIN"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	for range 20 { // both instances answer in the queue group: either counts in reg
+		e.request(t, tools.NameSessionTrace, "me", `{}`)
+	}
+	if n := counterValue(t, reg, "dshq_tools_requests_total", tools.NameSessionTrace, "OK"); n != 21 {
+		t.Fatalf("OK calls counted %v, want 21 (the restarted service's calls lost)", n)
+	}
 }
