@@ -7,7 +7,7 @@ import (
 )
 
 // onMachine is a converter whose new session headers name the machine the
-// file was captured on (the header's machine, docs/protocol.md §2): the
+// file was captured on (the header's machine, docs/protocol.md#2-the-session-log-stream): the
 // converters are pure and know no host, so the capture side stamps it.
 type onMachine struct {
 	capture.Converter

@@ -11,7 +11,7 @@ import (
 )
 
 // EndpointUsageReport is usage.report: the tokens and cost the agents
-// spent, filtered and grouped (docs/usage.md, docs/protocol.md §3).
+// spent, filtered and grouped (docs/usage.md, docs/protocol.md#3-the-trusted-query-api).
 const EndpointUsageReport = "usage.report"
 
 // Usage report limits: rows per reply by default and at most.
