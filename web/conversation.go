@@ -1,6 +1,7 @@
 package web
 
 import (
+	"github.com/dshq/dshq/internal/numfmt"
 	"net/url"
 	"sort"
 	"strings"
@@ -82,7 +83,7 @@ func (it *convItem) FoldSummary() string {
 	parts := make([]string, 0, len(order))
 	for _, k := range order {
 		if n[k] > 1 {
-			k += " ×" + thousands(int64(n[k]))
+			k += " ×" + numfmt.Thousands(int64(n[k]))
 		}
 		parts = append(parts, k)
 	}

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"github.com/dshq/dshq/internal/numfmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -229,7 +230,7 @@ func TestLargeBodiesAreCutWithTheirByteCount(t *testing.T) {
 		if len(body) > 64<<10 {
 			t.Errorf("%s is %d bytes: the body is not cut", path, len(body))
 		}
-		mustContain(t, path, body, fmt.Sprintf("… %s more bytes", thousands(int64(len(big)+3-inlineBytes))), `href="/s/big-body/e/0?all=1">show all</a>`)
+		mustContain(t, path, body, fmt.Sprintf("… %s more bytes", numfmt.Thousands(int64(len(big)+3-inlineBytes))), `href="/s/big-body/e/0?all=1">show all</a>`)
 	}
 	ev := s.page(t, "/s/big-body/e/0")
 	if len(ev) > 200<<10 {

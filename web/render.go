@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/dshq/dshq/internal/numfmt"
 	"strconv"
 	"strings"
 
@@ -489,22 +490,5 @@ func num(v any) string {
 	if f != float64(int64(f)) {
 		return strconv.FormatFloat(f, 'f', -1, 64)
 	}
-	return thousands(int64(f))
-}
-
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
+	return numfmt.Thousands(int64(f))
 }

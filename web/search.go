@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"github.com/dshq/dshq/internal/numfmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -43,7 +44,7 @@ func (d *searchData) CountText() string {
 	if d.Session != "" {
 		what = "event"
 	}
-	n := thousands(int64(d.Count))
+	n := numfmt.Thousands(int64(d.Count))
 	if d.CountMore {
 		n += "+"
 	}

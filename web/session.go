@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"github.com/dshq/dshq/internal/numfmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -96,7 +97,7 @@ func (s *Server) sessionPage(r *http.Request, logView bool) (*view, error) {
 		if n >= pages {
 			return nil, &httpError{status: http.StatusNotFound, title: "No such page",
 				msg: fmt.Sprintf("This session has %s of events (%s events); page %d is past its end. Its last page is %d.",
-					plural(pages, "page"), thousands(st.EventCount), n+1, pages), link: base + "?page=" + strconv.FormatInt(pages-1, 10), linkText: "Go to the last page"}
+					plural(pages, "page"), numfmt.Thousands(st.EventCount), n+1, pages), link: base + "?page=" + strconv.FormatInt(pages-1, 10), linkText: "Go to the last page"}
 		}
 		page = n
 	}
@@ -184,7 +185,7 @@ func plural(n int64, what string) string {
 	if n == 1 {
 		return "1 " + what
 	}
-	return thousands(n) + " " + what + "s"
+	return numfmt.Thousands(n) + " " + what + "s"
 }
 
 // fillTranscript reads the page's events (events.read windows), their

@@ -2,6 +2,7 @@ package web
 
 import (
 	"github.com/dshq/dshq/capture/restore"
+	"github.com/dshq/dshq/internal/numfmt"
 
 	"bytes"
 	"fmt"
@@ -80,7 +81,7 @@ func (s *Server) funcs() template.FuncMap {
 		"searchInURL": func(id string) string { return "/search?" + url.Values{"session": {id}}.Encode() },
 		"iso":         isoTime,
 		"when":        whenTime,
-		"thousands":   thousands,
+		"thousands":   numfmt.Thousands,
 		"duration":    duration,
 		"harness":     harnessLabel,
 		"restoreHint": restore.HintFor,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/dshq/dshq/internal/numfmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -200,8 +201,8 @@ func orNone(s string) string {
 }
 
 func usageCells(t usage.Totals) []string {
-	return []string{thousands(t.Input), thousands(t.Output), thousands(t.CacheCreation), thousands(t.CacheRead),
-		thousands(t.TotalTokens), costCell(t)}
+	return []string{numfmt.Thousands(t.Input), numfmt.Thousands(t.Output), numfmt.Thousands(t.CacheCreation), numfmt.Thousands(t.CacheRead),
+		numfmt.Thousands(t.TotalTokens), costCell(t)}
 }
 
 func costCell(t usage.Totals) string {
@@ -212,22 +213,4 @@ func costCell(t usage.Totals) string {
 		return fmt.Sprintf("$%.2f + unpriced", *t.TotalCost)
 	}
 	return fmt.Sprintf("$%.2f", *t.TotalCost)
-}
-
-// thousands writes n with thin separators: 1,234,567.
-func thousands(n int64) string {
-	s := fmt.Sprint(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
