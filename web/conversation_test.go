@@ -15,7 +15,9 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/capture"
 	"github.com/dshq/dshq/capture/follow"
+	"github.com/dshq/dshq/query/wire"
 	"github.com/dshq/dshq/record"
+	"github.com/dshq/dshq/usage"
 )
 
 // importHarnessFile converts and stores a Claude Code or Codex file of the
@@ -251,4 +253,85 @@ func TestSearchSaysHowManyItFound(t *testing.T) {
 	mustContain(t, "count", body, `data-count="4">4 events match`)
 	body = s.page(t, "/search?q=zzzyyyxxx")
 	mustNotContain(t, "none", body, `class="hit-count"`)
+}
+
+const (
+	usageParent = "cc-aaaaaaaa-0000-4000-8000-000000000001"
+	usageCodex  = "codex-bbbbbbbb-0000-4000-8000-000000000002"
+)
+
+// seedUsage stores cmd/dshq's usage fixtures: a Claude Code session with a
+// subagent file and an inline sidechain (three models priced, one not) and
+// a Codex rollout, as `dshq import` does, and waits for the projection.
+func seedUsage(t testing.TB, s *stack) {
+	t.Helper()
+	root := filepath.Join("..", "cmd", "dshq", "testdata", "usage")
+	files := []struct {
+		f   capture.Format
+		rel string
+	}{
+		{capture.FormatClaudeCode, "laptop/.claude/projects/-work-alpha/aaaaaaaa-0000-4000-8000-000000000001.jsonl"},
+		{capture.FormatClaudeCode, "laptop/.claude/projects/-work-alpha/aaaaaaaa-0000-4000-8000-000000000001/subagents/agent-sub1.jsonl"},
+		{capture.FormatCodex, "desktop/.codex/sessions/2026/03/01/rollout-2026-03-01T10-00-00-bbbbbbbb-0000-4000-8000-000000000002.jsonl"},
+	}
+	for _, f := range files {
+		path := filepath.Join(root, filepath.FromSlash(f.rel))
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := follow.Import(testContext(t), s.store, f.f, path, data); err != nil {
+			t.Fatalf("import %s: %v", f.rel, err)
+		}
+	}
+	s.waitGeneration(t, s.importLines(t, `{"type":"session","version":2,"id":"usage-marker","createdAt":1,"isSeeded":false}`))
+}
+
+// cliSessionUsage is what `dshq usage session --session id` asks.
+func cliSessionUsage(t testing.TB, s *stack, id string) usage.Totals {
+	t.Helper()
+	rep, err := s.ui.qc.Usage(testContext(t), wire.UsageBody{SessionIDs: []string{id}, GroupBy: []string{"session"}, Rollup: true, Limit: wire.DefaultUsageLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep.Totals
+}
+
+func TestSessionHeaderShowsTheUsageReportsTokensAndCost(t *testing.T) {
+	s := newStack(t)
+	seedUsage(t, s)
+	want := cliSessionUsage(t, s, usageParent)
+	// cmd/dshq's TestUsageTwoMachines: `dshq usage session` counts the
+	// parent 3,390 tokens with its subagents'.
+	if want.TotalTokens != 3390 || want.TotalCost == nil || len(want.UnpricedModels) != 1 {
+		t.Fatalf("usage.report says %+v, want 3,390 tokens, a cost and one unpriced model", want)
+	}
+	body := s.page(t, sessionURL(usageParent))
+	head := section(t, body, `<dl class="totals" data-totals>`)
+	mustContain(t, "tokens", head,
+		`data-total="total-tokens">3,390<`,
+		fmt.Sprintf(`data-total="input">%s<`, numfmt.Thousands(want.Input)),
+		fmt.Sprintf(`data-total="output">%s<`, numfmt.Thousands(want.Output)),
+		fmt.Sprintf(`data-total="cache-create">%s<`, numfmt.Thousands(want.CacheCreation)),
+		fmt.Sprintf(`data-total="cache-read">%s<`, numfmt.Thousands(want.CacheRead)),
+		fmt.Sprintf(`data-total="cost" title="$%.4f">$%.2f &#43; unpriced`, *want.TotalCost, *want.TotalCost),
+		`data-total="unpriced">· no price for claude-fictional-9<`)
+	// A subagent's own page counts its own calls.
+	sub := cliSessionUsage(t, s, usageParent+"-agent-sub1")
+	if sub.TotalTokens != 13 {
+		t.Fatalf("the subagent: %+v, want 13 tokens", sub)
+	}
+	mustContain(t, "subagent", s.page(t, sessionURL(usageParent+"-agent-sub1")), `data-total="total-tokens">13<`)
+	// A session whose only model has no price says so, never $0.
+	s.waitGeneration(t, s.importLines(t,
+		`{"type":"session","version":2,"id":"unpriced-1","createdAt":1788000000000,"cwd":"/w","isSeeded":false}`,
+		`{"type":"turn/start","seq":0,"time":1788000000100,"data":{"turn":1}}`,
+		`{"type":"assistant/message","seq":1,"time":1788000000200,"data":{"turn":1,"message":{"id":"m2","role":"assistant","source":{"kind":"model","provider":"p","model":"no-such-model-7"},"content":[{"type":"text","text":"hi"}]},"usage":{"inputTokens":40,"outputTokens":2}},"surfaceOp":"append"}`,
+	))
+	if u := cliSessionUsage(t, s, "unpriced-1"); u.TotalTokens != 42 || u.TotalCost != nil {
+		t.Fatalf("usage.report for the unpriced session: %+v", u)
+	}
+	head = section(t, s.page(t, "/s/unpriced-1"), `<dl class="totals" data-totals>`)
+	mustContain(t, "unpriced", head, `data-total="total-tokens">42<`, `data-total="cost">no price <span`, "no price for no-such-model-7")
+	mustNotContain(t, "unpriced", head, "$0")
 }

@@ -112,10 +112,13 @@ func (s *Server) sessionPage(r *http.Request, logView bool) (*view, error) {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.fillTranscript(gctx, id, st.EventCount, d) })
+	var u *sessionUsage
 	g.Go(func() error { d.Totals = s.sessionTotals(gctx, id, st); return nil })
+	g.Go(func() error { u = s.sessionUsage(gctx, id); return nil })
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	d.Totals = withUsage(d.Totals, u)
 	d.Row.applyTotals(d.Totals)
 	d.Row.Tab = "conversation"
 	if logView {

@@ -4,32 +4,31 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/query/wire"
+	"github.com/dshq/dshq/usage"
 )
 
 // totals are what a session adds up to: its span, turns, tool calls and
-// failures, the models that answered and the tokens its model responses
-// report. They are read from its stored events (crash closers not
+// failures, the models that answered (its tokens and cost are the usage
+// projection's: Usage). They are read from its stored events (crash closers not
 // included) and kept per session: a log only grows, so a later read adds
 // only the events stored since.
 type totals struct {
-	Events       int64 // the stored events counted
-	First, Last  int64 // the first and last events' times (epoch ms)
-	Turns        int64
-	ToolCalls    int64
-	FailedCalls  int64
-	Models       []string
-	InputTokens  int64
-	OutputTokens int64
-	CacheRead    int64
-	CacheWrite   int64
-	// HasTokens is set when a model response reported usage.
-	HasTokens bool
+	Events      int64 // the stored events counted
+	First, Last int64 // the first and last events' times (epoch ms)
+	Turns       int64
+	ToolCalls   int64
+	FailedCalls int64
+	Models      []string
+	// Usage is the session's tokens and cost from the usage projection,
+	// subagents included (set per page on a copy; nil when not read).
+	Usage *sessionUsage
 
 	models map[string]bool
 	calls  map[string]bool // call ids seen (a tool-call block and its tool/call are one call)
@@ -148,12 +147,6 @@ func (t *totals) add(e dshq.Event) {
 					ID   string `json:"id"`
 				} `json:"content"`
 			} `json:"message"`
-			Usage *struct {
-				InputTokens      int64 `json:"inputTokens"`
-				OutputTokens     int64 `json:"outputTokens"`
-				CacheReadTokens  int64 `json:"cacheReadTokens"`
-				CacheWriteTokens int64 `json:"cacheWriteTokens"`
-			} `json:"usage"`
 		}
 		if json.Unmarshal(e.Data, &a) != nil {
 			return
@@ -166,13 +159,6 @@ func (t *totals) add(e dshq.Event) {
 			if b.Type == "tool-call" {
 				t.call(b.ID)
 			}
-		}
-		if u := a.Usage; u != nil {
-			t.HasTokens = true
-			t.InputTokens += u.InputTokens
-			t.OutputTokens += u.OutputTokens
-			t.CacheRead += u.CacheReadTokens
-			t.CacheWrite += u.CacheWriteTokens
 		}
 	case dshq.TypeToolResult:
 		var r struct {
@@ -234,4 +220,59 @@ func duration(ms int64) string {
 // applyTotals puts the totals on the row.
 func (r *sessionRow) applyTotals(t *totals) {
 	r.Totals = t
+}
+
+// sessionUsage is what usage.report says a session spent, its subagents'
+// calls rolled up: the numbers `dshq usage session --session ID` prints.
+type sessionUsage struct {
+	usage.Totals
+	Models []string
+}
+
+// sessionUsage reads the session's usage (nil when it cannot be read: the
+// header shows none).
+func (s *Server) sessionUsage(ctx context.Context, id string) *sessionUsage {
+	rep, err := s.qc.SessionUsage(ctx, []string{id})
+	if err != nil {
+		s.log.Debug("web: session usage", "session", id, "err", err)
+		return nil
+	}
+	u := &sessionUsage{Totals: rep.Totals}
+	seen := map[string]bool{}
+	for _, r := range rep.Rows {
+		for _, m := range r.ModelsUsed {
+			if !seen[m] {
+				seen[m] = true
+				u.Models = append(u.Models, clean(m))
+			}
+		}
+	}
+	sort.Strings(u.Models)
+	return u
+}
+
+// Cost is the cost as the usage report prints it: a model without a price
+// is never $0 ("no price", or "$x + unpriced").
+func (u *sessionUsage) Cost() string { return usageCost(u.Totals) }
+
+// ExactCost is the priced models' cost to the hundredth of a cent ("" when
+// none is priced).
+func (u *sessionUsage) ExactCost() string {
+	if u.TotalCost == nil {
+		return ""
+	}
+	return "$" + strconv.FormatFloat(*u.TotalCost, 'f', 4, 64)
+}
+
+// Unpriced names the models the pricing table does not price.
+func (u *sessionUsage) Unpriced() string { return clean(strings.Join(u.UnpricedModels, ", ")) }
+
+// withUsage returns a copy of t (the cached totals are shared) with u.
+func withUsage(t *totals, u *sessionUsage) *totals {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	c.Usage = u
+	return &c
 }
