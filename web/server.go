@@ -187,6 +187,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /search", s.page(s.searchPage))
 	m.HandleFunc("GET /s/{id}", s.page(s.conversationPage))
 	m.HandleFunc("GET /s/{id}/log", s.page(s.logPage))
+	m.HandleFunc("GET /s/{id}/timeline", s.page(s.timelinePage)) // timeline.go
 	m.HandleFunc("GET /s/{id}/e/{seq}", s.page(s.eventPage))
 	m.HandleFunc("GET /s/{id}/lineage", s.page(s.lineagePage))
 	m.HandleFunc("GET /s/{id}/live", s.sessionLive)

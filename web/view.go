@@ -39,7 +39,7 @@ type liveInfo struct {
 }
 
 // pageNames are the templates that are whole pages.
-var pageNames = []string{"sessions", "search", "session", "event", "lineage", "error"}
+var pageNames = []string{"sessions", "search", "session", "timeline", "event", "lineage", "error"}
 
 // parseTemplates parses the embedded templates into s.tmpl (every
 // template, for fragments) and s.pages: one set per page, the layout with
@@ -88,6 +88,7 @@ func (s *Server) funcs() template.FuncMap {
 		"add":         func(a, b int64) int64 { return a + b },
 		"deref":       func(p *int64) int64 { return *p },
 		"int64":       func(n int) int64 { return int64(n) },
+		"plural":      plural,
 		"inList": func(s string, list []string) bool {
 			for _, x := range list {
 				if x == s {
