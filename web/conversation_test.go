@@ -101,8 +101,8 @@ func TestConversationPairsCallsWithResultsAndFoldsBookkeeping(t *testing.T) {
 		// results do not break the run.
 		`<span class="bk-n">2</span> bookkeeping events <span class="bk-kinds">progress · queue-operation</span>`,
 		// After turn 1's end, the closing system notes and the meta record.
-		`<div class="turn-after"><details class="bk"><summary><span class="bk-n">2</span> bookkeeping events <span class="bk-kinds">system · user</span>`)
-	if n := strings.Count(body, `<details class="bk">`); n < 4 {
+		`<div class="turn-after"><details class="bk" data-kinds="[[&#34;system&#34;,1],[&#34;user&#34;,1]]"><summary><span class="bk-n">2</span> bookkeeping events <span class="bk-kinds">system · user</span>`)
+	if n := strings.Count(body, `<details class="bk" `); n < 4 {
 		t.Errorf("%d bookkeeping folds", n)
 	}
 	// Reasoning is collapsed; the turn's end closes its section.
@@ -129,7 +129,7 @@ func TestConversationOfACodexRollout(t *testing.T) {
 	s := newStack(t)
 	seedHarnesses(t, s)
 	body := s.page(t, sessionURL(codexID))
-	mustContain(t, "codex", body, "Turn 1</span>", "Turn 2</span>", `<details class="bk">`, "turn_context")
+	mustContain(t, "codex", body, "Turn 1</span>", "Turn 2</span>", `<details class="bk" `, "turn_context")
 	// Every call with a tool/call event that its assistant message names is
 	// folded; its result is under it.
 	calls := regexp.MustCompile(`<div class="call[^"]*" data-call-id="([^"]+)">`).FindAllStringSubmatch(body, -1)

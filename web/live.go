@@ -369,18 +369,31 @@ func (s *Server) sessionLive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	filters := []feed.Filter{{SessionID: id}}
+	conv := r.URL.Query().Get("view") == "conv"
 	s.stream(w, r, filters, starts, func(out *sse, d delivery, ids []uint64) error {
 		m, sid := d.m, joinIDs(ids)
 		switch m.Kind {
 		case feed.KindEvent:
-			html, err := s.liveEvent(r.Context(), id, m.Event, st.InheritedEventCount)
+			v, err := s.liveView(r.Context(), id, m.Event, st.InheritedEventCount)
+			var html string
+			var place convLive
+			if err == nil {
+				html, err = s.fragment("event-row", v)
+			}
+			if err == nil && conv {
+				place, err = s.liveConv(v, html) // conversation_live.go
+			}
 			if err != nil {
 				// Better a reload than a page with a hole in it.
 				s.log.Warn("web: cannot render a live event", "session", id, "seq", m.Event.Seq, "err", err)
 				_ = out.send("resync", "", map[string]string{"reason": "event " + strconv.FormatInt(m.Event.Seq, 10) + " could not be read"})
 				return err
 			}
-			return out.send("event", sid, map[string]any{"seq": m.Event.Seq, "html": html, "count": m.Event.Seq + 1})
+			data := map[string]any{"seq": m.Event.Seq, "html": html, "count": m.Event.Seq + 1}
+			if conv {
+				data["conv"] = place
+			}
+			return out.send("event", sid, data)
 		case feed.KindSurface:
 			return out.send("surface", sid, map[string]any{"seq": m.Surface.Seq, "to": m.Surface.To, "replacedBy": m.Surface.ReplacedBy})
 		case feed.KindTitle:
@@ -392,26 +405,26 @@ func (s *Server) sessionLive(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// liveEvent renders an event of the feed as its transcript row (reading it
-// with events.read when the feed left the record out).
-func (s *Server) liveEvent(ctx context.Context, id string, e *feed.EventBody, inherited int64) (string, error) {
+// liveView renders an event of the feed (reading it with events.read when
+// the feed left the record out).
+func (s *Server) liveView(ctx context.Context, id string, e *feed.EventBody, inherited int64) (eventView, error) {
 	raw := e.Raw
 	if e.RawOmitted || len(raw) == 0 {
 		ctx, cancel := context.WithTimeout(ctx, queryTimeout)
 		defer cancel()
 		w, err := s.qc.ReadEvent(ctx, dshq.EventReadRequest{SessionID: id, Seq: e.Seq})
 		if err != nil {
-			return "", err
+			return eventView{}, err
 		}
 		raw = w.Target.Raw
 	}
 	var ev dshq.Event
 	if err := json.Unmarshal(raw, &ev); err != nil {
-		return "", fmt.Errorf("event %d: %w", e.Seq, err)
+		return eventView{}, fmt.Errorf("event %d: %w", e.Seq, err)
 	}
 	v := renderEvent(id, ev, inlineBytes, traceURL(id, ev.Seq)+"?all=1")
 	v.Surface, v.Invalid, v.Inherited = string(e.Surface), e.Invalid, e.Seq < inherited
-	return s.fragment("event-row", v)
+	return v, nil
 }
 
 // listLive streams new sessions, titles and lease changes for the list,

@@ -97,8 +97,14 @@
     const head = document.querySelector('.session-head');
     const onLast = list && list.dataset.lastPage === 'true';
     const notice = document.getElementById('new-events');
+    const conv = list && list.dataset.view === 'conv';
     follow(url, {
       event(d) {
+        if (conv && d.conv) {
+          if (!placeConv(list, d, onLast) && notice) notice.hidden = false;
+          bump(head && head.querySelector('[data-count]'), d.count);
+          return;
+        }
         const existing = document.getElementById('e-' + d.seq);
         const frag = fragment(d.html);
         const node = frag.firstElementChild;
@@ -147,6 +153,137 @@
       },
     });
   }
+
+  // Conversation view (h27a; web/conversation_live.go says where each
+  // event goes): a live event joins the conversation — a turn/start opens a
+  // turn, a turn/end closes it, a result goes under its call and the
+  // duplicate tool/call into it, bookkeeping into the turn's quiet fold.
+  // Returns false when the event belongs to a later page.
+  function placeConv(list, d, onLast) {
+    const c = d.conv;
+    const existing = document.getElementById('e-' + d.seq);
+    if (existing) {
+      // Already on the page (the stream overlaps the page's read).
+      if (c.place !== 'turn' && c.place !== 'call') {
+        const frag = fragment(c.place === 'fold' ? d.html : c.html);
+        localTimes(frag);
+        existing.replaceWith(frag);
+      }
+      return true;
+    }
+    if (!onLast) return false;
+    const empty = document.getElementById('no-events');
+    if (empty) empty.hidden = true;
+    const insert = (parent, html) => {
+      const frag = fragment(html);
+      localTimes(frag);
+      const el = frag.firstElementChild;
+      if (el) el.classList.add('is-new');
+      parent.appendChild(frag);
+      return el;
+    };
+    const turns = list.querySelectorAll(':scope > section.turn');
+    const last = turns[turns.length - 1] || null;
+    const open = last && !last.querySelector(':scope > footer.turn-end') ? last : null;
+    // The open turn's items, else a section between turns.
+    const items = () => {
+      let t = open;
+      if (!t) {
+        t = document.createElement('section');
+        t.className = 'turn';
+        const h = document.createElement('header');
+        h.className = 'turn-head';
+        const n = document.createElement('span');
+        n.className = 'turn-name';
+        n.textContent = 'Between turns';
+        h.append(n);
+        const it = document.createElement('div');
+        it.className = 'turn-items';
+        t.append(h, it);
+        list.appendChild(t);
+      }
+      return t.querySelector(':scope > .turn-items');
+    };
+    const call = c.callId ? list.querySelector('.call[data-call-id="' + CSS.escape(c.callId) + '"]') : null;
+    switch (c.place) {
+      case 'turn':
+        insert(list, c.html);
+        return true;
+      case 'end': {
+        if (open) insert(open, c.html);
+        else insert(items().parentElement, c.html);
+        return true;
+      }
+      case 'result': {
+        const box = call && call.querySelector(':scope > .call-results');
+        if (box && !box.firstElementChild) {
+          const el = insert(box, c.html);
+          if (el && el.classList.contains('is-failed')) call.classList.add('is-failed');
+          return true;
+        }
+        insert(items(), d.html);
+        return true;
+      }
+      case 'call': {
+        if (call && !call.querySelector(':scope > .anchor')) {
+          const a = document.createElement('span');
+          a.className = 'anchor';
+          a.id = 'e-' + d.seq;
+          a.dataset.seq = String(d.seq);
+          call.prepend(a);
+          return true;
+        }
+        insert(items(), d.html);
+        return true;
+      }
+      case 'fold': {
+        // After an ended turn, its closing notes; else the open turn's.
+        let box;
+        if (!open && last) {
+          box = last.querySelector(':scope > .turn-after');
+          if (!box) {
+            box = document.createElement('div');
+            box.className = 'turn-after';
+            last.appendChild(box);
+          }
+        } else {
+          box = items();
+        }
+        const fold = box.lastElementChild;
+        if (fold && fold.matches('details.bk')) {
+          insert(fold.querySelector('.bk-items'), d.html);
+          extendFold(fold, c.kind);
+        } else {
+          insert(box, c.html);
+        }
+        return true;
+      }
+      default:
+        insert(items(), c.html);
+        return true;
+    }
+  }
+
+  // extendFold counts one more event of kind in a bookkeeping fold, and
+  // writes its summary as the server does (most frequent kind first).
+  function extendFold(fold, kind) {
+    let kinds = [];
+    try { kinds = JSON.parse(fold.dataset.kinds || '[]'); } catch (e) { kinds = []; }
+    const k = kinds.find((x) => x[0] === kind);
+    if (k) k[1]++;
+    else kinds.push([kind, 1]);
+    fold.dataset.kinds = JSON.stringify(kinds);
+    const total = kinds.reduce((n, x) => n + x[1], 0);
+    const order = kinds.map((x, i) => [x, i]).sort((a, b) => b[0][1] - a[0][1] || a[1] - b[1]).map((x) => x[0]);
+    const n = fold.querySelector('.bk-n');
+    if (n) {
+      n.textContent = total.toLocaleString('en-US');
+      if (n.nextSibling) n.nextSibling.textContent = total === 1 ? ' bookkeeping event ' : ' bookkeeping events ';
+    }
+    const text = fold.querySelector('.bk-kinds');
+    if (text) text.textContent = order.map((x) => x[1] > 1 ? x[0] + ' ×' + x[1].toLocaleString('en-US') : x[0]).join(' · ');
+  }
+  // End of the conversation view's block.
 
   function rowOf(id) {
     return document.querySelector('tr[data-sid="' + CSS.escape(id) + '"]');
