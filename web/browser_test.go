@@ -2,10 +2,12 @@ package web
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/numfmt"
 )
 
 // chromium returns the browser to drive: $DSH_CHROMIUM, else the first of
@@ -258,4 +261,182 @@ func TestBrowserWalksTheCorpus(t *testing.T) {
 		t.Errorf("the status says %q", got)
 	}
 	b.shot("disconnected")
+}
+
+// updateScreenshots makes the browser test write its page screenshots into
+// docs/img (go test ./web -run TestBrowserWalksTheSessionPage -update-screenshots),
+// so docs/ui.md shows the pages as they are.
+var updateScreenshots = flag.Bool("update-screenshots", false, "write the session page browser test's screenshots into docs/img")
+
+// uiShots are the pages docs/ui.md shows, at desktop and phone widths.
+var uiShotSizes = []struct {
+	name          string
+	width, height int64
+}{{"desktop", 1280, 860}, {"phone", 420, 860}}
+
+// docShot saves what the window shows of the page at each width, as
+// dir/ui-name-desktop.png and ui-name-phone.png (and into docs/img with
+// -update-screenshots).
+// On a phone the page is scrolled to its main part (main, a selector)
+// when it has one.
+func (b *browse) docShot(name, main string) {
+	b.t.Helper()
+	for _, sz := range uiShotSizes {
+		b.step(20*time.Second, chromedp.EmulateViewport(sz.width, sz.height))
+		scroll := `window.scrollTo(0, 0)`
+		if main != "" && sz.name == "phone" {
+			scroll = `document.querySelector(` + strconv.Quote(main) + `).scrollIntoView()`
+		}
+		b.step(5*time.Second, chromedp.Evaluate[chromedp.Void](scroll))
+		shot := "ui-" + name + "-" + sz.name
+		b.view(shot)
+		if *updateScreenshots {
+			png, err := os.ReadFile(filepath.Join(b.dir, shot+".png"))
+			if err == nil {
+				err = os.WriteFile(filepath.Join("..", "docs", "img", shot+".png"), png, 0o644)
+			}
+			if err != nil {
+				b.t.Fatal(err)
+			}
+		}
+	}
+	b.step(20*time.Second, chromedp.EmulateViewport(1280, 860))
+}
+
+// TestBrowserWalksTheSessionPage walks the conversation view of a Claude
+// Code transcript and a Codex rollout of the repository's fixtures, the
+// timeline of a session with subagents, the header's totals beside
+// `dshq usage session`'s, and live events joining the conversation; it
+// saves each page at desktop and phone widths.
+func TestBrowserWalksTheSessionPage(t *testing.T) {
+	chromium(t)
+	s := newStack(t)
+	seedHarnesses(t, s)
+	seedCorpus(t, s)
+	seedUsage(t, s)
+	b := &browse{t: t, ctx: newBrowser(t, 1280, 860), base: strings.TrimSuffix(s.srv.URL, "/"), dir: screenshotDir(t)}
+
+	// Claude Code: calls paired with their results, the duplicate
+	// tool/call folded into its call, bookkeeping folded and closed.
+	b.open(sessionURL(ccTurns), "#e-10")
+	for _, c := range []struct{ call, result string }{{"toolu_read", "e-10"}, {"toolu_grep", "e-11"}} {
+		if !eval[bool](b, fmt.Sprintf(`document.querySelector('.call[data-call-id="%s"] > .call-results > .call-result#%s') !== null`, c.call, c.result)) {
+			t.Errorf("the result %s is not under its call %s", c.result, c.call)
+		}
+	}
+	if !eval[bool](b, `document.querySelector('#e-11').classList.contains('is-failed') && document.querySelector('.call[data-call-id="toolu_grep"]').classList.contains('is-failed')`) {
+		t.Error("the failed grep is not marked failed")
+	}
+	for _, seq := range []int{7, 8} {
+		if !eval[bool](b, fmt.Sprintf(`document.querySelector('article#e-%d') === null && document.querySelector('.call > .anchor#e-%d') !== null`, seq, seq)) {
+			t.Errorf("the duplicate tool/call #%d is not folded into its call", seq)
+		}
+	}
+	if n := eval[int](b, `[...document.querySelectorAll('details.bk')].filter((d) => !d.open).length`); n < 4 {
+		t.Errorf("%d closed bookkeeping folds, want 4", n)
+	}
+	if !eval[bool](b, `!document.getElementById('e-0').checkVisibility()`) {
+		t.Error("the file-history snapshot #0 is shown, not folded")
+	}
+	b.step(5*time.Second, chromedp.Click(chromedp.CSS(`.turn:first-child details.bk > summary`)))
+	if !eval[bool](b, `document.getElementById('e-0').checkVisibility()`) {
+		t.Error("the fold does not expand")
+	}
+	b.docShot("conversation", "#events")
+
+	// The filter by type narrows the page to tool results.
+	b.step(20*time.Second, chromedp.SetValue(chromedp.CSS(`.view-filters input[name="type"]`), "tool/result"),
+		chromedp.Click(chromedp.CSS(`.view-filters button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.pages .muted`)))
+	b.check("filtered")
+	if got := eval[string](b, `location.search`); got != "?type=tool%2Fresult" {
+		t.Errorf("the filter's URL is %q", got)
+	}
+	if !eval[bool](b, `document.getElementById('e-10') !== null && document.getElementById('e-11') !== null && document.getElementById('e-3') === null && document.getElementById('e-4') === null`) {
+		t.Errorf("the type filter shows %q", eval[[]string](b, `[...document.querySelectorAll('[data-seq]')].map((e) => e.id)`))
+	}
+
+	// Codex: the same pairing.
+	b.open(sessionURL(codexID), "#e-13")
+	if n := eval[int](b, `document.querySelectorAll('.call > .call-results > .call-result').length`); n < 3 {
+		t.Errorf("%d Codex calls have their result under them, want 3", n)
+	}
+	if !eval[bool](b, `document.querySelector('article#e-11') === null && document.querySelector('.call > .anchor#e-11') !== null`) {
+		t.Error("the Codex tool/call #11 is not folded into its call")
+	}
+	if n := eval[int](b, `document.querySelectorAll('details.bk').length`); n < 2 {
+		t.Errorf("%d bookkeeping folds in the rollout", n)
+	}
+
+	// The totals are `dshq usage session`'s.
+	u := cliSessionUsage(t, s, usageParent)
+	b.open(sessionURL(usageParent), ".totals")
+	if got := eval[string](b, `document.querySelector('[data-total="total-tokens"]').textContent`); got != numfmt.Thousands(u.TotalTokens) {
+		t.Errorf("the header says %s tokens, dshq usage session %d", got, u.TotalTokens)
+	}
+	if got := eval[string](b, `document.querySelector('[data-total="cost"]').textContent`); !strings.HasPrefix(got, usageCost(u)) || !strings.Contains(got, "no price for claude-fictional-9") {
+		t.Errorf("the header's cost says %q, dshq usage session %s", got, usageCost(u))
+	}
+
+	// The timeline: the session's rows and its two subagents' lanes, bars
+	// drawn in order, each a link to its event.
+	b.open(sessionURL(usageParent)+"/timeline", ".tl-row rect.tl-bar")
+	if n := eval[int](b, `document.querySelectorAll('.tl-row[data-kind="lane"]').length`); n != 2 {
+		t.Errorf("%d subagent lanes, want 2", n)
+	}
+	if !eval[bool](b, `[...document.querySelectorAll('rect.tl-bar')].every((r) => r.getBoundingClientRect().width > 0 && r.getBoundingClientRect().height > 0)`) {
+		t.Error("a bar is not drawn")
+	}
+	if !eval[bool](b, `(() => { const x = (s) => document.querySelector('.tl-row[data-kind="turn"][data-seq="' + s + '"] rect.tl-bar').getBoundingClientRect().left; return x(9) > x(0); })()`) {
+		t.Error("turn 2's bar is not after turn 1's")
+	}
+	b.docShot("timeline", ".tl-summary")
+	b.step(20*time.Second, chromedp.Click(chromedp.CSS(`.tl-row[data-kind="tool"] svg a`)), chromedp.WaitVisible(chromedp.CSS(`#e-3`)))
+	b.waitFor(5*time.Second, `location.pathname === '/s/`+usageParent+`' && location.hash === '#e-3'`)
+	b.check("timeline click")
+
+	// The other pages, for docs/ui.md.
+	b.open("/", "#session-rows tr")
+	b.docShot("sessions", "")
+	b.open(sessionURL(ccTurns)+"/e/11", ".trace-grid")
+	b.docShot("event", "")
+	b.open("/search?q=retry", ".hit")
+	b.docShot("search", "")
+	b.open("/s/s-7f3c/lineage", ".tree")
+	b.docShot("lineage", ".lineage")
+	b.open("/usage?tz=UTC", "#chart-tokens svg rect")
+	b.docShot("usage", "")
+
+	// Live: events appended while the conversation is open join it.
+	h := s.liveSession(t, "live-conv-browser", 0)
+	var evs []dshq.Event
+	for _, l := range liveTurn[:3] {
+		evs = append(evs, event(l))
+	}
+	gen, err := h.Append(testContext(t), evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitGeneration(t, gen)
+	b.open("/s/live-conv-browser", `.call[data-call-id="c1"]`)
+	b.waitFor(5*time.Second, `document.getElementById('live-status').dataset.state === 'live'`)
+	evs = evs[:0]
+	for _, l := range liveTurn[3:] {
+		evs = append(evs, event(l))
+	}
+	if _, err := h.Append(testContext(t), evs); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(10*time.Second, `document.querySelector('footer.turn-end#e-6') !== null`)
+	for what, cond := range map[string]string{
+		"the result under its call":          `document.querySelector('.call[data-call-id="c1"] > .call-results > .call-result#e-5') !== null`,
+		"the tool/call folded into its call": `document.querySelector('.call[data-call-id="c1"] > .anchor#e-3') !== null && document.querySelector('article#e-3') === null`,
+		"the step line in a fold":            `document.querySelector('.turn-items > details.bk .bk-items > article#e-4') !== null`,
+		"the turn closed":                    `document.querySelector('section.turn > footer.turn-end#e-6') !== null`,
+	} {
+		if !eval[bool](b, cond) {
+			t.Errorf("live: %s is not so", what)
+		}
+	}
+	b.check("live conversation")
 }

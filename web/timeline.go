@@ -427,11 +427,11 @@ func mergeLanes(lanes []*lane) []*tlSpan {
 				break
 			}
 		}
-		label := l.title
+		label, detail := l.title, clean(l.id)
 		if label == "" {
-			label = clean(l.id)
+			label, detail = detail, ""
 		}
-		head := &tlSpan{Kind: "lane", Label: label, Detail: clean(l.id), SessionID: l.id, Seq: -1,
+		head := &tlSpan{Kind: "lane", Label: label, Detail: detail, SessionID: l.id, Seq: -1,
 			Start: l.b.first, End: l.b.last, Depth: l.depth}
 		block := append([]*tlSpan{head}, l.b.spans...)
 		ps := parent.b.spans
