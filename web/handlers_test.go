@@ -110,6 +110,7 @@ func TestPagesEscapeEveryValueFromALog(t *testing.T) {
 		"search":        "/search?q=hostile",
 		"event search":  "/search?" + url.Values{"q": {"hostile"}, "session": {hostileID}}.Encode(),
 		"transcript":    session,
+		"timeline":      session + "/timeline",
 		"event":         session + "/e/1",
 		"tool event":    session + "/e/6",
 		"odd event":     session + "/e/7",
