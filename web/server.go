@@ -78,6 +78,8 @@ type Server struct {
 
 	// totals are the sessions' totals, kept as they are read.
 	totals totalsCache
+	// timelines are the sessions' timeline builders (timeline.go).
+	timelines timelineCache
 	// counts are the counts of recent searches.
 	searchCounts searchCounts
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -55,10 +56,11 @@ type tlSpan struct {
 	callID string
 }
 
-// tlBuilder turns one session's events, in seq order, into spans.
+// tlBuilder turns one session's events, in seq order, into spans. A log
+// only grows, so a builder is kept (timelineCache) and later given only the
+// events stored since.
 type tlBuilder struct {
 	id    string
-	depth int
 	spans []*tlSpan
 	turn  *tlSpan
 	req   *tlSpan
@@ -67,17 +69,17 @@ type tlBuilder struct {
 	// user's message, a tool result, a step's or turn's start.
 	input       int64
 	first, last int64
-	events      int64
+	events      int64 // the events read: the next one's seq
 	// Turns, Requests and Calls count the spans of each kind.
 	turns, requests, tools int
 }
 
-func newTLBuilder(id string, depth int) *tlBuilder {
-	return &tlBuilder{id: id, depth: depth, calls: map[string]*tlSpan{}}
+func newTLBuilder(id string) *tlBuilder {
+	return &tlBuilder{id: id, calls: map[string]*tlSpan{}}
 }
 
 func (b *tlBuilder) span(kind, label string, seq, start int64) *tlSpan {
-	sp := &tlSpan{Kind: kind, Label: label, SessionID: b.id, Seq: seq, Start: start, End: start, Depth: b.depth,
+	sp := &tlSpan{Kind: kind, Label: label, SessionID: b.id, Seq: seq, Start: start, End: start,
 		Nested: kind != "turn" && b.turn != nil}
 	b.spans = append(b.spans, sp)
 	return sp
@@ -88,11 +90,12 @@ func (b *tlBuilder) add(e dshq.Event) {
 	if b.events == 0 || e.Time < b.first {
 		b.first = e.Time
 	}
-	b.events++
+	b.events = e.Seq + 1
 	b.last = max(b.last, e.Time)
 	if b.turn != nil && !isBookkeeping(&eventView{Type: e.Type, ignorable: e.Ignorable}) && e.Type != "turn/end" {
-		// A turn ends at its last message, call or result: a converted
-		// turn/end is written when the harness logged the next prompt.
+		// A turn ends at its last message, call or result, or at its
+		// turn/end unless converted: a converted turn/end is written when
+		// the harness logged the next prompt.
 		b.turn.End = max(b.turn.End, e.Time)
 	}
 	switch e.Type {
@@ -111,11 +114,15 @@ func (b *tlBuilder) add(e dshq.Event) {
 			Reason struct {
 				Kind string `json:"kind"`
 			} `json:"reason"`
+			Capture json.RawMessage `json:"capture"`
 		}
 		_ = json.Unmarshal(e.Data, &d)
 		if b.turn == nil {
 			b.turn = b.span("turn", strings.TrimSpace("Turn "+d.Turn.String()), e.Seq, e.Time)
 			b.turns++
+		}
+		if d.Capture == nil {
+			b.turn.End = max(b.turn.End, e.Time) // a harness's own turn/end is on time
 		}
 		if k := d.Reason.Kind; k != "" && k != "completed" {
 			b.turn.Failed, b.turn.Detail = true, clean(k)
@@ -228,13 +235,51 @@ func (b *tlBuilder) closeTurn() {
 	}
 }
 
-// finish ends what the log left open at its last event.
-func (b *tlBuilder) finish() {
-	b.closeTurn()
-	for _, sp := range b.spans {
-		if sp.Open {
-			sp.End = max(sp.Start, b.last)
+// rows returns copies of the spans at depth, what the log left open
+// ending at its last event (the builder itself stays open for more).
+func (b *tlBuilder) rows(depth int) []*tlSpan {
+	out := make([]*tlSpan, len(b.spans))
+	for i, sp := range b.spans {
+		c := *sp
+		c.Depth = depth
+		if sp == b.turn {
+			c.Open = true
 		}
+		if c.Open && c.Kind != "turn" {
+			c.End = max(c.Start, b.last)
+		}
+		out[i] = &c
+	}
+	return out
+}
+
+// maxTimelines bounds the sessions whose timeline builders the UI keeps.
+const maxTimelines = 256
+
+// timelineCache holds timeline builders by session id. A page takes a
+// builder out while it reads more events into it (a concurrent page
+// builds its own) and puts it back.
+type timelineCache struct {
+	mu sync.Mutex // guards m
+	m  map[string]*tlBuilder
+}
+
+func (c *timelineCache) take(id string) *tlBuilder {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.m[id]
+	delete(c.m, id)
+	return b
+}
+
+func (c *timelineCache) put(b *tlBuilder) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxTimelines {
+		c.m = map[string]*tlBuilder{}
+	}
+	if old := c.m[b.id]; old == nil || old.events < b.events {
+		c.m[b.id] = b
 	}
 }
 
@@ -296,6 +341,7 @@ type lane struct {
 	depth int
 	count int64
 	b     *tlBuilder
+	spans []*tlSpan
 }
 
 func (s *Server) timelinePage(r *http.Request) (*view, error) {
@@ -325,7 +371,15 @@ func (s *Server) timelinePage(r *http.Request) (*view, error) {
 	g.Go(func() error { d.Row.applyTotals(s.sessionTotals(gctx, id, st)); return nil })
 	g.Go(func() error { u = s.sessionUsage(gctx, id); return nil })
 	for _, l := range lanes {
-		g.Go(func() error { return s.scanEvents(gctx, l.id, 0, l.count, l.b.add) })
+		g.Go(func() error {
+			l.b = s.timelines.take(l.id)
+			if l.b == nil || l.b.events > l.count {
+				l.b = newTLBuilder(l.id)
+			}
+			err := s.scanEvents(gctx, l.id, l.b.events, l.count, l.b.add)
+			s.timelines.put(l.b)
+			return err
+		})
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
@@ -362,7 +416,7 @@ func (s *Server) timelinePage(r *http.Request) (*view, error) {
 // most maxTimelineLanes of them; cut says some were left out), each with
 // its event count.
 func (s *Server) timelineLanes(ctx context.Context, id string, st *stat) (lanes []*lane, cut bool, err error) {
-	lanes = []*lane{{id: id, count: st.EventCount, b: newTLBuilder(id, 0)}}
+	lanes = []*lane{{id: id, count: st.EventCount}}
 	var lt struct {
 		Descendants []wireLineage `json:"descendants"`
 	}
@@ -380,7 +434,7 @@ func (s *Server) timelineLanes(ctx context.Context, id string, st *stat) (lanes 
 				return
 			}
 			cid := n.Session.Header.ID
-			lanes = append(lanes, &lane{id: cid, depth: depth, b: newTLBuilder(cid, depth)})
+			lanes = append(lanes, &lane{id: cid, depth: depth})
 			walk(n.Descendants, depth+1)
 		}
 	}
@@ -410,7 +464,7 @@ func (s *Server) timelineLanes(ctx context.Context, id string, st *stat) (lanes 
 // at its start, so it follows the call that started it.
 func mergeLanes(lanes []*lane) []*tlSpan {
 	for _, l := range lanes {
-		l.b.finish()
+		l.spans = l.b.rows(l.depth)
 	}
 	// Children come after their parent in lanes (depth first): fold them
 	// in from the last, so a lane holds its own subagents when its parent
@@ -433,8 +487,8 @@ func mergeLanes(lanes []*lane) []*tlSpan {
 		}
 		head := &tlSpan{Kind: "lane", Label: label, Detail: detail, SessionID: l.id, Seq: -1,
 			Start: l.b.first, End: l.b.last, Depth: l.depth}
-		block := append([]*tlSpan{head}, l.b.spans...)
-		ps := parent.b.spans
+		block := append([]*tlSpan{head}, l.spans...)
+		ps := parent.spans
 		at := len(ps)
 		for k, sp := range ps {
 			// Before the parent's next row, or a sibling lane that began later.
@@ -443,9 +497,9 @@ func mergeLanes(lanes []*lane) []*tlSpan {
 				break
 			}
 		}
-		parent.b.spans = append(ps[:at:at], append(block, ps[at:]...)...)
+		parent.spans = append(ps[:at:at], append(block, ps[at:]...)...)
 	}
-	return lanes[0].b.spans
+	return lanes[0].spans
 }
 
 // place puts spans on the page's axis: from the earliest start to the

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/dshq/dshq"
 )
 
 // tlRowsOf returns the kind and classes, session (less root), label and
@@ -104,5 +106,42 @@ func TestTimelineAxisDrawsIdleGapsShort(t *testing.T) {
 	short := newAxis([]*tlSpan{{Start: 0, End: 10_000}, {Start: 40_000, End: 50_000}})
 	if len(short.gaps) != 0 {
 		t.Errorf("a 30 s pause is drawn short: %+v", short.gaps)
+	}
+}
+
+func TestTimelineGrowsWithTheLog(t *testing.T) {
+	s := newStack(t)
+	h := s.liveSession(t, "tl-live", 0)
+	ctx := testContext(t)
+	appendLines := func(lines []string) {
+		t.Helper()
+		var evs []dshq.Event
+		for _, l := range lines {
+			evs = append(evs, event(l))
+		}
+		gen, err := h.Append(ctx, evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.waitGeneration(t, gen)
+	}
+	appendLines(liveTurn[:3])
+	got := strings.Join(tlRowsOf(t, s.page(t, "/s/tl-live/timeline"), "tl-live"), "\n")
+	for _, w := range []string{"turn.tl-d0.is-open |  | Turn 1 | 100 ms", "tool.tl-d0.tl-in.is-open |  | ls | 0 ms"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("before the result: no %q in\n%s", w, got)
+		}
+	}
+	// The kept builder reads only what was stored since, and its open
+	// spans close.
+	appendLines(liveTurn[3:])
+	got = strings.Join(tlRowsOf(t, s.page(t, "/s/tl-live/timeline"), "tl-live"), "\n")
+	want := strings.Join([]string{
+		"turn.tl-d0 |  | Turn 1 | 300 ms",
+		"request.tl-d0.tl-in |  | m | 99 ms",
+		"tool.tl-d0.tl-in |  | ls | 100 ms",
+	}, "\n")
+	if got != want {
+		t.Errorf("after the turn ended:\n%s\nwant:\n%s", got, want)
 	}
 }
