@@ -204,12 +204,12 @@ func TestReadYourWrites(t *testing.T) {
 	for i := range 5 {
 		id := fmt.Sprintf("fresh-%d", i)
 		gen := p.Publish(t, freshLog(id, "freshly written words"))
-		ctx := tools.WithMinGeneration(context.Background(), gen)
-		r, err := tl.Call(ctx, tools.AsSession(id), tools.NameSessionEventSearch, []byte(`{"query":"freshly written"}`))
+		ctx := context.Background()
+		r, err := tl.Call(ctx, tools.AsSession(id).AtGeneration(gen), tools.NameSessionEventSearch, []byte(`{"query":"freshly written"}`))
 		if err != nil || r.IsError || !strings.Contains(r.Text, "Event search results (1):\n1. seq 1 | user/message") {
 			t.Fatalf("%s: err %v, result %+v", id, err, r)
 		}
-		r, err = tl.Call(ctx, tools.AsSession("s-caller"), tools.NameSessionSearch, []byte(`{"query":"freshly written","session_ids":["`+id+`"]}`))
+		r, err = tl.Call(ctx, tools.AsSession("s-caller").AtGeneration(gen), tools.NameSessionSearch, []byte(`{"query":"freshly written","session_ids":["`+id+`"]}`))
 		if err != nil || r.IsError || !strings.Contains(r.Text, "1. Session "+id+" — untitled") {
 			t.Fatalf("%s: err %v, result %+v", id, err, r)
 		}

@@ -31,4 +31,7 @@ type Service interface {
 	// LastStepStart returns the seq of the session's last step/start event;
 	// ok is false when it has none.
 	LastStepStart(ctx context.Context, sessionID string) (seq int64, ok bool, err error)
+	// AtGeneration returns the Service whose every query is answered by a
+	// projection that has applied at least generation g (Caller.AtGeneration).
+	AtGeneration(g uint64) Service
 }
