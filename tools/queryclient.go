@@ -27,20 +27,19 @@ func (q queryService) AtGeneration(g uint64) Service {
 func (q queryService) FilterSessions(ctx context.Context, filters []dshq.Filter) ([]dshq.SessionRecord, error) {
 	var out []dshq.SessionRecord
 	req := dshq.SessionFilterRequest{Filters: filters, Limit: dshq.MaxListLimit}
-	for {
-		p, err := q.c.FilterSessions(ctx, req, q.opts...)
+	err := query.Follow(q.opts, func(cursor string, opts []query.CallOption) (string, uint64, error) {
+		req.Cursor = cursor
+		p, err := q.c.FilterSessions(ctx, req, opts...)
 		if err != nil {
-			return nil, err
+			return "", 0, err
 		}
 		out = append(out, p.Items...)
-		if p.NextCursor == "" {
-			return out, nil
-		}
-		if p.NextCursor == req.Cursor {
-			return nil, dshq.Errorf(dshq.CodeInvalidCursor, "sessions.filter repeated a continuation cursor")
-		}
-		req.Cursor = p.NextCursor
+		return p.NextCursor, p.Generation, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 func (q queryService) SearchSessions(ctx context.Context, req dshq.SessionSearchRequest) (dshq.SessionSearchPage, error) {

@@ -75,12 +75,14 @@ func (g *globals) readSession(ctx context.Context, c *query.Client, id string, o
 	tw := newTable(g.stdout)
 	n := 0
 	calls := map[string]string{}
-	var merged *dshq.SessionRead // --json: every page's events in one reply
-	for {
+	var merged, last *dshq.SessionRead // --json: every page's events in one reply
+	err := query.Follow(opts, func(cursor string, opts []query.CallOption) (string, uint64, error) {
+		req.Cursor = cursor
 		page, err := c.ReadSession(ctx, req, opts...)
 		if err != nil {
-			return err
+			return "", 0, err
 		}
+		last = page
 		if g.json {
 			if merged == nil {
 				merged = page
@@ -102,19 +104,19 @@ func (g *globals) readSession(ctx context.Context, c *query.Client, id string, o
 			}
 		}
 		n += len(page.Events)
-		if page.NextCursor == "" {
-			if g.json {
-				return writeJSON(g.stdout, merged)
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "%s at generation %d\n", count(n, "event"), page.Generation)
-			return nil
-		}
-		req.Cursor = page.NextCursor
-		opts = append(opts, query.WithMinGeneration(page.Generation))
+		return page.NextCursor, page.Generation, nil
+	})
+	if err != nil {
+		return err
 	}
+	if g.json {
+		return writeJSON(g.stdout, merged)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "%s at generation %d\n", count(n, "event"), last.Generation)
+	return nil
 }
 
 // printEvent writes one event row: mark, seq, time, type, text preview; a
