@@ -200,7 +200,8 @@ func freshLog(id, words string) []byte {
 // when it passes the generation of its last append.
 func TestReadYourWrites(t *testing.T) {
 	p := newPipeline(t, exampleCorpus)
-	tl := newTools(t, tools.FromQueryClient(p.Client))
+	rec := newSpy(tools.FromQueryClient(p.Client))
+	tl := newTools(t, rec)
 	for i := range 5 {
 		id := fmt.Sprintf("fresh-%d", i)
 		gen := p.Publish(t, freshLog(id, "freshly written words"))
@@ -213,5 +214,9 @@ func TestReadYourWrites(t *testing.T) {
 		if err != nil || r.IsError || !strings.Contains(r.Text, "1. Session "+id+" — untitled") {
 			t.Fatalf("%s: err %v, result %+v", id, err, r)
 		}
+		if calls := rec.Calls(); len(calls) == 0 || calls[0].Op != "at generation" || calls[0].Request != gen || countOp(rec, "sessions.search") != 1 {
+			t.Fatalf("%s: the tools did not ask at generation %d: %v", id, gen, opsOf(rec))
+		}
+		rec.reset()
 	}
 }

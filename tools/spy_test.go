@@ -14,6 +14,12 @@ import (
 // answer is the real engine's.
 type spy struct {
 	tools.Service
+	*spied
+}
+
+// spied is what a spy records and injects, shared by the spies of one
+// service at every generation (AtGeneration).
+type spied struct {
 	mu    sync.Mutex // guards the fields below
 	calls []served
 	// fail, when set, returns the failure of a call to op (nil: answer it).
@@ -28,7 +34,16 @@ type served struct {
 	Request any
 }
 
-func newSpy(svc tools.Service) *spy { return &spy{Service: svc} }
+func newSpy(svc tools.Service) *spy { return &spy{Service: svc, spied: &spied{}} }
+
+// AtGeneration records the generation asked for (op "at generation") and
+// returns the spy of the real service at it.
+func (s *spy) AtGeneration(g uint64) tools.Service {
+	s.mu.Lock()
+	s.calls = append(s.calls, served{Op: "at generation", Request: g})
+	s.mu.Unlock()
+	return &spy{Service: s.Service.AtGeneration(g), spied: s.spied}
+}
 
 // failWith makes every call for which fn returns an error fail with it.
 func (s *spy) failWith(fn func(op string) error) {
