@@ -1,5 +1,7 @@
 package build
 
+import "encoding/json"
+
 // The message and content shapes of a dshq log (docs/harnesses.md#events,
 // docs/events-and-surfaces.md): what the fold checks at its strict level
 // and what semantic text is read from.
@@ -56,3 +58,36 @@ func Completed() Obj { return Obj{{"kind", "completed"}} }
 
 // Aborted is the reason of a turn the user interrupted.
 func Aborted(by string) Obj { return Obj{{"kind", "aborted"}, {"reason", Obj{{"kind", by}}}} }
+
+// Blocks maps the elements of a JSON list to content blocks: a string by
+// str, an object by obj; an element either leaves out (a nil func, or a
+// nil Obj) is left to the source line. Anything but a list gives none.
+func Blocks(list json.RawMessage, str func(string) Obj, obj func(Record) Obj) Arr {
+	elems, _ := Array(list)
+	out := Arr{}
+	for _, e := range elems {
+		var b Obj
+		if s, ok := String(e); ok {
+			if str != nil {
+				b = str(s)
+			}
+		} else if o, ok := Object(e); ok && obj != nil {
+			b = obj(o)
+		}
+		if b != nil {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// TextOf returns the obj of Blocks that maps an object with a string member
+// "text" by as (Text, Reasoning), and leaves out any other.
+func TextOf(as func(string) Obj) func(Record) Obj {
+	return func(o Record) Obj {
+		if s, ok := o.Str("text"); ok {
+			return as(s)
+		}
+		return nil
+	}
+}
