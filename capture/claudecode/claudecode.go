@@ -19,6 +19,7 @@ package claudecode
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/dshq/dshq"
@@ -324,7 +325,7 @@ func (c *transcript) user(t *thread, src *build.Src, r build.Record, typ string)
 		return
 	}
 	for _, res := range results {
-		call := build.ID(res, fmt.Sprintf("line-%d-result", src.Line.No), "tool_use_id")
+		call := src.ID(res, "-result", "tool_use_id")
 		m := build.ToolResultMessage(messageID(src, r), call, res.True("is_error"), textBlocks(res.Raw("content")))
 		t.s.ToolResult(src, call, t.s.WithTurn(build.O("message", m)))
 	}
@@ -355,7 +356,7 @@ func textBlocks(content json.RawMessage) build.Arr {
 	if s, ok := build.String(content); ok {
 		return build.Arr{build.Text(s)}
 	}
-	return build.Blocks(content, build.Text, func(o build.Record) build.Obj {
+	return build.AppendBlocks(build.Arr{}, content, build.Text, func(o build.Record) build.Obj {
 		if bt, _ := o.Str("type"); bt == "text" {
 			s, _ := o.Str("text")
 			return build.Text(s)
@@ -394,7 +395,7 @@ func (c *transcript) assistant(t *thread, src *build.Src, r build.Record, typ st
 			s, _ := o.Str("thinking")
 			content = append(content, build.Reasoning(s))
 		case "tool_use", "server_tool_use":
-			id := build.ID(o, fmt.Sprintf("line-%d-call-%d", src.Line.No, i+1), "id")
+			id := src.ID(o, "-call-"+strconv.Itoa(i+1), "id")
 			name, _ := o.Str("name")
 			args := build.Compact(o.Raw("input"))
 			content = append(content, build.ToolCall(id, name, args))

@@ -328,7 +328,7 @@ func (c *rollout) item(src *build.Src, p build.Record, prev copyKind) {
 	case "web_search_call":
 		// Answered inside the model's reply: a tool/call with no result
 		// awaited, so no tool-call block either.
-		id := build.ID(p, fmt.Sprintf("line-%d", src.Line.No), "id")
+		id := src.ID(p, "", "id")
 		c.s.Call(src, id, "web_search", build.Compact(p.Raw("action")))
 	case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
 		c.output(src, p)
@@ -426,14 +426,14 @@ func (c *rollout) assistant(src *build.Src, p build.Record, content build.Arr) i
 // call writes a tool call: the assistant message asking for it, then the
 // tool/call.
 func (c *rollout) call(src *build.Src, p build.Record, name, args string) {
-	id := build.ID(p, fmt.Sprintf("line-%d", src.Line.No), "call_id", "id")
+	id := src.ID(p, "", "call_id", "id")
 	c.assistant(src, p, build.Arr{build.ToolCall(id, name, args)})
 	c.s.Call(src, id, name, args)
 }
 
 // output writes a tool result citing its call.
 func (c *rollout) output(src *build.Src, p build.Record) {
-	id := build.ID(p, fmt.Sprintf("line-%d", src.Line.No), "call_id")
+	id := src.ID(p, "", "call_id")
 	content, isError := outputBlocks(p.Raw("output"))
 	m := build.ToolResultMessage(messageID(src, p), id, isError, content)
 	c.s.ToolResult(src, id, c.s.WithTurn(build.O("message", m)))
@@ -468,7 +468,7 @@ func contentBlocks(raw json.RawMessage) build.Arr {
 	if s, ok := build.String(raw); ok {
 		return build.Arr{build.Text(s)}
 	}
-	return build.Blocks(raw, nil, func(o build.Record) build.Obj {
+	return build.AppendBlocks(build.Arr{}, raw, nil, func(o build.Record) build.Obj {
 		bt, _ := o.Str("type")
 		switch bt {
 		case "input_text", "output_text", "text":
@@ -488,8 +488,8 @@ func contentBlocks(raw json.RawMessage) build.Arr {
 // reasoningBlocks returns a reasoning item's summary and content as
 // reasoning blocks (its encrypted content stays in the source line).
 func reasoningBlocks(p build.Record) build.Arr {
-	out := build.Blocks(p.Raw("summary"), build.Reasoning, build.TextOf(build.Reasoning))
-	return append(out, build.Blocks(p.Raw("content"), build.Reasoning, build.TextOf(build.Reasoning))...)
+	out := build.AppendBlocks(build.Arr{}, p.Raw("summary"), build.Reasoning, build.ReasoningMember)
+	return build.AppendBlocks(out, p.Raw("content"), build.Reasoning, build.ReasoningMember)
 }
 
 // outputBlocks returns a tool output as text blocks: a string, an array of
@@ -499,9 +499,6 @@ func outputBlocks(raw json.RawMessage) (build.Arr, bool) {
 	if s, ok := build.String(raw); ok {
 		return build.Arr{build.Text(s)}, false
 	}
-	if _, ok := build.Array(raw); ok {
-		return build.Blocks(raw, build.Text, build.TextOf(build.Text)), false
-	}
 	if o, ok := build.Object(raw); ok {
 		failed := string(o.Raw("success")) == "false"
 		if s, ok := o.Str("content"); ok {
@@ -509,5 +506,5 @@ func outputBlocks(raw json.RawMessage) (build.Arr, bool) {
 		}
 		return build.Arr{build.Text(build.Compact(raw))}, failed
 	}
-	return build.Arr{}, false
+	return build.AppendBlocks(build.Arr{}, raw, build.Text, build.TextMember), false
 }

@@ -1,7 +1,7 @@
 package build
 
 import (
-	"fmt"
+	"strconv"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/capture"
@@ -24,8 +24,9 @@ type Format interface {
 	// (capture.Config.Own).
 	Start(own *Session)
 	// Convert converts a record of the line src (whose holder is the own
-	// session) and returns the type of the log-only event that holds the
-	// line when nothing converted from it did.
+	// session; src is valid during the call only) and returns the type of
+	// the log-only event that holds the line when nothing converted from it
+	// did.
 	Convert(src *Src, r Record) (holderType string)
 }
 
@@ -47,6 +48,10 @@ type File struct {
 	// lastTime is the last timestamp a line stated: the time of the
 	// events of a line that states none.
 	lastTime int64
+	// src is the line being converted, reused from line to line (a Src a
+	// Format is handed through an interface would otherwise be allocated
+	// for every line).
+	src Src
 }
 
 // NewFile returns the skeleton of a converter of harness whose file name
@@ -127,7 +132,8 @@ func (c *File) start(h dshq.HeaderRecord, announced bool, notices []string) {
 // process converts one line once the header is decided: a line that is not
 // a JSON object becomes <harness>/invalid-line, saying why.
 func (c *File) process(l capture.Line, r Record, why string) {
-	src := &Src{Line: l, Holder: c.own.ID}
+	c.src = Src{Line: l, Holder: c.own.ID}
+	src := &c.src
 	if ts, ok := r.Str("timestamp"); ok {
 		if ms, ok := Millis(ts); ok {
 			c.lastTime = ms
@@ -156,22 +162,21 @@ func (c *File) drain() []capture.Update {
 // one made from the line.
 const maxID = 200
 
-// ID returns the first of keys that is a non-empty string in r, and
-// fallback when none is or that one is longer than maxID.
-func ID(r Record, fallback string, keys ...string) string {
+// ID returns the first of keys that is a non-empty string in r, unless it
+// is longer than maxID; else an id made from the line: "line-<n>" and
+// suffix.
+func (s *Src) ID(r Record, suffix string, keys ...string) string {
 	for _, k := range keys {
 		if id, ok := r.NonEmpty(k); ok {
 			if len(id) > maxID {
-				return fallback
+				break
 			}
 			return id
 		}
 	}
-	return fallback
+	return "line-" + strconv.FormatInt(s.Line.No, 10) + suffix
 }
 
 // MessageIDOf returns the id of the next message derived from the line:
-// member key of r, or one made from the line number (see ID).
-func (s *Src) MessageIDOf(r Record, key string) string {
-	return s.MessageID(ID(r, fmt.Sprintf("line-%d", s.Line.No), key))
-}
+// member key of r, or one made from the line (see ID).
+func (s *Src) MessageIDOf(r Record, key string) string { return s.MessageID(s.ID(r, "", key)) }

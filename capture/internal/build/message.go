@@ -59,12 +59,12 @@ func Completed() Obj { return Obj{{"kind", "completed"}} }
 // Aborted is the reason of a turn the user interrupted.
 func Aborted(by string) Obj { return Obj{{"kind", "aborted"}, {"reason", Obj{{"kind", by}}}} }
 
-// Blocks maps the elements of a JSON list to content blocks: a string by
-// str, an object by obj; an element either leaves out (a nil func, or a
-// nil Obj) is left to the source line. Anything but a list gives none.
-func Blocks(list json.RawMessage, str func(string) Obj, obj func(Record) Obj) Arr {
+// AppendBlocks appends the elements of a JSON list to out as content
+// blocks: a string mapped by str, an object by obj; an element either leaves
+// out (a nil func, or a nil Obj) is left to the source line. Anything but a
+// list appends none.
+func AppendBlocks(out Arr, list json.RawMessage, str func(string) Obj, obj func(Record) Obj) Arr {
 	elems, _ := Array(list)
-	out := Arr{}
 	for _, e := range elems {
 		var b Obj
 		if s, ok := String(e); ok {
@@ -81,13 +81,19 @@ func Blocks(list json.RawMessage, str func(string) Obj, obj func(Record) Obj) Ar
 	return out
 }
 
-// TextOf returns the obj of Blocks that maps an object with a string member
-// "text" by as (Text, Reasoning), and leaves out any other.
-func TextOf(as func(string) Obj) func(Record) Obj {
-	return func(o Record) Obj {
-		if s, ok := o.Str("text"); ok {
-			return as(s)
-		}
-		return nil
+// TextMember is the obj of Blocks that maps an object with a string member
+// "text" to a text block.
+func TextMember(o Record) Obj {
+	if s, ok := o.Str("text"); ok {
+		return Text(s)
 	}
+	return nil
+}
+
+// ReasoningMember is TextMember for reasoning blocks.
+func ReasoningMember(o Record) Obj {
+	if s, ok := o.Str("text"); ok {
+		return Reasoning(s)
+	}
+	return nil
 }
