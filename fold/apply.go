@@ -57,11 +57,11 @@ func (s *State) plan(e dshq.Event) (*plan, *ValidationError) {
 		return nil, err
 	}
 	d := dataOf(data)
-	blocks := d.Message(e.Type).Blocks("content")
-	if err := s.planLogFacts(p, data, blocks); err != nil {
+	msg := d.Message(e.Type)
+	if err := s.planLogFacts(p, data, msg); err != nil {
 		return nil, err
 	}
-	p.text = semanticText(e.Type, d, blocks)
+	p.text = semanticText(e.Type, d, msg)
 	return p, nil
 }
 
@@ -88,8 +88,8 @@ func (s *State) decodeData(e dshq.Event) (any, *ValidationError) {
 }
 
 // planLogFacts reads what the title, step and crash-closer bookkeeping need.
-// blocks are the content blocks of the event's message.
-func (s *State) planLogFacts(p *plan, data any, blocks []Block) *ValidationError {
+// msg is the event's message (Data.Message).
+func (s *State) planLogFacts(p *plan, data any, msg Data) *ValidationError {
 	d := obj(data)
 	switch p.e.Type {
 	case "turn/start":
@@ -98,7 +98,7 @@ func (s *State) planLogFacts(p *plan, data any, blocks []Block) *ValidationError
 		p.step = valueJSON(d, "step")
 	case dshq.TypeAssistantMessage:
 		p.step = valueJSON(d, "step")
-		p.toolCallIDs = toolCallIDs(blocks)
+		p.toolCallIDs = toolCallIDs(msg)
 	case "tool/call":
 		p.callID, _ = str(d["callId"])
 	case dshq.TypeToolResult:
@@ -284,14 +284,15 @@ func messageContent(d map[string]any) any {
 	return messageOf(d)["content"]
 }
 
-// toolCallIDs returns the non-empty ids of the tool-call blocks, in order.
-func toolCallIDs(blocks []Block) []string {
+// toolCallIDs returns the non-empty ids of the tool-call blocks of a
+// message, in order.
+func toolCallIDs(msg Data) []string {
 	var ids []string
-	for _, b := range blocks {
+	eachBlock(msg.m["content"], func(b Block) {
 		if b.Type == "tool-call" && b.ID != "" {
 			ids = append(ids, b.ID)
 		}
-	}
+	})
 	return ids
 }
 

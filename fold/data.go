@@ -142,25 +142,37 @@ type Block struct {
 	ToolCallID string
 	IsError    bool
 	Content    []Block
+	content    any // the list Content is read from
 }
 
 // blocksOf reads a content list: its objects, as blocks.
-func blocksOf(content any) []Block {
-	list, _ := arr(content)
-	out := make([]Block, 0, len(list))
-	for _, v := range list {
-		b := obj(v)
-		if b == nil {
+func blocksOf(list any) []Block {
+	a, _ := arr(list)
+	out := make([]Block, 0, len(a))
+	eachBlock(list, func(b Block) {
+		b.Content = blocksOf(b.content)
+		out = append(out, b)
+	})
+	return out
+}
+
+// eachBlock calls fn with each block of a content list (its objects), in
+// order, without reading a tool-result's own blocks (b.content holds them):
+// the fold's walk, which allocates nothing.
+func eachBlock(list any, fn func(Block)) {
+	a, _ := arr(list)
+	for _, v := range a {
+		m := obj(v)
+		if m == nil {
 			continue
 		}
-		d := Data{m: b}
-		out = append(out, Block{
+		d := Data{m: m}
+		fn(Block{
 			Type: d.String("type"), Text: d.String("text"),
 			ID: d.String("id"), Name: d.String("name"), Arguments: d.String("arguments"),
-			ToolCallID: d.String("toolCallId"), IsError: d.Bool("isError"), Content: blocksOf(b["content"]),
+			ToolCallID: d.String("toolCallId"), IsError: d.Bool("isError"), content: m["content"],
 		})
 	}
-	return out
 }
 
 // Member returns the JSON of member key of the object raw without

@@ -44,18 +44,18 @@ func Text(e dshq.Event) string {
 // nothing — reasoning is never searchable.
 func SemanticText(eventType string, data any) string {
 	d := dataOf(data)
-	return semanticText(eventType, d, d.Message(eventType).Blocks("content"))
+	return semanticText(eventType, d, d.Message(eventType))
 }
 
-// semanticText is SemanticText of data d whose message has the given blocks
-// (Apply reads them once for the text and the crash closers).
-func semanticText(eventType string, d Data, blocks []Block) string {
+// semanticText is SemanticText of data d whose message is msg (Apply reads
+// it once for the text and the crash closers).
+func semanticText(eventType string, d, msg Data) string {
 	var parts []string
 	switch eventType {
 	case dshq.TypeUserMessage, dshq.TypeAssistantMessage:
-		parts = blockParts(parts, blocks)
+		parts = blockParts(parts, msg.m["content"])
 	case dshq.TypeToolResult:
-		parts = blockParts(parts, blocks)
+		parts = blockParts(parts, msg.m["content"])
 		errObj := d.Object("error")
 		parts = appendStrings(parts, errObj.String("name"), errObj.String("code"))
 	case "tool/call":
@@ -81,18 +81,18 @@ func turnEndParts(parts []string, reason Data) []string {
 	return parts
 }
 
-// blockParts appends the text parts of content blocks.
-func blockParts(parts []string, blocks []Block) []string {
-	for _, b := range blocks {
+// blockParts appends the text parts of a content list.
+func blockParts(parts []string, list any) []string {
+	eachBlock(list, func(b Block) {
 		switch b.Type {
 		case "text":
 			parts = appendStrings(parts, b.Text)
 		case "tool-call":
 			parts = appendStrings(parts, b.Name, b.Arguments)
 		case "tool-result":
-			parts = blockParts(parts, b.Content)
+			parts = blockParts(parts, b.content)
 		}
-	}
+	})
 	return parts
 }
 
