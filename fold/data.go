@@ -55,31 +55,25 @@ func (d Data) Object(key string) Data { return dataOf(d.m[key]) }
 
 // List returns the elements of member key as Data, and false when it is not
 // an array.
-func (d Data) List(key string) ([]Data, bool) {
-	a, ok := arr(d.m[key])
-	if !ok {
-		return nil, false
-	}
-	out := make([]Data, len(a))
-	for i, v := range a {
-		out[i] = dataOf(v)
-	}
-	return out, true
-}
+func (d Data) List(key string) ([]Data, bool) { return mapList(d.m[key], dataOf) }
 
 // Int returns member key when it is an integer.
 func (d Data) Int(key string) int64 { return intOf(d.m[key]) }
 
 // Seqs returns member key as a list of integers (an element that is not an
 // integer reads as 0), and false when it is not an array.
-func (d Data) Seqs(key string) ([]int64, bool) {
-	a, ok := arr(d.m[key])
+func (d Data) Seqs(key string) ([]int64, bool) { return mapList(d.m[key], intOf) }
+
+// mapList maps the elements of v by f, and reports false when v is not an
+// array.
+func mapList[T any](v any, f func(any) T) ([]T, bool) {
+	a, ok := arr(v)
 	if !ok {
 		return nil, false
 	}
-	out := make([]int64, len(a))
-	for i, v := range a {
-		out[i] = intOf(v)
+	out := make([]T, len(a))
+	for i, e := range a {
+		out[i] = f(e)
 	}
 	return out, true
 }
