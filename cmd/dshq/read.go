@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/fold"
 	"github.com/dshq/dshq/query"
 )
 
@@ -128,23 +128,14 @@ func printEvent(tw io.Writer, e dshq.Event, target bool, calls map[string]string
 		mark = ">"
 	}
 	text := preview(e)
-	var d struct {
-		CallID  string `json:"callId"`
-		Name    string `json:"name"`
-		Message struct {
-			Source struct {
-				CallID string `json:"callId"`
-			} `json:"source"`
-		} `json:"message"`
-	}
 	switch e.Type {
 	case "tool/call":
-		if json.Unmarshal(e.Data, &d) == nil && d.CallID != "" && calls != nil {
-			calls[d.CallID] = d.Name
+		if d := fold.DecodeData(e.Data); d.String("callId") != "" && calls != nil {
+			calls[d.String("callId")] = d.String("name")
 		}
 	case "tool/result":
-		if json.Unmarshal(e.Data, &d) == nil && calls[d.Message.Source.CallID] != "" {
-			text = calls[d.Message.Source.CallID] + " → " + text
+		if name := calls[fold.DecodeData(e.Data).ResultCallID()]; name != "" {
+			text = name + " → " + text
 		}
 	}
 	fmt.Fprintf(tw, "%s %d\t%s\t%s\t%s\n", mark, e.Seq, isoTime(e.Time), e.Type, flat(text, 100))
