@@ -32,7 +32,7 @@ var allBuckets = [][]byte{
 	bucketEvents, bucketReplacedBy, bucketReplaced, bucketSources, bucketDerived,
 	bucketSurface, bucketChildren, bucketByCreated, bucketQuarantine,
 	bucketUsage, bucketUsageKeys, bucketUsageSessions, bucketUsageStates,
-	bucketUsageTotals, bucketUsageCube, bucketUsageRoots,
+	bucketUsageTotals, bucketUsageCube, bucketUsageRoots, bucketUsageLineage,
 }
 
 var (

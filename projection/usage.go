@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/dshq/dshq/record"
 	"github.com/dshq/dshq/usage"
 )
 
@@ -32,6 +34,10 @@ var (
 	// the counts of every session with that value of the kind's dimension
 	// (usage.CubeKind; an all-time kind has slot 0)
 	bucketUsageCube = []byte("usagecube")
+	// id → the ancestors (usage.SessionDims.Ancestors' encoding) of a
+	// session of another shard: its header, which every shard reads,
+	// names its parent. Roll-up needs the chain across shards.
+	bucketUsageLineage = []byte("usagelineage")
 )
 
 // usageBuckets are the summed buckets a usage row's change is added to.
@@ -67,13 +73,7 @@ func (b *batch) usageHeader(v *sessionValue) error {
 		d.Cwd = *h.Cwd
 	}
 	if p := h.ParentSession; p != nil {
-		d.Ancestors = []string{*p}
-		if pd, ok := getUsageDims(b.tx, *p); ok {
-			d.Ancestors = append(d.Ancestors, pd.Ancestors...)
-		}
-		if len(d.Ancestors) > maxUsageAncestors {
-			d.Ancestors = d.Ancestors[:maxUsageAncestors]
-		}
+		d.Ancestors = usageAncestors(b.tx, *p)
 	}
 	// A session that spent before its header (an inline sidechain routed
 	// to it) keeps the dimensions it inherited then: the cubes counted it
@@ -108,6 +108,70 @@ func (b *batch) usageDims(spender string, s *openSession) (usage.SessionDims, er
 	}
 	ub.dims[spender] = d
 	return d, nil
+}
+
+// usageAncestors is the ancestors of a child of parent: parent and its
+// own, from its dimensions when this projection holds it, else from the
+// lineage of the shard that does.
+func usageAncestors(tx *bolt.Tx, parent string) []string {
+	a := []string{parent}
+	if pd, ok := getUsageDims(tx, parent); ok {
+		a = append(a, pd.Ancestors...)
+	} else if raw := tx.Bucket(bucketUsageLineage).Get([]byte(parent)); raw != nil {
+		if la, err := decodeAncestors(raw); err == nil {
+			a = append(a, la...)
+		}
+	}
+	return a[:min(len(a), maxUsageAncestors)]
+}
+
+// usageLineage records the ancestors of another shard's session whose
+// header record r may be (tok is its log subject's token): a record that
+// names a parent session and is a valid header of that subject, the first
+// one seen for its id. Only a child's header says "parentSession", so most
+// records are passed over without parsing.
+func (b *batch) usageLineage(r streamRecord, tok string) error {
+	if !bytes.Contains(r.data, []byte(`"parentSession"`)) {
+		return nil
+	}
+	h, err := record.ParseHeader(r.data)
+	if err != nil || h.Header.ParentSession == nil {
+		return nil
+	}
+	if want, err := record.SubjectToken(h.Header.ID); err != nil || want != tok {
+		return nil
+	}
+	lin := b.tx.Bucket(bucketUsageLineage)
+	if lin.Get([]byte(h.Header.ID)) != nil {
+		return nil
+	}
+	return lin.Put([]byte(h.Header.ID), encodeAncestors(usageAncestors(b.tx, *h.Header.ParentSession)))
+}
+
+func encodeAncestors(a []string) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(a)))
+	for _, s := range a {
+		b = appendStr(b, s)
+	}
+	return b
+}
+
+func decodeAncestors(b []byte) ([]string, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > maxUsageAncestors {
+		return nil, errCorruptUsage
+	}
+	b = b[k:]
+	a := make([]string, 0, n)
+	for range n {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < l {
+			return nil, errCorruptUsage
+		}
+		a = append(a, string(b[k:k+int(l)]))
+		b = b[k+int(l):]
+	}
+	return a, nil
 }
 
 // maxUsageAncestors bounds the ancestors a session's dimensions keep.

@@ -578,9 +578,14 @@ func (r ReportRow) Label(d Dimension) string {
 // shards of a partitioned projection) into the report of the whole,
 // re-priced by prices.
 func Merge(q Query, prices *Prices, parts []Report) Report {
+	// The parts priced their rows with the same prices: their costs are
+	// added, not recomputed from the tokens a reply carries (it does not
+	// carry the one-hour cache writes, priced apart, nor the calls per
+	// model).
 	type acc struct {
 		row    ReportRow
-		models map[string]*Tokens
+		models map[string]*ModelBreakdown
+		calls  int64
 	}
 	groups := map[string]*acc{}
 	truncated := false
@@ -590,16 +595,24 @@ func Merge(q Query, prices *Prices, parts []Report) Report {
 			k := rowKey(r)
 			g := groups[k]
 			if g == nil {
-				g = &acc{row: r, models: map[string]*Tokens{}}
+				g = &acc{row: r, models: map[string]*ModelBreakdown{}}
 				groups[k] = g
 			}
+			g.calls += r.Calls
 			for _, b := range r.ModelBreakdowns {
-				t := g.models[b.ModelName]
-				if t == nil {
-					t = &Tokens{}
-					g.models[b.ModelName] = t
+				m := g.models[b.ModelName]
+				if m == nil {
+					m = &ModelBreakdown{ModelName: b.ModelName}
+					g.models[b.ModelName] = m
 				}
-				t.Add(b.Tokens)
+				m.Tokens.Add(b.Tokens)
+				if b.Cost != nil {
+					c := *b.Cost
+					if m.Cost != nil {
+						c += *m.Cost
+					}
+					m.Cost = &c
+				}
 			}
 		}
 	}
@@ -611,26 +624,76 @@ func Merge(q Query, prices *Prices, parts []Report) Report {
 	if prices != nil {
 		rep.PriceSource, rep.PriceDate = prices.Source, prices.Date
 	}
-	total := map[string]*Tokens{}
 	for _, g := range groups {
-		g.row.Totals, g.row.ModelsUsed, g.row.ModelBreakdowns = PriceModels(g.models, prices)
-		for m, t := range g.models {
-			tt := total[m]
-			if tt == nil {
-				tt = &Tokens{}
-				total[m] = tt
-			}
-			tt.Add(*t)
-		}
+		g.row.Totals, g.row.ModelsUsed, g.row.ModelBreakdowns = mergedModels(g.models)
+		g.row.Calls = g.calls
 		rep.Rows = append(rep.Rows, g.row)
 	}
-	rep.Totals, _, _ = PriceModels(total, prices)
+	// The parts' totals, not their rows': a part's rows may be the first
+	// of more.
+	rep.Totals = sumTotals(parts)
 	SortRows(rep.Rows, q.GroupBy)
 	if q.Limit > 0 && len(rep.Rows) > q.Limit {
 		rep.Rows, truncated = rep.Rows[:q.Limit], true
 	}
 	rep.Truncated = truncated
 	return rep
+}
+
+// mergedModels is PriceModels of breakdowns already priced.
+func mergedModels(models map[string]*ModelBreakdown) (Totals, []string, []ModelBreakdown) {
+	var tot Totals
+	used := make([]string, 0, len(models))
+	bd := make([]ModelBreakdown, 0, len(models))
+	var cost float64
+	priced := false
+	for m, b := range models {
+		used = append(used, m)
+		if b.Cost != nil {
+			cost += *b.Cost
+			priced = true
+		} else {
+			tot.UnpricedModels = append(tot.UnpricedModels, m)
+		}
+		tot.Tokens.Add(b.Tokens)
+		bd = append(bd, *b)
+	}
+	slices.Sort(used)
+	slices.Sort(tot.UnpricedModels)
+	slices.SortFunc(bd, func(x, y ModelBreakdown) int {
+		return cmp.Or(-cmp.Compare(deref(x.Cost), deref(y.Cost)), -cmp.Compare(x.Total(), y.Total()), cmp.Compare(x.ModelName, y.ModelName))
+	})
+	tot.TotalTokens = tot.Total()
+	if priced {
+		tot.TotalCost = &cost
+	}
+	return tot, used, bd
+}
+
+// sumTotals adds the totals of reports priced alike.
+func sumTotals(parts []Report) Totals {
+	var tot Totals
+	var cost float64
+	priced := false
+	for _, p := range parts {
+		tot.Tokens.Add(p.Totals.Tokens)
+		tot.Calls += p.Totals.Calls
+		if p.Totals.TotalCost != nil {
+			cost += *p.Totals.TotalCost
+			priced = true
+		}
+		for _, m := range p.Totals.UnpricedModels {
+			if !slices.Contains(tot.UnpricedModels, m) {
+				tot.UnpricedModels = append(tot.UnpricedModels, m)
+			}
+		}
+	}
+	slices.Sort(tot.UnpricedModels)
+	tot.TotalTokens = tot.Total()
+	if priced {
+		tot.TotalCost = &cost
+	}
+	return tot
 }
 
 // ParseDimension reads a dimension's name ("cwd" and "workspace" are
