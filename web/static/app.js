@@ -78,7 +78,7 @@
         }
         if (d.bus !== 'connected') setStatus('down', 'dshq bus unreachable — reconnecting…');
         else if (d.pending > 0) setStatus('behind', `Catching up · ${d.pending} behind`);
-        else setStatus('live', 'Live');
+        else setStatus('live', 'Feed connected'); // the page's updates, not a session's lease
       });
       on('resync', () => { setStatus('behind', 'Reloading…'); location.reload(); });
       for (const [name, fn] of Object.entries(handlers)) on(name, fn);
