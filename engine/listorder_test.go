@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/query/wire"
 )
 
@@ -113,5 +114,62 @@ func TestPartitionedListsInEveryOrderLikeOneShard(t *testing.T) {
 	plain := pages(wire.EndpointSessionsList, map[string]any{"limit": 1000})
 	if !slices.Equal(ids(plain), byOrder[dshq.OrderCreatedDesc]) || plain[0].Summary != nil {
 		t.Errorf("sessions.list without order or summary changed")
+	}
+}
+
+// TestActivityOrderPagesNeverRepeatASession pages the activity orders
+// while sessions grow between pages: a session whose log grew since the
+// first page is left out of the later pages (it moved), so no page
+// returns a session twice, and a new first page shows it in its place.
+func TestActivityOrderPagesNeverRepeatASession(t *testing.T) {
+	p := newPipe(t)
+	ctx := ctxT(t)
+	for i, id := range []string{"a", "b", "c", "d"} {
+		p.session(id, hdr{createdAt: int64(100 * (i + 1))})
+		p.events(id, plain("turn/start", int64(1000*(i+1)), `{"turn":1}`))
+	}
+	gen := p.sync()
+	for _, c := range []struct {
+		order       dshq.ListOrder
+		grows       string
+		at          int64
+		first, rest []string
+		fresh       []string
+	}{
+		// In activity-desc a session that grows moves before the cursor;
+		// in activity-asc after it, where it would be returned again.
+		{dshq.OrderActivityDesc, "a", 9000, []string{"d", "c"}, []string{"b"}, []string{"a", "d", "c", "b"}},
+		{dshq.OrderActivityAsc, "b", 9500, []string{"b", "c"}, []string{"d", "a"}, []string{"c", "d", "a", "b"}},
+	} {
+		t.Run(string(c.order), func(t *testing.T) {
+			first, err := p.client.ListSessions(ctx, dshq.SessionListRequest{Limit: 2, Order: c.order, Summary: true}, query.WithMinGeneration(gen))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !eqStrings(ids(first.Items), c.first) {
+				t.Fatalf("first page %v, want %v", ids(first.Items), c.first)
+			}
+			p.events(c.grows, plain("turn/start", c.at, `{"turn":2}`))
+			gen = p.sync()
+			var rest []string
+			for cur := first.NextCursor; cur != ""; {
+				page, err := p.client.ListSessions(ctx, dshq.SessionListRequest{Limit: 2, Order: c.order, Summary: true, Cursor: cur}, query.WithMinGeneration(gen))
+				if err != nil {
+					t.Fatal(err)
+				}
+				rest = append(rest, ids(page.Items)...)
+				cur = page.NextCursor
+			}
+			if !eqStrings(rest, c.rest) {
+				t.Errorf("later pages %v, want %v", rest, c.rest)
+			}
+			fresh, err := p.client.ListSessions(ctx, dshq.SessionListRequest{Order: c.order}, query.WithMinGeneration(gen))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !eqStrings(ids(fresh.Items), c.fresh) {
+				t.Errorf("a new first page %v, want %v", ids(fresh.Items), c.fresh)
+			}
+		})
 	}
 }
