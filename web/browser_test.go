@@ -320,4 +320,14 @@ func TestBrowserSessionListAtPhoneWidth(t *testing.T) {
 	}
 	b.check("phone list")
 	b.shot("sessions-phone")
+
+	// A live row's summary columns follow its log.
+	h := s.liveSession(t, "live-phone", 1)
+	b.open("/", `tr[data-sid="live-phone"]`)
+	b.waitFor(5*time.Second, `document.querySelector('tr[data-sid="live-phone"] [data-live]:not([hidden])') !== null`)
+	if _, err := h.Append(testContext(t), []dshq.Event{{Type: "turn/start", Seq: 1, Time: time.Now().UnixMilli(), Data: []byte(`{"turn":1}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(10*time.Second, `document.querySelector('tr[data-sid="live-phone"] [data-turns]').textContent.trim() === '1'`)
+	b.check("live row")
 }

@@ -455,8 +455,9 @@ func atoi(s string) int {
 	return n
 }
 
-// counts answers /api/counts?id=…: the event counts and live state of the
-// given sessions (the list refreshes its live rows with it).
+// counts answers /api/counts?id=…: the event counts, live state and
+// summary columns of the given sessions (the list refreshes its live rows
+// with it).
 func (s *Server) counts(w http.ResponseWriter, r *http.Request) {
 	ids := r.URL.Query()["id"]
 	if len(ids) > s.listSize {
@@ -469,12 +470,24 @@ func (s *Server) counts(w http.ResponseWriter, r *http.Request) {
 		Count int64  `json:"count"`
 		Live  bool   `json:"live"`
 		Title string `json:"title,omitempty"`
+		// Turns, Calls, Failed, Span and Activity (ISO 8601) are the
+		// summary's, when the service keeps one.
+		Turns    *int64 `json:"turns,omitempty"`
+		Calls    *int64 `json:"calls,omitempty"`
+		Failed   *int64 `json:"failed,omitempty"`
+		Span     string `json:"span,omitempty"`
+		Activity string `json:"activity,omitempty"`
 	}
 	out := map[string]count{}
 	for id, st := range stats {
 		c := count{Count: st.EventCount, Live: st.Session.Live}
 		if st.Title != nil {
 			c.Title = clean(st.Title.Title)
+		}
+		if sm := st.Summary; sm != nil {
+			row := sessionRow{CreatedAt: st.Session.Header.CreatedAt, Sum: sm}
+			c.Turns, c.Calls, c.Failed = &sm.Turns, &sm.ToolCalls, &sm.FailedToolCalls
+			c.Span, c.Activity = row.Span(), isoTime(row.LastActivity())
 		}
 		out[id] = c
 	}

@@ -68,15 +68,16 @@ func TestSessionListShowsEachSessionsTotalsFromTheProjection(t *testing.T) {
 		"deepseek-v4-flash",
 		thousandsOf(u.Input)+" in", thousandsOf(u.Output)+" out", thousandsOf(u.CacheCreation+u.CacheRead)+" cache",
 		usageCost(u.Totals),
-		`data-label="Turns">1<`, `data-label="Tool calls">1<`, `data-label="Duration">12.9 s<`,
-		`data-label="Last activity"><time datetime="`+isoTime(1788000013000)+`"`,
+		`data-label="Turns" data-turns>1<`, `data-label="Tool calls"><span data-calls>1</span> <span class="calls-failed" title="failed tool calls" hidden>`,
+		`data-label="Duration" data-span>12.9 s<`,
+		`data-label="Last activity"><time data-activity datetime="`+isoTime(1788000013000)+`"`,
 		`data-label="Created"><time datetime="`+isoTime(1788000000000)+`"`,
 		`<span data-count>18</span> events`)
 	if u.Input != 812 || u.Output != 40 {
 		t.Errorf("the sample's usage is %d in, %d out; want 812, 40", u.Input, u.Output)
 	}
 	hostile := rowOf(body, hostileID)
-	mustContain(t, "the hostile row", hostile, `data-label="Tool calls">1 <span class="calls-failed" title="failed tool calls">1 failed</span>`)
+	mustContain(t, "the hostile row", hostile, `data-label="Tool calls"><span data-calls>1</span> <span class="calls-failed" title="failed tool calls"><span data-failed>1</span> failed</span>`)
 	// A page of five sessions, two of them children: two reports, not five.
 	if n := asked; n < 1 || n > 2 {
 		t.Errorf("the list asked usage.report %d times for one page, want 1 or 2 (one per page, not per row)", n)
@@ -170,4 +171,11 @@ func TestSessionListFiltersByPrefixAndMachineWithTheSort(t *testing.T) {
 	}
 	row := rowOf(s.page(t, "/"), "old-busy")
 	mustContain(t, "old-busy's row", row, `<span class="tag tag-machine" title="Captured on this machine">box</span>`)
+}
+
+func TestCountsCarryTheSummaryColumns(t *testing.T) {
+	s := newStack(t)
+	seedCorpus(t, s)
+	body := s.page(t, "/api/counts?id=s-7f3c")
+	mustContain(t, "counts", body, `"turns":1`, `"calls":1`, `"failed":0`, `"span":"12.9 s"`, `"activity":"`+isoTime(1788000013000)+`"`)
 }
