@@ -346,8 +346,10 @@ func (sn *snapshot) Sessions(scan engine.Scan) iter.Seq2[dshq.SessionInfo, error
 			filters = []dshq.Filter{}
 		}
 		order := cmp.Or(scan.Order, dshq.OrderCreatedDesc)
+		// The activity orders' keys are of the summaries.
+		summary := scan.Summary || order.ByActivity()
 		fields := func() map[string]any {
-			return map[string]any{"filters": filters, "limit": scan.Limit, "order": order, "summary": true}
+			return map[string]any{"filters": filters, "limit": scan.Limit, "order": order, "summary": summary}
 		}
 		// The shards' cursors: a first page's of the scan's generation,
 		// continued after the scan's key.
