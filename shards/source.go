@@ -348,8 +348,17 @@ func (sn *snapshot) Sessions(scan engine.Scan) iter.Seq2[dshq.SessionInfo, error
 		order := cmp.Or(scan.Order, dshq.OrderCreatedDesc)
 		// The activity orders' keys are of the summaries.
 		summary := scan.Summary || order.ByActivity()
+		// The default list asks what it asked before the orders: a shard
+		// of an earlier version answers it.
 		fields := func() map[string]any {
-			return map[string]any{"filters": filters, "limit": scan.Limit, "order": order, "summary": summary}
+			f := map[string]any{"filters": filters, "limit": scan.Limit}
+			if order != dshq.OrderCreatedDesc {
+				f["order"] = order
+			}
+			if summary {
+				f["summary"] = true
+			}
+			return f
 		}
 		// The shards' cursors: a first page's of the scan's generation,
 		// continued after the scan's key.
