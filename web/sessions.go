@@ -429,11 +429,20 @@ type pageCursor struct {
 // scanRecords returns one UI page of records in order, with their
 // summaries: one API page (the harness filter is the API's).
 func (s *Server) scanRecords(ctx context.Context, api []dshq.Filter, order dshq.ListOrder, cur pageCursor) (recs []sessionRecord, next *pageCursor, gen uint64, err error) {
+	if order == dshq.OrderCreatedDesc {
+		order = "" // the original request, which any version answers
+	}
 	var p recordPage
-	if len(api) == 0 {
-		err = s.call(ctx, wire.EndpointSessionsList, dshq.SessionListRequest{Limit: s.listSize, Cursor: cur.api, Order: order, Summary: true}, &p)
-	} else {
-		err = s.call(ctx, wire.EndpointSessionsFilter, dshq.SessionFilterRequest{Filters: api, Limit: s.listSize, Cursor: cur.api, Order: order, Summary: true}, &p)
+	ask := func(summary bool) error {
+		if len(api) == 0 {
+			return s.call(ctx, wire.EndpointSessionsList, dshq.SessionListRequest{Limit: s.listSize, Cursor: cur.api, Order: order, Summary: summary}, &p)
+		}
+		return s.call(ctx, wire.EndpointSessionsFilter, dshq.SessionFilterRequest{Filters: api, Limit: s.listSize, Cursor: cur.api, Order: order, Summary: summary}, &p)
+	}
+	err = ask(true)
+	if dshq.ErrorCode(err) == dshq.CodeInvalidRequest && order == "" {
+		// A service older than the summaries: the list without them.
+		err = ask(false)
 	}
 	if err != nil {
 		return nil, nil, 0, err
