@@ -28,6 +28,10 @@ type SessionRecord struct {
 	Tenant    string `json:"tenant,omitempty"`
 	Live      bool   `json:"live"`
 	Persisted bool   `json:"persisted"`
+	// Summary is the session's summary, on the items of a sessions.list
+	// or sessions.filter that asks for it ("summary": true; an addition,
+	// docs/protocol.md#3-the-trusted-query-api).
+	Summary *SessionSummary `json:"summary,omitempty"`
 }
 
 // Filter kinds (docs/query.md), and FilterTenant and FilterHarness
@@ -35,10 +39,15 @@ type SessionRecord struct {
 // session's tenant (a null value matches the sessions of no tenant), and the
 // harness whose own file a session was converted from, its header's harness
 // ("claude-code", "codex"; a null value matches native sessions).
+// FilterMachine and FilterCwdPrefix (additions, sessions.filter only) match
+// the header's machine (a null value: none recorded) and a cwd that is a
+// value or under it.
 const (
 	FilterID           = "id"
 	FilterTenant       = "tenant"
 	FilterHarness      = "harness"
+	FilterMachine      = "machine"
+	FilterCwdPrefix    = "cwd-prefix"
 	FilterCwd          = "cwd"
 	FilterCreatedAt    = "created-at"
 	FilterParent       = "parent"

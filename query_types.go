@@ -7,21 +7,28 @@ import "encoding/json"
 // also carry minGeneration and timeoutMs; the Go client adds them from its call
 // options, so they are not fields here.
 
-// SessionListRequest is the sessions.list request.
+// SessionListRequest is the sessions.list request. Order and Summary are
+// additions (docs/protocol.md#3-the-trusted-query-api): the list's order
+// ("" is createdAt desc) and whether items carry their summary.
 type SessionListRequest struct {
-	Limit  int    `json:"limit,omitempty"`
-	Cursor string `json:"cursor,omitempty"`
+	Limit   int       `json:"limit,omitempty"`
+	Cursor  string    `json:"cursor,omitempty"`
+	Order   ListOrder `json:"order,omitempty"`
+	Summary bool      `json:"summary,omitempty"`
 }
 
-// SessionFilterRequest is the sessions.filter request.
+// SessionFilterRequest is the sessions.filter request (Order and Summary
+// as in SessionListRequest).
 type SessionFilterRequest struct {
-	Filters []Filter `json:"filters"`
-	Limit   int      `json:"limit,omitempty"`
-	Cursor  string   `json:"cursor,omitempty"`
+	Filters []Filter  `json:"filters"`
+	Limit   int       `json:"limit,omitempty"`
+	Cursor  string    `json:"cursor,omitempty"`
+	Order   ListOrder `json:"order,omitempty"`
+	Summary bool      `json:"summary,omitempty"`
 }
 
-// SessionPage is a sessions.list or sessions.filter reply: records newest
-// first (createdAt desc, id asc).
+// SessionPage is a sessions.list or sessions.filter reply: records in the
+// request's order (newest first by default: createdAt desc, id asc).
 type SessionPage struct {
 	Items      []SessionRecord `json:"items"`
 	NextCursor string          `json:"nextCursor,omitempty"`

@@ -45,6 +45,9 @@ type SessionInfo struct {
 	// OrderKey is the session's key in the createdAt-desc/id-asc order, for
 	// resuming a listing in that order.
 	OrderKey []byte
+	// Summary is what the projection keeps about the session's log (nil
+	// when the source does not say).
+	Summary *SessionSummary
 }
 
 // Valid reports whether the session's surface is valid (no invalid record).

@@ -26,5 +26,7 @@ type SessionStat struct {
 	// while it is valid; InvalidReason says why.
 	InvalidFromSeq *int64 `json:"invalidFromSeq,omitempty"`
 	InvalidReason  string `json:"invalidReason,omitempty"`
-	Generation     uint64 `json:"generation"`
+	// Summary is the session's summary (an addition).
+	Summary    *SessionSummary `json:"summary,omitempty"`
+	Generation uint64          `json:"generation"`
 }

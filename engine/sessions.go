@@ -12,9 +12,12 @@ import (
 	"github.com/dshq/dshq/query/wire"
 )
 
-// listSessions answers sessions.list and sessions.filter: records newest
-// first, keyset-paged; later pages count only sessions that existed at the
-// first page's generation.
+// listSessions answers sessions.list and sessions.filter: records in the
+// request's order (newest first by default), keyset-paged; later pages
+// count only sessions that existed at the first page's generation. In an
+// activity order a session's key moves as its log grows: later pages leave
+// out the sessions whose log grew since the first page, so none is
+// returned twice (docs/protocol.md#3-the-trusted-query-api).
 func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *wire.Request) (any, error) {
 	c, first, err := e.continueCursor(snap, req)
 	if err != nil {
@@ -29,7 +32,9 @@ func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *wire.Reques
 	if !first {
 		after = c.Key
 	}
-	for info, err := range snap.Sessions(Scan{After: after, AsOf: c.Generation, Filters: req.Filters, Limit: req.Limit}) {
+	moving := req.Order.ByActivity() && len(c.Key) > 0
+	for info, err := range snap.Sessions(Scan{After: after, AsOf: c.Generation, Filters: req.Filters, Limit: req.Limit,
+		Order: req.Order, Summary: req.Summary}) {
 		if errors.Is(err, ErrMore) && len(page.Items) == req.Limit {
 			more = true
 			break
@@ -37,10 +42,13 @@ func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *wire.Reques
 		if err != nil {
 			return nil, fmt.Errorf("list sessions: %w", err)
 		}
-		if info.HeaderSeq > c.Generation {
+		if info.HeaderSeq > c.Generation || (moving && info.UpdatedAt > c.Generation) {
 			continue
 		}
 		rec := sessionRecord(snap, info)
+		if req.Summary {
+			rec.Summary = info.Summary
+		}
 		if !match.Match(rec) {
 			continue
 		}
@@ -53,7 +61,7 @@ func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *wire.Reques
 			break
 		}
 		page.Items = append(page.Items, rec)
-		lastKey = info.OrderKey
+		lastKey = req.Order.Key(info)
 	}
 	if tooBig {
 		return nil, tooLargeItem(req.Endpoint)
@@ -237,6 +245,7 @@ func (e *Engine) statSession(_ context.Context, snap Snapshot, req *wire.Request
 		InheritedEventCount: info.Header.InheritedEventCount,
 		EventCount:          info.EventCount,
 		Title:               info.Title,
+		Summary:             info.Summary,
 		Generation:          snap.Generation(),
 	}
 	if info.LastStepStart >= 0 {

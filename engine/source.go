@@ -41,9 +41,9 @@ type Snapshot interface {
 	// Lookup returns the sessions of ids that exist (point lookups of many
 	// ids at once).
 	Lookup(ids []string) (map[string]dshq.SessionInfo, error)
-	// Sessions yields the sessions in createdAt desc, id asc (byte order)
-	// order, starting strictly after scan.After (a
-	// dshq.SessionInfo.OrderKey; nil = from the start). A failure is
+	// Sessions yields the sessions in scan.Order (createdAt desc, id asc
+	// (byte order) by default), starting strictly after scan.After (a
+	// dshq.ListOrder.Key; nil = from the start). A failure is
 	// yielded once, last; ErrMore ends a scan that has more sessions it
 	// would have to fetch to name, after scan.Limit of them.
 	Sessions(scan Scan) iter.Seq2[dshq.SessionInfo, error]
@@ -82,6 +82,11 @@ type Scan struct {
 	AsOf    uint64
 	Filters []dshq.Filter
 	Limit   int
+	// Order is the list's order ("" is dshq.OrderCreatedDesc).
+	Order dshq.ListOrder
+	// Summary says the sessions' summaries are wanted (a local snapshot
+	// always has them; a remote source asks for them).
+	Summary bool
 }
 
 // ErrMore is yielded by Snapshot.Sessions, after the scan's Limit sessions,

@@ -63,7 +63,8 @@ func TestSessionsStat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := fmt.Sprintf(`{"session":{"header":{"version":2,"id":"quiet","createdAt":6,"isSeeded":false},"live":false,"persisted":true},"inheritedEventCount":0,"eventCount":1,"generation":`)
+		want := fmt.Sprintf(`{"session":{"header":{"version":2,"id":"quiet","createdAt":6,"isSeeded":false},"live":false,"persisted":true},"inheritedEventCount":0,"eventCount":1,` +
+			`"summary":{"eventCount":1,"firstEventAt":1,"lastEventAt":1,"lastActivityAt":6,"turns":0,"toolCalls":0,"failedToolCalls":0},"generation":`)
 		if len(body) < len(want) || string(body[:len(want)]) != want {
 			t.Fatalf("reply %s\nwant prefix %s", body, want)
 		}

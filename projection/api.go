@@ -76,6 +76,10 @@ type Snapshot interface {
 	// from the start; afterKey is a dshq.SessionInfo.OrderKey), until fn returns
 	// false.
 	SessionsByCreated(afterKey []byte, fn func(dshq.SessionInfo) bool) error
+	// SessionsInOrder calls fn for each session in order (by creation or
+	// last activity, either direction), starting strictly after afterKey
+	// (nil = from the start; a dshq.ListOrder.Key), until fn returns false.
+	SessionsInOrder(order dshq.ListOrder, afterKey []byte, fn func(dshq.SessionInfo) bool) error
 	// Children returns the ids of sessions whose parentSession is parentID,
 	// in createdAt ascending, id ascending order.
 	Children(parentID string) []string

@@ -38,6 +38,8 @@ type batch struct {
 	commit   Commit
 	counts   map[string]int
 	usage    *usageBatch // the usage aggregates' changes (usage.go)
+	// summaries are the activity order's changes (summary.go)
+	summaries *summaryBatch
 }
 
 type openSession struct {
@@ -135,6 +137,9 @@ func (b *batch) applyHeader(r streamRecord, tenant, tok string) error {
 		}
 	}
 	if err := b.usageHeader(v); err != nil {
+		return err
+	}
+	if err := b.summaryHeader(v); err != nil {
 		return err
 	}
 	b.sessions[id] = &openSession{v: v, sk: sessionKey(id), state: fold.New(h, fold.Lenient)}
@@ -306,6 +311,7 @@ func (b *batch) storeEvent(s *openSession, r streamRecord, eff fold.Effects) err
 	if err := b.usageEvent(s, r, eff.Record.Time); err != nil {
 		return err
 	}
+	b.summaryEvent(s, eff.Record.Type, eff.Record.Time, r.data)
 	s.v.EventCount++
 	s.v.UpdatedAt = r.seq
 	doc := dshq.SearchDocument{EventRecord: eff.Record, Text: eff.Text}
@@ -425,6 +431,9 @@ func (b *batch) storeInvalid(s *openSession, pos int64, r streamRecord, ev *dshq
 			val.Type, val.Time = env.Type, env.Time
 		}
 	}
+	if val.Time != 0 {
+		b.summaryTime(s, val.Time)
+	}
 	if err := b.tx.Bucket(bucketEvents).Put(seqKey(s.sk, pos), val.marshal()); err != nil {
 		return err
 	}
@@ -464,6 +473,9 @@ func (b *batch) finish() (*index.Batch, error) {
 		}
 	}
 	if err := b.finishUsage(); err != nil {
+		return nil, err
+	}
+	if err := b.finishSummaries(); err != nil {
 		return nil, err
 	}
 	if err := b.tx.Bucket(bucketMeta).Put(metaCheckpoint, u64(b.gen)); err != nil {

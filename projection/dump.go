@@ -232,6 +232,13 @@ func (d *dumper) entry(bucket string, k, v []byte) error {
 		id := string(k[8:])
 		created := int64((math.MaxUint64 - binary.BigEndian.Uint64(k)) ^ (1 << 63))
 		d.add(bucket, id, fmt.Sprintf("createdAt %d id %q", created, id), "")
+	case string(bucketByActivity):
+		if len(k) < 8 {
+			return errors.New("malformed activity key")
+		}
+		id := string(k[8:])
+		at := int64((math.MaxUint64 - binary.BigEndian.Uint64(k)) ^ (1 << 63))
+		d.add(bucket, id, fmt.Sprintf("lastActivityAt %d id %q", at, id), "")
 	case string(bucketQuarantine):
 		var q QuarantineRecord
 		if err := json.Unmarshal(v, &q); err != nil {

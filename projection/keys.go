@@ -33,6 +33,7 @@ var allBuckets = [][]byte{
 	bucketSurface, bucketChildren, bucketByCreated, bucketQuarantine,
 	bucketUsage, bucketUsageKeys, bucketUsageSessions, bucketUsageStates,
 	bucketUsageTotals, bucketUsageCube, bucketUsageRoots, bucketUsageLineage,
+	bucketByActivity,
 }
 
 var (
@@ -47,8 +48,9 @@ var (
 // store had quarantined every two-token log subject. Version 3 adds the usage
 // aggregates (docs/usage.md): a version 2 store is rebuilt to compute them.
 // Version 4 adds the usage totals and cubes (docs/usage.md, "The
-// aggregates").
-const SchemaVersion = 4
+// aggregates"). Version 5 adds the sessions' summaries and the activity
+// order (summary.go).
+const SchemaVersion = 5
 
 // sessionKey is the prefix of every per-session key: a 2-byte big-endian
 // length and the id's bytes, so that no id's keys are a prefix of another's.

@@ -43,12 +43,17 @@ type sessionValue struct {
 	InvalidReason  string          `json:"why,omitempty"`
 	ReclassifiedAt uint64          `json:"rc"`
 	UpdatedAt      uint64          `json:"up"`
+	// Sum is the session's summary (summary.go).
+	Sum summaryState `json:"sum"`
 }
 
 // memSize approximates the memory of v: its strings and raw header twice
 // over (the raw header and the parsed one), its title, and the struct.
 func (v *sessionValue) memSize() int64 {
 	n := 2*len(v.HeaderRaw) + len(v.Token) + len(v.Tenant) + len(v.InvalidReason) + 256
+	for _, id := range v.Sum.Recent {
+		n += len(id) + 16
+	}
 	if v.Title != nil {
 		n += len(v.Title.Title) + 8*len(v.Title.MessageSeqs) + 64
 	}
@@ -77,6 +82,7 @@ func (v *sessionValue) info() dshq.SessionInfo {
 		ReclassifiedAt: v.ReclassifiedAt,
 		UpdatedAt:      v.UpdatedAt,
 		OrderKey:       createdKey(v.Header.CreatedAt, v.Header.ID),
+		Summary:        v.summary(),
 	}
 }
 

@@ -78,12 +78,12 @@ func (a snapshot) Lookup(ids []string) (map[string]dshq.SessionInfo, error) {
 	return out, nil
 }
 
-// Sessions yields every session after scan.After: the engine applies the
-// scan's filters and generation.
+// Sessions yields every session after scan.After in scan.Order: the
+// engine applies the scan's filters and generation.
 func (a snapshot) Sessions(scan engine.Scan) iter.Seq2[dshq.SessionInfo, error] {
 	return func(yield func(dshq.SessionInfo, error) bool) {
 		stopped := false
-		err := a.s.SessionsByCreated(scan.After, func(info dshq.SessionInfo) bool {
+		err := a.s.SessionsInOrder(scan.Order, scan.After, func(info dshq.SessionInfo) bool {
 			stopped = !yield(info, nil)
 			return !stopped
 		})

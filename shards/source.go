@@ -236,7 +236,7 @@ func (sn *snapshot) info(rec dshq.SessionRecord) dshq.SessionInfo {
 	sn.live[rec.Header.ID] = rec.Live
 	sn.mu.Unlock()
 	return dshq.SessionInfo{Header: dshq.HeaderRecord{Header: rec.Header}, Tenant: rec.Tenant, OrderKey: orderKey(rec.Header),
-		LastStepStart: -1, InvalidFrom: -1}
+		LastStepStart: -1, InvalidFrom: -1, Summary: rec.Summary}
 }
 
 func (sn *snapshot) IsLive(id string) bool {
@@ -260,7 +260,7 @@ func (sn *snapshot) Session(id string) (dshq.SessionInfo, bool, error) {
 		return dshq.SessionInfo{}, false, err
 	}
 	info := sn.info(st.Session)
-	info.EventCount, info.Title = st.EventCount, st.Title
+	info.EventCount, info.Title, info.Summary = st.EventCount, st.Title, st.Summary
 	info.Header.InheritedEventCount = st.InheritedEventCount
 	if st.InvalidFromSeq != nil {
 		info.InvalidFrom, info.InvalidReason = *st.InvalidFromSeq, st.InvalidReason
@@ -328,11 +328,12 @@ type part struct {
 	next  string // the shard's nextCursor: it has more after items
 }
 
-// Sessions merges the shards' pages of sessions.filter in list order
-// (createdAt desc, id asc): every shard is asked the same page (a cursor
-// of the scan's generation and key), and asked again when its part runs
-// out and it has more, before the page is full; past the scan's limit,
-// ErrMore says that more follow without asking.
+// Sessions merges the shards' pages of sessions.filter in the scan's order
+// (by the same keys, dshq.ListOrder.Key; the shards' items carry the
+// summaries the activity orders' keys are of): every shard is asked the
+// same page (a cursor of the scan's generation and key), and asked again
+// when its part runs out and it has more, before the page is full; past
+// the scan's limit, ErrMore says that more follow without asking.
 func (sn *snapshot) Sessions(scan engine.Scan) iter.Seq2[dshq.SessionInfo, error] {
 	return func(yield func(dshq.SessionInfo, error) bool) {
 		key, err := sn.src.key(sn.ctx)
@@ -344,7 +345,21 @@ func (sn *snapshot) Sessions(scan engine.Scan) iter.Seq2[dshq.SessionInfo, error
 		if filters == nil {
 			filters = []dshq.Filter{}
 		}
-		fields := func() map[string]any { return map[string]any{"filters": filters, "limit": scan.Limit} }
+		order := cmp.Or(scan.Order, dshq.OrderCreatedDesc)
+		// The activity orders' keys are of the summaries.
+		summary := scan.Summary || order.ByActivity()
+		// The default list asks what it asked before the orders: a shard
+		// of an earlier version answers it.
+		fields := func() map[string]any {
+			f := map[string]any{"filters": filters, "limit": scan.Limit}
+			if order != dshq.OrderCreatedDesc {
+				f["order"] = order
+			}
+			if summary {
+				f["summary"] = true
+			}
+			return f
+		}
 		// The shards' cursors: a first page's of the scan's generation,
 		// continued after the scan's key.
 		body, _ := json.Marshal(fields())
@@ -395,8 +410,9 @@ func (sn *snapshot) Sessions(scan engine.Scan) iter.Seq2[dshq.SessionInfo, error
 				if len(parts[i].items) == 0 {
 					continue
 				}
-				k := orderKey(parts[i].items[0].Header)
-				if best < 0 || bytes.Compare(k, bestKey) < 0 {
+				k := order.Key(sn.info(parts[i].items[0]))
+				// An ascending order walks the keys backwards.
+				if c := bytes.Compare(k, bestKey); best < 0 || (c < 0) != order.Ascending() {
 					best, bestKey = i, k
 				}
 			}

@@ -440,3 +440,75 @@ func TestBrowserWalksTheSessionPage(t *testing.T) {
 	}
 	b.check("live conversation")
 }
+
+// TestBrowserSessionListAtPhoneWidth opens the list at 420 px: every
+// session's workspace, created and last activity show, within the
+// window, with nothing to scroll sideways; the text stacks name CJK fonts;
+// the header's status says the feed is connected, not that a session is
+// live.
+func TestBrowserSessionListAtPhoneWidth(t *testing.T) {
+	chromium(t)
+	s := newStack(t)
+	seedCorpus(t, s)
+	b := &browse{t: t, ctx: newBrowser(t, 420, 900), base: strings.TrimSuffix(s.srv.URL, "/"), dir: screenshotDir(t)}
+	// A window is at least 500 px wide: the page is emulated at 420.
+	if _, err := chromedp.Call(b.ctx, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
+		Width: 420, Height: 900, DeviceScaleFactor: 1, Mobile: true}); err != nil {
+		t.Fatal(err)
+	}
+	b.open("/?sort=activity", "#session-rows tr")
+	if w := eval[int](b, `window.innerWidth`); w > 420 {
+		t.Fatalf("the window is %d px wide, want 420", w)
+	}
+	b.waitFor(5*time.Second, `document.getElementById('live-status').dataset.state === 'live'`)
+	if over := eval[int](b, `document.documentElement.scrollWidth - window.innerWidth`); over > 0 {
+		t.Errorf("the page is %d px wider than the window", over)
+	}
+	cut := eval[[]string](b, `(() => {
+		const out = [];
+		for (const tr of document.querySelectorAll('#session-rows tr')) {
+			for (const cls of ['c-ws', 'c-created', 'c-activity', 'c-tokens', 'c-calls']) {
+				const td = tr.querySelector('td.' + cls);
+				const r = td && td.getBoundingClientRect();
+				if (!r || r.width === 0 || r.height === 0 || r.left < 0 || r.right > window.innerWidth + 0.5 ||
+					getComputedStyle(td).display === 'none' || td.scrollWidth > td.clientWidth + 1) {
+					out.push(tr.dataset.sid + ' ' + cls);
+				}
+			}
+		}
+		return out;
+	})()`)
+	if len(cut) > 0 {
+		t.Errorf("at 420 px these cells are hidden or cut: %q", cut)
+	}
+	if got := eval[string](b, `document.querySelector('#session-rows tr td.c-created').textContent.trim()`); !strings.Contains(got, "2026") {
+		t.Errorf("the created cell reads %q", got)
+	}
+	for _, sel := range []string{"body", ".s-sub .mono"} {
+		fam := eval[string](b, fmt.Sprintf(`getComputedStyle(document.querySelector(%q)).fontFamily`, sel))
+		for _, want := range []string{"PingFang SC", "Microsoft YaHei", "Noto Sans CJK SC", "Source Han Sans SC"} {
+			if !strings.Contains(fam, want) {
+				t.Errorf("%s's fonts %q name no %s", sel, fam, want)
+			}
+		}
+	}
+	status := eval[string](b, `document.getElementById('live-status').textContent`)
+	if status != "Feed connected" {
+		t.Errorf("the header's status says %q, want it to say the feed is connected", status)
+	}
+	if bg := eval[string](b, `getComputedStyle(document.getElementById('live-status')).backgroundColor`); bg != "rgba(0, 0, 0, 0)" {
+		t.Errorf("the feed's status wears a pill (background %s), like a live session's badge", bg)
+	}
+	b.check("phone list")
+	b.shot("sessions-phone")
+
+	// A live row's summary columns follow its log.
+	h := s.liveSession(t, "live-phone", 1)
+	b.open("/", `tr[data-sid="live-phone"]`)
+	b.waitFor(5*time.Second, `document.querySelector('tr[data-sid="live-phone"] [data-live]:not([hidden])') !== null`)
+	if _, err := h.Append(testContext(t), []dshq.Event{{Type: "turn/start", Seq: 1, Time: time.Now().UnixMilli(), Data: []byte(`{"turn":1}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(10*time.Second, `document.querySelector('tr[data-sid="live-phone"] [data-turns]').textContent.trim() === '1'`)
+	b.check("live row")
+}

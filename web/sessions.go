@@ -7,29 +7,37 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query/wire"
+	"github.com/dshq/dshq/usage"
 )
 
 // filters are the session filters of the list and search pages, as the URL
 // carries them: cwd (a workspace), avail (live or persisted), from and to
-// (creation dates, YYYY-MM-DD, UTC, inclusive) and harness.
+// (creation dates, YYYY-MM-DD, UTC, inclusive) and harness; the list's
+// alone: prefix (a directory and every workspace under it), machine, and
+// its order, sort (listSorts).
 type filters struct {
 	Cwd, Avail, From, To, Harness string
+	Prefix, Machine, Sort         string
 }
 
 func parseFilters(q url.Values) filters {
 	return filters{
 		Cwd: q.Get("cwd"), Avail: q.Get("avail"), From: q.Get("from"), To: q.Get("to"),
-		Harness: q.Get("harness"),
+		Harness: q.Get("harness"), Prefix: q.Get("prefix"), Machine: q.Get("machine"), Sort: q.Get("sort"),
 	}
 }
 
-// values returns the filters as URL parameters (empty ones left out).
+// values returns the filters and the order as URL parameters (empty ones
+// left out).
 func (f filters) values() url.Values {
 	v := url.Values{}
-	for k, s := range map[string]string{"cwd": f.Cwd, "avail": f.Avail, "from": f.From, "to": f.To, "harness": f.Harness} {
+	for k, s := range map[string]string{"cwd": f.Cwd, "avail": f.Avail, "from": f.From, "to": f.To, "harness": f.Harness,
+		"prefix": f.Prefix, "machine": f.Machine, "sort": f.Sort} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -37,8 +45,63 @@ func (f filters) values() url.Values {
 	return v
 }
 
-// Any reports whether a filter is set.
-func (f filters) Any() bool { return len(f.values()) > 0 }
+// Any reports whether a filter is set (the order is not one).
+func (f filters) Any() bool {
+	f.Sort = ""
+	return len(f.values()) > 0
+}
+
+// listSort is one order of the list: its URL value, the API's order and
+// what the page says.
+type listSort struct {
+	Value, Label, Says string
+	Order              dshq.ListOrder
+}
+
+// listSorts are the list's orders; the first is the default.
+var listSorts = []listSort{
+	{"", "Newest first", "Newest first", dshq.OrderCreatedDesc},
+	{"created-asc", "Oldest first", "Oldest first", dshq.OrderCreatedAsc},
+	{"activity", "Latest activity", "Most recently active first", dshq.OrderActivityDesc},
+	{"activity-asc", "Least recent activity", "Least recently active first", dshq.OrderActivityAsc},
+}
+
+// sort returns the list's order, or a 400 for a value the page does not
+// offer.
+func (f filters) sort() (listSort, error) {
+	for _, s := range listSorts {
+		if s.Value == f.Sort {
+			return s, nil
+		}
+	}
+	return listSort{}, badRequest("The list sorts by %s, not %q.", sortNames(), f.Sort)
+}
+
+func sortNames() string {
+	var names []string
+	for _, s := range listSorts[1:] {
+		names = append(names, s.Value)
+	}
+	return "created (the default), " + strings.Join(names, ", ")
+}
+
+// list returns the list page's API filters: session's and the list's own
+// kinds (sessions.filter alone takes them).
+func (f filters) list() ([]dshq.Filter, error) {
+	out, err := f.session()
+	if err != nil {
+		return nil, err
+	}
+	if f.Prefix != "" {
+		p := f.Prefix
+		out = append(out, dshq.Filter{Kind: dshq.FilterCwdPrefix, Values: []*string{&p}})
+	}
+	if f.Machine != "" {
+		m := f.Machine
+		out = append(out, dshq.Filter{Kind: dshq.FilterMachine, Values: []*string{&m}})
+	}
+	return out, nil
+}
 
 // session returns the API's session filters. The harness filter's
 // "deepseek-harness" is the API's null harness: every session not
@@ -101,7 +164,14 @@ func (f filters) keeps(r sessionRecord, all bool) bool {
 	if !all {
 		return true
 	}
-	if cwd, _ := r.Header.CwdOrEmpty(); f.Cwd != "" && cwd != f.Cwd {
+	cwd, hasCwd := r.Header.CwdOrEmpty()
+	if f.Cwd != "" && cwd != f.Cwd {
+		return false
+	}
+	if p := strings.TrimSuffix(f.Prefix, "/"); f.Prefix != "" && (!hasCwd || cwd != p && !strings.HasPrefix(cwd, p+"/")) {
+		return false
+	}
+	if f.Machine != "" && r.Header.Machine != f.Machine {
 		return false
 	}
 	if f.Avail == "live" && !r.Live || f.Avail == "persisted" && !r.Persisted {
@@ -145,6 +215,13 @@ type sessionRow struct {
 	Preset    string
 	// Totals are the session's totals, nil when not read.
 	Totals *totals
+	// Machine is the cleaned machine the session was captured on.
+	Machine string
+	// Sum is the projection's summary of the session, nil when not read.
+	Sum *dshq.SessionSummary
+	// Use is the session's usage (with its subagents' for a root), nil
+	// when not read or none was reported.
+	Use *rowUsage
 	// Tab is the session page the row heads (conversation, log, timeline,
 	// lineage, event).
 	Tab string
@@ -168,7 +245,14 @@ func newRow(r sessionRecord, st *stat) sessionRow {
 	if h.AgentPreset != nil {
 		row.Preset = clean(*h.AgentPreset)
 	}
+	if h.Machine != "" {
+		row.Machine = clean(h.Machine)
+	}
+	row.Sum = r.Summary
 	if st != nil {
+		if st.Summary != nil {
+			row.Sum = st.Summary
+		}
 		row.Count, row.HasCount = st.EventCount, true
 		if st.Title != nil {
 			row.Title = clean(st.Title.Title)
@@ -182,9 +266,101 @@ func newRow(r sessionRecord, st *stat) sessionRow {
 // ParentLabel is the cleaned parent id.
 func (r sessionRow) ParentLabel() string { return clean(r.Parent) }
 
+// Span is the time from the first to the last event, "" without events.
+func (r sessionRow) Span() string {
+	if r.Sum == nil || r.Sum.FirstEventAt == nil || r.Sum.LastEventAt == nil {
+		return ""
+	}
+	return duration(*r.Sum.LastEventAt - *r.Sum.FirstEventAt)
+}
+
+// LastActivity is when the session's latest event happened (its creation
+// without events).
+func (r sessionRow) LastActivity() int64 {
+	if r.Sum == nil {
+		return r.CreatedAt
+	}
+	return r.Sum.LastActivityAt
+}
+
+// rowUsage is what a row shows of a session's usage report.
+type rowUsage struct {
+	Models                string
+	Input, Output, Cached int64
+	Cost                  string
+}
+
+// applyUsage puts the report's rows on the page's rows: a root's row is
+// its rolled-up report (its subagents' included, as its header and `dshq
+// usage session` show it), another session's its own.
+func applyUsage(rows []sessionRow, rolled, own []usage.ReportRow) {
+	index := func(rs []usage.ReportRow) map[string]*usage.ReportRow {
+		m := map[string]*usage.ReportRow{}
+		for i := range rs {
+			if id := rs[i].SessionID; id != nil {
+				m[*id] = &rs[i]
+			}
+		}
+		return m
+	}
+	byRoot, byOwn := index(rolled), index(own)
+	for i := range rows {
+		u := byOwn[rows[i].ID]
+		if rows[i].Parent == "" {
+			u = byRoot[rows[i].ID]
+		}
+		if u == nil {
+			continue
+		}
+		models := make([]string, len(u.ModelsUsed))
+		for j, m := range u.ModelsUsed {
+			models[j] = clean(m)
+		}
+		rows[i].Use = &rowUsage{Models: strings.Join(models, ", "), Input: u.Input, Output: u.Output,
+			Cached: u.CacheCreation + u.CacheRead, Cost: usageCost(u.Totals)}
+	}
+}
+
+// pageUsage reads the usage of a page's sessions in at most two calls,
+// whatever the page's length: the roots' rolled up (query.Client's
+// SessionUsage), the others' own. A failure leaves the columns empty: the
+// list still serves.
+func (s *Server) pageUsage(ctx context.Context, rows []sessionRow) {
+	var roots, kids []string
+	for _, r := range rows {
+		if r.Parent == "" {
+			roots = append(roots, r.ID)
+		} else {
+			kids = append(kids, r.ID)
+		}
+	}
+	var rolled, own []usage.ReportRow
+	if len(roots) > 0 {
+		rep, err := s.qc.SessionUsage(ctx, roots)
+		if err != nil {
+			s.log.Debug("web: list usage", "err", err)
+		}
+		rolled = rep.Rows
+	}
+	if len(kids) > 0 {
+		rep, err := s.qc.Usage(ctx, wire.UsageBody{SessionIDs: kids, GroupBy: []string{"session"}, Limit: wire.MaxUsageLimit})
+		if err != nil {
+			s.log.Debug("web: list usage", "err", err)
+		}
+		own = rep.Rows
+	}
+	applyUsage(rows, rolled, own)
+}
+
+// Prepends reports whether new sessions from the feed go at the top: on
+// the first page of a newest-first list.
+func (d *sessionsData) Prepends() bool { return d.First == "" && d.Sort.Order == dshq.OrderCreatedDesc }
+
 // sessionsData is the list page.
 type sessionsData struct {
 	F          filters
+	Sort       listSort
+	Sorts      []listSort
 	Rows       []sessionRow
 	Next       string // URL of the next page, "" on the last
 	First      string // URL of the first page, "" on it
@@ -196,13 +372,17 @@ type sessionsData struct {
 func (s *Server) sessionsPage(r *http.Request) (*view, error) {
 	q := r.URL.Query()
 	f := parseFilters(q)
-	api, err := f.session()
+	api, err := f.list()
+	if err != nil {
+		return nil, err
+	}
+	sort, err := f.sort()
 	if err != nil {
 		return nil, err
 	}
 	pageNo, _ := strconv.Atoi(q.Get("n"))
 	cur := pageCursor{api: q.Get("cursor"), skip: atoi(q.Get("skip"))}
-	recs, next, gen, err := s.scanRecords(r.Context(), api, cur)
+	recs, next, gen, err := s.scanRecords(r.Context(), api, sort.Order, cur)
 	if err != nil {
 		return nil, err
 	}
@@ -211,10 +391,11 @@ func (s *Server) sessionsPage(r *http.Request) (*view, error) {
 		ids[i] = rec.Header.ID
 	}
 	stats := s.statAll(r.Context(), ids)
-	d := &sessionsData{F: f, PageNo: max(pageNo, 0) + 1, Generation: gen, Harnesses: s.knownHarnesses(r.Context())}
+	d := &sessionsData{F: f, Sort: sort, Sorts: listSorts, PageNo: max(pageNo, 0) + 1, Generation: gen, Harnesses: s.knownHarnesses(r.Context())}
 	for _, rec := range recs {
 		d.Rows = append(d.Rows, newRow(rec, stats[rec.Header.ID]))
 	}
+	s.pageUsage(r.Context(), d.Rows)
 	base := f.values()
 	if next != nil {
 		v := f.values()
@@ -245,12 +426,29 @@ type pageCursor struct {
 	skip int
 }
 
-// scanRecords returns one UI page of records: one API page (the harness
-// filter is the API's).
-func (s *Server) scanRecords(ctx context.Context, api []dshq.Filter, cur pageCursor) (recs []sessionRecord, next *pageCursor, gen uint64, err error) {
-	p, err := s.listRecords(ctx, api, s.listSize, cur.api)
+// scanRecords returns one UI page of records in order, with their
+// summaries: one API page (the harness filter is the API's).
+func (s *Server) scanRecords(ctx context.Context, api []dshq.Filter, order dshq.ListOrder, cur pageCursor) (recs []sessionRecord, next *pageCursor, gen uint64, err error) {
+	if order == dshq.OrderCreatedDesc {
+		order = "" // the original request, which any version answers
+	}
+	var p recordPage
+	ask := func(summary bool) error {
+		if len(api) == 0 {
+			return s.call(ctx, wire.EndpointSessionsList, dshq.SessionListRequest{Limit: s.listSize, Cursor: cur.api, Order: order, Summary: summary}, &p)
+		}
+		return s.call(ctx, wire.EndpointSessionsFilter, dshq.SessionFilterRequest{Filters: api, Limit: s.listSize, Cursor: cur.api, Order: order, Summary: summary}, &p)
+	}
+	err = ask(true)
+	if dshq.ErrorCode(err) == dshq.CodeInvalidRequest && order == "" {
+		// A service older than the summaries: the list without them.
+		err = ask(false)
+	}
 	if err != nil {
 		return nil, nil, 0, err
+	}
+	for _, r := range p.Items {
+		s.sawHarness(r.Harness)
 	}
 	if p.NextCursor != "" {
 		next = &pageCursor{api: p.NextCursor}
@@ -266,8 +464,9 @@ func atoi(s string) int {
 	return n
 }
 
-// counts answers /api/counts?id=…: the event counts and live state of the
-// given sessions (the list refreshes its live rows with it).
+// counts answers /api/counts?id=…: the event counts, live state and
+// summary columns of the given sessions (the list refreshes its live rows
+// with it).
 func (s *Server) counts(w http.ResponseWriter, r *http.Request) {
 	ids := r.URL.Query()["id"]
 	if len(ids) > s.listSize {
@@ -280,12 +479,24 @@ func (s *Server) counts(w http.ResponseWriter, r *http.Request) {
 		Count int64  `json:"count"`
 		Live  bool   `json:"live"`
 		Title string `json:"title,omitempty"`
+		// Turns, Calls, Failed, Span and Activity (ISO 8601) are the
+		// summary's, when the service keeps one.
+		Turns    *int64 `json:"turns,omitempty"`
+		Calls    *int64 `json:"calls,omitempty"`
+		Failed   *int64 `json:"failed,omitempty"`
+		Span     string `json:"span,omitempty"`
+		Activity string `json:"activity,omitempty"`
 	}
 	out := map[string]count{}
 	for id, st := range stats {
 		c := count{Count: st.EventCount, Live: st.Session.Live}
 		if st.Title != nil {
 			c.Title = clean(st.Title.Title)
+		}
+		if sm := st.Summary; sm != nil {
+			row := sessionRow{CreatedAt: st.Session.Header.CreatedAt, Sum: sm}
+			c.Turns, c.Calls, c.Failed = &sm.Turns, &sm.ToolCalls, &sm.FailedToolCalls
+			c.Span, c.Activity = row.Span(), isoTime(row.LastActivity())
 		}
 		out[id] = c
 	}

@@ -211,10 +211,23 @@ func fingerprint(req *Request) string {
 		SessionFilters []json.RawMessage `json:"sf"`
 		EventFilters   []json.RawMessage `json:"ef"`
 		Limit          int               `json:"l"`
+		// A list's order and summary (additions): absent for the
+		// original's request, whose fingerprint is unchanged.
+		Order   string `json:"o,omitempty"`
+		Summary bool   `json:"m,omitempty"`
 	}{req.Endpoint, req.SessionID, req.Query, canonicalFilters(req.Filters),
-		canonicalFilters(req.SessionFilters), canonicalFilters(req.EventFilters), req.Limit})
+		canonicalFilters(req.SessionFilters), canonicalFilters(req.EventFilters), req.Limit, listOrderPrint(req.Order), req.Summary})
 	sum := sha256.Sum256(b)
 	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// listOrderPrint is a list order as a fingerprint holds it: "" for the
+// default.
+func listOrderPrint(o dshq.ListOrder) string {
+	if o == dshq.OrderCreatedDesc {
+		return ""
+	}
+	return string(o)
 }
 
 // NewCursor starts a cursor of req at the given first-page snapshot, to be

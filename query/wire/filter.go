@@ -23,8 +23,11 @@ const (
 
 var (
 	sessionKinds = []string{dshq.FilterID, dshq.FilterCwd, dshq.FilterCreatedAt, dshq.FilterParent, dshq.FilterAvailability, dshq.FilterTenant, dshq.FilterHarness}
-	eventKinds   = []string{dshq.FilterSeq, dshq.FilterTime, dshq.FilterType, dshq.FilterSurface}
-	textKinds    = append(slices.Clone(eventKinds), dshq.FilterText)
+	// listKinds are sessionKinds and the kinds sessions.filter alone
+	// takes (additions; the index a search asks does not hold them).
+	listKinds  = append(slices.Clone(sessionKinds), dshq.FilterMachine, dshq.FilterCwdPrefix)
+	eventKinds = []string{dshq.FilterSeq, dshq.FilterTime, dshq.FilterType, dshq.FilterSurface}
+	textKinds  = append(slices.Clone(eventKinds), dshq.FilterText)
 )
 
 // Search compile budgets (docs/search.md#budgets).
@@ -76,6 +79,8 @@ func decodeClause(raw json.RawMessage, at string, scope filterScope) (dshq.Filte
 	}
 	kinds := sessionKinds
 	switch scope {
+	case scopeSession:
+		kinds = listKinds
 	case scopeEvent:
 		kinds = textKinds
 	case scopeEventSearch:
@@ -145,7 +150,8 @@ func decodeText(obj map[string]json.RawMessage, at string, f *dshq.Filter) error
 }
 
 func decodeValues(obj map[string]json.RawMessage, at string, f *dshq.Filter) error {
-	nullable := f.Kind == dshq.FilterCwd || f.Kind == dshq.FilterParent || f.Kind == dshq.FilterTenant || f.Kind == dshq.FilterHarness
+	nullable := f.Kind == dshq.FilterCwd || f.Kind == dshq.FilterParent || f.Kind == dshq.FilterTenant || f.Kind == dshq.FilterHarness ||
+		f.Kind == dshq.FilterMachine
 	want := "an array of strings"
 	if nullable {
 		want = "an array of strings or nulls"
@@ -339,6 +345,14 @@ func matchSessionClause(f dshq.Filter, r dshq.SessionRecord) bool {
 		return inValues(f.Values, harness)
 	case dshq.FilterCwd:
 		return inValues(f.Values, r.Header.Cwd)
+	case dshq.FilterMachine:
+		var machine *string
+		if r.Header.Machine != "" {
+			machine = &r.Header.Machine
+		}
+		return inValues(f.Values, machine)
+	case dshq.FilterCwdPrefix:
+		return underAny(f.Values, r.Header.Cwd)
 	case dshq.FilterParent:
 		return inValues(f.Values, r.Header.ParentSession)
 	case dshq.FilterCreatedAt:
@@ -418,6 +432,24 @@ func (m *EventMatcher) SeqBounds() (from int64, to int64) {
 func inValues(vals []*string, v *string) bool {
 	for _, x := range vals {
 		if (x == nil && v == nil) || (x != nil && v != nil && *x == *v) {
+			return true
+		}
+	}
+	return false
+}
+
+// underAny reports whether cwd is one of dirs or under one (as usage.report's
+// prefix: a directory and everything under it, a trailing "/" ignored).
+func underAny(dirs []*string, cwd *string) bool {
+	if cwd == nil {
+		return false
+	}
+	for _, d := range dirs {
+		if d == nil {
+			continue
+		}
+		p := strings.TrimSuffix(*d, "/")
+		if *cwd == p || strings.HasPrefix(*cwd, p+"/") {
 			return true
 		}
 	}

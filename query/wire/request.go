@@ -171,6 +171,12 @@ type Request struct {
 	EventFilters   []dshq.Filter
 	// Limit is the effective limit (the default when omitted).
 	Limit int
+	// Order is the order of sessions.list and sessions.filter
+	// (dshq.OrderCreatedDesc when omitted).
+	Order dshq.ListOrder
+	// Summary asks sessions.list and sessions.filter for each item's
+	// summary.
+	Summary bool
 	// Cursor is the cursor as sent ("" = first page); the Engine decodes it.
 	Cursor string
 	// Seq is the target seq of events.read/trace as sent: a number that may
@@ -207,8 +213,8 @@ type Request struct {
 // endpointFields lists the fields each endpoint accepts besides
 // minGeneration and timeoutMs.
 var endpointFields = map[string][]string{
-	EndpointSessionsList:     {"limit", "cursor"},
-	EndpointSessionsFilter:   {"filters", "limit", "cursor"},
+	EndpointSessionsList:     {"limit", "cursor", "order", "summary"},
+	EndpointSessionsFilter:   {"filters", "limit", "cursor", "order", "summary"},
 	EndpointSessionsSearch:   {"query", "sessionFilters", "eventFilters", "limit", "cursor"},
 	EndpointSessionsRead:     {"sessionId", "limit", "cursor"},
 	EndpointSessionsSurface:  {"sessionId", "limit", "cursor"},
@@ -273,9 +279,9 @@ func (r *Request) decodeFields(f map[string]json.RawMessage) error {
 	searchLimit := limit(dshq.DefaultSearchLimit, dshq.MaxSearchLimit)
 	switch r.Endpoint {
 	case EndpointSessionsList:
-		steps = []func() error{cursor, listLimit}
+		steps = []func() error{cursor, listLimit, r.listStep(f)}
 	case EndpointSessionsFilter:
-		steps = []func() error{filters("filters", &r.Filters, scopeSession), cursor, listLimit}
+		steps = []func() error{filters("filters", &r.Filters, scopeSession), cursor, listLimit, r.listStep(f)}
 	case EndpointSessionsSearch:
 		steps = []func() error{
 			filters("sessionFilters", &r.SessionFilters, scopeSessionSearch),
@@ -335,6 +341,29 @@ func (r *Request) decodeFields(f map[string]json.RawMessage) error {
 		}
 	}
 	return nil
+}
+
+// listStep reads a list's order and summary (additions, after the
+// original's fields).
+func (r *Request) listStep(f map[string]json.RawMessage) func() error {
+	return func() error {
+		r.Order = dshq.OrderCreatedDesc
+		if raw, ok := f["order"]; ok {
+			var o string
+			if jsonKind(raw) != kindString || json.Unmarshal(raw, &o) != nil || !slices.Contains(dshq.ListOrders, dshq.ListOrder(o)) {
+				names := make([]string, len(dshq.ListOrders))
+				for i, o := range dshq.ListOrders {
+					names[i] = string(o)
+				}
+				return dshq.Errorf(dshq.CodeInvalidRequest, "order must be one of %s", quoteList(names))
+			}
+			r.Order = dshq.ListOrder(o)
+		}
+		if raw, ok := f["summary"]; ok && (jsonKind(raw) != kindBool || json.Unmarshal(raw, &r.Summary) != nil) {
+			return dshq.Errorf(dshq.CodeInvalidRequest, "summary must be a boolean")
+		}
+		return nil
+	}
 }
 
 func (r *Request) seqStep(f map[string]json.RawMessage) func() error {

@@ -25,7 +25,13 @@ func TestDecodeRequest(t *testing.T) {
 		{"a body over 1 MiB is refused", EndpointSessionsSearch, big, dshq.CodeInvalidRequest, "request body is 1048588 bytes; at most 1048576 are allowed"},
 		{"invalid UTF-8 is refused", EndpointSessionsList, "{\"cursor\":\"\xff\"}", dshq.CodeInvalidRequest, "request body is not valid UTF-8"},
 		{"a duplicated field is refused", EndpointSessionsList, `{"limit":1,"limit":2}`, dshq.CodeInvalidRequest, `request field "limit" appears more than once`},
-		{"an unknown field is refused", EndpointSessionsList, `{"limt":1}`, dshq.CodeInvalidRequest, `unknown request field "limt" (allowed: limit, cursor, minGeneration, timeoutMs)`},
+		{"an unknown field is refused", EndpointSessionsList, `{"limt":1}`, dshq.CodeInvalidRequest, `unknown request field "limt" (allowed: limit, cursor, order, summary, minGeneration, timeoutMs)`},
+		{"an unknown list order is refused", EndpointSessionsList, `{"order":"title"}`, dshq.CodeInvalidRequest, `order must be one of "created-desc", "created-asc", "activity-desc", "activity-asc"`},
+		{"a non-string list order is refused", EndpointSessionsFilter, `{"filters":[],"order":1}`, dshq.CodeInvalidRequest, `order must be one of`},
+		{"a non-boolean summary is refused", EndpointSessionsList, `{"summary":"yes"}`, dshq.CodeInvalidRequest, "summary must be a boolean"},
+		{"sessions.search takes no list order", EndpointSessionsSearch, `{"query":"a","order":"activity-desc"}`, dshq.CodeInvalidRequest, `unknown request field "order"`},
+		{"a machine filter is sessions.filter's alone", EndpointSessionsSearch, `{"query":"a","sessionFilters":[{"kind":"machine","values":["m"]}]}`, dshq.CodeInvalidFilter, `sessionFilters[0].kind must be one of "id", "cwd", "created-at", "parent", "availability", "tenant", "harness", got "machine"`},
+		{"a cwd-prefix value must be a string", EndpointSessionsFilter, `{"filters":[{"kind":"cwd-prefix","values":[null]}]}`, dshq.CodeInvalidFilter, "filters[0].values must be an array of strings; values[0] is null"},
 		{"minGeneration must be an integer", EndpointSessionsList, `{"minGeneration":"1"}`, dshq.CodeInvalidRequest, "minGeneration must be an integer between 0 and 9007199254740991"},
 		{"minGeneration must not be negative", EndpointSessionsList, `{"minGeneration":-1}`, dshq.CodeInvalidRequest, "minGeneration must be an integer between 0 and 9007199254740991"},
 		{"timeoutMs must be at least 1", EndpointSessionsList, `{"timeoutMs":0}`, dshq.CodeInvalidRequest, "timeoutMs must be an integer between 1 and 30000"},
@@ -54,7 +60,7 @@ func TestDecodeRequest(t *testing.T) {
 		{"the sessionId of events.search is checked before its filters", EndpointEventsSearch, `{"sessionId":null,"filters":1}`, dshq.CodeInvalidFilter, "sessionId must be a string, got null"},
 		{"a non-string sessionId elsewhere is INVALID_REQUEST", EndpointEventsList, `{"sessionId":["s"]}`, dshq.CodeInvalidRequest, "sessionId must be a string, got an array"},
 		{"a missing sessionId is INVALID_REQUEST", EndpointSessionsTrace, `{}`, dshq.CodeInvalidRequest, "sessionId is required"},
-		{"an unknown filter kind is refused", EndpointSessionsFilter, `{"filters":[{"kind":"color","values":[]}]}`, dshq.CodeInvalidFilter, `filters[0].kind must be one of "id", "cwd", "created-at", "parent", "availability", "tenant", "harness", got "color"`},
+		{"an unknown filter kind is refused", EndpointSessionsFilter, `{"filters":[{"kind":"color","values":[]}]}`, dshq.CodeInvalidFilter, `filters[0].kind must be one of "id", "cwd", "created-at", "parent", "availability", "tenant", "harness", "machine", "cwd-prefix", got "color"`},
 		{"a missing filter kind is refused", EndpointSessionsFilter, `{"filters":[{"values":[]}]}`, dshq.CodeInvalidFilter, "filters[0].kind must be a string"},
 		{"an event kind in session filters is refused", EndpointSessionsFilter, `{"filters":[{"kind":"seq"}]}`, dshq.CodeInvalidFilter, `filters[0].kind must be one of`},
 		{"missing filters are refused", EndpointSessionsFilter, `{}`, dshq.CodeInvalidFilter, "filters must be an array, got nothing"},
@@ -268,4 +274,55 @@ func forge(t *testing.T, cur string, key CursorKey, field, value string) string 
 // sign encodes payload as a cursor issued under key.
 func sign(key CursorKey, payload []byte) string {
 	return base64.RawURLEncoding.EncodeToString(payload) + "." + base64.RawURLEncoding.EncodeToString(key.mac(payload))
+}
+
+func TestFingerprint_OfAListOrder(t *testing.T) {
+	fp := func(body string) string {
+		t.Helper()
+		r, err := DecodeRequest(EndpointSessionsList, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fingerprint(r)
+	}
+	base := fp(`{}`)
+	if fp(`{"order":"created-desc","summary":false}`) != base {
+		t.Error("the default order and no summary written out change the fingerprint (a cursor issued before the addition would be refused)")
+	}
+	for _, body := range []string{`{"order":"created-asc"}`, `{"order":"activity-desc"}`, `{"summary":true}`} {
+		if fp(body) == base {
+			t.Errorf("%s has the fingerprint of the default list", body)
+		}
+	}
+	if fp(`{"order":"activity-desc"}`) == fp(`{"order":"activity-asc"}`) {
+		t.Error("the two directions share a fingerprint")
+	}
+}
+
+func TestSessionMatcher_MachineAndCwdPrefix(t *testing.T) {
+	str := func(s string) *string { return &s }
+	rec := func(cwd *string, machine string) dshq.SessionRecord {
+		return dshq.SessionRecord{Header: dshq.Header{ID: "s", Cwd: cwd, Machine: machine}}
+	}
+	tests := []struct {
+		name string
+		f    dshq.Filter
+		r    dshq.SessionRecord
+		want bool
+	}{
+		{"a machine matches its name", dshq.Filter{Kind: dshq.FilterMachine, Values: []*string{str("box")}}, rec(nil, "box"), true},
+		{"another machine does not", dshq.Filter{Kind: dshq.FilterMachine, Values: []*string{str("box")}}, rec(nil, "other"), false},
+		{"null matches a session with no machine", dshq.Filter{Kind: dshq.FilterMachine, Values: []*string{nil}}, rec(nil, ""), true},
+		{"a prefix matches the directory itself", dshq.Filter{Kind: dshq.FilterCwdPrefix, Values: []*string{str("/w/p/")}}, rec(str("/w/p"), ""), true},
+		{"a prefix matches under it", dshq.Filter{Kind: dshq.FilterCwdPrefix, Values: []*string{str("/w/p")}}, rec(str("/w/p/sub"), ""), true},
+		{"a prefix is a directory, not a string prefix", dshq.Filter{Kind: dshq.FilterCwdPrefix, Values: []*string{str("/w/p")}}, rec(str("/w/project"), ""), false},
+		{"a prefix never matches a session without cwd", dshq.Filter{Kind: dshq.FilterCwdPrefix, Values: []*string{str("/")}}, rec(nil, ""), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := (SessionMatcher{tt.f}).Match(tt.r); got != tt.want {
+				t.Errorf("match = %v, want %v", got, tt.want)
+			}
+		})
+	}
 }

@@ -78,7 +78,7 @@
         }
         if (d.bus !== 'connected') setStatus('down', 'dshq bus unreachable — reconnecting…');
         else if (d.pending > 0) setStatus('behind', `Catching up · ${d.pending} behind`);
-        else setStatus('live', 'Live');
+        else setStatus('live', 'Feed connected'); // the page's updates, not a session's lease
       });
       on('resync', () => { setStatus('behind', 'Reloading…'); location.reload(); });
       for (const [name, fn] of Object.entries(handlers)) on(name, fn);
@@ -333,6 +333,16 @@
           if (!r) continue;
           const n = r.querySelector('[data-count]');
           if (n) n.textContent = c.count.toLocaleString('en-US');
+          // The summary's columns (the projection keeps them as it applies).
+          const set = (sel, v) => { const el = r.querySelector(sel); if (el && v != null) el.textContent = typeof v === 'number' ? v.toLocaleString('en-US') : v; };
+          set('[data-turns]', c.turns);
+          set('[data-calls]', c.calls);
+          set('[data-failed]', c.failed);
+          set('[data-span]', c.span);
+          const f = r.querySelector('[data-failed]');
+          if (f && c.failed != null) f.parentElement.hidden = c.failed === 0;
+          const a = r.querySelector('[data-activity]');
+          if (a && c.activity) { a.setAttribute('datetime', c.activity); a.title = c.activity; a.textContent = c.activity; localTimes(r); }
           if (c.title) {
             const t = r.querySelector('[data-title]');
             if (t) { t.textContent = c.title; t.classList.remove('untitled'); }
