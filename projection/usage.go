@@ -211,15 +211,18 @@ func (b *batch) usageEvent(s *openSession, r streamRecord, evTime int64) error {
 				if !e.Replace {
 					continue
 				}
-				ork, ot, err := decodeUsageKey(old)
+				ork, ot, direct, err := decodeUsageKey(old)
 				if err != nil {
 					return fmt.Errorf("%w: usage key %q: %v", ErrCorruptStore, e.Key, err)
+				}
+				if direct && e.Mirror {
+					continue // the session that made the call has stated it
 				}
 				if err := b.usageAdd(ork, ot, -1); err != nil {
 					return err
 				}
 			}
-			if err := keys.Put(kk, encodeUsageKey(rk, e.Tokens)); err != nil {
+			if err := keys.Put(kk, encodeUsageKey(rk, e.Tokens, !e.Mirror)); err != nil {
 				return err
 			}
 		}
@@ -416,20 +419,31 @@ func decodeUsageTokens(b []byte) (usage.Tokens, error) {
 	return usage.Tokens{Input: vals[0], Output: vals[1], CacheCreation: vals[2], CacheCreation1h: vals[3], CacheRead: vals[4], Calls: vals[5]}, nil
 }
 
-func encodeUsageKey(rk []byte, t usage.Tokens) []byte {
-	b := binary.AppendUvarint(nil, uint64(len(rk)))
+// A usage key's value: a flag (1 when the call was counted from the
+// records of the session that made it, 0 from another session's mirror of
+// it), the row key it was counted in and its counts.
+func encodeUsageKey(rk []byte, t usage.Tokens, direct bool) []byte {
+	b := []byte{0}
+	if direct {
+		b[0] = 1
+	}
+	b = binary.AppendUvarint(b, uint64(len(rk)))
 	b = append(b, rk...)
 	return append(b, encodeUsageTokens(t)...)
 }
 
-func decodeUsageKey(b []byte) ([]byte, usage.Tokens, error) {
+func decodeUsageKey(b []byte) (rk []byte, t usage.Tokens, direct bool, err error) {
+	if len(b) == 0 || b[0] > 1 {
+		return nil, usage.Tokens{}, false, errCorruptUsage
+	}
+	direct, b = b[0] == 1, b[1:]
 	n, k := binary.Uvarint(b)
 	if k <= 0 || uint64(len(b)-k) < n {
-		return nil, usage.Tokens{}, errCorruptUsage
+		return nil, usage.Tokens{}, false, errCorruptUsage
 	}
-	rk := append([]byte(nil), b[k:k+int(n)]...)
-	t, err := decodeUsageTokens(b[k+int(n):])
-	return rk, t, err
+	rk = append([]byte(nil), b[k:k+int(n)]...)
+	t, err = decodeUsageTokens(b[k+int(n):])
+	return rk, t, direct, err
 }
 
 func appendStr(b []byte, s string) []byte {

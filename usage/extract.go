@@ -193,6 +193,7 @@ func claudeLine(line []byte, routed string, evTime int64) []Entry {
 		return nil
 	}
 	rec := &r.claudeRecord
+	mirror := false
 	switch {
 	case r.Type == "assistant":
 	case r.Type == "progress" && r.Data != nil && r.Data.Message != nil && r.Data.Message.Type == "assistant":
@@ -200,7 +201,7 @@ func claudeLine(line []byte, routed string, evTime int64) []Entry {
 		if inner.GitBranch == "" {
 			inner.GitBranch = r.GitBranch
 		}
-		rec = inner
+		rec, mirror = inner, true
 	default:
 		return nil
 	}
@@ -209,7 +210,7 @@ func claudeLine(line []byte, routed string, evTime int64) []Entry {
 	}
 	u := rec.Message.Usage
 	e := Entry{Time: parseTime(rec.Timestamp, evTime), Model: modelOr(rec.Message.Model), Branch: rec.GitBranch,
-		Session: routed, Replace: true,
+		Session: routed, Replace: true, Mirror: mirror,
 		Tokens: Tokens{Input: u.Input, Output: u.Output, CacheCreation: u.CacheCreation, CacheRead: u.CacheRead, Calls: 1}}
 	if u.Split != nil {
 		e.CacheCreation1h = u.Split.OneHour

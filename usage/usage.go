@@ -69,6 +69,11 @@ type Entry struct {
 	// the final counts); otherwise a later one is dropped (a Codex child
 	// replaying its parent's lines).
 	Replace bool
+	// Mirror says that the entry is another session's copy of the call (a
+	// Claude Code agent_progress record mirrors its subagent's message):
+	// it counts the call until the session that made it states it, and
+	// never takes the call from that session, whichever is read first.
+	Mirror bool
 	Tokens
 }
 

@@ -227,6 +227,30 @@ func (p *pipeline) importOn(t *testing.T, machine string, dirs ...string) uint64
 	return sum.Generation
 }
 
+// TestUsageSubagentReadFirstKeepsItsCalls imports a subagent's file before
+// its parent's transcript, whose agent_progress record mirrors the
+// subagent's message: the call stays the subagent's (the parent's mirror
+// never takes it), as when the parent is read first.
+func TestUsageSubagentReadFirstKeepsItsCalls(t *testing.T) {
+	laptop, _ := usageFixtures(t)
+	p := startPipeline(t)
+	project := filepath.Join(laptop, ".claude", "projects", "-work-alpha")
+	parent := "cc-aaaaaaaa-0000-4000-8000-000000000001"
+	g1 := p.importOn(t, "laptop", filepath.Join(project, "aaaaaaaa-0000-4000-8000-000000000001", "subagents", "agent-sub1.jsonl"))
+	gen := max(g1, p.importOn(t, "laptop", filepath.Join(laptop, ".claude", "projects")))
+	own := map[string]int64{}
+	for _, r := range p.usage(t, gen, "session", "--own").Session {
+		own[*r.SessionID] = r.TotalTokens
+	}
+	if want := map[string]int64{parent: 3390 - 13 - 5, parent + "-agent-sub1": 13, parent + "-agent-inl1": 5}; !mapsEqual(own, want) {
+		t.Errorf("usage session --own, the subagent read first: %v, want %v", own, want)
+	}
+	one := p.usage(t, gen, "session", "--session", parent)
+	if len(one.Session) != 1 || one.Session[0].TotalTokens != 3390 {
+		t.Errorf("usage session --session %s: %+v, want one row of 3390 tokens", parent, one.Session)
+	}
+}
+
 // TestUsageTwoMachines imports two homes as two machines into one
 // deployment: the machine, branch and project reports group as asked, a
 // subagent's tokens are in its parent's session total (and its own with
