@@ -62,8 +62,10 @@ type replicaTable struct {
 	stop chan struct{}
 	done chan struct{}
 
-	heard     chan struct{} // closed at the first announcement
-	heardOnce sync.Once
+	// joined is closed (and replaced) when a replica enters reps: the
+	// first announcement of a replica, or of one expired while it was
+	// only late (a busy machine delays announcements past replicaExpiry).
+	joined chan struct{}
 }
 
 type replicaEntry struct {
@@ -74,7 +76,7 @@ type replicaEntry struct {
 
 // followReplicas subscribes to the status of shard's replicas; stop ends it.
 func followReplicas(nc *nats.Conn, shard string) (*replicaTable, error) {
-	t := &replicaTable{reps: map[string]*replicaEntry{}, stop: make(chan struct{}), done: make(chan struct{}), heard: make(chan struct{})}
+	t := &replicaTable{reps: map[string]*replicaEntry{}, stop: make(chan struct{}), done: make(chan struct{}), joined: make(chan struct{})}
 	sub, err := nc.Subscribe(dshq.ShardStatusSubject(shard), func(m *nats.Msg) {
 		var st ReplicaStatus
 		if json.Unmarshal(m.Data, &st) != nil || st.Replica == "" {
@@ -105,9 +107,22 @@ func (t *replicaTable) note(st ReplicaStatus, now time.Time) {
 	if e == nil {
 		e = &replicaEntry{gone: make(chan struct{})}
 		t.reps[st.Replica] = e
+		close(t.joined)
+		t.joined = make(chan struct{})
 	}
 	e.st, e.seen = st, now
-	t.heardOnce.Do(func() { close(t.heard) })
+}
+
+// furthestOrJoined is furthest, and when there is no replica, the channel
+// closed when one joins.
+func (t *replicaTable) furthestOrJoined() (gen uint64, lineage string, ok bool, joined <-chan struct{}) {
+	t.mu.Lock()
+	j := t.joined
+	t.mu.Unlock()
+	if gen, lineage, ok = t.furthest(); ok {
+		return gen, lineage, true, nil
+	}
+	return 0, "", false, j
 }
 
 // expire drops the replicas not heard from for replicaExpiry.

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"context"
 	"encoding/json"
 	"sync/atomic"
 	"testing"
@@ -141,5 +142,53 @@ func TestServe_RoutesToAReplicaThatHasReachedTheRequest(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the request of a dead replica was never answered")
+	}
+}
+
+// A shard conn whose replicas were all taken for dead because their
+// announcements came late (a busy machine) waits for the next announcement
+// instead of saying at once that the shard is not available: the replica
+// was alive all along.
+func TestFurthestWaitsForAReplicaThatWasOnlyLate(t *testing.T) {
+	nc := conn(t)
+	c, err := DialShard(nc, dshq.DefaultShard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := startFakeReplica(t, nc, "r1", 7)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, _, ok := c.Furthest(ctx); !ok {
+		t.Fatal("the replica never announced itself")
+	}
+	r.halt()
+	// What expire does to a replica not heard from for replicaExpiry.
+	c.table.mu.Lock()
+	for name, e := range c.table.reps {
+		close(e.gone)
+		delete(c.table.reps, name)
+	}
+	c.table.mu.Unlock()
+
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { // the late replica announces itself again
+		defer close(done)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			b, _ := json.Marshal(ReplicaStatus{Replica: "r1", Lineage: "l1-test", Generation: 8})
+			_ = nc.Publish(dshq.ShardStatusSubject(dshq.DefaultShard), b)
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	gen, _, ok := c.Furthest(ctx)
+	if !ok || gen != 8 {
+		t.Fatalf("Furthest after the replica was late: generation %d, ok %v; want 8, true", gen, ok)
 	}
 }

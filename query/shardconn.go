@@ -46,16 +46,18 @@ func (c *ShardConn) Ask(ctx context.Context, req *wire.Request, body []byte, hea
 }
 
 // Furthest returns the generation and lineage of the replica furthest
-// ahead. A conn that has heard from no replica yet waits for one up to
-// the time a replica takes to announce itself; ok is false when none did.
+// ahead. A conn that knows no replica (none announced itself yet, or the
+// ones it knew were late past replicaExpiry) waits for one to announce
+// itself, up to replicaExpiry; ok is false when none did.
 func (c *ShardConn) Furthest(ctx context.Context) (gen uint64, lineage string, ok bool) {
-	if gen, lineage, ok = c.table.furthest(); ok {
+	gen, lineage, ok, joined := c.table.furthestOrJoined()
+	if ok {
 		return gen, lineage, true
 	}
 	wait := time.NewTimer(replicaExpiry)
 	defer wait.Stop()
 	select {
-	case <-c.table.heard:
+	case <-joined:
 	case <-wait.C:
 	case <-ctx.Done():
 	}
