@@ -106,7 +106,7 @@ SIGTERM, and logs when it begins ("dshq shutting down") and when it is done
 			stopping := context.AfterFunc(cmd.Context(), func() { log.Info("dshq shutting down", "reason", context.Cause(cmd.Context()).Error()) })
 			defer stopping()
 			err = node.Run(ctx, cfg, func(info node.Info) {
-				uiURL := ""
+				uiURL, uiURLs := "", []string(nil)
 				if h.addr != "off" {
 					uiConn := g.conn
 					if !external {
@@ -115,7 +115,7 @@ SIGTERM, and logs when it begins ("dshq shutting down") and when it is done
 					u, err := startUI(uiConn, h, log)
 					switch {
 					case err == nil:
-						uiURL = u.l.URL
+						uiURL, uiURLs = u.l.URL, u.l.URLs
 						<-uiDone
 						go func() { <-ctx.Done(); uiDone <- u.stop() }()
 					case cmd.Flags().Changed("http"):
@@ -129,12 +129,13 @@ SIGTERM, and logs when it begins ("dshq shutting down") and when it is done
 					}
 				}
 				log.Info("dshq ready", "nats", info.ClientURL, "embedded", info.Embedded, "home", resolved,
-					"metrics", info.MetricsURL, "ui", uiURL, "generation", info.Generation)
+					"metrics", info.MetricsURL, "ui", uiURL, "ui_urls", uiURLs, "generation", info.Generation)
 				if g.json {
 					_ = json.NewEncoder(g.stdout).Encode(struct {
 						node.Info
-						UIURL string
-					}{info, uiURL})
+						UIURL  string
+						UIURLs []string
+					}{info, uiURL, uiURLs})
 				}
 			})
 			cancel(nil)

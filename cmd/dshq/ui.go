@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -98,11 +99,14 @@ reverse proxy that authenticates, bind to loopback instead.`,
 			if err != nil {
 				return err
 			}
-			log.Info("dshq ui ready", "ui", u.l.URL, "nats", g.conn.URL, "token", h.token != "")
+			log.Info("dshq ui ready", "ui", u.l.URL, "urls", u.l.URLs, "nats", natsconn.Redacted(g.conn.URL), "token", h.token != "")
 			if g.json {
-				_ = json.NewEncoder(g.stdout).Encode(map[string]string{"UIURL": u.l.URL})
+				_ = json.NewEncoder(g.stdout).Encode(struct {
+					UIURL  string
+					UIURLs []string
+				}{u.l.URL, u.l.URLs})
 			} else {
-				fmt.Fprintf(g.stdout, "dshq ui at %s\n", u.l.URL)
+				fmt.Fprintf(g.stdout, "dshq ui at %s\n", strings.Join(u.l.URLs, " "))
 			}
 			<-cmd.Context().Done()
 			return u.stop()

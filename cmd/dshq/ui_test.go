@@ -87,11 +87,18 @@ func TestUI(t *testing.T) {
 		case <-time.After(60 * time.Second):
 			t.Fatal("ui did not become ready")
 		}
-		var ready struct{ UIURL string }
+		var ready struct {
+			UIURL  string
+			UIURLs []string
+		}
 		if err := json.Unmarshal([]byte(out.String()), &ready); err != nil {
 			t.Fatal(err)
 		}
-		url := strings.Replace(ready.UIURL, "0.0.0.0", "127.0.0.1", 1)
+		// The URL to open, not the unspecified address it is bound to.
+		url := ready.UIURL
+		if !strings.HasPrefix(url, "http://localhost:") || len(ready.UIURLs) == 0 || ready.UIURLs[0] != url {
+			t.Errorf("an open bind prints %q (%q)", url, ready.UIURLs)
+		}
 		res, err := http.Get(url)
 		if err != nil {
 			t.Fatal(err)
