@@ -515,7 +515,7 @@ func TestServe(t *testing.T) {
 		var stderr bytes.Buffer
 		done := make(chan int, 1)
 		go func() {
-			done <- runContext(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--relaxed-sync", "--json", "--log-level", "warn"},
+			done <- runContext(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--relaxed-sync", "--json", "--log-level", "warn"},
 				func(k string) string { return map[string]string{"DSH_HOME": home}[k] }, nil, out, &stderr)
 		}()
 		select {
@@ -533,6 +533,7 @@ func TestServe(t *testing.T) {
 			t.Fatalf("ready line %q (%v)", out.String(), err)
 		}
 		checkUI(t, info.UIURL)
+		checkUIMetrics(t, info.MetricsURL)
 		r := runCLI(t, map[string]string{"DSH_NATS_URL": info.ClientURL}, "", "stats", "--json").ok(t)
 		if !strings.Contains(r.stdout, `"sessions": 0`) {
 			t.Errorf("stats of a new node: %s", r.stdout)

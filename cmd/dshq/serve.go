@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -80,11 +81,15 @@ SIGTERM, and logs when it begins ("dshq shutting down") and when it is done
 				}
 				defer stop()
 			}
+			// The web UI lives across the node's reconnections: its request
+			// metrics are the process's, served with the node's.
+			uiMetrics := prometheus.NewRegistry()
 			cfg := node.Config{
 				Home:        resolved,
 				Listen:      listen,
 				RelaxedSync: relaxedSync,
 				Metrics:     metrics,
+				MetricsAlso: uiMetrics,
 				Parts:       node.All,
 				Logger:      log,
 				Stream:      bus.StreamConfig{Replicas: replicas},
@@ -112,7 +117,7 @@ SIGTERM, and logs when it begins ("dshq shutting down") and when it is done
 					if !external {
 						uiConn = natsconn.Options{URL: info.ClientURL}
 					}
-					u, err := startUI(uiConn, h, log)
+					u, err := startUI(uiConn, h, log, uiMetrics)
 					switch {
 					case err == nil:
 						uiURL, uiURLs = u.l.URL, u.l.URLs
