@@ -25,7 +25,7 @@ setup:
 ## then the tests that measure resident memory without it (the race
 ## detector's shadow memory hides what they measure, so under -race they
 ## skip), then the TypeScript client's (clients/ts/test.sh).
-NORACE_TESTS := ^TestAWatchReleasesALongLine$$
+NORACE_TESTS := ^(TestAWatchReleasesALongLine|TestAWatchResumesALargeFileAPieceAtATime)$$
 test: vet
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) test -count=1 -timeout 10m -run '$(NORACE_TESTS)' ./capture/follow
