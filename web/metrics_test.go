@@ -1,12 +1,15 @@
 package web
 
 import (
+	"bufio"
 	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // The UI counts and times its requests per route and status, in the
@@ -21,6 +24,19 @@ func TestRequestMetricsCountEachRouteAndStatus(t *testing.T) {
 	if code, _, _ := s.get(t, "/no/such/page"); code != http.StatusNotFound {
 		t.Fatalf("a missing page: %d", code)
 	}
+	// A live stream flows through the counting writer (its flushes reach
+	// the connection), and is counted once it ends.
+	res, err := http.Get(s.srv.URL + "/live?after=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() && sc.Text() != "event: status" {
+	}
+	if sc.Text() != "event: status" {
+		t.Fatalf("the live stream sent no status: %v", sc.Err())
+	}
+	res.Body.Close()
 	// A foreign Host is refused before routing, and counted under its route.
 	req := httptest.NewRequest(http.MethodGet, "/", nil)
 	req.Host = "rebound.example"
@@ -32,9 +48,17 @@ func TestRequestMetricsCountEachRouteAndStatus(t *testing.T) {
 	req.Host = "127.0.0.1"
 	s.ui.ServeHTTP(httptest.NewRecorder(), req)
 
-	requests, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	// The stream's end is counted when its handler returns, after the
+	// client went: wait for it.
+	var requests []*dto.MetricFamily
+	for {
+		if requests, err = reg.Gather(); err != nil {
+			t.Fatal(err)
+		}
+		if streamed(requests) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval
 	}
 	got := map[[2]string]float64{}
 	timed := map[[2]string]uint64{}
@@ -63,6 +87,7 @@ func TestRequestMetricsCountEachRouteAndStatus(t *testing.T) {
 		{"/", "404"}:           1,
 		{"GET /{$}", "421"}:    1,
 		{"GET /live", "499"}:   1,
+		{"GET /live", "200"}:   1,
 	}
 	for k, n := range want {
 		if got[k] != n || timed[k] != uint64(n) {
@@ -72,4 +97,28 @@ func TestRequestMetricsCountEachRouteAndStatus(t *testing.T) {
 	if n := len(got); n != len(want) {
 		t.Errorf("%d series, want %d: %v", n, len(want), got)
 	}
+}
+
+// streamed reports whether the families count a live stream answered 200.
+func streamed(mfs []*dto.MetricFamily) bool {
+	for _, mf := range mfs {
+		if mf.GetName() != "dshq_web_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var route, code string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "route":
+					route = l.GetValue()
+				case "code":
+					code = l.GetValue()
+				}
+			}
+			if route == "GET /live" && code == "200" {
+				return true
+			}
+		}
+	}
+	return false
 }
