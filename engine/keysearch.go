@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/dshq/dshq"
@@ -98,57 +99,101 @@ func rankKeys(ctx context.Context, e *Engine, limit int, q SearchQuery, probe bo
 	return r, nil
 }
 
-// keySessions is the first page of sessions.search.
-// The ranking is as of the snapshot's generation, so each session is ranked
-// by an event the snapshot holds; keys the snapshot still does not hold or
-// whose session is invalid are dropped before any is stored.
+// keySessions is the first page of sessions.search: the window rankWindow
+// ranks, less the keys the snapshot does not hold, is served from and
+// stored for later pages.
 func (e *Engine) keySessions(ctx context.Context, ix Index, snap Snapshot, req *wire.Request, c *wire.Cursor, page dshq.SessionSearchPage) ([]dshq.SessionSearchHit, string, error) {
-	var kept []HitKey
-	sessions := []string{}
-	truncated, maxResults := false, 0
+	w := window{sessions: []string{}}
 	if !matchesNothing(req.SessionFilters) && !matchesNothing(req.EventFilters) {
-		liveIDs := snap.LiveSessions()
-		q := SearchQuery{Phrase: req.Query, SessionFilters: req.SessionFilters, EventFilters: req.EventFilters,
-			LiveSessionIDs: liveIDs, AsOf: snap.Generation(), Stats: req.CorpusStats}
-		// The live set answers IsLive for every key without a lookup each.
-		live := make(map[string]bool, len(liveIDs))
-		for _, id := range liveIDs {
-			live[id] = true
-		}
-		r, err := rankKeys(ctx, e, req.Limit, q, false, ix.RankSessionKeys)
+		r, held, err := e.rankWindow(ctx, ix, snap, req)
 		if err != nil {
 			return nil, "", err
 		}
-		truncated, maxResults = r.More, r.MaxResults
-		mirrors := r.mirrors(snap)
-		kept = make([]HitKey, 0, len(r.Keys))
-		for _, k := range r.Keys {
-			if mirrors {
-				k.Live = k.Live || live[k.SessionID]
-				kept = append(kept, k)
-				sessions = append(sessions, k.SessionID)
-				continue
+		w.truncated, w.maxResults = r.More, r.MaxResults
+		w.keys = make([]HitKey, 0, len(r.Keys))
+		for i, k := range r.Keys {
+			if held[i] {
+				w.keys = append(w.keys, k)
+				w.sessions = append(w.sessions, k.SessionID)
 			}
-			info, ok, err := snap.Session(k.SessionID)
-			if err != nil {
-				return nil, "", fmt.Errorf("read session %q: %w", k.SessionID, err)
-			}
-			if !ok || info.InvalidFrom >= 0 {
-				continue
-			}
-			if ok, err := holdsEvent(snap, k); err != nil || !ok {
-				if err != nil {
-					return nil, "", err
-				}
-				continue
-			}
-			k.Live = k.Live || live[k.SessionID]
-			kept = append(kept, k)
-			sessions = append(sessions, k.SessionID)
 		}
 	}
-	w := window{keys: kept, sessions: sessions, truncated: truncated, maxResults: maxResults}
 	return firstKeyPage(ctx, e, snap, req, c, w, page, e.sessionHits(ix, req.Query))
+}
+
+// rankWindow ranks the window of a sessions.search first page, as of the
+// snapshot's generation (so each session is ranked by an event the snapshot
+// holds), up to the Engine's max results, the keys' availability resolved.
+// held says of each key whether the snapshot holds it: its session, valid,
+// and its event. The one ranking path of sessions.search: a first page
+// serves the held keys; a shard of a partitioned projection answers
+// sessions.rank with all of them, marked, so that the merge cuts the
+// window where one index would.
+func (e *Engine) rankWindow(ctx context.Context, ix Index, snap Snapshot, req *wire.Request) (Ranked, []bool, error) {
+	liveIDs := snap.LiveSessions()
+	q := SearchQuery{Phrase: req.Query, SessionFilters: req.SessionFilters, EventFilters: req.EventFilters,
+		LiveSessionIDs: liveIDs, AsOf: snap.Generation(), Stats: req.CorpusStats}
+	// The live set answers IsLive for every key without a lookup each.
+	live := make(map[string]bool, len(liveIDs))
+	for _, id := range liveIDs {
+		live[id] = true
+	}
+	r, err := rankKeys(ctx, e, req.Limit, q, false, ix.RankSessionKeys)
+	if err != nil {
+		return Ranked{}, nil, err
+	}
+	mirrors := r.mirrors(snap)
+	held := make([]bool, len(r.Keys))
+	for i := range r.Keys {
+		k := &r.Keys[i]
+		k.Live = k.Live || live[k.SessionID]
+		if held[i] = mirrors; mirrors {
+			continue
+		}
+		info, ok, err := snap.Session(k.SessionID)
+		if err != nil {
+			return Ranked{}, nil, fmt.Errorf("read session %q: %w", k.SessionID, err)
+		}
+		if !ok || info.InvalidFrom >= 0 {
+			continue
+		}
+		if held[i], err = holdsEvent(snap, *k); err != nil {
+			return Ranked{}, nil, err
+		}
+	}
+	return r, held, nil
+}
+
+// rankSessions answers sessions.rank, a shard's part of a partitioned
+// projection's sessions.search (docs/protocol.md, "Partitioned
+// projections"): the window rankWindow ranks with the corpus's statistics,
+// every key with its score and time and whether this snapshot holds it. A
+// window larger than a reply is stored (LoadRanking reads it) and named.
+func (e *Engine) rankSessions(ctx context.Context, snap Snapshot, req *wire.Request) (any, error) {
+	if err := wire.CheckSearchBudget(req); err != nil {
+		return nil, err
+	}
+	out := wire.SessionRanking{Keys: []wire.RankedSession{}, MaxResults: e.maxResults, Generation: snap.Generation()}
+	if matchesNothing(req.SessionFilters) || matchesNothing(req.EventFilters) {
+		return out, nil
+	}
+	r, held, err := e.rankWindow(ctx, snap.Index(), snap, req)
+	if err != nil {
+		return nil, err
+	}
+	out.More = r.More
+	for i, k := range r.Keys {
+		out.Keys = append(out.Keys, wire.RankedSession{SessionID: k.SessionID, Seq: k.Seq, Gen: k.Gen,
+			Live: k.Live, Score: k.Score, Time: k.Time, Drop: !held[i]})
+	}
+	if encodedSize(out)+cursorReserve > e.maxReply {
+		id, chunks, err := e.storeHits(ctx, out.Keys, 0, nil, searchMeta{})
+		if err != nil {
+			return nil, err
+		}
+		out.Keys, out.Stored, out.Chunks = []wire.RankedSession{}, id, chunks
+	}
+	return out, nil
 }
 
 // keyEvents is the first page of events.search.
@@ -272,6 +317,37 @@ func (e *Engine) sessionHits(ix Index, phrase string) buildFunc[dshq.SessionSear
 	}
 }
 
+// sessionsHits answers sessions.hits, a shard's part of a partitioned
+// projection's sessions.search page: stale when a session of sessionIds
+// (the later page's counted sessions this shard holds) changed since
+// (checkCounted); else the hits of the keys, aligned with them (null for a
+// key that no longer resolves), as many as fit the reply.
+func (e *Engine) sessionsHits(ctx context.Context, snap Snapshot, req *wire.Request) (any, error) {
+	var keys []HitKey
+	if err := json.Unmarshal(req.Keys, &keys); err != nil {
+		return nil, dshq.Errorf(dshq.CodeInvalidRequest, "keys must be an array of ranked keys: %v", err)
+	}
+	if err := checkCounted(snap, req.SessionIDs, req.Since); err != nil {
+		return nil, err
+	}
+	out := wire.SessionHits{Items: []*dshq.SessionSearchHit{}, Generation: snap.Generation()}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	built, _, err := e.sessionHits(snap.Index(), req.Query)(ctx, snap, keys, nil)
+	if err != nil {
+		return nil, err
+	}
+	sz := e.sizer(out)
+	for _, h := range built {
+		if h != nil && !sz.add(*h) {
+			break
+		}
+		out.Items = append(out.Items, h)
+	}
+	return out, nil
+}
+
 // firstKeyPage serves the first page of ranked keys and, when more remain
 // (or the search was truncated), stores the keys after it so later pages
 // are answered as of this one.
@@ -288,7 +364,7 @@ func firstKeyPage[T any](ctx context.Context, e *Engine, snap Snapshot, req *wir
 	if used == len(keys) && !r.truncated {
 		return items, "", nil
 	}
-	id, err := e.storeHits(ctx, keys, used, r.sessions, searchMeta{Truncated: r.truncated, Keys: true, MaxResults: r.maxResults})
+	id, _, err := e.storeHits(ctx, keys, used, r.sessions, searchMeta{Truncated: r.truncated, Keys: true, MaxResults: r.maxResults})
 	if err != nil {
 		return nil, "", err
 	}

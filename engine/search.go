@@ -32,7 +32,7 @@ type searchMeta struct {
 	MaxResults int `json:"maxResults,omitempty"`
 	// Keys is set when the chunks hold HitKeys (a search's later pages);
 	// a ranking stored for a partitioned service (sessions.rank) holds
-	// its ranked sessions.
+	// wire.RankedSessions (LoadRanking).
 	Keys bool `json:"keys,omitempty"`
 }
 
@@ -129,12 +129,15 @@ func (e *Engine) tooManyResults(endpoint string, meta searchMeta) error {
 }
 
 // storeHits stores hits[from:] (HitKeys when meta.Keys is set, else a
-// ranking) in chunks and the meta; it returns the id. sessions are the
-// result set's sessions (a session ranking names each once).
-func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []string, meta searchMeta) (string, error) {
+// ranking) in chunks and the meta; it returns the id and the number of
+// chunks. sessions are the result set's sessions (a session ranking names
+// each once). The stored format (<id>.m, <id>.<chunk>) is this file's
+// alone: later pages read it with storedRun, a partitioned service's
+// merge with LoadRanking.
+func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []string, meta searchMeta) (string, int, error) {
 	elems, err := encodeElems(hits)
 	if err != nil {
-		return "", fmt.Errorf("store hits: %w", err)
+		return "", 0, fmt.Errorf("store hits: %w", err)
 	}
 	var idb [12]byte // wire.Cursor accepts 24 hex digits as a name of stored hits
 	_, _ = rand.Read(idb[:])
@@ -154,17 +157,37 @@ func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []s
 			chunk = append(chunk, el...)
 		}
 		chunk = append(chunk, ']')
-		if err := e.store.Put(ctx, fmt.Sprintf("%s.%d", id, len(meta.Starts)), slices.Clone(chunk)); err != nil {
-			return "", &dshq.Error{Code: dshq.CodeIndexFailed, Message: "store search results: " + err.Error(), Err: err}
+		if err := e.store.Put(ctx, chunkKey(id, len(meta.Starts)), slices.Clone(chunk)); err != nil {
+			return "", 0, &dshq.Error{Code: dshq.CodeIndexFailed, Message: "store search results: " + err.Error(), Err: err}
 		}
 		meta.Starts = append(meta.Starts, int64(start))
 		start = end
 	}
 	mb, _ := json.Marshal(storedMeta{searchMeta: meta, Sessions: appendJSONStrings(nil, sessions)})
 	if err := e.store.Put(ctx, id+".m", mb); err != nil {
-		return "", &dshq.Error{Code: dshq.CodeIndexFailed, Message: "store search results: " + err.Error(), Err: err}
+		return "", 0, &dshq.Error{Code: dshq.CodeIndexFailed, Message: "store search results: " + err.Error(), Err: err}
 	}
-	return id, nil
+	return id, len(meta.Starts), nil
+}
+
+// chunkKey is the store key of chunk i of the stored results id.
+func chunkKey(id string, i int) string { return fmt.Sprintf("%s.%d", id, i) }
+
+// LoadRanking reads the ranking a shard stored for sessions.rank, id of
+// chunks chunks (wire.SessionRanking's Stored and Chunks), from store.
+// Failures are SESSION_QUERY_STALE_CURSOR when it expired,
+// SESSION_QUERY_INVALID_CURSOR when it is unreadable, else
+// SESSION_QUERY_INDEX_FAILED.
+func LoadRanking(ctx context.Context, store CursorStore, id string, chunks int) ([]wire.RankedSession, error) {
+	var out []wire.RankedSession
+	for i := range chunks {
+		var chunk []wire.RankedSession
+		if err := loadStored(ctx, store, chunkKey(id, i), &chunk); err != nil {
+			return nil, err
+		}
+		out = append(out, chunk...)
+	}
+	return out, nil
 }
 
 // storedMeta is searchMeta as storeHits writes it: the sessions already
@@ -265,18 +288,9 @@ func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *w
 		}
 		return nil, "", dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: offset out of range")
 	}
-	// At the first page's generation nothing was reclassified since, and
-	// the first page counted no invalid or missing session.
-	for _, id := range meta.Sessions {
-		if checks || snap.Generation() <= c.Generation {
-			break
-		}
-		info, ok, err := snap.Session(id)
-		if err != nil {
-			return nil, "", fmt.Errorf("read session %q: %w", id, err)
-		}
-		if !ok || info.ReclassifiedAt > c.Generation || info.InvalidFrom >= 0 {
-			return nil, "", staleCursor()
+	if !checks {
+		if err := checkCounted(snap, meta.Sessions, c.Generation); err != nil {
+			return nil, "", err
 		}
 	}
 	if !meta.Keys {
@@ -301,6 +315,27 @@ func continueSearch[T any](ctx context.Context, e *Engine, snap Snapshot, req *w
 	return items, "", nil
 }
 
+// checkCounted fails with SESSION_QUERY_STALE_CURSOR when a session of
+// ids, the sessions a first page at generation since counted, was
+// reclassified after it, or is invalid or gone. At since itself nothing
+// was reclassified since, and the first page counted no invalid or missing
+// session.
+func checkCounted(snap Snapshot, ids []string, since uint64) error {
+	if snap.Generation() <= since {
+		return nil
+	}
+	for _, id := range ids {
+		info, ok, err := snap.Session(id)
+		if err != nil {
+			return fmt.Errorf("read session %q: %w", id, err)
+		}
+		if !ok || info.ReclassifiedAt > since || info.InvalidFrom >= 0 {
+			return staleCursor()
+		}
+	}
+	return nil
+}
+
 // storedRun loads up to limit stored elements from the cursor's offset.
 func storedRun[E any](ctx context.Context, e *Engine, c *wire.Cursor, meta searchMeta, limit int) ([]E, error) {
 	k := sort.Search(len(meta.Starts), func(i int) bool { return meta.Starts[i] > c.Position }) - 1
@@ -310,7 +345,7 @@ func storedRun[E any](ctx context.Context, e *Engine, c *wire.Cursor, meta searc
 	var out []E
 	for pos := c.Position; k < len(meta.Starts) && len(out) < limit; k++ {
 		var chunk []E
-		if err := e.load(ctx, fmt.Sprintf("%s.%d", c.Store, k), &chunk); err != nil {
+		if err := e.load(ctx, chunkKey(c.Store, k), &chunk); err != nil {
 			return nil, err
 		}
 		for i := pos - meta.Starts[k]; i >= 0 && i < int64(len(chunk)) && len(out) < limit; i++ {
@@ -322,7 +357,12 @@ func storedRun[E any](ctx context.Context, e *Engine, c *wire.Cursor, meta searc
 }
 
 func (e *Engine) load(ctx context.Context, key string, v any) error {
-	b, err := e.store.Get(ctx, key)
+	return loadStored(ctx, e.store, key, v)
+}
+
+// loadStored decodes the stored value under key into v.
+func loadStored(ctx context.Context, store CursorStore, key string, v any) error {
+	b, err := store.Get(ctx, key)
 	if errors.Is(err, ErrCursorExpired) {
 		return dshq.Errorf(dshq.CodeStaleCursor, "cursor is stale because its stored results expired")
 	}

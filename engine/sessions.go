@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/authz"
 	"github.com/dshq/dshq/query/wire"
 )
 
@@ -69,7 +70,7 @@ func (e *Engine) listSessions(_ context.Context, snap Snapshot, req *wire.Reques
 // first-occurrence order, failures isolated per id.
 func (e *Engine) readTitles(_ context.Context, snap Snapshot, req *wire.Request) (any, error) {
 	out := dshq.SessionTitles{Items: []dshq.TitleResult{}, Generation: snap.Generation()}
-	ids := unique(req.SessionIDs)
+	ids := authz.Dedupe(req.SessionIDs)
 	found, err := snap.Lookup(ids)
 	if err != nil {
 		return nil, fmt.Errorf("read sessions: %w", err)
@@ -91,7 +92,7 @@ func (e *Engine) readTitles(_ context.Context, snap Snapshot, req *wire.Request)
 // unique id this projection holds, siblings by createdAt asc, id asc.
 func (e *Engine) readChildren(_ context.Context, snap Snapshot, req *wire.Request) (any, error) {
 	out := wire.SessionChildren{Items: []wire.ChildrenOf{}, Generation: snap.Generation()}
-	ids := unique(req.SessionIDs)
+	ids := authz.Dedupe(req.SessionIDs)
 	kids, err := snap.Children(ids)
 	if err != nil {
 		return nil, fmt.Errorf("read children: %w", err)
@@ -105,19 +106,6 @@ func (e *Engine) readChildren(_ context.Context, snap Snapshot, req *wire.Reques
 		out.Items = append(out.Items, item)
 	}
 	return out, nil
-}
-
-// unique returns ids without repeats, in first-occurrence order.
-func unique(ids []string) []string {
-	seen := make(map[string]bool, len(ids))
-	out := make([]string, 0, len(ids))
-	for _, id := range ids {
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 // sortSiblings sorts sessions as siblings show: createdAt asc, id asc.

@@ -97,7 +97,7 @@ func BenchmarkStoreKeys(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := e.storeHits(context.Background(), keys, 20, sessions, searchMeta{Truncated: true, Keys: true}); err != nil {
+		if _, _, err := e.storeHits(context.Background(), keys, 20, sessions, searchMeta{Truncated: true, Keys: true}); err != nil {
 			b.Fatal(err)
 		}
 	}

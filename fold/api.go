@@ -1,9 +1,11 @@
 // Package fold is the pure core of dshq: header and event validation,
 // foldSurface (docs/events-and-surfaces.md#the-fold), classification,
 // replacement and provenance edges, semantic text (docs/search.md#semantic-text),
-// titles (docs/events-and-surfaces.md#titles) and crash closers
-// (docs/events-and-surfaces.md#crash-closers-and-the-balanced-view). It does no
-// I/O and starts no goroutines.
+// titles (docs/events-and-surfaces.md#titles), crash closers
+// (docs/events-and-surfaces.md#crash-closers-and-the-balanced-view) and the one
+// reading of event data (Data: a message, its content blocks) that the fold,
+// the CLI and the web UI present events with. It does no I/O and starts no
+// goroutines.
 //
 // The fold is incremental: a State holds what a session's fold needs to take
 // the next event (compact and serializable, so a projector can keep millions of

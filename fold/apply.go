@@ -56,10 +56,12 @@ func (s *State) plan(e dshq.Event) (*plan, *ValidationError) {
 	if err := s.planSurface(p, data); err != nil {
 		return nil, err
 	}
-	if err := s.planLogFacts(p, data); err != nil {
+	d := dataOf(data)
+	msg := d.Message(e.Type)
+	if err := s.planLogFacts(p, data, msg); err != nil {
 		return nil, err
 	}
-	p.text = SemanticText(e.Type, data)
+	p.text = semanticText(e.Type, d, msg)
 	return p, nil
 }
 
@@ -86,7 +88,8 @@ func (s *State) decodeData(e dshq.Event) (any, *ValidationError) {
 }
 
 // planLogFacts reads what the title, step and crash-closer bookkeeping need.
-func (s *State) planLogFacts(p *plan, data any) *ValidationError {
+// msg is the event's message (Data.Message).
+func (s *State) planLogFacts(p *plan, data any, msg Data) *ValidationError {
 	d := obj(data)
 	switch p.e.Type {
 	case "turn/start":
@@ -95,7 +98,7 @@ func (s *State) planLogFacts(p *plan, data any) *ValidationError {
 		p.step = valueJSON(d, "step")
 	case dshq.TypeAssistantMessage:
 		p.step = valueJSON(d, "step")
-		p.toolCallIDs = toolCallIDs(messageContent(d))
+		p.toolCallIDs = toolCallIDs(msg)
 	case "tool/call":
 		p.callID, _ = str(d["callId"])
 	case dshq.TypeToolResult:
@@ -281,20 +284,15 @@ func messageContent(d map[string]any) any {
 	return messageOf(d)["content"]
 }
 
-// toolCallIDs returns the non-empty ids of the tool-call blocks in content,
-// in order.
-func toolCallIDs(content any) []string {
-	blocks, _ := arr(content)
+// toolCallIDs returns the non-empty ids of the tool-call blocks of a
+// message, in order.
+func toolCallIDs(msg Data) []string {
 	var ids []string
-	for _, b := range blocks {
-		bo := obj(b)
-		if t, _ := str(bo["type"]); t != "tool-call" {
-			continue
+	eachBlock(msg.m["content"], func(b Block) {
+		if b.Type == "tool-call" && b.ID != "" {
+			ids = append(ids, b.ID)
 		}
-		if id, ok := str(bo["id"]); ok && id != "" {
-			ids = append(ids, id)
-		}
-	}
+	})
 	return ids
 }
 

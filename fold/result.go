@@ -119,13 +119,7 @@ func (r *Result) finish() {
 	r.Messages = []Message{}
 	for _, seq := range s.MessageSeqs() {
 		e := r.events[seq]
-		msg := json.RawMessage(e.Data)
-		if e.Type != dshq.TypeUserMessage {
-			if m := rawMember(e.Data, "message"); m != nil {
-				msg = m
-			}
-		}
-		r.Messages = append(r.Messages, Message{Seq: seq, Type: e.Type, Message: msg})
+		r.Messages = append(r.Messages, Message{Seq: seq, Type: e.Type, Message: messageJSON(e)})
 	}
 }
 

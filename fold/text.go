@@ -43,66 +43,62 @@ func Text(e dshq.Event) string {
 // its inner blocks (recursively); reasoning, image and unknown blocks give
 // nothing — reasoning is never searchable.
 func SemanticText(eventType string, data any) string {
+	d := dataOf(data)
+	return semanticText(eventType, d, d.Message(eventType))
+}
+
+// semanticText is SemanticText of data d whose message is msg (Apply reads
+// it once for the text and the crash closers).
+func semanticText(eventType string, d, msg Data) string {
 	var parts []string
-	d := obj(data)
 	switch eventType {
-	case dshq.TypeUserMessage:
-		parts = contentParts(parts, d["content"])
-	case dshq.TypeAssistantMessage:
-		parts = contentParts(parts, messageContent(d))
+	case dshq.TypeUserMessage, dshq.TypeAssistantMessage:
+		parts = blockParts(parts, msg.m["content"])
 	case dshq.TypeToolResult:
-		parts = contentParts(parts, messageContent(d))
-		errObj := obj(d["error"])
-		parts = appendStrings(parts, errObj["name"], errObj["code"])
+		parts = blockParts(parts, msg.m["content"])
+		errObj := d.Object("error")
+		parts = appendStrings(parts, errObj.String("name"), errObj.String("code"))
 	case "tool/call":
-		parts = appendStrings(parts, d["name"], d["arguments"])
+		parts = appendStrings(parts, d.String("name"), d.String("arguments"))
 	case "todo/write":
-		todos, _ := arr(d["todos"])
+		todos, _ := d.List("todos")
 		for _, t := range todos {
-			to := obj(t)
-			parts = appendStrings(parts, to["status"], to["content"])
+			parts = appendStrings(parts, t.String("status"), t.String("content"))
 		}
 	case "turn/end":
-		parts = turnEndParts(parts, obj(d["reason"]))
+		parts = turnEndParts(parts, d.Object("reason"))
 	}
 	return strings.Join(parts, "\n")
 }
 
-func turnEndParts(parts []string, reason map[string]any) []string {
-	switch kind, _ := str(reason["kind"]); kind {
+func turnEndParts(parts []string, reason Data) []string {
+	switch kind := reason.String("kind"); kind {
 	case "error":
-		return appendStrings(parts, "error", obj(reason["error"])["message"])
+		return appendStrings(parts, "error", reason.Object("error").String("message"))
 	case "aborted", "max-tokens", "interrupted":
 		return append(parts, kind)
 	}
 	return parts
 }
 
-// contentParts appends the text parts of a content block list.
-func contentParts(parts []string, content any) []string {
-	blocks, _ := arr(content)
-	for _, b := range blocks {
-		block := obj(b)
-		switch block["type"] {
+// blockParts appends the text parts of a content list.
+func blockParts(parts []string, list any) []string {
+	eachBlock(list, func(b Block) {
+		switch b.Type {
 		case "text":
-			parts = appendStrings(parts, block["text"])
+			parts = appendStrings(parts, b.Text)
 		case "tool-call":
-			parts = appendStrings(parts, block["name"], block["arguments"])
+			parts = appendStrings(parts, b.Name, b.Arguments)
 		case "tool-result":
-			parts = contentParts(parts, block["content"])
+			parts = blockParts(parts, b.content)
 		}
-	}
+	})
 	return parts
 }
 
-// appendStrings appends each value that is a string and not blank after
-// trimming.
-func appendStrings(parts []string, values ...any) []string {
-	for _, v := range values {
-		s, ok := v.(string)
-		if !ok {
-			continue
-		}
+// appendStrings appends each value that is not blank after trimming.
+func appendStrings(parts []string, values ...string) []string {
+	for _, s := range values {
 		if s = jsTrim(s); s != "" {
 			parts = append(parts, s)
 		}

@@ -79,7 +79,9 @@ func (b *batch) apply(r streamRecord) error {
 		return b.quarantine(r, "", fmt.Sprintf("subject %q is not %s<token> or %s<tenant>.<token>", r.subject, dshq.LogSubjectPrefix, dshq.LogSubjectPrefix))
 	}
 	if !b.p.cfg.partition.ownsSubject(tok) {
-		return nil // another shard's session: only the generation moves
+		// Another shard's session: only the generation moves, and a
+		// child's header is the usage roll-up's lineage (usage.go).
+		return b.usageLineage(r, tok)
 	}
 	if at := b.tx.Bucket(bucketBadSubjects).Get([]byte(key)); at != nil {
 		seq, _ := readU64(at)

@@ -32,6 +32,7 @@ var allBuckets = [][]byte{
 	bucketEvents, bucketReplacedBy, bucketReplaced, bucketSources, bucketDerived,
 	bucketSurface, bucketChildren, bucketByCreated, bucketQuarantine,
 	bucketUsage, bucketUsageKeys, bucketUsageSessions, bucketUsageStates,
+	bucketUsageTotals, bucketUsageCube, bucketUsageRoots, bucketUsageLineage,
 }
 
 var (
@@ -45,7 +46,9 @@ var (
 // log key (tenants, docs/protocol.md#2-the-session-log-stream): a version 1
 // store had quarantined every two-token log subject. Version 3 adds the usage
 // aggregates (docs/usage.md): a version 2 store is rebuilt to compute them.
-const SchemaVersion = 3
+// Version 4 adds the usage totals and cubes (docs/usage.md, "The
+// aggregates").
+const SchemaVersion = 4
 
 // sessionKey is the prefix of every per-session key: a 2-byte big-endian
 // length and the id's bytes, so that no id's keys are a prefix of another's.

@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/dshq/dshq/record"
 	"github.com/dshq/dshq/usage"
 )
 
@@ -23,18 +25,39 @@ var (
 	bucketUsageSessions = []byte("usagesess")
 	// id → usage.State (JSON), for sessions that keep one
 	bucketUsageStates = []byte("usagestate")
+	// sessionKey(id) + model + 0 + branch → the session's all-time counts
+	// (a usage row key without its slot)
+	bucketUsageTotals = []byte("usagetot")
+	// the same of a root session and its descendants (usage.SessionDims.Root)
+	bucketUsageRoots = []byte("usageroot")
+	// kind + slot (4 bytes BE) + len-prefixed value + model + 0 + branch →
+	// the counts of every session with that value of the kind's dimension
+	// (usage.CubeKind; an all-time kind has slot 0)
+	bucketUsageCube = []byte("usagecube")
+	// id → the ancestors (usage.SessionDims.Ancestors' encoding) of a
+	// session of another shard: its header, which every shard reads,
+	// names its parent. Roll-up needs the chain across shards.
+	bucketUsageLineage = []byte("usagelineage")
 )
 
-// usageBatch is a batch's part of the usage aggregates: the rows it
-// changed (net), and the extraction states of the sessions it touched.
+// usageBuckets are the summed buckets a usage row's change is added to.
+var usageBuckets = [][]byte{bucketUsage, bucketUsageTotals, bucketUsageCube, bucketUsageRoots}
+
+// usageBatch is a batch's part of the usage aggregates: the rows of
+// usageBuckets it changed (net), the extraction states of the sessions it
+// touched, and the dimensions it read.
 type usageBatch struct {
-	rows   map[string]*usage.Tokens
+	rows   [4]map[string]*usage.Tokens // by usageBuckets' index
 	states map[string]*usage.State
+	dims   map[string]usage.SessionDims
 }
 
 func (b *batch) usageOf() *usageBatch {
 	if b.usage == nil {
-		b.usage = &usageBatch{rows: map[string]*usage.Tokens{}, states: map[string]*usage.State{}}
+		b.usage = &usageBatch{states: map[string]*usage.State{}, dims: map[string]usage.SessionDims{}}
+		for i := range b.usage.rows {
+			b.usage.rows[i] = map[string]*usage.Tokens{}
+		}
 	}
 	return b.usage
 }
@@ -50,15 +73,105 @@ func (b *batch) usageHeader(v *sessionValue) error {
 		d.Cwd = *h.Cwd
 	}
 	if p := h.ParentSession; p != nil {
-		d.Ancestors = []string{*p}
-		if pd, ok := getUsageDims(b.tx, *p); ok {
-			d.Ancestors = append(d.Ancestors, pd.Ancestors...)
-		}
-		if len(d.Ancestors) > maxUsageAncestors {
-			d.Ancestors = d.Ancestors[:maxUsageAncestors]
-		}
+		d.Ancestors = usageAncestors(b.tx, *p)
+	}
+	// A session that spent before its header (an inline sidechain routed
+	// to it) keeps the dimensions it inherited then: the cubes counted it
+	// under them.
+	if _, ok := getUsageDims(b.tx, h.ID); ok {
+		return nil
 	}
 	return b.tx.Bucket(bucketUsageSessions).Put([]byte(h.ID), encodeUsageDims(d))
+}
+
+// usageDims returns the dimensions of the session spender, that spent
+// through an event of session s: a spender without dimensions yet (its
+// header comes later) inherits s's, with s as its parent, and keeps them.
+func (b *batch) usageDims(spender string, s *openSession) (usage.SessionDims, error) {
+	ub := b.usageOf()
+	if d, ok := ub.dims[spender]; ok {
+		return d, nil
+	}
+	d, ok := getUsageDims(b.tx, spender)
+	if !ok {
+		pd, _ := getUsageDims(b.tx, s.v.Header.ID)
+		d = pd
+		if spender != s.v.Header.ID {
+			d.Ancestors = append([]string{s.v.Header.ID}, pd.Ancestors...)
+			if len(d.Ancestors) > maxUsageAncestors {
+				d.Ancestors = d.Ancestors[:maxUsageAncestors]
+			}
+		}
+		if err := b.tx.Bucket(bucketUsageSessions).Put([]byte(spender), encodeUsageDims(d)); err != nil {
+			return d, err
+		}
+	}
+	ub.dims[spender] = d
+	return d, nil
+}
+
+// usageAncestors is the ancestors of a child of parent: parent and its
+// own, from its dimensions when this projection holds it, else from the
+// lineage of the shard that does.
+func usageAncestors(tx *bolt.Tx, parent string) []string {
+	a := []string{parent}
+	if pd, ok := getUsageDims(tx, parent); ok {
+		a = append(a, pd.Ancestors...)
+	} else if raw := tx.Bucket(bucketUsageLineage).Get([]byte(parent)); raw != nil {
+		if la, err := decodeAncestors(raw); err == nil {
+			a = append(a, la...)
+		}
+	}
+	return a[:min(len(a), maxUsageAncestors)]
+}
+
+// usageLineage records the ancestors of another shard's session whose
+// header record r may be (tok is its log subject's token): a record that
+// names a parent session and is a valid header of that subject, the first
+// one seen for its id. Only a child's header says "parentSession", so most
+// records are passed over without parsing.
+func (b *batch) usageLineage(r streamRecord, tok string) error {
+	if !bytes.Contains(r.data, []byte(`"parentSession"`)) {
+		return nil
+	}
+	h, err := record.ParseHeader(r.data)
+	if err != nil || h.Header.ParentSession == nil {
+		return nil
+	}
+	if want, err := record.SubjectToken(h.Header.ID); err != nil || want != tok {
+		return nil
+	}
+	lin := b.tx.Bucket(bucketUsageLineage)
+	if lin.Get([]byte(h.Header.ID)) != nil {
+		return nil
+	}
+	return lin.Put([]byte(h.Header.ID), encodeAncestors(usageAncestors(b.tx, *h.Header.ParentSession)))
+}
+
+func encodeAncestors(a []string) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(a)))
+	for _, s := range a {
+		b = appendStr(b, s)
+	}
+	return b
+}
+
+func decodeAncestors(b []byte) ([]string, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > maxUsageAncestors {
+		return nil, errCorruptUsage
+	}
+	b = b[k:]
+	a := make([]string, 0, n)
+	for range n {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < l {
+			return nil, errCorruptUsage
+		}
+		a = append(a, string(b[k:k+int(l)]))
+		b = b[k+int(l):]
+	}
+	return a, nil
 }
 
 // maxUsageAncestors bounds the ancestors a session's dimensions keep.
@@ -87,6 +200,9 @@ func (b *batch) usageEvent(s *openSession, r streamRecord, evTime int64) error {
 		if e.Session != "" {
 			spender = e.Session
 		}
+		if _, err := b.usageDims(spender, s); err != nil {
+			return err
+		}
 		rk := usageRowKey(usage.SlotOf(e.Time), spender, e.Model, e.Branch)
 		if e.Key != "" {
 			kk := append(append([]byte(s.v.Tenant), 0), e.Key...)
@@ -114,20 +230,61 @@ func (b *batch) usageEvent(s *openSession, r streamRecord, evTime int64) error {
 	return nil
 }
 
-// usageAdd adds t (sign 1) or subtracts it (sign -1) from row rk.
+// usageAdd adds t (sign 1) or subtracts it (sign -1) from row rk, and from
+// the session's total and the cubes' rows that sum it. The session's
+// dimensions are in the batch (usageEvent read them when it counted).
 func (b *batch) usageAdd(rk []byte, t usage.Tokens, sign int) error {
-	ub := b.usageOf()
-	cur, ok := ub.rows[string(rk)]
+	slot, sess, model, branch, err := usageRowKeyParts(rk)
+	if err != nil {
+		return fmt.Errorf("%w: usage row %x: %v", ErrCorruptStore, rk, err)
+	}
+	d, ok := b.usageOf().dims[string(sess)]
+	if !ok {
+		if d, ok = getUsageDims(b.tx, string(sess)); !ok {
+			return fmt.Errorf("%w: usage row %x: its session has no dimensions", ErrCorruptStore, rk)
+		}
+		b.usage.dims[string(sess)] = d
+	}
+	if err := b.usageAddTo(0, rk, t, sign); err != nil {
+		return err
+	}
+	if err := b.usageAddTo(1, rk[4:], t, sign); err != nil {
+		return err
+	}
+	if root := d.Root(string(sess)); root != string(sess) {
+		if err := b.usageAddTo(3, usageRowKey(0, root, string(model), string(branch))[4:], t, sign); err != nil {
+			return err
+		}
+	} else if err := b.usageAddTo(3, rk[4:], t, sign); err != nil {
+		return err
+	}
+	for _, kind := range usage.CubeKinds {
+		v := kind.Value(d)
+		if err := b.usageAddTo(2, usageCubeKey(kind, slot, v, model, branch), t, sign); err != nil {
+			return err
+		}
+		if err := b.usageAddTo(2, usageCubeKey(kind.AllTime(), 0, v, model, branch), t, sign); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// usageAddTo adds t (sign 1) or subtracts it (sign -1) from key k of
+// usageBuckets[i].
+func (b *batch) usageAddTo(i int, k []byte, t usage.Tokens, sign int) error {
+	rows := b.usageOf().rows[i]
+	cur, ok := rows[string(k)]
 	if !ok {
 		cur = &usage.Tokens{}
-		if raw := b.tx.Bucket(bucketUsage).Get(rk); raw != nil {
+		if raw := b.tx.Bucket(usageBuckets[i]).Get(k); raw != nil {
 			v, err := decodeUsageTokens(raw)
 			if err != nil {
-				return fmt.Errorf("%w: usage row: %v", ErrCorruptStore, err)
+				return fmt.Errorf("%w: %s row %x: %v", ErrCorruptStore, usageBuckets[i], k, err)
 			}
 			*cur = v
 		}
-		ub.rows[string(rk)] = cur
+		rows[string(k)] = cur
 	}
 	if sign > 0 {
 		cur.Add(t)
@@ -142,17 +299,19 @@ func (b *batch) finishUsage() error {
 	if b.usage == nil {
 		return nil
 	}
-	rows := b.tx.Bucket(bucketUsage)
-	for _, k := range sortedKeys(b.usage.rows) {
-		t := b.usage.rows[k]
-		if t.IsZero() {
-			if err := rows.Delete([]byte(k)); err != nil {
+	for i, name := range usageBuckets {
+		rows := b.tx.Bucket(name)
+		for _, k := range sortedKeys(b.usage.rows[i]) {
+			t := b.usage.rows[i][k]
+			if t.IsZero() {
+				if err := rows.Delete([]byte(k)); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := rows.Put([]byte(k), encodeUsageTokens(*t)); err != nil {
 				return err
 			}
-			continue
-		}
-		if err := rows.Put([]byte(k), encodeUsageTokens(*t)); err != nil {
-			return err
 		}
 	}
 	states := b.tx.Bucket(bucketUsageStates)
@@ -182,6 +341,37 @@ func usageRowKey(slot uint32, session, model, branch string) []byte {
 	k = append(k, model...)
 	k = append(k, 0)
 	return append(k, branch...)
+}
+
+func usageCubeKey(kind usage.CubeKind, slot uint32, value, model, branch []byte) []byte {
+	k := make([]byte, 0, 1+4+binary.MaxVarintLen64+len(value)+len(model)+1+len(branch))
+	k = append(k, byte(kind))
+	k = binary.BigEndian.AppendUint32(k, slot)
+	k = binary.AppendUvarint(k, uint64(len(value)))
+	k = append(k, value...)
+	k = append(k, model...)
+	k = append(k, 0)
+	return append(k, branch...)
+}
+
+// usageCubeKeyParts splits a cube key (its parts alias k).
+func usageCubeKeyParts(k []byte) (kind usage.CubeKind, slot uint32, value, model, branch []byte, err error) {
+	if len(k) < 6 {
+		return 0, 0, nil, nil, nil, errCorruptUsage
+	}
+	kind, slot = usage.CubeKind(k[0]), binary.BigEndian.Uint32(k[1:])
+	n, w := binary.Uvarint(k[5:])
+	rest := k[5:]
+	if w <= 0 || uint64(len(rest)-w) < n {
+		return 0, 0, nil, nil, nil, errCorruptUsage
+	}
+	value, rest = rest[w:w+int(n)], rest[w+int(n):]
+	for i, c := range rest {
+		if c == 0 {
+			return kind, slot, value, rest[:i], rest[i+1:], nil
+		}
+	}
+	return 0, 0, nil, nil, nil, errCorruptUsage
 }
 
 var errCorruptUsage = errors.New("corrupt usage record")
@@ -305,21 +495,38 @@ func getUsageDims(tx *bolt.Tx, id string) (usage.SessionDims, bool) {
 // of a slot range and the dimensions of the sessions that spent.
 type UsageReader = usage.Source
 
+// interner gives the few distinct sessions, models and branches a scan
+// repeats one string each.
+type interner struct {
+	m           map[string]string
+	last, last2 string // the latest two (consecutive rows mostly share them)
+}
+
+func newInterner() *interner { return &interner{m: map[string]string{}, last: "\xff", last2: "\xff"} }
+
+func (in *interner) str(b []byte) string {
+	switch string(b) {
+	case in.last:
+		return in.last
+	case in.last2:
+		in.last, in.last2 = in.last2, in.last
+		return in.last
+	}
+	v, ok := in.m[string(b)]
+	if !ok {
+		v = string(b)
+		in.m[v] = v
+	}
+	in.last, in.last2 = v, in.last
+	return v
+}
+
 // UsageRows implements UsageReader.
 func (s *snapshot) UsageRows(from, to uint32, fn func(usage.Row) bool) error {
 	if from > to {
 		return nil
 	}
-	// The rows repeat few sessions, models and branches: one string each.
-	intern := map[string]string{}
-	str := func(b string) string {
-		if v, ok := intern[b]; ok {
-			return v
-		}
-		intern[b] = b
-		return b
-	}
-	lastModel, lastBranch := "\xff", "\xff" // no model or branch is this
+	sessions, models, branches := newInterner(), newInterner(), newInterner()
 	c := s.tx.Bucket(bucketUsage).Cursor()
 	for k, v := c.Seek(binary.BigEndian.AppendUint32(nil, from)); k != nil; k, v = c.Next() {
 		slot, sess, model, branch, err := usageRowKeyParts(k)
@@ -333,30 +540,64 @@ func (s *snapshot) UsageRows(from, to uint32, fn func(usage.Row) bool) error {
 		if err != nil {
 			return fmt.Errorf("%w: usage row %x: %v", ErrCorruptStore, k, err)
 		}
-		row := usage.Row{Slot: slot, Tokens: t}
-		if v, ok := intern[string(sess)]; ok {
-			row.Session = v
-		} else {
-			row.Session = str(string(sess))
+		if !fn(usage.Row{Slot: slot, Session: sessions.str(sess), Model: models.str(model), Branch: branches.str(branch), Tokens: t}) {
+			return nil
 		}
-		// Consecutive rows mostly share their model and branch.
-		if lastModel == string(model) {
-			row.Model = lastModel
-		} else if v, ok := intern[string(model)]; ok {
-			row.Model, lastModel = v, v
-		} else {
-			row.Model = str(string(model))
-			lastModel = row.Model
+	}
+	return nil
+}
+
+// UsageTotals implements UsageReader.
+func (s *snapshot) UsageTotals(roots bool, fn func(usage.Row) bool) error {
+	models, branches := newInterner(), newInterner()
+	var sess string
+	name := bucketUsageTotals
+	if roots {
+		name = bucketUsageRoots
+	}
+	c := s.tx.Bucket(name).Cursor()
+	var rk []byte // a row key at slot 0, to split the total's key
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		rk = append(append(rk[:0], 0, 0, 0, 0), k...)
+		_, id, model, branch, err := usageRowKeyParts(rk)
+		if err != nil {
+			return fmt.Errorf("%w: usage total %x: %v", ErrCorruptStore, k, err)
 		}
-		if lastBranch == string(branch) {
-			row.Branch = lastBranch
-		} else if v, ok := intern[string(branch)]; ok {
-			row.Branch, lastBranch = v, v
-		} else {
-			row.Branch = str(string(branch))
-			lastBranch = row.Branch
+		t, err := decodeUsageTokens(v)
+		if err != nil {
+			return fmt.Errorf("%w: usage total %x: %v", ErrCorruptStore, k, err)
 		}
-		if !fn(row) {
+		if sess != string(id) { // a session's totals are consecutive
+			sess = string(id)
+		}
+		if !fn(usage.Row{Session: sess, Model: models.str(model), Branch: branches.str(branch), Tokens: t}) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// UsageCube implements UsageReader.
+func (s *snapshot) UsageCube(kind usage.CubeKind, from, to uint32, fn func(usage.CubeRow) bool) error {
+	if from > to {
+		return nil
+	}
+	values, models, branches := newInterner(), newInterner(), newInterner()
+	c := s.tx.Bucket(bucketUsageCube).Cursor()
+	start := binary.BigEndian.AppendUint32([]byte{byte(kind)}, from)
+	for k, v := c.Seek(start); k != nil && k[0] == byte(kind); k, v = c.Next() {
+		_, slot, value, model, branch, err := usageCubeKeyParts(k)
+		if err != nil {
+			return fmt.Errorf("%w: usage cube row %x: %v", ErrCorruptStore, k, err)
+		}
+		if slot > to {
+			return nil
+		}
+		t, err := decodeUsageTokens(v)
+		if err != nil {
+			return fmt.Errorf("%w: usage cube row %x: %v", ErrCorruptStore, k, err)
+		}
+		if !fn(usage.CubeRow{Slot: slot, Value: values.str(value), Model: models.str(model), Branch: branches.str(branch), Tokens: t}) {
 			return nil
 		}
 	}

@@ -21,22 +21,22 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkUsageReport times a usage report over the aggregates of a
-// corpus the size of make bench-1m's (1 000 000 events in 16 300
-// sessions): each session spends with one or two models over an hour (6
-// rows of session, model and 15 minutes), 97 800 rows in a real bbolt
-// store, read through the snapshot as usage.report reads them. It prints
-// p50 and p99 per report, and the CPU time per report.
-func BenchmarkUsageReport(b *testing.B) {
-	const sessions = 16300
-	s, err := openStore(filepath.Join(b.TempDir(), "p.db"), false, time.Second)
+// usageBenchStore fills a store with the usage aggregates of a corpus the
+// size of make bench-1m's (1 000 000 events in 16 300 sessions): each
+// session spends with one or two models over an hour (6 rows of session,
+// model and 15 minutes), 97 800 rows, counted through the batch as the
+// projector counts them (rows, totals and cubes). Every fifth session is
+// a subagent of the one before.
+func usageBenchStore(tb testing.TB, sessions int) (*store, uint32) {
+	s, err := openStore(filepath.Join(tb.TempDir(), "p.db"), false, time.Second)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer s.db.Close()
+	tb.Cleanup(func() { s.db.Close() })
 	base := usage.SlotOf(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
 	err = s.db.Update(func(tx *bolt.Tx) error {
-		rows, dims := tx.Bucket(bucketUsage), tx.Bucket(bucketUsageSessions)
+		b := &batch{tx: tx}
+		dims := tx.Bucket(bucketUsageSessions)
 		for i := range sessions {
 			id := fmt.Sprintf("cc-%08d-0000-4000-8000-000000000000", i)
 			d := usage.SessionDims{Cwd: fmt.Sprintf("/home/dev/work/repo-%03d", i%200), Machine: fmt.Sprintf("host-%d", i%3), Harness: "claude-code"}
@@ -54,35 +54,62 @@ func BenchmarkUsageReport(b *testing.B) {
 				}
 				v := int64(i*7+j) % 997 // sessions spend differently
 				t := usage.Tokens{Input: 30 + v, Output: 2000 + 3*v, CacheCreation: 9000 + v, CacheCreation1h: 9000 + v, CacheRead: 90000 + 11*v, Calls: 10}
-				if err := rows.Put(usageRowKey(start+uint32(j/2), id, model, "main"), encodeUsageTokens(t)); err != nil {
+				if err := b.usageAdd(usageRowKey(start+uint32(j/2), id, model, "main"), t, 1); err != nil {
+					return err
+				}
+			}
+			if i%1000 == 999 { // a batch's worth
+				if err := b.finishUsage(); err != nil {
 					return err
 				}
 			}
 		}
-		return nil
+		return b.finishUsage()
 	})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	reports := []struct {
+	return s, base
+}
+
+// usageBenchReports are the reports BenchmarkUsageReport times: those of
+// make bench and the Usage page.
+func usageBenchReports(base uint32) []struct {
+	name string
+	q    usage.Query
+} {
+	return []struct {
 		name string
 		q    usage.Query
 	}{
 		{"daily-by-model", usage.Query{GroupBy: []usage.Dimension{usage.Day, usage.Model}, Location: time.UTC}},
 		{"top-sessions", usage.Query{GroupBy: []usage.Dimension{usage.Session}, Rollup: true, Limit: 10, Location: time.UTC}},
+		{"projects-under-root", usage.Query{GroupBy: []usage.Dimension{usage.Project}, Prefixes: []string{"/"}, Rollup: true, Limit: 10, Location: time.UTC}},
 		{"projects-in-one-week", usage.Query{GroupBy: []usage.Dimension{usage.Project}, Location: time.UTC,
 			Since: usage.SlotTime(base + 7*96), Until: usage.SlotTime(base + 14*96)}},
+		{"top-sessions-in-one-week", usage.Query{GroupBy: []usage.Dimension{usage.Session}, Rollup: true, Limit: 10, Location: time.UTC,
+			Since: usage.SlotTime(base + 7*96), Until: usage.SlotTime(base + 14*96)}},
 	}
+}
+
+// BenchmarkUsageReport times usage reports over usageBenchStore's
+// aggregates, read through the snapshot as usage.report reads them: each
+// report as Build plans it (the cubes, the sessions' totals) beside
+// BuildScan (the sessions' rows of the range, how every report was read
+// before the cubes), alternately in one run. It prints p50 and p99 of
+// each, the ratio of their p50s, and the CPU time per report pair.
+func BenchmarkUsageReport(b *testing.B) {
+	s, base := usageBenchStore(b, 16300)
 	prices := usage.Builtin()
-	for _, rp := range reports {
+	for _, rp := range usageBenchReports(base) {
 		b.Run(rp.name, func(b *testing.B) {
 			cache := usage.NewDimsCache(1 << 20) // an engine's: the dimensions read once
-			var lat []time.Duration
+			var plan, scan []time.Duration
 			cpu0 := cpuTime()
-			for b.Loop() {
+			run := func(build func(usage.Query, *usage.Prices, usage.Source, *usage.DimsCache) (usage.Report, error)) time.Duration {
 				t0 := time.Now()
 				err := s.db.View(func(tx *bolt.Tx) error {
-					rep, err := usage.Build(rp.q, prices, &snapshot{tx: tx}, cache)
+					rep, err := build(rp.q, prices, &snapshot{tx: tx}, cache)
 					if err == nil && rep.Totals.Calls == 0 {
 						err = fmt.Errorf("no call counted")
 					}
@@ -91,15 +118,22 @@ func BenchmarkUsageReport(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				lat = append(lat, time.Since(t0))
+				return time.Since(t0)
 			}
-			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(len(lat)), "cpu-ms/op")
-			slices.Sort(lat)
-			p := func(q float64) float64 {
+			for b.Loop() {
+				plan = append(plan, run(usage.Build))
+				scan = append(scan, run(usage.BuildScan))
+			}
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(len(plan)), "cpu-ms/pair")
+			p := func(lat []time.Duration, q float64) float64 {
+				slices.Sort(lat)
 				return float64(lat[min(len(lat)-1, int(q*float64(len(lat))))].Microseconds()) / 1000
 			}
-			b.ReportMetric(p(0.50), "p50-ms")
-			b.ReportMetric(p(0.99), "p99-ms")
+			b.ReportMetric(p(plan, 0.50), "p50-ms")
+			b.ReportMetric(p(plan, 0.99), "p99-ms")
+			b.ReportMetric(p(scan, 0.50), "scan-p50-ms")
+			b.ReportMetric(p(scan, 0.99), "scan-p99-ms")
+			b.ReportMetric(p(scan, 0.50)/max(p(plan, 0.50), 0.001), "scan/plan-p50")
 		})
 	}
 }

@@ -237,3 +237,21 @@ func (a snapshot) UsageSession(id string) (usage.SessionDims, bool) {
 	}
 	return r.UsageSession(id)
 }
+
+// UsageTotals implements engine.UsageSource.
+func (a snapshot) UsageTotals(roots bool, fn func(usage.Row) bool) error {
+	r, ok := a.s.(projection.UsageReader)
+	if !ok {
+		return fmt.Errorf("the projection keeps no usage aggregates")
+	}
+	return r.UsageTotals(roots, fn)
+}
+
+// UsageCube implements engine.UsageSource.
+func (a snapshot) UsageCube(kind usage.CubeKind, from, to uint32, fn func(usage.CubeRow) bool) error {
+	r, ok := a.s.(projection.UsageReader)
+	if !ok {
+		return fmt.Errorf("the projection keeps no usage aggregates")
+	}
+	return r.UsageCube(kind, from, to, fn)
+}

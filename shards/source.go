@@ -473,21 +473,12 @@ func (x shardsIndex) RankSessionKeys(ctx context.Context, q engine.SearchQuery) 
 		if err := sn.src.ask(ctx, i, wire.EndpointSessionsRank, f, sn.minGen, sn.timeoutMs(), header, r); err != nil {
 			return err
 		}
-		for c := range r.Chunks {
-			b, err := sn.src.store.Get(ctx, fmt.Sprintf("%s.%d", r.Stored, c))
-			if errors.Is(err, engine.ErrCursorExpired) {
-				return dshq.Errorf(dshq.CodeStaleCursor, "cursor is stale because its stored results expired")
-			}
-			if err != nil {
-				return &dshq.Error{Code: dshq.CodeIndexFailed, Message: "load search results: " + err.Error(), Err: err}
-			}
-			var chunk []wire.RankedSession
-			if err := json.Unmarshal(b, &chunk); err != nil {
-				return dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: its stored results are unreadable")
-			}
-			r.Keys = append(r.Keys, chunk...)
+		if r.Stored == "" {
+			return nil
 		}
-		return nil
+		stored, err := engine.LoadRanking(ctx, sn.src.store, r.Stored, r.Chunks)
+		r.Keys = append(r.Keys, stored...)
+		return err
 	})
 	if err != nil {
 		return engine.Ranked{}, err
@@ -530,17 +521,11 @@ func (x shardsIndex) LoadHits(context.Context, string, []engine.HitKey, int) ([]
 func (x shardsIndex) SessionHits(ctx context.Context, phrase string, keys []engine.HitKey, counted []string, since uint64) ([]*dshq.SessionSearchHit, int, error) {
 	sn := x.sn
 	n := len(sn.src.conns)
-	type storedKey struct {
-		SessionID string `json:"s"`
-		Seq       int64  `json:"q"`
-		Gen       uint64 `json:"g,omitempty"`
-		Live      bool   `json:"l,omitempty"`
-	}
-	byShard := make([][]storedKey, n)
+	byShard := make([][]engine.HitKey, n)
 	checkBy := make([][]string, n)
 	for _, k := range keys {
 		i := sn.src.shardOf(k.SessionID)
-		byShard[i] = append(byShard[i], storedKey{k.SessionID, k.Seq, k.Gen, k.Live})
+		byShard[i] = append(byShard[i], k)
 	}
 	for _, id := range counted {
 		i := sn.src.shardOf(id)
@@ -548,7 +533,7 @@ func (x shardsIndex) SessionHits(ctx context.Context, phrase string, keys []engi
 	}
 	hits := make([][]*dshq.SessionSearchHit, n)
 	err := sn.src.each(func(i int) error {
-		f := map[string]any{"query": phrase, "keys": append([]storedKey{}, byShard[i]...),
+		f := map[string]any{"query": phrase, "keys": append([]engine.HitKey{}, byShard[i]...),
 			"sessionIds": append([]string{}, checkBy[i]...), "since": since}
 		var out wire.SessionHits
 		if err := sn.src.ask(ctx, i, wire.EndpointSessionsHits, f, sn.minGen, sn.timeoutMs(), nil, &out); err != nil {

@@ -55,120 +55,92 @@ var probesOfB = []probe{
 }
 
 // TestWorkspaceBoundary is the adversarial suite: a caller in workspace A
-// probes workspace B every way the arguments allow, against the in-memory
-// service and against the real pipeline (embedded NATS, projector, Bleve,
-// query service).
+// probes workspace B every way the arguments allow, against the real
+// pipeline (embedded NATS, projector, Bleve, query service).
 func TestWorkspaceBoundary(t *testing.T) {
-	for _, be := range backends {
-		t.Run(be.name, func(t *testing.T) {
-			tl := newTools(t, be.open(t, fullCorpus))
-			for _, p := range probesOfB {
-				t.Run(p.name+" reveals nothing of B", func(t *testing.T) {
-					r := call(t, tl, "s-caller", p.tool, p.args)
-					noneOf(t, r.Text, secretsOfB...)
-					noneOf(t, r.Text, p.pruned...)
-					if p.twin == "" {
-						return
-					}
-					twin := call(t, tl, "s-caller", p.tool, p.twin)
-					if r != twin {
-						t.Fatalf("hidden and missing differ:\n%+v\n%+v", r, twin)
-					}
-				})
+	tl := newTools(t, newService(t, fullCorpus))
+	for _, p := range probesOfB {
+		t.Run(p.name+" reveals nothing of B", func(t *testing.T) {
+			r := call(t, tl, "s-caller", p.tool, p.args)
+			noneOf(t, r.Text, secretsOfB...)
+			noneOf(t, r.Text, p.pruned...)
+			if p.twin == "" {
+				return
 			}
-			t.Run("a B caller sees none of A either", func(t *testing.T) {
-				for _, args := range []string{`{"query":"retry budget"}`, `{"query":"Find where the retry budget"}`} {
-					r := call(t, tl, "b-caller", tools.NameSessionSearch, args)
-					noneOf(t, r.Text, "s-7f3c", "s-9a01", "a-orphan", "s-caller", "/home/u/proj")
-				}
-				r := call(t, tl, "b-caller", tools.NameSessionTrace, `{"session_id":"s-b77c"}`)
-				noneOf(t, r.Text, "s-9a01", "s-a-grand", "s-7f3c")
-				if !strings.Contains(r.Text, "- [outside workspace boundary]") || !strings.Contains(r.Text, "- [outside workspace subtree]") {
-					t.Fatalf("markers missing:\n%s", r.Text)
-				}
-			})
-			t.Run("a cwd-less caller sees only itself", func(t *testing.T) {
-				for _, p := range []struct{ tool, args string }{
-					{tools.NameSessionTrace, `{"session_id":"n-nocwd"}`},
-					{tools.NameSessionEventRead, `{"session_id":"n-nocwd","seq":1}`},
-					{tools.NameSessionSearch, `{"query":"retry budget"}`},
-				} {
-					r := call(t, tl, "n-caller", p.tool, p.args)
-					if !r.IsError {
-						t.Fatalf("%s %s succeeded:\n%s", p.tool, p.args, r.Text)
-					}
-					noneOf(t, r.Text, "SECRET-NOCWD", "n-nocwd")
-				}
-			})
+			twin := call(t, tl, "s-caller", p.tool, p.twin)
+			if r != twin {
+				t.Fatalf("hidden and missing differ:\n%+v\n%+v", r, twin)
+			}
 		})
 	}
-}
-
-// The exact tools render the examples of docs/tools.md#renderings identically
-// on the real pipeline.
-func TestExactToolsOnThePipeline(t *testing.T) {
-	fake := newTools(t, newFake(t, exampleCorpus))
-	real := newTools(t, tools.FromQueryClient(newPipeline(t, exampleCorpus).Client))
-	for _, tc := range goldenCases {
-		if tc.tool == tools.NameSessionSearch || tc.tool == tools.NameSessionEventSearch || strings.Contains(tc.name, "orphan") {
-			continue // ranking of larger corpora is the index's (BM25); the search examples run on both backends
+	t.Run("a B caller sees none of A either", func(t *testing.T) {
+		for _, args := range []string{`{"query":"retry budget"}`, `{"query":"Find where the retry budget"}`} {
+			r := call(t, tl, "b-caller", tools.NameSessionSearch, args)
+			noneOf(t, r.Text, "s-7f3c", "s-9a01", "a-orphan", "s-caller", "/home/u/proj")
 		}
-		t.Run(tc.name, func(t *testing.T) {
-			want := call(t, fake, tc.caller, tc.tool, tc.args)
-			got := call(t, real, tc.caller, tc.tool, tc.args)
-			if got != want {
-				t.Fatalf("pipeline:\n%s\n--- in-memory:\n%s", resultText(got), resultText(want))
+		r := call(t, tl, "b-caller", tools.NameSessionTrace, `{"session_id":"s-b77c"}`)
+		noneOf(t, r.Text, "s-9a01", "s-a-grand", "s-7f3c")
+		if !strings.Contains(r.Text, "- [outside workspace boundary]") || !strings.Contains(r.Text, "- [outside workspace subtree]") {
+			t.Fatalf("markers missing:\n%s", r.Text)
+		}
+	})
+	t.Run("a cwd-less caller sees only itself", func(t *testing.T) {
+		for _, p := range []struct{ tool, args string }{
+			{tools.NameSessionTrace, `{"session_id":"n-nocwd"}`},
+			{tools.NameSessionEventRead, `{"session_id":"n-nocwd","seq":1}`},
+			{tools.NameSessionSearch, `{"query":"retry budget"}`},
+		} {
+			r := call(t, tl, "n-caller", p.tool, p.args)
+			if !r.IsError {
+				t.Fatalf("%s %s succeeded:\n%s", p.tool, p.args, r.Text)
 			}
-		})
-	}
+			noneOf(t, r.Text, "SECRET-NOCWD", "n-nocwd")
+		}
+	})
 }
 
 // Every filter the tools send is accepted by the service, and narrows as
-// documented, on both backends.
-func TestFiltersOnBothBackends(t *testing.T) {
-	for _, be := range backends {
-		t.Run(be.name, func(t *testing.T) {
-			tl := newTools(t, be.open(t, fullCorpus))
-			for _, tc := range []struct {
-				name, caller, tool, args string
-				want                     []string // substrings of the text
-			}{
-				{"all session and event filters together", "s-caller", tools.NameSessionSearch,
-					`{"query":"retry budget","session_ids":["s-7f3c","a-orphan"],"created_at_from":"2026-08-29T10:40:00Z","created_at_to":"2026-08-29T12:40:00+01:00","availability":["persisted"],"event_seq_from":0,"event_seq_to":20,"event_time_from":"2026-08-29T10:40:00.000Z","event_time_to":"2026-08-29T10:50:00.002Z","event_types":["user/message","todo/write"],"event_surfaces":["current","log-only","shadowed"]}`,
-					[]string{"Session search results (2):", "Session a-orphan", "Session s-7f3c"}},
-				{"a creation range excludes older sessions", "s-caller", tools.NameSessionSearch,
-					`{"query":"retry budget","created_at_from":"2026-08-29T10:45:00Z"}`,
-					[]string{"Session search results (1):", "Session a-orphan"}},
-				{"a shadowed surface filter picks the shadowed original", "s-caller", tools.NameSessionSearch,
-					`{"query":"retry budget","event_surfaces":["shadowed"]}`,
-					[]string{"Best match: seq 1 | user/message | shadowed | 2026-08-29T10:40:00.101Z"}},
-				{"live availability keeps live sessions only", "s-caller", tools.NameSessionSearch,
-					`{"query":"retry budget","availability":["live"]}`,
-					[]string{"Session search results (1):", "Session s-7f3c"}},
-				{"a visible parent narrows to its children", "s-caller", tools.NameSessionSearch,
-					`{"query":"fork work","parent_session_ids":["s-7f3c"]}`,
-					[]string{"Session search results (1):", "Session s-9a01", "Parent: s-7f3c"}},
-				{"roots only", "s-caller", tools.NameSessionSearch,
-					`{"query":"retry budget","include_root_sessions":true}`,
-					[]string{"Session search results (1):", "Session s-7f3c"}},
-				{"event filters of an event search", "s-caller", tools.NameSessionEventSearch,
-					`{"session_id":"s-7f3c","query":"retry budget","seq_from":1,"seq_to":16,"time_from":"2026-08-29T10:40:00.101Z","time_to":"2026-08-29T10:40:12.001Z","event_types":["user/message"],"surfaces":["current"]}`,
-					[]string{"Event search results (1):", "1. seq 15 | user/message | current"}},
-				{"the current-session search clamps below the step", "s-caller", tools.NameSessionEventSearch,
-					`{"query":"retry budget","seq_to":99}`,
-					[]string{"Event search results (1):", "1. seq 1 | user/message"}},
-			} {
-				t.Run(tc.name, func(t *testing.T) {
-					r := call(t, tl, tc.caller, tc.tool, tc.args)
-					if r.IsError {
-						t.Fatalf("error: %s", r.Text)
-					}
-					for _, w := range tc.want {
-						if !strings.Contains(r.Text, w) {
-							t.Fatalf("missing %q in:\n%s", w, r.Text)
-						}
-					}
-				})
+// documented.
+func TestFilters(t *testing.T) {
+	tl := newTools(t, newService(t, fullCorpus))
+	for _, tc := range []struct {
+		name, caller, tool, args string
+		want                     []string // substrings of the text
+	}{
+		{"all session and event filters together", "s-caller", tools.NameSessionSearch,
+			`{"query":"retry budget","session_ids":["s-7f3c","a-orphan"],"created_at_from":"2026-08-29T10:40:00Z","created_at_to":"2026-08-29T12:40:00+01:00","availability":["persisted"],"event_seq_from":0,"event_seq_to":20,"event_time_from":"2026-08-29T10:40:00.000Z","event_time_to":"2026-08-29T10:50:00.002Z","event_types":["user/message","todo/write"],"event_surfaces":["current","log-only","shadowed"]}`,
+			[]string{"Session search results (2):", "Session a-orphan", "Session s-7f3c"}},
+		{"a creation range excludes older sessions", "s-caller", tools.NameSessionSearch,
+			`{"query":"retry budget","created_at_from":"2026-08-29T10:45:00Z"}`,
+			[]string{"Session search results (1):", "Session a-orphan"}},
+		{"a shadowed surface filter picks the shadowed original", "s-caller", tools.NameSessionSearch,
+			`{"query":"retry budget","event_surfaces":["shadowed"]}`,
+			[]string{"Best match: seq 1 | user/message | shadowed | 2026-08-29T10:40:00.101Z"}},
+		{"live availability keeps live sessions only", "s-caller", tools.NameSessionSearch,
+			`{"query":"retry budget","availability":["live"]}`,
+			[]string{"Session search results (1):", "Session s-7f3c"}},
+		{"a visible parent narrows to its children", "s-caller", tools.NameSessionSearch,
+			`{"query":"fork work","parent_session_ids":["s-7f3c"]}`,
+			[]string{"Session search results (1):", "Session s-9a01", "Parent: s-7f3c"}},
+		{"roots only", "s-caller", tools.NameSessionSearch,
+			`{"query":"retry budget","include_root_sessions":true}`,
+			[]string{"Session search results (1):", "Session s-7f3c"}},
+		{"event filters of an event search", "s-caller", tools.NameSessionEventSearch,
+			`{"session_id":"s-7f3c","query":"retry budget","seq_from":1,"seq_to":16,"time_from":"2026-08-29T10:40:00.101Z","time_to":"2026-08-29T10:40:12.001Z","event_types":["user/message"],"surfaces":["current"]}`,
+			[]string{"Event search results (1):", "1. seq 15 | user/message | current"}},
+		{"the current-session search clamps below the step", "s-caller", tools.NameSessionEventSearch,
+			`{"query":"retry budget","seq_to":99}`,
+			[]string{"Event search results (1):", "1. seq 1 | user/message"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := call(t, tl, tc.caller, tc.tool, tc.args)
+			if r.IsError {
+				t.Fatalf("error: %s", r.Text)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.Text, w) {
+					t.Fatalf("missing %q in:\n%s", w, r.Text)
+				}
 			}
 		})
 	}
@@ -187,14 +159,10 @@ func TestHiddenLineageCycle(t *testing.T) {
 		{JSONL: []byte(header("cyc-hidden-2", "/home/u/other", "cyc-hidden-1"))},
 		{JSONL: corpusFile(t, "s-caller"), Live: true},
 	}
-	for _, be := range backends {
-		t.Run(be.name, func(t *testing.T) {
-			tl := newTools(t, be.openLogs(t, logs))
-			r := call(t, tl, "s-caller", tools.NameSessionTrace, `{"session_id":"cyc-visible"}`)
-			wantError(t, r, dshq.CodeInvalidLineage, "Error: session lineage is invalid")
-			noneOf(t, r.Text, "cyc-")
-		})
-	}
+	tl := newTools(t, tools.FromQueryClient(toolstest.StartPipeline(t, logs).Client))
+	r := call(t, tl, "s-caller", tools.NameSessionTrace, `{"session_id":"cyc-visible"}`)
+	wantError(t, r, dshq.CodeInvalidLineage, "Error: session lineage is invalid")
+	noneOf(t, r.Text, "cyc-")
 }
 
 // A session whose log breaks the fold
@@ -206,20 +174,16 @@ func TestInvalidSurfaceSession(t *testing.T) {
 {"type":"turn/start","seq":1,"time":1788000000002,"data":{"turn":1},"surfaceOp":"append"}
 `
 	logs := []toolstest.Log{{JSONL: []byte(bad)}, {JSONL: corpusFile(t, "s-caller"), Live: true}}
-	for _, be := range backends {
-		t.Run(be.name, func(t *testing.T) {
-			tl := newTools(t, be.openLogs(t, logs))
-			for _, c := range []struct{ tool, args string }{
-				{tools.NameSessionEventSearch, `{"session_id":"s-bad","query":"retry budget"}`},
-				{tools.NameSessionEventTrace, `{"session_id":"s-bad","seq":0}`},
-			} {
-				wantError(t, call(t, tl, "s-caller", c.tool, c.args), dshq.CodeInvalidSurface, "Error: session event history is invalid")
-			}
-			r := call(t, tl, "s-caller", tools.NameSessionEventRead, `{"session_id":"s-bad","seq":1,"before":1}`)
-			if r.IsError || !strings.Contains(r.Text, `"surfaceOp": "append"`) || !strings.Contains(r.Text, "retry budget before the break") {
-				t.Fatalf("raw read failed:\n%s", r.Text)
-			}
-		})
+	tl := newTools(t, tools.FromQueryClient(toolstest.StartPipeline(t, logs).Client))
+	for _, c := range []struct{ tool, args string }{
+		{tools.NameSessionEventSearch, `{"session_id":"s-bad","query":"retry budget"}`},
+		{tools.NameSessionEventTrace, `{"session_id":"s-bad","seq":0}`},
+	} {
+		wantError(t, call(t, tl, "s-caller", c.tool, c.args), dshq.CodeInvalidSurface, "Error: session event history is invalid")
+	}
+	r := call(t, tl, "s-caller", tools.NameSessionEventRead, `{"session_id":"s-bad","seq":1,"before":1}`)
+	if r.IsError || !strings.Contains(r.Text, `"surfaceOp": "append"`) || !strings.Contains(r.Text, "retry budget before the break") {
+		t.Fatalf("raw read failed:\n%s", r.Text)
 	}
 }
 
@@ -236,18 +200,23 @@ func freshLog(id, words string) []byte {
 // when it passes the generation of its last append.
 func TestReadYourWrites(t *testing.T) {
 	p := newPipeline(t, exampleCorpus)
-	tl := newTools(t, tools.FromQueryClient(p.Client))
+	rec := newSpy(tools.FromQueryClient(p.Client))
+	tl := newTools(t, rec)
 	for i := range 5 {
 		id := fmt.Sprintf("fresh-%d", i)
 		gen := p.Publish(t, freshLog(id, "freshly written words"))
-		ctx := tools.WithMinGeneration(context.Background(), gen)
-		r, err := tl.Call(ctx, tools.AsSession(id), tools.NameSessionEventSearch, []byte(`{"query":"freshly written"}`))
+		ctx := context.Background()
+		r, err := tl.Call(ctx, tools.AsSession(id).AtGeneration(gen), tools.NameSessionEventSearch, []byte(`{"query":"freshly written"}`))
 		if err != nil || r.IsError || !strings.Contains(r.Text, "Event search results (1):\n1. seq 1 | user/message") {
 			t.Fatalf("%s: err %v, result %+v", id, err, r)
 		}
-		r, err = tl.Call(ctx, tools.AsSession("s-caller"), tools.NameSessionSearch, []byte(`{"query":"freshly written","session_ids":["`+id+`"]}`))
+		r, err = tl.Call(ctx, tools.AsSession("s-caller").AtGeneration(gen), tools.NameSessionSearch, []byte(`{"query":"freshly written","session_ids":["`+id+`"]}`))
 		if err != nil || r.IsError || !strings.Contains(r.Text, "1. Session "+id+" — untitled") {
 			t.Fatalf("%s: err %v, result %+v", id, err, r)
 		}
+		if calls := rec.Calls(); len(calls) == 0 || calls[0].Op != "at generation" || calls[0].Request != gen || countOp(rec, "sessions.search") != 1 {
+			t.Fatalf("%s: the tools did not ask at generation %d: %v", id, gen, opsOf(rec))
+		}
+		rec.reset()
 	}
 }

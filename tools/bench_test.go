@@ -65,18 +65,6 @@ func benchTools(b *testing.B, tl *tools.Tools) {
 	}
 }
 
-// BenchmarkToolsInMemory measures the tool layer alone (validation,
-// authorization, collection, rendering) over the in-memory service.
-func BenchmarkToolsInMemory(b *testing.B) {
-	f := toolstest.New()
-	for _, l := range benchLogs(b, 200) {
-		if err := f.AddJSONL(l.JSONL, l.Live); err != nil {
-			b.Fatal(err)
-		}
-	}
-	benchTools(b, newTools(b, f))
-}
-
 // BenchmarkToolsPipeline measures each tool end to end over the real stack:
 // query client over NATS, query service, projection shard, bbolt and Bleve.
 // The session search collects every page of 250 matching sessions (cap 100).

@@ -10,6 +10,9 @@ type Caller struct {
 	tenant      string
 	asWorkspace bool
 	bound       bool
+	// minGeneration, when not 0, is the generation every query of the
+	// call waits for (AtGeneration).
+	minGeneration uint64
 }
 
 // AsSession is the session id's caller ("" means no caller:
@@ -32,5 +35,15 @@ func AsWorkspace(cwd string) Caller { return Caller{workspace: cwd, asWorkspace:
 // missing caller does; a workspace caller's workspace is tenant's.
 func (c Caller) InTenant(tenant string) Caller {
 	c.tenant, c.bound = tenant, true
+	return c
+}
+
+// AtGeneration makes every query of the call be answered by a projection
+// that has applied at least generation g (the stream sequence of the
+// caller's last append): read-your-writes for a harness that calls a tool
+// right after appending. A projection that does not reach g in time fails
+// the call with SESSION_QUERY_NOT_CAUGHT_UP. 0 asks for no generation.
+func (c Caller) AtGeneration(g uint64) Caller {
+	c.minGeneration = g
 	return c
 }

@@ -36,7 +36,7 @@ func FuzzParseTimestamp(f *testing.F) {
 // FuzzCall: no argument object makes a tool panic; every failure is a typed,
 // sanitized error.
 func FuzzCall(f *testing.F) {
-	svc := toolstest.New()
+	var logs []toolstest.Log
 	for _, log := range []string{
 		`{"type":"session","version":2,"id":"me","createdAt":1,"cwd":"/w","isSeeded":false}
 {"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}
@@ -45,11 +45,9 @@ func FuzzCall(f *testing.F) {
 		`{"type":"session","version":2,"id":"x","createdAt":2,"cwd":"/w","parentSession":"me","isSeeded":false}
 {"type":"user/message","seq":0,"time":5,"data":{"id":"n","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":"hello fuzz again"}]},"surfaceOp":"append"}`,
 	} {
-		if err := svc.AddJSONL([]byte(log), true); err != nil {
-			f.Fatal(err)
-		}
+		logs = append(logs, toolstest.Log{JSONL: []byte(log), Live: true})
 	}
-	tl, err := New(svc)
+	tl, err := New(FromQueryClient(toolstest.StartPipeline(f, logs).Client))
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -37,16 +37,21 @@ func corpusFile(t testing.TB, id string) []byte {
 	return b
 }
 
-// newFake loads sessions into an in-memory service.
-func newFake(t testing.TB, ids []string) *toolstest.Fake {
+// newService starts the real stack (toolstest.StartPipeline) with the
+// given corpus sessions and returns the tools' service over it.
+func newService(t testing.TB, ids []string, more ...toolstest.Log) tools.Service {
 	t.Helper()
-	f := toolstest.New()
-	for _, id := range ids {
-		if err := f.AddJSONL(corpusFile(t, id), liveSessions[id]); err != nil {
-			t.Fatalf("load %s: %v", id, err)
-		}
+	return tools.FromQueryClient(toolstest.StartPipeline(t, append(corpusLogs(t, ids), more...)).Client)
+}
+
+// corpusLogs returns the logs of the corpus sessions ids.
+func corpusLogs(t testing.TB, ids []string) []toolstest.Log {
+	t.Helper()
+	logs := make([]toolstest.Log, len(ids))
+	for i, id := range ids {
+		logs[i] = toolstest.Log{JSONL: corpusFile(t, id), Live: liveSessions[id]}
 	}
-	return f
+	return logs
 }
 
 func newTools(t testing.TB, svc tools.Service, opts ...tools.Option) *tools.Tools {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/dshq/dshq"
@@ -15,59 +14,14 @@ import (
 	"github.com/dshq/dshq/tools/toolstest"
 )
 
-// recorder records the calls the tools make to a service (either backend),
-// with the in-memory service's op names.
-type recorder struct {
-	tools.Service
-	mu    sync.Mutex // guards calls
-	calls []toolstest.Call
+// onPipeline runs fn against the real pipeline over the full corpus with a
+// spy in front of it.
+func onPipeline(t *testing.T, fn func(t *testing.T, tl *tools.Tools, rec *spy)) {
+	rec := newSpy(newService(t, fullCorpus))
+	fn(t, newTools(t, rec), rec)
 }
 
-func (r *recorder) add(op string, req any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.calls = append(r.calls, toolstest.Call{Op: op, Request: req})
-}
-
-func (r *recorder) reset() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.calls = nil
-}
-
-// Calls returns the recorded calls.
-func (r *recorder) Calls() []toolstest.Call {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]toolstest.Call(nil), r.calls...)
-}
-
-func (r *recorder) FilterSessions(ctx context.Context, f []dshq.Filter) ([]dshq.SessionRecord, error) {
-	r.add("sessions.filter", f)
-	return r.Service.FilterSessions(ctx, f)
-}
-
-func (r *recorder) SearchSessions(ctx context.Context, req dshq.SessionSearchRequest) (dshq.SessionSearchPage, error) {
-	r.add("sessions.search", req)
-	return r.Service.SearchSessions(ctx, req)
-}
-
-func (r *recorder) SearchEvents(ctx context.Context, req dshq.EventSearchRequest) (dshq.EventSearchPage, error) {
-	r.add("events.search", req)
-	return r.Service.SearchEvents(ctx, req)
-}
-
-// onBackends runs fn against each backend with a recorder in front of it.
-func onBackends(t *testing.T, fn func(t *testing.T, tl *tools.Tools, rec *recorder)) {
-	for _, be := range backends {
-		t.Run(be.name, func(t *testing.T) {
-			rec := &recorder{Service: be.open(t, fullCorpus)}
-			fn(t, newTools(t, rec), rec)
-		})
-	}
-}
-
-type calls interface{ Calls() []toolstest.Call }
+type calls interface{ Calls() []served }
 
 // opsOf returns the ops of the recorded calls.
 func opsOf(f calls) []string {
@@ -89,11 +43,9 @@ func countOp(f calls, op string) int {
 }
 
 // The caller rules (docs/tools.md#workspace-authorization): a missing agent, a
-// caller without cwd, a target in another workspace; on both backends.
+// caller without cwd, a target in another workspace.
 func TestItem37CallerRules(t *testing.T) {
-	for _, be := range backends {
-		t.Run(be.name, func(t *testing.T) { item37(t, newTools(t, be.open(t, fullCorpus))) })
-	}
+	item37(t, newTools(t, newService(t, fullCorpus)))
 }
 
 func item37(t *testing.T, tl *tools.Tools) {
@@ -138,7 +90,7 @@ func item37(t *testing.T, tl *tools.Tools) {
 // Parent filters that name hidden or missing parents answer alike
 // (docs/tools.md#parent-filters).
 func TestItem38ParentGuesses(t *testing.T) {
-	onBackends(t, func(t *testing.T, tl *tools.Tools, rec *recorder) {
+	onPipeline(t, func(t *testing.T, tl *tools.Tools, rec *spy) {
 		guess := func(parents string) tools.Result {
 			return call(t, tl, "s-caller", tools.NameSessionSearch, `{"query":"retry budget","parent_session_ids":`+parents+`}`)
 		}
@@ -195,9 +147,10 @@ func filterValues(f dshq.Filter) string {
 	return strings.Join(out, ",")
 }
 
-// scripted serves fixed session-search pages (by cursor) over a Fake.
+// scripted serves fixed session-search pages (by cursor) over the real
+// service.
 type scripted struct {
-	*toolstest.Fake
+	tools.Service
 	pages    map[string]dshq.SessionSearchPage
 	searches int
 }
@@ -228,8 +181,9 @@ func TestItem39PagingAndCap(t *testing.T) {
 		"c1": {Items: []dshq.SessionSearchHit{hit("a", a)}, NextCursor: "c2"},
 		"c2": {Items: []dshq.SessionSearchHit{hit("b", a), hit("extra", a)}},
 	}
+	svc := newService(t, fullCorpus)
 	t.Run("the caller and outside hits are hidden and the cap needs an extra hit", func(t *testing.T) {
-		s := &scripted{Fake: newFake(t, fullCorpus), pages: pages}
+		s := &scripted{Service: svc, pages: pages}
 		r := call(t, newTools(t, s, tools.WithMaxSearchResults(2)), "s-caller", tools.NameSessionSearch, `{"query":"retry budget"}`)
 		goldenText(t, "item39_capped", resultText(r))
 		noneOf(t, r.Text, "outside", "Session s-caller", "extra")
@@ -241,7 +195,7 @@ func TestItem39PagingAndCap(t *testing.T) {
 		p := map[string]dshq.SessionSearchPage{
 			"": {Items: []dshq.SessionSearchHit{hit("a", a), hit("b", a), hit("outside", b), hit("s-caller", a)}},
 		}
-		s := &scripted{Fake: newFake(t, fullCorpus), pages: p}
+		s := &scripted{Service: svc, pages: p}
 		r := call(t, newTools(t, s, tools.WithMaxSearchResults(2)), "s-caller", tools.NameSessionSearch, `{"query":"retry budget"}`)
 		if r.IsError || strings.Contains(r.Text, "Result cap reached") || !strings.Contains(r.Text, "results (2)") {
 			t.Fatalf("got:\n%s", r.Text)
@@ -252,13 +206,13 @@ func TestItem39PagingAndCap(t *testing.T) {
 			"":   {Items: []dshq.SessionSearchHit{hit("a", a)}, NextCursor: "c1"},
 			"c1": {Items: []dshq.SessionSearchHit{hit("b", a)}, NextCursor: "c1"},
 		}
-		s := &scripted{Fake: newFake(t, fullCorpus), pages: p}
+		s := &scripted{Service: svc, pages: p}
 		r := call(t, newTools(t, s), "s-caller", tools.NameSessionSearch, `{"query":"retry budget"}`)
 		wantError(t, r, dshq.CodeInvalidCursor, "Error: session-search provider repeated a continuation cursor")
 	})
 	t.Run("a stale cursor is reported and not retried", func(t *testing.T) {
 		p := map[string]dshq.SessionSearchPage{"": {Items: []dshq.SessionSearchHit{hit("a", a)}, NextCursor: "gone"}}
-		s := &scripted{Fake: newFake(t, fullCorpus), pages: p}
+		s := &scripted{Service: svc, pages: p}
 		r := call(t, newTools(t, s), "s-caller", tools.NameSessionSearch, `{"query":"retry budget"}`)
 		wantError(t, r, dshq.CodeStaleCursor, "Error: session history changed while paging; retry the complete search call")
 		if s.searches != 2 {
@@ -266,8 +220,8 @@ func TestItem39PagingAndCap(t *testing.T) {
 		}
 	})
 	t.Run("real paging visits every page of the provider", func(t *testing.T) {
-		f := newFake(t, fullCorpus)
-		f.SetPageSize(1)
+		f := newSpy(svc)
+		f.pageSize = 1
 		r := call(t, newTools(t, f), "s-caller", tools.NameSessionSearch, `{"query":"retry budget"}`)
 		goldenText(t, "session_search_full_corpus", resultText(r))
 		if countOp(f, "sessions.search") < 2 {
@@ -298,9 +252,9 @@ func seqSent(rec calls) string {
 }
 
 // The caller's current step is left out of its own session's search
-// (docs/tools.md#searching-the-current-session), on both backends.
+// (docs/tools.md#searching-the-current-session).
 func TestItem40CurrentStepExclusion(t *testing.T) {
-	onBackends(t, func(t *testing.T, tl *tools.Tools, rec *recorder) {
+	onPipeline(t, func(t *testing.T, tl *tools.Tools, rec *spy) {
 		t.Run("seq 0..99 with the last step/start at 2 sends 0..1", func(t *testing.T) {
 			rec.reset()
 			r := call(t, tl, "s-caller", tools.NameSessionEventSearch, `{"query":"retry budget","seq_from":0,"seq_to":99}`)
@@ -329,13 +283,13 @@ func TestItem40CurrentStepExclusion(t *testing.T) {
 	})
 }
 
-// Timestamp precision (docs/tools.md#timestamps), on both backends.
+// Timestamp precision (docs/tools.md#timestamps).
 func TestItem41TimestampPrecision(t *testing.T) {
-	onBackends(t, item41)
+	onPipeline(t, item41)
 }
 
-func item41(t *testing.T, tl *tools.Tools, rec *recorder) {
-	run := func(t *testing.T, from, to string) (tools.Result, *recorder) {
+func item41(t *testing.T, tl *tools.Tools, rec *spy) {
+	run := func(t *testing.T, from, to string) (tools.Result, *spy) {
 		rec.reset()
 		return call(t, tl, "s-caller", tools.NameSessionEventSearch,
 			fmt.Sprintf(`{"session_id":"s-7f3c","query":"retry budget","time_from":%q,"time_to":%q}`, from, to)), rec
@@ -399,10 +353,11 @@ func TestItem42Sanitizer(t *testing.T) {
 			return nil
 		}
 	}
+	svc := newService(t, fullCorpus)
 	t.Run("a source conflict becomes the generic error and the secret stays in the log", func(t *testing.T) {
 		var logs bytes.Buffer
-		f := newFake(t, fullCorpus)
-		f.FailWith(failOn("sessions.trace", conflict))
+		f := newSpy(svc)
+		f.failWith(failOn("sessions.trace", conflict))
 		tl := newTools(t, f, tools.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 		r := call(t, tl, "s-caller", tools.NameSessionTrace, `{}`)
 		wantError(t, r, dshq.CodeToolFailed, "Error: session query operation failed")
@@ -419,8 +374,8 @@ func TestItem42Sanitizer(t *testing.T) {
 			dshq.CodeReplyTooLarge:     "session query operation failed",
 			dshq.CodeInvalidConfig:     "session query operation failed",
 		} {
-			f := newFake(t, fullCorpus)
-			f.FailWith(failOn("sessions.trace", &dshq.Error{Code: code, Message: "detail " + secret}))
+			f := newSpy(svc)
+			f.failWith(failOn("sessions.trace", &dshq.Error{Code: code, Message: "detail " + secret}))
 			r := call(t, newTools(t, f), "s-caller", tools.NameSessionTrace, `{}`)
 			if !r.IsError || r.Text != "Error: "+msg {
 				t.Fatalf("%s: got %+v", code, r)
@@ -428,14 +383,14 @@ func TestItem42Sanitizer(t *testing.T) {
 		}
 	})
 	t.Run("a non-taxonomy error is generic", func(t *testing.T) {
-		f := newFake(t, fullCorpus)
-		f.FailWith(failOn("events.read", errors.New("nats: timeout "+secret)))
+		f := newSpy(svc)
+		f.failWith(failOn("events.read", errors.New("nats: timeout "+secret)))
 		r := call(t, newTools(t, f), "s-caller", tools.NameSessionEventRead, `{"seq":0}`)
 		wantError(t, r, dshq.CodeToolFailed, "Error: session query operation failed")
 	})
 	t.Run("a throwing logger yields the generic error", func(t *testing.T) {
-		f := newFake(t, fullCorpus)
-		f.FailWith(failOn("sessions.trace", &dshq.Error{Code: dshq.CodeInvalidLineage, Message: secret}))
+		f := newSpy(svc)
+		f.failWith(failOn("sessions.trace", &dshq.Error{Code: dshq.CodeInvalidLineage, Message: secret}))
 		tl := newTools(t, f, tools.WithLogger(slog.New(panicHandler{slog.NewTextHandler(&bytes.Buffer{}, nil)})))
 		wantError(t, call(t, tl, "s-caller", tools.NameSessionTrace, `{}`), dshq.CodeToolFailed, "Error: session query operation failed")
 	})
@@ -444,9 +399,9 @@ func TestItem42Sanitizer(t *testing.T) {
 		reason := errors.New("caller went away")
 		ctx, cancel := context.WithCancelCause(context.Background())
 		defer cancel(nil)
-		f := newFake(t, fullCorpus)
+		f := newSpy(svc)
 		filters := 0
-		f.FailWith(func(op string) error {
+		f.failWith(func(op string) error {
 			if op == "sessions.filter" {
 				if filters++; filters == 2 {
 					cancel(reason)
@@ -465,13 +420,12 @@ func TestItem42Sanitizer(t *testing.T) {
 		}
 	})
 	t.Run("an unauthorized title observation fails the whole call", func(t *testing.T) {
-		moved := &movedTitles{Fake: newFake(t, fullCorpus)}
+		moved := &movedTitles{Service: svc}
 		r := call(t, newTools(t, moved), "s-caller", tools.NameSessionTrace, `{"session_id":"s-7f3c"}`)
 		wantError(t, r, dshq.CodeToolUnauthorized, "Error: session target is outside the caller workspace")
 	})
 	t.Run("a failed title read keeps the result with a safe code", func(t *testing.T) {
-		f := newFake(t, fullCorpus)
-		r := call(t, newTools(t, &rejectTitles{f}), "s-caller", tools.NameSessionTrace, `{"session_id":"s-7f3c"}`)
+		r := call(t, newTools(t, &rejectTitles{svc}), "s-caller", tools.NameSessionTrace, `{"session_id":"s-7f3c"}`)
 		if !strings.HasPrefix(r.Text, "Session s-7f3c — untitled (title unavailable: SESSION_QUERY_TOOL_FAILED)\n") {
 			t.Fatalf("got:\n%s", r.Text)
 		}
@@ -480,10 +434,10 @@ func TestItem42Sanitizer(t *testing.T) {
 }
 
 // movedTitles answers titles with a header that moved to another workspace.
-type movedTitles struct{ *toolstest.Fake }
+type movedTitles struct{ tools.Service }
 
 func (m *movedTitles) Titles(ctx context.Context, ids []string) ([]dshq.TitleResult, error) {
-	out, err := m.Fake.Titles(ctx, ids)
+	out, err := m.Service.Titles(ctx, ids)
 	for i := range out {
 		if out[i].Value != nil {
 			out[i].Value.Session.Cwd = dshq.Str("/elsewhere")
@@ -493,7 +447,7 @@ func (m *movedTitles) Titles(ctx context.Context, ids []string) ([]dshq.TitleRes
 }
 
 // rejectTitles rejects every title read with a secret-bearing conflict.
-type rejectTitles struct{ *toolstest.Fake }
+type rejectTitles struct{ tools.Service }
 
 func (r *rejectTitles) Titles(_ context.Context, ids []string) ([]dshq.TitleResult, error) {
 	var out []dshq.TitleResult
@@ -505,12 +459,16 @@ func (r *rejectTitles) Titles(_ context.Context, ids []string) ([]dshq.TitleResu
 }
 
 // session_event_read's rendering and argument errors (docs/tools.md#renderings,
-// docs/tools.md#argument-validation), on both backends.
+// docs/tools.md#argument-validation).
 func TestItem43EventRead(t *testing.T) {
-	for _, be := range backends {
-		t.Run(be.name, func(t *testing.T) { item43(t, newTools(t, be.open(t, fullCorpus))) })
-	}
-	t.Run("a large target is rendered whole", item43Large)
+	tl := newTools(t, newService(t, fullCorpus, toolstest.Log{JSONL: []byte(bigLog)}))
+	item43(t, tl)
+	t.Run("a large target is rendered whole", func(t *testing.T) {
+		r := call(t, tl, "s-caller", tools.NameSessionEventRead, `{"session_id":"big","seq":0}`)
+		if r.IsError || !strings.Contains(r.Text, bigText) {
+			t.Fatalf("target truncated or failed: %v %d bytes", r.IsError, len(r.Text))
+		}
+	})
 }
 
 func item43(t *testing.T, tl *tools.Tools) {
@@ -533,23 +491,17 @@ func item43(t *testing.T, tl *tools.Tools) {
 	}
 }
 
-func item43Large(t *testing.T) {
-	f := newFake(t, fullCorpus)
-	big := strings.Repeat("retry budget ", 20000)
-	log := fmt.Sprintf("{\"type\":\"session\",\"version\":2,\"id\":\"big\",\"createdAt\":1,\"cwd\":\"/home/u/proj\",\"isSeeded\":false}\n"+
-		"{\"type\":\"user/message\",\"seq\":0,\"time\":5,\"data\":{\"id\":\"m\",\"role\":\"user\",\"source\":{\"kind\":\"user\"},\"content\":[{\"type\":\"text\",\"text\":%q}]},\"surfaceOp\":\"append\"}\n", big)
-	if err := f.AddJSONL([]byte(log), false); err != nil {
-		t.Fatal(err)
-	}
-	r := call(t, newTools(t, f), "s-caller", tools.NameSessionEventRead, `{"session_id":"big","seq":0}`)
-	if r.IsError || !strings.Contains(r.Text, big) {
-		t.Fatalf("target truncated or failed: %v %d bytes", r.IsError, len(r.Text))
-	}
-}
+// bigLog is a session of the caller's workspace whose one event is
+// bigText, larger than a default page.
+var (
+	bigText = strings.Repeat("retry budget ", 20000)
+	bigLog  = fmt.Sprintf("{\"type\":\"session\",\"version\":2,\"id\":\"big\",\"createdAt\":1,\"cwd\":\"/home/u/proj\",\"isSeeded\":false}\n"+
+		"{\"type\":\"user/message\",\"seq\":0,\"time\":5,\"data\":{\"id\":\"m\",\"role\":\"user\",\"source\":{\"kind\":\"user\"},\"content\":[{\"type\":\"text\",\"text\":%q}]},\"surfaceOp\":\"append\"}\n", bigText)
+)
 
 // Validation order of session_search (docs/tools.md#argument-validation).
 func TestSessionSearchValidationOrder(t *testing.T) {
-	tl := newTools(t, newFake(t, fullCorpus))
+	tl := newTools(t, newService(t, fullCorpus))
 	for _, tc := range []struct {
 		name, args, text string
 	}{
@@ -577,7 +529,7 @@ func TestSessionSearchValidationOrder(t *testing.T) {
 // Validation order of session_event_search: authorization before the query,
 // and an empty clamped range skips the later checks.
 func TestSessionEventSearchValidationOrder(t *testing.T) {
-	tl := newTools(t, newFake(t, fullCorpus))
+	tl := newTools(t, newService(t, fullCorpus))
 	wantError(t, call(t, tl, "s-caller", tools.NameSessionEventSearch, `{"session_id":"b-secret","query":" "}`),
 		dshq.CodeToolUnauthorized, "")
 	wantError(t, call(t, tl, "s-caller", tools.NameSessionEventSearch, `{"query":" ","seq_from":-1}`),
@@ -589,7 +541,7 @@ func TestSessionEventSearchValidationOrder(t *testing.T) {
 }
 
 func TestPanickingLoggerOnTitleFailure(t *testing.T) {
-	tl := newTools(t, &rejectTitles{newFake(t, fullCorpus)},
+	tl := newTools(t, &rejectTitles{newService(t, fullCorpus)},
 		tools.WithLogger(slog.New(panicHandler{slog.NewTextHandler(&bytes.Buffer{}, nil)})))
 	r := call(t, tl, "s-caller", tools.NameSessionTrace, `{"session_id":"s-7f3c"}`)
 	if r.IsError || !strings.HasPrefix(r.Text, "Session s-7f3c — untitled (title unavailable: SESSION_QUERY_TOOL_FAILED)") {

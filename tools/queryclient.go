@@ -9,40 +9,41 @@ import (
 
 // FromQueryClient adapts the trusted query API's Go client to Service.
 // Failures are the client's (*dshq.Error for a service failure).
-func FromQueryClient(c *query.Client) Service { return queryService{c} }
+func FromQueryClient(c *query.Client) Service { return queryService{c: c} }
 
-type queryService struct{ c *query.Client }
+// queryService asks c; opts carry the minimum generation of its requests
+// (AtGeneration).
+type queryService struct {
+	c    *query.Client
+	opts []query.CallOption
+}
 
-// opts carries the context's minimum generation to the request.
-func opts(ctx context.Context) []query.CallOption {
-	if g, ok := MinGeneration(ctx); ok {
-		return []query.CallOption{query.WithMinGeneration(g)}
-	}
-	return nil
+// AtGeneration returns the service whose requests carry minGeneration g.
+func (q queryService) AtGeneration(g uint64) Service {
+	return queryService{q.c, []query.CallOption{query.WithMinGeneration(g)}}
 }
 
 // FilterSessions follows every page of sessions.filter.
 func (q queryService) FilterSessions(ctx context.Context, filters []dshq.Filter) ([]dshq.SessionRecord, error) {
 	var out []dshq.SessionRecord
 	req := dshq.SessionFilterRequest{Filters: filters, Limit: dshq.MaxListLimit}
-	for {
-		p, err := q.c.FilterSessions(ctx, req, opts(ctx)...)
+	err := query.Follow(q.opts, func(cursor string, opts []query.CallOption) (string, uint64, error) {
+		req.Cursor = cursor
+		p, err := q.c.FilterSessions(ctx, req, opts...)
 		if err != nil {
-			return nil, err
+			return "", 0, err
 		}
 		out = append(out, p.Items...)
-		if p.NextCursor == "" {
-			return out, nil
-		}
-		if p.NextCursor == req.Cursor {
-			return nil, dshq.Errorf(dshq.CodeInvalidCursor, "sessions.filter repeated a continuation cursor")
-		}
-		req.Cursor = p.NextCursor
+		return p.NextCursor, p.Generation, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 func (q queryService) SearchSessions(ctx context.Context, req dshq.SessionSearchRequest) (dshq.SessionSearchPage, error) {
-	p, err := q.c.SearchSessions(ctx, req, opts(ctx)...)
+	p, err := q.c.SearchSessions(ctx, req, q.opts...)
 	if err != nil {
 		return dshq.SessionSearchPage{}, err
 	}
@@ -50,7 +51,7 @@ func (q queryService) SearchSessions(ctx context.Context, req dshq.SessionSearch
 }
 
 func (q queryService) SearchEvents(ctx context.Context, req dshq.EventSearchRequest) (dshq.EventSearchPage, error) {
-	p, err := q.c.SearchEvents(ctx, req, opts(ctx)...)
+	p, err := q.c.SearchEvents(ctx, req, q.opts...)
 	if err != nil {
 		return dshq.EventSearchPage{}, err
 	}
@@ -58,7 +59,7 @@ func (q queryService) SearchEvents(ctx context.Context, req dshq.EventSearchRequ
 }
 
 func (q queryService) TraceSession(ctx context.Context, id string) (dshq.LineageTrace, error) {
-	p, err := q.c.TraceSession(ctx, dshq.SessionTraceRequest{SessionID: id}, opts(ctx)...)
+	p, err := q.c.TraceSession(ctx, dshq.SessionTraceRequest{SessionID: id}, q.opts...)
 	if err != nil {
 		return dshq.LineageTrace{}, err
 	}
@@ -66,7 +67,7 @@ func (q queryService) TraceSession(ctx context.Context, id string) (dshq.Lineage
 }
 
 func (q queryService) Titles(ctx context.Context, ids []string) ([]dshq.TitleResult, error) {
-	p, err := q.c.ReadTitles(ctx, dshq.SessionTitlesRequest{SessionIDs: ids}, opts(ctx)...)
+	p, err := q.c.ReadTitles(ctx, dshq.SessionTitlesRequest{SessionIDs: ids}, q.opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +76,7 @@ func (q queryService) Titles(ctx context.Context, ids []string) ([]dshq.TitleRes
 
 // ReadEvent reads a window; dshq.Event keeps each record's exact bytes.
 func (q queryService) ReadEvent(ctx context.Context, req dshq.EventReadRequest) (dshq.EventWindow, error) {
-	p, err := q.c.ReadEvent(ctx, req, opts(ctx)...)
+	p, err := q.c.ReadEvent(ctx, req, q.opts...)
 	if err != nil {
 		return dshq.EventWindow{}, err
 	}
@@ -83,7 +84,7 @@ func (q queryService) ReadEvent(ctx context.Context, req dshq.EventReadRequest) 
 }
 
 func (q queryService) TraceEvent(ctx context.Context, req dshq.EventTraceRequest) (dshq.EventTrace, error) {
-	p, err := q.c.TraceEvent(ctx, req, opts(ctx)...)
+	p, err := q.c.TraceEvent(ctx, req, q.opts...)
 	if err != nil {
 		return dshq.EventTrace{}, err
 	}
@@ -94,7 +95,7 @@ func (q queryService) TraceEvent(ctx context.Context, req dshq.EventTraceRequest
 // one request whatever the length of the log. An invalid session is
 // SESSION_QUERY_INVALID_SURFACE, as its event reads are.
 func (q queryService) LastStepStart(ctx context.Context, id string) (int64, bool, error) {
-	st, err := q.c.StatSession(ctx, dshq.SessionStatRequest{SessionID: id}, opts(ctx)...)
+	st, err := q.c.StatSession(ctx, dshq.SessionStatRequest{SessionID: id}, q.opts...)
 	if err != nil {
 		return 0, false, err
 	}

@@ -64,11 +64,9 @@ var upstreamExamples = []struct {
 }
 
 // The rendering examples (docs/tools.md#renderings), reproduced byte for byte
-// on both backends (the in-memory service and the real pipeline).
+// on the real pipeline.
 func TestUpstreamExamplesByteForByte(t *testing.T) {
-	for _, be := range backends {
-		t.Run(be.name, func(t *testing.T) { upstreamExamplesOn(t, newTools(t, be.open(t, exampleCorpus))) })
-	}
+	upstreamExamplesOn(t, newTools(t, newService(t, exampleCorpus)))
 }
 
 func upstreamExamplesOn(t *testing.T, tl *tools.Tools) {
@@ -124,19 +122,22 @@ var goldenCases = []struct {
 	{"error_invalid_args", "s-caller", tools.NameSessionSearch, `{"query":1,"availability":["archived"],"cwd":"/"}`},
 }
 
+// TestGoldenRenderings renders every golden case on the real pipeline: one
+// of the example corpus, one of the full corpus.
 func TestGoldenRenderings(t *testing.T) {
+	example, full := newService(t, exampleCorpus), newService(t, fullCorpus)
 	for _, tc := range goldenCases {
 		t.Run(tc.name, func(t *testing.T) {
-			corpus := exampleCorpus
+			svc := example
 			var opts []tools.Option
 			switch {
 			case strings.Contains(tc.name, "full_corpus") || strings.Contains(tc.name, "orphan"):
-				corpus = fullCorpus
+				svc = full
 			case strings.HasSuffix(tc.name, "_capped"):
-				corpus = fullCorpus
+				svc = full
 				opts = append(opts, tools.WithMaxSearchResults(1))
 			}
-			tl := newTools(t, newFake(t, corpus), opts...)
+			tl := newTools(t, svc, opts...)
 			goldenText(t, tc.name, resultText(call(t, tl, tc.caller, tc.tool, tc.args)))
 		})
 	}

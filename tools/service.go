@@ -10,7 +10,8 @@ import (
 // (docs/protocol.md#3-the-trusted-query-api). Implementations return failures
 // as *dshq.Error with the taxonomy's codes; the tools sanitize every failure
 // before a model sees it. query.Client is adapted to it by FromQueryClient;
-// tests use an in-memory implementation with the same semantics.
+// tests run on the real stack (package toolstest), decorated where they
+// inject a failure.
 type Service interface {
 	// FilterSessions returns every session record matching the filters
 	// (all pages), newest first.
@@ -30,4 +31,7 @@ type Service interface {
 	// LastStepStart returns the seq of the session's last step/start event;
 	// ok is false when it has none.
 	LastStepStart(ctx context.Context, sessionID string) (seq int64, ok bool, err error)
+	// AtGeneration returns the Service whose every query is answered by a
+	// projection that has applied at least generation g (Caller.AtGeneration).
+	AtGeneration(g uint64) Service
 }

@@ -7,45 +7,31 @@ import (
 	"testing"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/record"
 	"github.com/dshq/dshq/tools"
 	"github.com/dshq/dshq/tools/toolstest"
 )
 
-// tenantFake holds, all in cwd /w: teamA's root and its child, a child of
-// that root written by teamB, a child of no tenant, and teamB's own root;
+// tenantService holds, all in cwd /w: teamA's root and its child, a child
+// of that root written by teamB, a child of no tenant, and teamB's own root;
 // every user message says "amber tenancy".
-func tenantFake(t *testing.T) *toolstest.Fake {
+func tenantService(t *testing.T) tools.Service {
 	t.Helper()
-	f := toolstest.New()
+	var logs []toolstest.Log
 	add := func(tenant, id, parent string) {
 		p := ""
 		if parent != "" {
 			p = fmt.Sprintf(`,"parentSession":%q`, parent)
 		}
-		h, err := record.ParseHeader([]byte(fmt.Sprintf(`{"type":"session","version":2,"id":%q,"createdAt":1,"cwd":"/w","isSeeded":false%s}`, id, p)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var evs []dshq.Event
-		for _, raw := range []string{
-			`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}`,
-			`{"type":"user/message","seq":1,"time":2,"data":{"id":"m","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":"amber tenancy ` + id + `"}]},"surfaceOp":"append"}`,
-		} {
-			e, err := record.ParseEvent([]byte(raw))
-			if err != nil {
-				t.Fatal(err)
-			}
-			evs = append(evs, e)
-		}
-		f.AddInTenant(tenant, h, evs, false)
+		logs = append(logs, toolstest.Log{Tenant: tenant, JSONL: []byte(fmt.Sprintf(`{"type":"session","version":2,"id":%q,"createdAt":1,"cwd":"/w","isSeeded":false%s}`, id, p) + "\n" +
+			`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}` + "\n" +
+			`{"type":"user/message","seq":1,"time":2,"data":{"id":"m","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":"amber tenancy ` + id + `"}]},"surfaceOp":"append"}` + "\n")})
 	}
 	add("teamA", "a-root", "")
 	add("teamA", "a-child", "a-root")
 	add("teamB", "b-child", "a-root")
 	add("", "plain-child", "a-root")
 	add("teamB", "b-root", "")
-	return f
+	return tools.FromQueryClient(toolstest.StartPipeline(t, logs).Client)
 }
 
 func callIn(t *testing.T, tl *tools.Tools, tenant, caller, name, args string) tools.Result {
@@ -62,7 +48,7 @@ func callIn(t *testing.T, tl *tools.Tools, tenant, caller, name, args string) to
 // boundary; another tenant's caller is no caller; and the trusted Call of a
 // tenant's caller applies the same tenant scope.
 func TestToolsInATenantSeeOnlyItsSessions(t *testing.T) {
-	tl := newTools(t, tenantFake(t))
+	tl := newTools(t, tenantService(t))
 	search := callIn(t, tl, "teamA", "a-child", tools.NameSessionSearch, `{"query":"amber tenancy"}`)
 	if search.IsError || !strings.Contains(search.Text, "Session a-root — ") || strings.Contains(search.Text, "b-") || strings.Contains(search.Text, "plain") {
 		t.Errorf("teamA's search:\n%s", search.Text)

@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/tools"
-	"github.com/dshq/dshq/tools/toolstest"
 )
 
 // stalled never answers a search before its context ends, like a service
-// stuck behind a long search.
-type stalled struct{ *toolstest.Fake }
+// stuck behind a long search; it answers the rest as the real service.
+type stalled struct{ tools.Service }
 
 func (s stalled) SearchSessions(ctx context.Context, _ dshq.SessionSearchRequest) (dshq.SessionSearchPage, error) {
 	<-ctx.Done()
@@ -26,7 +26,7 @@ func (s stalled) SearchEvents(ctx context.Context, _ dshq.EventSearchRequest) (d
 }
 
 func TestSearchTimeout(t *testing.T) {
-	svc := stalled{newFake(t, fullCorpus)}
+	svc := stalled{newService(t, fullCorpus)}
 	tl := newTools(t, svc, tools.WithSearchTimeout(30*time.Millisecond))
 	for _, tc := range []struct{ tool, args string }{
 		{tools.NameSessionSearch, `{"query":"retry budget"}`},
@@ -56,6 +56,7 @@ func TestSearchTimeout(t *testing.T) {
 }
 
 func TestNewRefusesBadConfig(t *testing.T) {
+	unused := tools.FromQueryClient(query.NewClient(nil)) // New refuses before any call
 	for _, tc := range []struct {
 		name string
 		opts []tools.Option
@@ -66,7 +67,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"a nil logger", []tools.Option{tools.WithLogger(nil)}},
 	} {
 		t.Run(tc.name+" is an invalid config", func(t *testing.T) {
-			if _, err := tools.New(toolstest.New(), tc.opts...); dshq.ErrorCode(err) != dshq.CodeInvalidConfig {
+			if _, err := tools.New(unused, tc.opts...); dshq.ErrorCode(err) != dshq.CodeInvalidConfig {
 				t.Fatalf("err = %v", err)
 			}
 		})

@@ -113,6 +113,11 @@ func (t *Tools) Call(ctx context.Context, caller Caller, name string, args json.
 }
 
 func (t *Tools) run(ctx context.Context, by Caller, name string, raw json.RawMessage) (string, error) {
+	if by.minGeneration > 0 {
+		at := *t
+		at.svc = t.svc.AtGeneration(by.minGeneration)
+		t = &at
+	}
 	s, ok := specByName(name)
 	if !ok {
 		return "", dshq.Errorf(dshq.CodeInvalidArgs, "invalid arguments: unknown tool %q", name)

@@ -2,6 +2,7 @@ package usage
 
 import (
 	"cmp"
+	"container/heap"
 	"fmt"
 	"slices"
 	"strings"
@@ -185,6 +186,12 @@ type Aggregator struct {
 	sessions map[string]bool
 	key      []byte // scratch
 	labels   []string
+	// kept are the groups flush moved out of groups (at most Limit);
+	// dropped says whether it dropped any; total sums every group's models.
+	kept    *groupHeap
+	dropped bool
+	total   map[string]*Tokens
+	memo    *Prices // prices, memoized
 }
 
 type group struct {
@@ -211,7 +218,12 @@ func NewAggregator(q Query, prices *Prices) *Aggregator {
 	if q.Location == nil {
 		q.Location = time.Local
 	}
-	a := &Aggregator{q: q, prices: prices, groups: map[string]*group{}, periods: map[uint32]*[3]string{}}
+	a := &Aggregator{q: q, prices: prices, groups: map[string]*group{}, periods: map[uint32]*[3]string{},
+		memo: prices.memo(), total: map[string]*Tokens{}}
+	byTime := len(q.GroupBy) > 0 && q.GroupBy[0].isTime()
+	a.kept = &groupHeap{order: func(x, y *group) int {
+		return cmp.Or(compareTotals(&x.row, &y.row, byTime), cmp.Compare(x.key, y.key))
+	}}
 	a.from, a.to = q.SlotRange()
 	if len(q.Sessions) > 0 {
 		a.sessions = map[string]bool{}
@@ -368,35 +380,75 @@ func (a *Aggregator) Report() Report {
 	if a.prices != nil {
 		rep.PriceSource, rep.PriceDate = a.prices.Source, a.prices.Date
 	}
-	prices := a.prices.memo()
-	total := map[string]*Tokens{}
-	groups := make([]*group, 0, len(a.groups))
-	for _, g := range a.groups {
-		for _, mt := range g.models {
-			tt := total[mt.model]
-			if tt == nil {
-				tt = &Tokens{}
-				total[mt.model] = tt
-			}
-			tt.Add(mt.Tokens)
-		}
-		g.row.Totals = sumModels(g.models, prices) // the sort's keys; the breakdown below
-		groups = append(groups, g)
-	}
-	rep.Totals, _, _ = PriceModels(total, a.prices)
-	byTime := len(a.q.GroupBy) > 0 && a.q.GroupBy[0].isTime()
-	slices.SortFunc(groups, func(x, y *group) int {
-		return cmp.Or(compareTotals(&x.row, &y.row, byTime), cmp.Compare(x.key, y.key))
-	})
-	if a.q.Limit > 0 && len(groups) > a.q.Limit {
-		groups, rep.Truncated = groups[:a.q.Limit], true
-	}
+	a.flush()
+	rep.Totals, _, _ = PriceModels(a.total, a.prices)
+	groups := a.kept.gs
+	rep.Truncated = a.dropped
+	slices.SortFunc(groups, a.kept.order)
 	rep.Rows = make([]ReportRow, len(groups))
 	for i, g := range groups {
-		g.row.Totals, g.row.ModelsUsed, g.row.ModelBreakdowns = PriceModels(g.modelMap(), prices)
+		g.row.Totals, g.row.ModelsUsed, g.row.ModelBreakdowns = PriceModels(g.modelMap(), a.memo)
 		rep.Rows[i] = g.row
 	}
 	return rep
+}
+
+// flush moves the open groups to the kept ones (keep).
+func (a *Aggregator) flush() {
+	for _, g := range a.groups {
+		a.keep(g)
+	}
+	clear(a.groups)
+}
+
+// keep sums g's tokens into the report's totals and keeps g among the
+// report's rows: with a limit only the first Limit groups in report order
+// are kept, in a heap whose root comes last (a report of every session
+// sorts Limit groups, not all). It returns the group it dropped (g, or
+// the one g replaced), nil when it dropped none.
+func (a *Aggregator) keep(g *group) *group {
+	for _, mt := range g.models {
+		tt := a.total[mt.model]
+		if tt == nil {
+			tt = &Tokens{}
+			a.total[mt.model] = tt
+		}
+		tt.Add(mt.Tokens)
+	}
+	g.row.Totals = sumModels(g.models, a.memo) // the order's keys; the breakdown in Report
+	h := a.kept
+	switch {
+	case a.q.Limit <= 0:
+		h.gs = append(h.gs, g)
+	case len(h.gs) < a.q.Limit:
+		heap.Push(h, g)
+	default:
+		a.dropped = true
+		if h.order(g, h.gs[0]) >= 0 {
+			return g
+		}
+		old := h.gs[0]
+		h.gs[0] = g
+		heap.Fix(h, 0)
+		return old
+	}
+	return nil
+}
+
+// groupHeap is a heap of groups whose root comes last in order.
+type groupHeap struct {
+	gs    []*group
+	order func(x, y *group) int
+}
+
+func (h *groupHeap) Len() int           { return len(h.gs) }
+func (h *groupHeap) Less(i, j int) bool { return h.order(h.gs[i], h.gs[j]) > 0 }
+func (h *groupHeap) Swap(i, j int)      { h.gs[i], h.gs[j] = h.gs[j], h.gs[i] }
+func (h *groupHeap) Push(x any)         { h.gs = append(h.gs, x.(*group)) }
+func (h *groupHeap) Pop() any {
+	g := h.gs[len(h.gs)-1]
+	h.gs = h.gs[:len(h.gs)-1]
+	return g
 }
 
 // sumModels is the totals of models without a breakdown.
@@ -526,9 +578,14 @@ func (r ReportRow) Label(d Dimension) string {
 // shards of a partitioned projection) into the report of the whole,
 // re-priced by prices.
 func Merge(q Query, prices *Prices, parts []Report) Report {
+	// The parts priced their rows with the same prices: their costs are
+	// added, not recomputed from the tokens a reply carries (it does not
+	// carry the one-hour cache writes, priced apart, nor the calls per
+	// model).
 	type acc struct {
 		row    ReportRow
-		models map[string]*Tokens
+		models map[string]*ModelBreakdown
+		calls  int64
 	}
 	groups := map[string]*acc{}
 	truncated := false
@@ -538,16 +595,24 @@ func Merge(q Query, prices *Prices, parts []Report) Report {
 			k := rowKey(r)
 			g := groups[k]
 			if g == nil {
-				g = &acc{row: r, models: map[string]*Tokens{}}
+				g = &acc{row: r, models: map[string]*ModelBreakdown{}}
 				groups[k] = g
 			}
+			g.calls += r.Calls
 			for _, b := range r.ModelBreakdowns {
-				t := g.models[b.ModelName]
-				if t == nil {
-					t = &Tokens{}
-					g.models[b.ModelName] = t
+				m := g.models[b.ModelName]
+				if m == nil {
+					m = &ModelBreakdown{ModelName: b.ModelName}
+					g.models[b.ModelName] = m
 				}
-				t.Add(b.Tokens)
+				m.Tokens.Add(b.Tokens)
+				if b.Cost != nil {
+					c := *b.Cost
+					if m.Cost != nil {
+						c += *m.Cost
+					}
+					m.Cost = &c
+				}
 			}
 		}
 	}
@@ -559,26 +624,76 @@ func Merge(q Query, prices *Prices, parts []Report) Report {
 	if prices != nil {
 		rep.PriceSource, rep.PriceDate = prices.Source, prices.Date
 	}
-	total := map[string]*Tokens{}
 	for _, g := range groups {
-		g.row.Totals, g.row.ModelsUsed, g.row.ModelBreakdowns = PriceModels(g.models, prices)
-		for m, t := range g.models {
-			tt := total[m]
-			if tt == nil {
-				tt = &Tokens{}
-				total[m] = tt
-			}
-			tt.Add(*t)
-		}
+		g.row.Totals, g.row.ModelsUsed, g.row.ModelBreakdowns = mergedModels(g.models)
+		g.row.Calls = g.calls
 		rep.Rows = append(rep.Rows, g.row)
 	}
-	rep.Totals, _, _ = PriceModels(total, prices)
+	// The parts' totals, not their rows': a part's rows may be the first
+	// of more.
+	rep.Totals = sumTotals(parts)
 	SortRows(rep.Rows, q.GroupBy)
 	if q.Limit > 0 && len(rep.Rows) > q.Limit {
 		rep.Rows, truncated = rep.Rows[:q.Limit], true
 	}
 	rep.Truncated = truncated
 	return rep
+}
+
+// mergedModels is PriceModels of breakdowns already priced.
+func mergedModels(models map[string]*ModelBreakdown) (Totals, []string, []ModelBreakdown) {
+	var tot Totals
+	used := make([]string, 0, len(models))
+	bd := make([]ModelBreakdown, 0, len(models))
+	var cost float64
+	priced := false
+	for m, b := range models {
+		used = append(used, m)
+		if b.Cost != nil {
+			cost += *b.Cost
+			priced = true
+		} else {
+			tot.UnpricedModels = append(tot.UnpricedModels, m)
+		}
+		tot.Tokens.Add(b.Tokens)
+		bd = append(bd, *b)
+	}
+	slices.Sort(used)
+	slices.Sort(tot.UnpricedModels)
+	slices.SortFunc(bd, func(x, y ModelBreakdown) int {
+		return cmp.Or(-cmp.Compare(deref(x.Cost), deref(y.Cost)), -cmp.Compare(x.Total(), y.Total()), cmp.Compare(x.ModelName, y.ModelName))
+	})
+	tot.TotalTokens = tot.Total()
+	if priced {
+		tot.TotalCost = &cost
+	}
+	return tot, used, bd
+}
+
+// sumTotals adds the totals of reports priced alike.
+func sumTotals(parts []Report) Totals {
+	var tot Totals
+	var cost float64
+	priced := false
+	for _, p := range parts {
+		tot.Tokens.Add(p.Totals.Tokens)
+		tot.Calls += p.Totals.Calls
+		if p.Totals.TotalCost != nil {
+			cost += *p.Totals.TotalCost
+			priced = true
+		}
+		for _, m := range p.Totals.UnpricedModels {
+			if !slices.Contains(tot.UnpricedModels, m) {
+				tot.UnpricedModels = append(tot.UnpricedModels, m)
+			}
+		}
+	}
+	slices.Sort(tot.UnpricedModels)
+	tot.TotalTokens = tot.Total()
+	if priced {
+		tot.TotalCost = &cost
+	}
+	return tot
 }
 
 // ParseDimension reads a dimension's name ("cwd" and "workspace" are
@@ -614,6 +729,13 @@ type Source interface {
 	// UsageSessions calls fn with every session's dimensions until fn
 	// returns false: cheaper than UsageSession for many.
 	UsageSessions(fn func(id string, d SessionDims) bool) error
+	// UsageTotals calls fn for each session's all-time row of a model
+	// and branch (Slot 0), in session order, until fn returns false; with
+	// roots, the rows of each root session with its descendants'.
+	UsageTotals(roots bool, fn func(Row) bool) error
+	// UsageCube calls fn for each row of cube kind whose slot is in
+	// [from, to], in slot order, until fn returns false.
+	UsageCube(kind CubeKind, from, to uint32, fn func(CubeRow) bool) error
 }
 
 // lookups is how many sessions Build looks up one by one before it reads
@@ -664,14 +786,66 @@ func (c *DimsCache) add(more map[string]SessionDims) {
 }
 
 // Build sums src's rows for q, priced by prices; cache (nil for none)
-// keeps the sessions' dimensions between reports.
+// keeps the sessions' dimensions between reports. It reads the fewest
+// rows that answer q (planOf): a cube's when q needs no session, else
+// the sessions' totals when it needs no time, else the sessions' rows of
+// its range.
 func Build(q Query, prices *Prices, src Source, cache *DimsCache) (Report, error) {
+	pl, kind := planOf(&q)
+	return build(q, prices, src, cache, pl, kind)
+}
+
+// BuildScan is Build reading the sessions' rows of the range whatever q
+// needs: the reference the aggregates' answers are checked and timed
+// against.
+func BuildScan(q Query, prices *Prices, src Source, cache *DimsCache) (Report, error) {
+	return build(q, prices, src, cache, planRows, 0)
+}
+
+func build(q Query, prices *Prices, src Source, cache *DimsCache, pl plan, kind CubeKind) (Report, error) {
 	agg := NewAggregator(q, prices)
+	if pl == planCube || pl == planAll {
+		from, to, read := agg.from, agg.to, kind
+		if pl == planAll {
+			from, to, read = 0, 0, kind.AllTime()
+		}
+		var d SessionDims
+		value := "\xff" // no dimension's value is this
+		err := src.UsageCube(read, from, to, func(r CubeRow) bool {
+			if r.Value != value {
+				value, d = r.Value, kind.dims(r.Value)
+			}
+			if pl == planAll {
+				r.Slot = agg.from // the range is open: any slot in it
+			}
+			agg.Add(Row{Slot: r.Slot, Model: r.Model, Branch: r.Branch, Tokens: r.Tokens}, d)
+			return true
+		})
+		if err != nil {
+			return Report{}, err
+		}
+		return agg.Report(), nil
+	}
+	if pl == planSessions {
+		if err := agg.addSessions(src); err != nil {
+			return Report{}, err
+		}
+		return agg.Report(), nil
+	}
+	rows := func(fn func(Row) bool) error { return src.UsageRows(agg.from, agg.to, fn) }
+	if pl == planTotals {
+		rows = func(fn func(Row) bool) error {
+			return src.UsageTotals(false, func(r Row) bool {
+				r.Slot = agg.from
+				return fn(r)
+			})
+		}
+	}
 	known := cache.load()
 	dims := map[string]SessionDims{} // read by this report, not in known
 	looked, scanned := 0, false
 	var scanErr error
-	err := src.UsageRows(agg.from, agg.to, func(r Row) bool {
+	err := rows(func(r Row) bool {
 		d, ok := known[r.Session]
 		if !ok {
 			d, ok = dims[r.Session]

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/dshq/dshq/internal/numfmt"
 	"strconv"
 	"strings"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/fold"
+	"github.com/dshq/dshq/internal/numfmt"
 )
 
 // Limits of what one event shows. A body (a text block, a tool's output or
@@ -102,13 +103,6 @@ type todo struct {
 	Status, Content string
 }
 
-// message is the shape of user, assistant and tool-result messages.
-type message struct {
-	Role    string            `json:"role"`
-	Source  map[string]any    `json:"source"`
-	Content []json.RawMessage `json:"content"`
-}
-
 // renderEvent builds the view of e, every body cut at limit bytes (0: none;
 // see inlineBytes, pageBytes); showAll is the URL that shows it whole.
 func renderEvent(sessionID string, e dshq.Event, limit int, showAll string) eventView {
@@ -153,72 +147,24 @@ func markCut(bs []block, showAll string) bool {
 
 type renderer struct{ limit int }
 
+// fill reads e's data (fold.Data: the reading the fold and the CLI share)
+// into v.
 func (r renderer) fill(v *eventView, e dshq.Event) {
-	var d map[string]json.RawMessage
-	_ = json.Unmarshal(e.Data, &d)
+	d := fold.DecodeData(e.Data)
 	switch e.Type {
 	case dshq.TypeUserMessage:
-		var m message
-		_ = json.Unmarshal(e.Data, &m)
-		v.Class, v.Who = "user", "User"
-		switch kind, _ := m.Source["kind"].(string); kind {
-		case "plugin":
-			plugin, _ := m.Source["plugin"].(string)
-			v.Class, v.Who, v.Detail = "plugin", "Context", clean(plugin)
-			if plugin == "compact" {
-				v.Class, v.Who, v.Detail = "checkpoint", "Compaction checkpoint", clean(str(m.Source["compactionId"]))
-			}
-		case "tool":
-			v.Who = "Tool output"
-		}
-		v.Blocks = r.blocks(m.Content)
+		r.user(v, d)
 	case dshq.TypeAssistantMessage:
-		var a struct {
-			Message     message        `json:"message"`
-			Usage       map[string]any `json:"usage"`
-			Interrupted bool           `json:"interrupted"`
-		}
-		_ = json.Unmarshal(e.Data, &a)
-		v.Class, v.Who = "assistant", "Assistant"
-		v.Detail = clean(str(a.Message.Source["model"]))
-		if a.Usage != nil {
-			if in, out := num(a.Usage["inputTokens"]), num(a.Usage["outputTokens"]); in != "" || out != "" {
-				v.Detail = strings.TrimSpace(v.Detail + " · " + in + " in / " + out + " out")
-			}
-		}
-		if a.Interrupted {
-			v.Error = "interrupted"
-		}
-		v.Blocks = r.blocks(a.Message.Content)
+		r.assistant(v, d)
 	case "tool/call":
-		var c struct{ CallID, Name, Arguments string }
-		_ = json.Unmarshal(e.Data, &c)
-		v.Class, v.Who, v.Detail, v.CallID = "tool-call", "Tool call", clean(c.Name), c.CallID
-		args, omitted := r.args(c.Arguments)
-		v.Blocks = []block{{Kind: "tool-call", Args: args, Omitted: omitted, CallID: c.CallID}}
+		callID := d.String("callId")
+		v.Class, v.Who, v.Detail, v.CallID = "tool-call", "Tool call", clean(d.String("name")), callID
+		args, omitted := r.args(d.String("arguments"))
+		v.Blocks = []block{{Kind: "tool-call", Args: args, Omitted: omitted, CallID: callID}}
 	case dshq.TypeToolResult:
-		var t struct {
-			Message message `json:"message"`
-			Error   *struct {
-				Name string `json:"name"`
-				Code any    `json:"code"`
-			} `json:"error"`
-		}
-		_ = json.Unmarshal(e.Data, &t)
-		v.Class, v.Who = "tool-result", "Tool result"
-		v.CallID = str(t.Message.Source["callId"])
-		v.Detail = clean(v.CallID)
-		v.Blocks = r.blocks(t.Message.Content)
-		if t.Error != nil {
-			v.Error = clean(strings.TrimSpace(t.Error.Name + " " + str(t.Error.Code)))
-		}
-		for _, b := range v.Blocks {
-			if b.IsError && v.Error == "" {
-				v.Error = "error"
-			}
-		}
+		r.toolResult(v, d)
 	case "turn/start":
-		v.turnNumber = num(anyOf(d["turn"]))
+		v.turnNumber = num(d.Value("turn"))
 		v.Class, v.Line = "turn", "Turn "+v.turnNumber+" started"
 	case "turn/end":
 		r.turnEnd(v, d)
@@ -227,120 +173,127 @@ func (r renderer) fill(v *eventView, e dshq.Event) {
 		if e.Type == "step/end" {
 			verb = "ended"
 		}
-		v.Class, v.Line = "step", "Step "+num(anyOf(d["step"]))+" "+verb
+		v.Class, v.Line = "step", "Step "+num(d.Value("step"))+" "+verb
 	case "request/header":
-		var h struct {
-			Header struct {
-				Config map[string]any `json:"config"`
-			} `json:"header"`
-			Reason string `json:"reason"`
-		}
-		_ = json.Unmarshal(e.Data, &h)
+		config := d.Object("header").Object("config")
 		v.Class = "request"
-		v.Line = clean(strings.TrimSpace(fmt.Sprintf("Request %s: %s %s %s", h.Reason, str(h.Header.Config["provider"]),
-			str(h.Header.Config["model"]), str(h.Header.Config["reasoningEffort"]))))
+		v.Line = clean(strings.TrimSpace(fmt.Sprintf("Request %s: %s %s %s", d.String("reason"), str(config.Value("provider")),
+			str(config.Value("model")), str(config.Value("reasoningEffort")))))
 	case "request/context":
 		v.Class = "request"
-		v.Line = clean(strings.TrimSpace(fmt.Sprintf("Context: %s %s %s", str(anyOf(d["provider"])), str(anyOf(d["model"])), num(anyOf(d["contextWindow"])))))
+		v.Line = clean(strings.TrimSpace(fmt.Sprintf("Context: %s %s %s", str(d.Value("provider")), str(d.Value("model")), num(d.Value("contextWindow")))))
 	case "session/title":
-		v.Class, v.Line = "title", "Title: "+clean(str(anyOf(d["title"])))
+		v.Class, v.Line = "title", "Title: "+clean(str(d.Value("title")))
 	case "session/end-seed":
 		v.Class, v.Line = "marker", "End of the inherited prefix"
 	case "todo/write":
 		r.todos(v, d)
 	case "compaction/start", "compaction/end", "compaction/summary", "compaction/prune":
-		r.compaction(v, e.Type, d)
+		r.compaction(v, e, d)
 	default:
 		v.Class, v.Who = "other", clean(e.Type)
 	}
 }
 
-func (r renderer) turnEnd(v *eventView, d map[string]json.RawMessage) {
-	var reason struct {
-		Kind  string `json:"kind"`
-		Error *struct {
-			Message string `json:"message"`
-			Code    any    `json:"code"`
-		} `json:"error"`
-		Reason *struct {
-			Kind   string `json:"kind"`
-			Reason string `json:"reason"`
-		} `json:"reason"`
+func (r renderer) user(v *eventView, d fold.Data) {
+	m := d.Message(dshq.TypeUserMessage)
+	v.Class, v.Who = "user", "User"
+	switch src := m.Source(); src.String("kind") {
+	case "plugin":
+		plugin := src.String("plugin")
+		v.Class, v.Who, v.Detail = "plugin", "Context", clean(plugin)
+		if plugin == "compact" {
+			v.Class, v.Who, v.Detail = "checkpoint", "Compaction checkpoint", clean(str(src.Value("compactionId")))
+		}
+	case "tool":
+		v.Who = "Tool output"
 	}
-	_ = json.Unmarshal(d["reason"], &reason)
-	v.Class, v.turnNumber = "turn", num(anyOf(d["turn"]))
-	v.Line = "Turn " + num(anyOf(d["turn"])) + " ended: " + clean(reason.Kind)
-	switch {
-	case reason.Error != nil:
-		v.Error = clean(strings.TrimSpace(reason.Error.Message + " " + str(reason.Error.Code)))
-	case reason.Reason != nil:
-		v.Line += " (" + clean(strings.TrimSpace(reason.Reason.Kind+" "+reason.Reason.Reason)) + ")"
+	v.Blocks = r.blocks(m.Blocks("content"))
+}
+
+func (r renderer) assistant(v *eventView, d fold.Data) {
+	m := d.Message(dshq.TypeAssistantMessage)
+	v.Class, v.Who = "assistant", "Assistant"
+	v.Detail = clean(str(m.Source().Value("model")))
+	if u := d.Object("usage"); u.IsObject() {
+		if in, out := num(u.Value("inputTokens")), num(u.Value("outputTokens")); in != "" || out != "" {
+			v.Detail = strings.TrimSpace(v.Detail + " · " + in + " in / " + out + " out")
+		}
 	}
-	if reason.Kind != "completed" && reason.Kind != "" {
+	if d.Bool("interrupted") {
+		v.Error = "interrupted"
+	}
+	v.Blocks = r.blocks(m.Blocks("content"))
+}
+
+func (r renderer) toolResult(v *eventView, d fold.Data) {
+	v.Class, v.Who = "tool-result", "Tool result"
+	v.CallID = d.ResultCallID()
+	v.Detail = clean(v.CallID)
+	v.Blocks = r.blocks(d.Message(dshq.TypeToolResult).Blocks("content"))
+	if e := d.Object("error"); e.IsObject() {
+		v.Error = clean(strings.TrimSpace(e.String("name") + " " + str(e.Value("code"))))
+	}
+	for _, b := range v.Blocks {
+		if b.IsError && v.Error == "" {
+			v.Error = "error"
+		}
+	}
+}
+
+func (r renderer) turnEnd(v *eventView, d fold.Data) {
+	reason := d.Object("reason")
+	kind := reason.String("kind")
+	v.Class, v.turnNumber = "turn", num(d.Value("turn"))
+	v.Line = "Turn " + v.turnNumber + " ended: " + clean(kind)
+	switch err, why := reason.Object("error"), reason.Object("reason"); {
+	case err.IsObject():
+		v.Error = clean(strings.TrimSpace(err.String("message") + " " + str(err.Value("code"))))
+	case why.IsObject():
+		v.Line += " (" + clean(strings.TrimSpace(why.String("kind")+" "+why.String("reason"))) + ")"
+	}
+	if kind != "completed" && kind != "" {
 		v.Class = "turn turn-bad"
 	}
 }
 
-func (r renderer) todos(v *eventView, d map[string]json.RawMessage) {
-	var todos []struct{ Content, Status string }
-	_ = json.Unmarshal(d["todos"], &todos)
+func (r renderer) todos(v *eventView, d fold.Data) {
+	todos, _ := d.List("todos")
 	v.Class, v.Who = "todo", "Todo list"
 	for _, t := range todos {
-		v.Todos = append(v.Todos, todo{Status: clean(t.Status), Content: clean(t.Content)})
+		v.Todos = append(v.Todos, todo{Status: clean(t.String("status")), Content: clean(t.String("content"))})
 	}
 }
 
-func (r renderer) compaction(v *eventView, typ string, d map[string]json.RawMessage) {
+func (r renderer) compaction(v *eventView, e dshq.Event, d fold.Data) {
 	v.Class = "compaction"
-	id := clean(str(anyOf(d["compactionId"])))
-	switch typ {
+	id := clean(str(d.Value("compactionId")))
+	switch e.Type {
 	case "compaction/start":
 		v.Line = "Compaction " + id + " started"
 	case "compaction/end":
 		v.Line = "Compaction " + id + " ended"
-		if e := anyOf(d["error"]); e != nil {
-			v.Error = clean(compactJSON(d["error"]))
+		if d.Value("error") != nil {
+			v.Error = clean(string(fold.Member(e.Data, "error")))
 		}
 	default:
-		var c struct {
-			Summary      []json.RawMessage `json:"summary"`
-			ShadowedSeqs []int64           `json:"shadowedSeqs"`
-			Range        *struct {
-				Start, End int64
-			} `json:"shadowedRange"`
-			Tokens any `json:"shadowedTokenCount"`
-		}
-		_ = json.Unmarshal(mustJSON(d), &c)
 		what := "Compaction summary"
-		if typ == "compaction/prune" {
+		if e.Type == "compaction/prune" {
 			what = "Tool-result pruning"
 		}
 		v.Who, v.Detail = what, id
-		if c.Range != nil {
-			v.Note = fmt.Sprintf("shadows %d events in #%d–#%d (%s tokens)", len(c.ShadowedSeqs), c.Range.Start, c.Range.End, num(c.Tokens))
+		v.Shadows, _ = d.Seqs("shadowedSeqs")
+		if rg := d.Object("shadowedRange"); rg.IsObject() {
+			v.Note = fmt.Sprintf("shadows %d events in #%d–#%d (%s tokens)", len(v.Shadows), rg.Int("start"), rg.Int("end"), num(d.Value("shadowedTokenCount")))
 		}
-		v.Shadows = c.ShadowedSeqs
-		v.Blocks = r.blocks(c.Summary)
+		v.Blocks = r.blocks(d.Blocks("summary"))
 	}
 }
 
 // blocks renders content blocks.
-func (r renderer) blocks(content []json.RawMessage) []block {
+func (r renderer) blocks(content []fold.Block) []block {
 	out := make([]block, 0, len(content))
-	for _, raw := range content {
-		var b struct {
-			Type       string            `json:"type"`
-			Text       string            `json:"text"`
-			ID         string            `json:"id"`
-			Name       string            `json:"name"`
-			Arguments  string            `json:"arguments"`
-			ToolCallID string            `json:"toolCallId"`
-			IsError    bool              `json:"isError"`
-			Content    []json.RawMessage `json:"content"`
-		}
-		if json.Unmarshal(raw, &b) != nil {
-			continue
-		}
+	for _, b := range content {
 		switch b.Type {
 		case "text", "reasoning":
 			out = append(out, r.text(b.Type, b.Text))
@@ -442,27 +395,6 @@ func prettyJSON(raw []byte, limit int) (string, int) {
 	}
 	s, omitted := cutBytes(s, limit)
 	return clean(s), omitted
-}
-
-func compactJSON(raw json.RawMessage) string {
-	var buf bytes.Buffer
-	if json.Compact(&buf, raw) != nil {
-		return string(raw)
-	}
-	return buf.String()
-}
-
-func mustJSON(v any) []byte {
-	b, _ := json.Marshal(v)
-	return b
-}
-
-func anyOf(raw json.RawMessage) any {
-	var v any
-	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
-		return nil
-	}
-	return v
 }
 
 // str renders a decoded JSON scalar as text ("" for none).

@@ -19,6 +19,7 @@ package claudecode
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/dshq/dshq"
@@ -42,26 +43,36 @@ const (
 
 // Converter converts one Claude Code transcript (capture.Converter).
 type Converter struct {
-	cfg capture.Config
-	max int
+	file *build.File
+}
+
+// Feed converts the next line (capture.Converter).
+func (c *Converter) Feed(l capture.Line) ([]capture.Update, error) { return c.file.Feed(l) }
+
+// Finish decides a header still waiting (capture.Converter).
+func (c *Converter) Finish() []capture.Update { return c.file.Finish() }
+
+// Stats returns the counts so far (capture.Converter).
+func (c *Converter) Stats() capture.Stats { return c.file.Stats() }
+
+// transcript is what converting a transcript knows of Claude Code
+// (build.Format); build.File does the rest.
+type transcript struct {
+	file *build.File
+	cfg  capture.Config
 	// agentFile is true for a subagent transcript: the file's session is a
 	// child, and every record belongs to it.
 	agentFile bool
-	// agentFromName and sessionFromName are what the path says.
-	agentFromName, sessionFromName string
-	intake                         build.Intake
-	stats                          capture.Stats
-	// Before the header is decided: the held lines and what they told.
-	held  build.Held
+	// agentFromName is the agent id the path gives.
+	agentFromName string
+	// Before the header is decided: what the lines told.
 	facts facts
 	// After: the file's own session and the children of its inline
 	// sidechains.
 	own      *thread
 	children map[string]*thread
-	order    []*thread
 	// sidechain maps the uuid of an inline sidechain record to its thread.
 	sidechain map[string]*thread
-	lastTime  int64
 }
 
 // facts are what the lines have stated for the file's header so far.
@@ -85,101 +96,59 @@ type thread struct {
 	leaf string
 }
 
+func newThread(s *build.Session) *thread { return &thread{s: s, known: map[string]int64{}} }
+
 // New returns a converter for the transcript at cfg.Path.
 func New(cfg capture.Config) *Converter {
-	c := &Converter{cfg: cfg, max: cfg.MaxEvent(), children: map[string]*thread{}, sidechain: map[string]*thread{}}
+	c := &transcript{cfg: cfg, children: map[string]*thread{}, sidechain: map[string]*thread{}}
 	dir, base := build.FileName(cfg.Path)
 	stem := build.Stem(base)
+	var sessionFromName string
 	if a, ok := strings.CutPrefix(stem, "agent-"); ok && base != "" {
 		c.agentFile, c.agentFromName = true, a
 		if dir == "subagents" {
-			parent, _ := build.FileName(strings.TrimRight(strings.TrimSuffix(cfg.Path, base), `/\`))
-			c.sessionFromName = parent
+			sessionFromName, _ = build.FileName(strings.TrimRight(strings.TrimSuffix(cfg.Path, base), `/\`))
 		}
 	} else {
-		c.sessionFromName = stem
+		sessionFromName = stem
 	}
 	if cfg.Own != nil {
 		c.agentFile = cfg.Own.Header.ParentSession != nil
-		c.start(*cfg.Own, true, nil)
 	}
-	return c
+	c.file = build.NewFile(cfg, dshq.HarnessClaudeCode, sessionFromName, c)
+	return &Converter{file: c.file}
 }
 
-// Feed converts the next line (capture.Converter).
-func (c *Converter) Feed(l capture.Line) ([]capture.Update, error) {
-	rec, why, err := c.intake.Next(l, &c.stats)
-	if err != nil {
-		return nil, err
-	}
-	if c.own != nil {
-		c.process(l, rec, why)
-		return c.drain(), nil
-	}
-	c.learn(rec)
-	if full := c.held.Hold(l, rec, why); full || c.ready() {
-		c.decide()
-	}
-	return c.drain(), nil
-}
-
-// Finish decides a header still waiting (capture.Converter).
-func (c *Converter) Finish() []capture.Update {
-	if c.own == nil && c.held.Len() > 0 {
-		c.decide()
-	}
-	return c.drain()
-}
-
-// Stats returns the counts so far (capture.Converter).
-func (c *Converter) Stats() capture.Stats {
-	st := c.stats
-	st.Pending = int64(c.held.Len())
-	for _, t := range c.order {
-		st = st.Add(t.s.Stats())
-	}
-	return st
-}
-
-// learn gathers the header facts a record states.
-func (c *Converter) learn(r build.Record) {
-	if r == nil {
-		return
-	}
+// Learn gathers the header facts a record states (build.Format).
+func (c *transcript) Learn(_ capture.Line, r build.Record) bool {
 	f := &c.facts
-	if sid, ok := r.NonEmpty("sessionId"); ok && f.sessionID == "" {
-		f.sessionID = sid
-		f.sawSession, f.firstSidechain = true, r.True("isSidechain")
+	if r != nil {
+		if sid, ok := r.NonEmpty("sessionId"); ok && f.sessionID == "" {
+			f.sessionID = sid
+			f.sawSession, f.firstSidechain = true, r.True("isSidechain")
+		}
+		if a, ok := r.NonEmpty("agentId"); ok && f.agentID == "" {
+			f.agentID = a
+		}
+		if ts, ok := r.Str("timestamp"); ok && !f.haveTime {
+			f.createdAt, f.haveTime = build.Millis(ts)
+		}
+		if cwd, ok := r.Str("cwd"); ok && !f.cwdStated {
+			f.cwd, f.cwdStated = cwd, true
+		}
 	}
-	if a, ok := r.NonEmpty("agentId"); ok && f.agentID == "" {
-		f.agentID = a
-	}
-	if ts, ok := r.Str("timestamp"); ok && !f.haveTime {
-		f.createdAt, f.haveTime = build.Millis(ts)
-	}
-	if cwd, ok := r.Str("cwd"); ok && !f.cwdStated {
-		f.cwd, f.cwdStated = cwd, true
-	}
+	return f.sessionID != "" && f.cwdStated && f.haveTime
 }
 
-// ready reports whether the lines have stated the whole header.
-func (c *Converter) ready() bool {
-	return c.facts.sessionID != "" && c.facts.cwdStated && c.facts.haveTime
-}
-
-// decide fixes the file's header from the facts and converts the held
-// lines.
-func (c *Converter) decide() {
+// Header fixes the file's header from the facts (build.Format).
+func (c *transcript) Header(name string) build.HeaderFacts {
 	f := c.facts
 	if c.cfg.Path == "" && f.sawSession {
 		c.agentFile = f.firstSidechain
 	}
 	sid := f.sessionID
 	if sid == "" {
-		sid = c.sessionFromName
-	}
-	if sid == "" {
-		sid = c.held.FirstLineID()
+		sid = name
 	}
 	hf := build.HeaderFacts{Harness: dshq.HarnessClaudeCode, CreatedAt: f.createdAt, Cwd: f.cwd, CwdStated: f.cwdStated}
 	if c.agentFile {
@@ -193,47 +162,15 @@ func (c *Converter) decide() {
 	} else {
 		hf.ID = build.SessionID(Prefix, sid)
 	}
-	h, notices := hf.Record()
-	c.start(h, false, notices)
-	pending := c.held.Release()
-	for _, p := range pending {
-		c.process(p.Line, p.Rec, p.Why)
-	}
+	return hf
 }
 
-func (c *Converter) start(h dshq.HeaderRecord, announced bool, notices []string) {
-	// Records before the first timestamped one take the session's start.
-	c.lastTime = h.Header.CreatedAt
-	c.own = &thread{s: build.NewSession(h, dshq.HarnessClaudeCode, c.max, announced, notices...), known: map[string]int64{}}
-	c.order = append(c.order, c.own)
-}
+// Start takes the file's own session (build.Format).
+func (c *transcript) Start(own *build.Session) { c.own = newThread(own) }
 
-func (c *Converter) drain() []capture.Update {
-	var out []capture.Update
-	for _, t := range c.order {
-		if u, ok := t.s.Drain(); ok {
-			out = append(out, u)
-		}
-	}
-	return out
-}
-
-// process converts one line once the header is decided.
-func (c *Converter) process(l capture.Line, r build.Record, why string) {
-	src := &build.Src{Line: l, Holder: c.own.s.ID}
-	if r != nil {
-		if ts, ok := r.Str("timestamp"); ok {
-			if ms, ok := build.Millis(ts); ok {
-				c.lastTime = ms
-			}
-		}
-	}
-	src.Time = c.lastTime
-	if r == nil {
-		c.stats.InvalidLines++
-		c.own.s.LogOnly(src, TypeInvalidLine, build.O("error", why))
-		return
-	}
+// Convert converts one record (build.Format): an inline sidechain record
+// into its child session, where the own session keeps a copy routed to it.
+func (c *transcript) Convert(src *build.Src, r build.Record) string {
 	typ := recordType(r)
 	if !c.agentFile && r.True("isSidechain") {
 		t := c.sidechainThread(r, src)
@@ -242,7 +179,7 @@ func (c *Converter) process(l capture.Line, r build.Record, why string) {
 	} else {
 		c.record(c.own, src, r, typ)
 	}
-	c.own.s.EnsureHeld(src, typ)
+	return typ
 }
 
 // recordType returns the event type of a record kept as is.
@@ -257,7 +194,7 @@ func recordType(r build.Record) string {
 // belongs to: its agentId's, else its parent record's, else a new one
 // named after the record (an older transcript whose sidechain records lack
 // agentId).
-func (c *Converter) sidechainThread(r build.Record, src *build.Src) *thread {
+func (c *transcript) sidechainThread(r build.Record, src *build.Src) *thread {
 	key, _ := r.NonEmpty("agentId")
 	if key == "" {
 		if p, ok := r.NonEmpty("parentUuid"); ok && c.sidechain[p] != nil {
@@ -281,14 +218,12 @@ func (c *Converter) sidechainThread(r build.Record, src *build.Src) *thread {
 	}
 	hf := build.HeaderFacts{ID: build.SessionID(c.own.s.ID+"-agent-", key), Harness: dshq.HarnessClaudeCode,
 		CreatedAt: src.Time, Cwd: cwd, CwdStated: stated, Parent: c.own.s.ID, Depth: depth}
-	h, notices := hf.Record()
-	t := &thread{s: build.NewSession(h, dshq.HarnessClaudeCode, c.max, false, notices...), known: map[string]int64{}}
+	t := newThread(c.file.NewSession(hf.Record()))
 	c.children[key] = t
-	c.order = append(c.order, t)
 	return c.remember(r, t)
 }
 
-func (c *Converter) remember(r build.Record, t *thread) *thread {
+func (c *transcript) remember(r build.Record, t *thread) *thread {
 	if u, ok := r.NonEmpty("uuid"); ok {
 		c.sidechain[u] = t
 	}
@@ -296,7 +231,7 @@ func (c *Converter) remember(r build.Record, t *thread) *thread {
 }
 
 // record converts a record into thread t.
-func (c *Converter) record(t *thread, src *build.Src, r build.Record, typ string) {
+func (c *transcript) record(t *thread, src *build.Src, r build.Record, typ string) {
 	switch typ {
 	case dshq.HarnessClaudeCode + "/user":
 		c.user(t, src, r, typ)
@@ -337,17 +272,11 @@ func subtype(r build.Record) build.Obj {
 }
 
 // messageID returns the id of the next message derived from a record.
-func messageID(src *build.Src, r build.Record) string {
-	base, ok := r.NonEmpty("uuid")
-	if !ok || len(base) > 200 {
-		base = fmt.Sprintf("line-%d", src.Line.No)
-	}
-	return src.MessageID(base)
-}
+func messageID(src *build.Src, r build.Record) string { return src.MessageIDOf(r, "uuid") }
 
 // user converts a user record: a prompt, tool results, or a compaction
 // summary.
-func (c *Converter) user(t *thread, src *build.Src, r build.Record, typ string) {
+func (c *transcript) user(t *thread, src *build.Src, r build.Record, typ string) {
 	msg, ok := r.Obj("message")
 	if !ok {
 		t.s.LogOnly(src, typ, nil)
@@ -396,10 +325,7 @@ func (c *Converter) user(t *thread, src *build.Src, r build.Record, typ string) 
 		return
 	}
 	for _, res := range results {
-		call, ok := res.NonEmpty("tool_use_id")
-		if !ok || len(call) > 200 {
-			call = fmt.Sprintf("line-%d-result", src.Line.No)
-		}
+		call := src.ID(res, "-result", "tool_use_id")
 		m := build.ToolResultMessage(messageID(src, r), call, res.True("is_error"), textBlocks(res.Raw("content")))
 		t.s.ToolResult(src, call, t.s.WithTurn(build.O("message", m)))
 	}
@@ -411,7 +337,7 @@ func (c *Converter) user(t *thread, src *build.Src, r build.Record, typ string) 
 // prompt converts a human prompt: its turn, then the user message, which
 // replaces the abandoned branch when the prompt rewinds (its parent is a
 // record of the thread other than the last one).
-func (c *Converter) prompt(t *thread, src *build.Src, r build.Record, content build.Arr) {
+func (c *transcript) prompt(t *thread, src *build.Src, r build.Record, content build.Arr) {
 	t.s.Prompt(src)
 	m := build.Message(messageID(src, r), "user", build.UserSource(), content)
 	if parent, ok := r.NonEmpty("parentUuid"); ok && parent != t.leaf {
@@ -430,26 +356,19 @@ func textBlocks(content json.RawMessage) build.Arr {
 	if s, ok := build.String(content); ok {
 		return build.Arr{build.Text(s)}
 	}
-	blocks, _ := build.Array(content)
-	out := build.Arr{}
-	for _, b := range blocks {
-		if s, ok := build.String(b); ok {
-			out = append(out, build.Text(s))
-			continue
-		}
-		o, _ := build.Object(b)
+	return build.AppendBlocks(build.Arr{}, content, build.Text, func(o build.Record) build.Obj {
 		if bt, _ := o.Str("type"); bt == "text" {
 			s, _ := o.Str("text")
-			out = append(out, build.Text(s))
+			return build.Text(s)
 		}
-	}
-	return out
+		return nil
+	})
 }
 
 // assistant converts an assistant record: one assistant message (text,
 // thinking as reasoning, tool uses as tool calls), then a tool/call per
 // tool use.
-func (c *Converter) assistant(t *thread, src *build.Src, r build.Record, typ string) {
+func (c *transcript) assistant(t *thread, src *build.Src, r build.Record, typ string) {
 	msg, ok := r.Obj("message")
 	if !ok {
 		t.s.LogOnly(src, typ, nil)
@@ -476,10 +395,7 @@ func (c *Converter) assistant(t *thread, src *build.Src, r build.Record, typ str
 			s, _ := o.Str("thinking")
 			content = append(content, build.Reasoning(s))
 		case "tool_use", "server_tool_use":
-			id, ok := o.NonEmpty("id")
-			if !ok || len(id) > 200 {
-				id = fmt.Sprintf("line-%d-call-%d", src.Line.No, i+1)
-			}
+			id := src.ID(o, "-call-"+strconv.Itoa(i+1), "id")
 			name, _ := o.Str("name")
 			args := build.Compact(o.Raw("input"))
 			content = append(content, build.ToolCall(id, name, args))
@@ -505,7 +421,7 @@ func orEmpty(a build.Arr) build.Arr {
 // system keeps a system record and ends the open turn when the record
 // says the turn is over (turn_duration; stop_hook_summary unless a hook
 // made the model continue).
-func (c *Converter) system(t *thread, src *build.Src, r build.Record, typ string) {
+func (c *transcript) system(t *thread, src *build.Src, r build.Record, typ string) {
 	t.s.LogOnly(src, typ, subtype(r))
 	switch st, _ := r.Str("subtype"); st {
 	case "turn_duration":
@@ -520,7 +436,7 @@ func (c *Converter) system(t *thread, src *build.Src, r build.Record, typ string
 // title converts a summary (a title for the branch whose leaf is
 // leafUuid: only when that record is in the thread already) or a custom
 // title into session/title; otherwise the record is kept log-only.
-func (c *Converter) title(t *thread, src *build.Src, r build.Record, typ, field string, source build.Obj, needLeaf bool) {
+func (c *transcript) title(t *thread, src *build.Src, r build.Record, typ, field string, source build.Obj, needLeaf bool) {
 	title, _ := r.Str(field)
 	if field == "customTitle" && title == "" {
 		title, _ = r.Str("title")

@@ -22,10 +22,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // converterFor returns the constructor Check needs for the file at path.
 func converterFor(path string, maxEvent int) capturetest.New {
-	return func(cfg capture.Config) capture.Converter {
-		cfg.Path, cfg.MaxEventBytes = path, maxEvent
-		return claudecode.New(cfg)
-	}
+	return capturetest.For(claudecode.New, path, maxEvent)
 }
 
 // fixtures are the transcripts in testdata, written for these tests.
@@ -281,7 +278,7 @@ func FuzzConvert(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(headLines(data, 12), strings.Contains(file.Rel, "agent-"))
+		f.Add(capturetest.HeadLines(data, 12), strings.Contains(file.Rel, "agent-"))
 	}
 	f.Fuzz(func(t *testing.T, data []byte, agentFile bool) {
 		path := "p/session.jsonl"
@@ -290,19 +287,6 @@ func FuzzConvert(f *testing.F) {
 		}
 		capturetest.Quick(t, converterFor(path, capture.MinMaxEventBytes), data, capture.MinMaxEventBytes)
 	})
-}
-
-// headLines returns the first n lines of data.
-func headLines(data []byte, n int) []byte {
-	off := 0
-	for i := 0; i < n; i++ {
-		j := bytes.IndexByte(data[off:], '\n')
-		if j < 0 {
-			return data
-		}
-		off += j + 1
-	}
-	return data[:off]
 }
 
 func TestTheHeaderWaitsForItsFactsButNotForever(t *testing.T) {

@@ -74,27 +74,35 @@ var copies = map[copyKind]copyKind{
 
 // Converter converts one Codex rollout (capture.Converter).
 type Converter struct {
-	cfg    capture.Config
-	max    int
-	intake build.Intake
-	stats  capture.Stats
-	// fromName is the thread id the file name gives.
-	fromName string
+	file *build.File
+}
+
+// Feed converts the next line (capture.Converter).
+func (c *Converter) Feed(l capture.Line) ([]capture.Update, error) { return c.file.Feed(l) }
+
+// Finish decides a header still waiting (capture.Converter).
+func (c *Converter) Finish() []capture.Update { return c.file.Finish() }
+
+// Stats returns the counts so far (capture.Converter).
+func (c *Converter) Stats() capture.Stats { return c.file.Stats() }
+
+// rollout is what converting a rollout knows of Codex (build.Format);
+// build.File does the rest.
+type rollout struct {
 	// Before the header is decided.
-	held  build.Held
 	facts facts
 	// After.
 	s        *build.Session
-	lastTime int64
 	provider string
 	model    string
 	// metaSeen is set by the first session_meta line, whose model_provider
 	// names the assistant messages' provider.
 	metaSeen bool
-	// prev is what the previous line mapped to, and prevSeq its event: a
-	// line repeating it is a copy.
-	prev    copyKind
-	prevSeq int64
+	// prev is what the line before (number prevLine) mapped to, and prevSeq
+	// its event: a line repeating it is a copy.
+	prev     copyKind
+	prevLine int64
+	prevSeq  int64
 }
 
 // facts are what the lines have stated for the header so far.
@@ -115,71 +123,21 @@ var uuidSuffix = regexp.MustCompile(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 
 // New returns a converter for the rollout at cfg.Path.
 func New(cfg capture.Config) *Converter {
-	c := &Converter{cfg: cfg, max: cfg.MaxEvent(), provider: defaultProvider}
+	c := &rollout{provider: defaultProvider}
 	_, base := build.FileName(cfg.Path)
-	stem := build.Stem(base)
-	c.fromName = stem
-	if m := uuidSuffix.FindString(stem); m != "" {
-		c.fromName = m
+	fromName := build.Stem(base)
+	if m := uuidSuffix.FindString(fromName); m != "" {
+		fromName = m
 	}
-	if cfg.Own != nil {
-		c.s = build.NewSession(*cfg.Own, dshq.HarnessCodex, c.max, true)
-		c.lastTime = cfg.Own.Header.CreatedAt
-	}
-	return c
+	return &Converter{file: build.NewFile(cfg, dshq.HarnessCodex, fromName, c)}
 }
 
-// Feed converts the next line (capture.Converter).
-func (c *Converter) Feed(l capture.Line) ([]capture.Update, error) {
-	rec, why, err := c.intake.Next(l, &c.stats)
-	if err != nil {
-		return nil, err
-	}
-	if c.s != nil {
-		c.learnModel(rec)
-		c.process(l, rec, why)
-		return c.drain(), nil
-	}
-	c.learn(rec, l.No == 1)
-	if full := c.held.Hold(l, rec, why); full || c.facts.meta || c.facts.legacy {
-		c.decide()
-	}
-	return c.drain(), nil
-}
-
-// Finish decides a header still waiting (capture.Converter).
-func (c *Converter) Finish() []capture.Update {
-	if c.s == nil && c.held.Len() > 0 {
-		c.decide()
-	}
-	return c.drain()
-}
-
-// Stats returns the counts so far (capture.Converter).
-func (c *Converter) Stats() capture.Stats {
-	st := c.stats
-	st.Pending = int64(c.held.Len())
-	if c.s != nil {
-		st = st.Add(c.s.Stats())
-	}
-	return st
-}
-
-func (c *Converter) drain() []capture.Update {
-	if c.s == nil {
-		return nil
-	}
-	if u, ok := c.s.Drain(); ok {
-		return []capture.Update{u}
-	}
-	return nil
-}
-
-// learn gathers the header facts a line states: the first timestamp, and
-// the session_meta (or the legacy first line) that decides the header.
-func (c *Converter) learn(r build.Record, first bool) {
+// Learn gathers the header facts a line states (build.Format): the first
+// timestamp, and the session_meta (or the legacy first line) that decides
+// the header.
+func (c *rollout) Learn(l capture.Line, r build.Record) bool {
 	if r == nil {
-		return
+		return false
 	}
 	f := &c.facts
 	if ts, ok := r.Str("timestamp"); ok && !f.haveTime {
@@ -195,12 +153,12 @@ func (c *Converter) learn(r build.Record, first bool) {
 		f.parent, f.depth = parentOf(p)
 	case typ == "turn_context" && isObj && !f.contextCwdStated:
 		f.contextCwd, f.contextCwdStated = p.Str("cwd")
-	case first && !r.Has("type") && !r.Has("payload"):
+	case l.No == 1 && !r.Has("type") && !r.Has("payload"):
 		if id, ok := r.NonEmpty("id"); ok {
 			f.legacy, f.id = true, id
 		}
 	}
-	c.learnModel(r)
+	return f.meta || f.legacy
 }
 
 // parentOf returns the parent thread of a spawned or forked thread and its
@@ -222,7 +180,7 @@ func parentOf(meta build.Record) (string, int64) {
 }
 
 // learnModel follows the model turn_context lines name.
-func (c *Converter) learnModel(r build.Record) {
+func (c *rollout) learnModel(r build.Record) {
 	if typ, _ := r.Str("type"); typ != "turn_context" {
 		return
 	}
@@ -232,15 +190,12 @@ func (c *Converter) learnModel(r build.Record) {
 	}
 }
 
-// decide fixes the header and converts the held lines.
-func (c *Converter) decide() {
+// Header fixes the header from the facts (build.Format).
+func (c *rollout) Header(name string) build.HeaderFacts {
 	f := c.facts
 	id := f.id
 	if id == "" {
-		id = c.fromName
-	}
-	if id == "" {
-		id = c.held.FirstLineID()
+		id = name
 	}
 	hf := build.HeaderFacts{ID: build.SessionID(Prefix, id), Harness: dshq.HarnessCodex, CreatedAt: f.createdAt,
 		Cwd: f.cwd, CwdStated: f.cwdStated}
@@ -250,33 +205,18 @@ func (c *Converter) decide() {
 	if f.parent != "" {
 		hf.Parent, hf.Depth = build.SessionID(Prefix, f.parent), f.depth
 	}
-	h, notices := hf.Record()
-	c.s = build.NewSession(h, dshq.HarnessCodex, c.max, false, notices...)
-	// Lines before the first timestamped one take the session's start.
-	c.lastTime = h.Header.CreatedAt
-	pending := c.held.Release()
-	c.model = ""
-	for _, p := range pending {
-		c.learnModel(p.Rec)
-		c.process(p.Line, p.Rec, p.Why)
-	}
+	return hf
 }
 
-// process converts one line once the header is decided.
-func (c *Converter) process(l capture.Line, r build.Record, why string) {
-	src := &build.Src{Line: l, Holder: c.s.ID}
-	if ts, ok := r.Str("timestamp"); ok {
-		if ms, ok := build.Millis(ts); ok {
-			c.lastTime = ms
-		}
-	}
-	src.Time = c.lastTime
-	prev := c.prev
-	c.prev = none
-	if r == nil {
-		c.stats.InvalidLines++
-		c.s.LogOnly(src, TypeInvalidLine, build.O("error", why))
-		return
+// Start takes the rollout's session (build.Format).
+func (c *rollout) Start(s *build.Session) { c.s = s }
+
+// Convert converts one line (build.Format).
+func (c *rollout) Convert(src *build.Src, r build.Record) string {
+	c.learnModel(r)
+	prev := none
+	if c.prevLine == src.Line.No-1 {
+		prev = c.prev
 	}
 	typ, isStr := r.Str("type")
 	p, isObj := r.Obj("payload")
@@ -289,7 +229,7 @@ func (c *Converter) process(l capture.Line, r build.Record, why string) {
 	switch {
 	case isStr && r.Has("payload"):
 		c.envelope(src, typ, p, isObj, prev)
-	case l.No == 1 && !r.Has("type") && r.Has("id"):
+	case src.Line.No == 1 && !r.Has("type") && r.Has("id"):
 		c.s.LogOnly(src, TypeLegacyHeader, nil)
 	case isStr && legacyItem[typ]:
 		c.item(src, r, prev)
@@ -302,7 +242,7 @@ func (c *Converter) process(l capture.Line, r build.Record, why string) {
 		}
 		c.s.LogOnly(src, lt, nil)
 	}
-	c.s.EnsureHeld(src, TypeUntyped)
+	return TypeUntyped
 }
 
 // legacyItem is the response-item types a legacy rollout writes bare.
@@ -313,7 +253,7 @@ var legacyItem = map[string]bool{
 }
 
 // envelope converts a current-format line.
-func (c *Converter) envelope(src *build.Src, typ string, p build.Record, isObj bool, prev copyKind) {
+func (c *rollout) envelope(src *build.Src, typ string, p build.Record, isObj bool, prev copyKind) {
 	lt := TypeUntyped
 	if build.Token(typ) {
 		lt = dshq.HarnessCodex + "/" + typ
@@ -344,27 +284,27 @@ func subtype(p build.Record) build.Obj {
 // isCopy reports whether a line of kind k repeats the previous line, and
 // otherwise records that this line is of kind k (at the seq its mapped
 // event will have).
-func (c *Converter) isCopy(k, prev copyKind) bool {
+func (c *rollout) isCopy(src *build.Src, k, prev copyKind) bool {
 	if copies[k] == prev && prev != none {
 		return true
 	}
-	c.prev = k
+	c.prev, c.prevLine = k, src.Line.No
 	return false
 }
 
 // copyEvent keeps a copy log-only, naming the event it repeats.
-func (c *Converter) copyEvent(src *build.Src, typ string, p build.Record) {
+func (c *rollout) copyEvent(src *build.Src, typ string, p build.Record) {
 	c.s.LogOnly(src, typ, append(subtype(p), build.Field{K: "copyOf", V: c.prevSeq}))
 }
 
 // item converts a response item.
-func (c *Converter) item(src *build.Src, p build.Record, prev copyKind) {
+func (c *rollout) item(src *build.Src, p build.Record, prev copyKind) {
 	it, _ := p.Str("type")
 	switch it {
 	case "message":
 		c.message(src, p, prev)
 	case "reasoning":
-		if c.isCopy(itemReasoning, prev) {
+		if c.isCopy(src, itemReasoning, prev) {
 			c.copyEvent(src, TypeResponseItem, p)
 			return
 		}
@@ -388,10 +328,7 @@ func (c *Converter) item(src *build.Src, p build.Record, prev copyKind) {
 	case "web_search_call":
 		// Answered inside the model's reply: a tool/call with no result
 		// awaited, so no tool-call block either.
-		id, ok := p.NonEmpty("id")
-		if !ok || len(id) > 200 {
-			id = fmt.Sprintf("line-%d", src.Line.No)
-		}
+		id := src.ID(p, "", "id")
 		c.s.Call(src, id, "web_search", build.Compact(p.Raw("action")))
 	case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
 		c.output(src, p)
@@ -403,16 +340,16 @@ func (c *Converter) item(src *build.Src, p build.Record, prev copyKind) {
 // message converts a message item: a user message is a prompt (unless it
 // repeats the event_msg on the line before), an assistant message model
 // output; developer and system messages are kept log-only.
-func (c *Converter) message(src *build.Src, p build.Record, prev copyKind) {
+func (c *rollout) message(src *build.Src, p build.Record, prev copyKind) {
 	switch role, _ := p.Str("role"); role {
 	case "user":
-		if c.isCopy(itemUser, prev) {
+		if c.isCopy(src, itemUser, prev) {
 			c.copyEvent(src, TypeResponseItem, p)
 			return
 		}
 		c.prevSeq = c.prompt(src, p, contentBlocks(p.Raw("content")))
 	case "assistant":
-		if c.isCopy(itemAssistant, prev) {
+		if c.isCopy(src, itemAssistant, prev) {
 			c.copyEvent(src, TypeResponseItem, p)
 			return
 		}
@@ -430,25 +367,25 @@ func roleField(p build.Record) build.Obj {
 }
 
 // event converts an event message.
-func (c *Converter) event(src *build.Src, p build.Record, prev copyKind) {
+func (c *rollout) event(src *build.Src, p build.Record, prev copyKind) {
 	et, _ := p.Str("type")
 	switch et {
 	case "user_message":
-		if c.isCopy(eventUser, prev) {
+		if c.isCopy(src, eventUser, prev) {
 			c.copyEvent(src, TypeEventMsg, p)
 			return
 		}
 		msg, _ := p.Str("message")
 		c.prevSeq = c.prompt(src, p, build.Arr{build.Text(msg)})
 	case "agent_message":
-		if c.isCopy(eventAgent, prev) {
+		if c.isCopy(src, eventAgent, prev) {
 			c.copyEvent(src, TypeEventMsg, p)
 			return
 		}
 		msg, _ := p.Str("message")
 		c.prevSeq = c.assistant(src, p, build.Arr{build.Text(msg)})
 	case "agent_reasoning":
-		if c.isCopy(eventReasoning, prev) {
+		if c.isCopy(src, eventReasoning, prev) {
 			c.copyEvent(src, TypeEventMsg, p)
 			return
 		}
@@ -470,22 +407,16 @@ func (c *Converter) event(src *build.Src, p build.Record, prev copyKind) {
 
 // messageID returns the id of the next message derived from a line: the
 // item's own id when it has one.
-func messageID(src *build.Src, p build.Record) string {
-	base, ok := p.NonEmpty("id")
-	if !ok || len(base) > 200 {
-		base = fmt.Sprintf("line-%d", src.Line.No)
-	}
-	return src.MessageID(base)
-}
+func messageID(src *build.Src, p build.Record) string { return src.MessageIDOf(p, "id") }
 
 // prompt converts a human prompt: its turn, then the user message.
-func (c *Converter) prompt(src *build.Src, p build.Record, content build.Arr) int64 {
+func (c *rollout) prompt(src *build.Src, p build.Record, content build.Arr) int64 {
 	c.s.Prompt(src)
 	return c.s.Append(src, dshq.TypeUserMessage, build.Message(messageID(src, p), "user", build.UserSource(), content), nil)
 }
 
 // assistant writes model output.
-func (c *Converter) assistant(src *build.Src, p build.Record, content build.Arr) int64 {
+func (c *rollout) assistant(src *build.Src, p build.Record, content build.Arr) int64 {
 	m := build.Message(messageID(src, p), "assistant", build.ModelSource(c.provider, c.model), content)
 	seq := c.s.Append(src, dshq.TypeAssistantMessage, c.s.WithTurn(build.O("message", m)), nil)
 	c.s.Output()
@@ -494,24 +425,15 @@ func (c *Converter) assistant(src *build.Src, p build.Record, content build.Arr)
 
 // call writes a tool call: the assistant message asking for it, then the
 // tool/call.
-func (c *Converter) call(src *build.Src, p build.Record, name, args string) {
-	id, ok := p.NonEmpty("call_id")
-	if !ok {
-		id, ok = p.NonEmpty("id")
-	}
-	if !ok || len(id) > 200 {
-		id = fmt.Sprintf("line-%d", src.Line.No)
-	}
+func (c *rollout) call(src *build.Src, p build.Record, name, args string) {
+	id := src.ID(p, "", "call_id", "id")
 	c.assistant(src, p, build.Arr{build.ToolCall(id, name, args)})
 	c.s.Call(src, id, name, args)
 }
 
 // output writes a tool result citing its call.
-func (c *Converter) output(src *build.Src, p build.Record) {
-	id, ok := p.NonEmpty("call_id")
-	if !ok || len(id) > 200 {
-		id = fmt.Sprintf("line-%d", src.Line.No)
-	}
+func (c *rollout) output(src *build.Src, p build.Record) {
+	id := src.ID(p, "", "call_id")
 	content, isError := outputBlocks(p.Raw("output"))
 	m := build.ToolResultMessage(messageID(src, p), id, isError, content)
 	c.s.ToolResult(src, id, c.s.WithTurn(build.O("message", m)))
@@ -519,7 +441,7 @@ func (c *Converter) output(src *build.Src, p build.Record) {
 
 // compacted converts a compaction: a user message holding the summary and
 // the replacement history's text, which replaces the whole surface.
-func (c *Converter) compacted(src *build.Src, p build.Record) {
+func (c *rollout) compacted(src *build.Src, p build.Record) {
 	content := build.Arr{}
 	if msg, ok := p.NonEmpty("message"); ok {
 		content = append(content, build.Text(msg))
@@ -546,44 +468,28 @@ func contentBlocks(raw json.RawMessage) build.Arr {
 	if s, ok := build.String(raw); ok {
 		return build.Arr{build.Text(s)}
 	}
-	blocks, _ := build.Array(raw)
-	out := build.Arr{}
-	for _, b := range blocks {
-		o, _ := build.Object(b)
+	return build.AppendBlocks(build.Arr{}, raw, nil, func(o build.Record) build.Obj {
 		bt, _ := o.Str("type")
 		switch bt {
 		case "input_text", "output_text", "text":
 			s, _ := o.Str("text")
-			out = append(out, build.Text(s))
+			return build.Text(s)
 		case "refusal":
 			s, _ := o.Str("refusal")
-			out = append(out, build.Text(s))
+			return build.Text(s)
 		case "reasoning", "reasoning_text", "summary_text":
 			s, _ := o.Str("text")
-			out = append(out, build.Reasoning(s))
+			return build.Reasoning(s)
 		}
-	}
-	return out
+		return nil
+	})
 }
 
 // reasoningBlocks returns a reasoning item's summary and content as
 // reasoning blocks (its encrypted content stays in the source line).
 func reasoningBlocks(p build.Record) build.Arr {
-	out := build.Arr{}
-	for _, k := range []string{"summary", "content"} {
-		blocks, _ := build.Array(p.Raw(k))
-		for _, b := range blocks {
-			if s, ok := build.String(b); ok {
-				out = append(out, build.Reasoning(s))
-				continue
-			}
-			o, _ := build.Object(b)
-			if s, ok := o.Str("text"); ok {
-				out = append(out, build.Reasoning(s))
-			}
-		}
-	}
-	return out
+	out := build.AppendBlocks(build.Arr{}, p.Raw("summary"), build.Reasoning, build.ReasoningMember)
+	return build.AppendBlocks(out, p.Raw("content"), build.Reasoning, build.ReasoningMember)
 }
 
 // outputBlocks returns a tool output as text blocks: a string, an array of
@@ -593,20 +499,6 @@ func outputBlocks(raw json.RawMessage) (build.Arr, bool) {
 	if s, ok := build.String(raw); ok {
 		return build.Arr{build.Text(s)}, false
 	}
-	if blocks, ok := build.Array(raw); ok {
-		out := build.Arr{}
-		for _, b := range blocks {
-			if s, ok := build.String(b); ok {
-				out = append(out, build.Text(s))
-				continue
-			}
-			o, _ := build.Object(b)
-			if s, ok := o.Str("text"); ok {
-				out = append(out, build.Text(s))
-			}
-		}
-		return out, false
-	}
 	if o, ok := build.Object(raw); ok {
 		failed := string(o.Raw("success")) == "false"
 		if s, ok := o.Str("content"); ok {
@@ -614,5 +506,5 @@ func outputBlocks(raw json.RawMessage) (build.Arr, bool) {
 		}
 		return build.Arr{build.Text(build.Compact(raw))}, failed
 	}
-	return build.Arr{}, false
+	return build.AppendBlocks(build.Arr{}, raw, build.Text, build.TextMember), false
 }

@@ -18,11 +18,9 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
+// converterFor returns the constructor Check needs for the file at path.
 func converterFor(path string, maxEvent int) capturetest.New {
-	return func(cfg capture.Config) capture.Converter {
-		cfg.Path, cfg.MaxEventBytes = path, maxEvent
-		return codex.New(cfg)
-	}
+	return capturetest.For(codex.New, path, maxEvent)
 }
 
 // The rollouts in testdata, written for these tests.
@@ -205,23 +203,11 @@ func FuzzConvert(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(headLines(data, 12))
+		f.Add(capturetest.HeadLines(data, 12))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		capturetest.Quick(t, converterFor("s/rollout-fz.jsonl", capture.MinMaxEventBytes), data, capture.MinMaxEventBytes)
 	})
-}
-
-func headLines(data []byte, n int) []byte {
-	off := 0
-	for i := 0; i < n; i++ {
-		j := bytes.IndexByte(data[off:], '\n')
-		if j < 0 {
-			return data
-		}
-		off += j + 1
-	}
-	return data[:off]
 }
 
 // TestAWindowsCwdIsAWorkspace converts our rollout with its cwd rewritten

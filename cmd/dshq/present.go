@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -18,105 +17,65 @@ import (
 // search finds), with who it came from where the type does not say it (a
 // compaction summary, a failed tool result); else what the rows that have
 // none carry: a chunk's delta or block, a title, a model message's
-// thinking, a converted harness record's subtype.
+// thinking, a converted harness record's subtype. It reads the data as
+// fold.Data, the reading the fold and the web UI share.
 func preview(e dshq.Event) string {
+	d := fold.DecodeData(e.Data)
 	if t := fold.Text(e); strings.TrimSpace(t) != "" {
-		if w := who(e); !strings.HasPrefix(strings.ToLower(t), strings.TrimSpace(w)) {
+		if w := who(e.Type, d); !strings.HasPrefix(strings.ToLower(t), strings.TrimSpace(w)) {
 			return w + t
 		}
 		return t
 	}
-	if p := harnessPreview(e); p != "" {
+	if p := harnessPreview(e.Type, d); p != "" {
 		return p
 	}
 	switch e.Type {
 	case "assistant/chunk":
-		var d struct {
-			Chunk struct {
-				Type           string `json:"type"`
-				Text           string `json:"text"`
-				Name           string `json:"name"`
-				ArgumentsDelta string `json:"argumentsDelta"`
-				BlockType      string `json:"blockType"`
-				Block          struct {
-					Type string `json:"type"`
-					Text string `json:"text"`
-					Name string `json:"name"`
-				} `json:"block"`
-			} `json:"chunk"`
-		}
-		if json.Unmarshal(e.Data, &d) != nil {
-			return ""
-		}
-		c := d.Chunk
-		switch c.Type {
-		case "text-delta", "reasoning-delta":
-			return c.Type + " " + strconv.Quote(c.Text)
-		case "tool-call-delta":
-			return words(c.Type, c.Name, strconv.Quote(c.ArgumentsDelta))
-		case "block-start":
-			return words(c.Type, c.BlockType)
-		case "block-end":
-			return words(c.Type, c.Block.Type, c.Block.Name, c.Block.Text)
-		}
-		return c.Type
+		return chunkPreview(d.Object("chunk"))
 	case "session/title":
-		var d struct {
-			Title string `json:"title"`
-		}
-		if json.Unmarshal(e.Data, &d) == nil {
-			return d.Title
-		}
+		return d.String("title")
 	}
 	return ""
 }
 
-// message is what preview reads of a message event: its source and the
-// kinds of its content.
-type message struct {
-	Source struct {
-		Kind   string `json:"kind"`
-		Plugin string `json:"plugin"`
-	} `json:"source"`
-	Content []struct {
-		Type    string `json:"type"`
-		Text    string `json:"text"`
-		IsError bool   `json:"isError"`
-	} `json:"content"`
+// chunkPreview is what read shows for a piece of a streamed model message.
+func chunkPreview(c fold.Data) string {
+	switch typ := c.String("type"); typ {
+	case "text-delta", "reasoning-delta":
+		return typ + " " + strconv.Quote(c.String("text"))
+	case "tool-call-delta":
+		return words(typ, c.String("name"), strconv.Quote(c.String("argumentsDelta")))
+	case "block-start":
+		return words(typ, c.String("blockType"))
+	case "block-end":
+		b := c.Object("block")
+		return words(typ, b.String("type"), b.String("name"), b.String("text"))
+	default:
+		return typ
+	}
 }
 
-// messageOf decodes the message of a user/message (its data) or of an
-// assistant/message or tool/result (data.message).
-func messageOf(e dshq.Event) (message, bool) {
-	var m message
-	switch e.Type {
-	case dshq.TypeUserMessage:
-		return m, json.Unmarshal(e.Data, &m) == nil
-	case "assistant/message", "tool/result":
-		var d struct {
-			Message message `json:"message"`
-		}
-		ok := json.Unmarshal(e.Data, &d) == nil
-		return d.Message, ok
-	}
-	return m, false
+// isMessage reports whether events of type t carry a message.
+func isMessage(t string) bool {
+	return t == dshq.TypeUserMessage || t == dshq.TypeAssistantMessage || t == dshq.TypeToolResult
 }
 
 // who is the prefix naming where a text came from when the event type
 // does not: a plugin's message (a compaction summary), a tool result that
 // is an error.
-func who(e dshq.Event) string {
-	m, ok := messageOf(e)
-	if !ok {
+func who(eventType string, d fold.Data) string {
+	if !isMessage(eventType) {
 		return ""
 	}
-	for _, c := range m.Content {
-		if c.Type == "tool-result" && c.IsError {
+	m := d.Message(eventType)
+	for _, b := range m.Blocks("content") {
+		if b.Type == "tool-result" && b.IsError {
 			return "error: "
 		}
 	}
-	if m.Source.Kind == "plugin" && m.Source.Plugin != "" {
-		return "[" + m.Source.Plugin + "] "
+	if src := m.Source(); src.String("kind") == "plugin" && src.String("plugin") != "" {
+		return "[" + src.String("plugin") + "] "
 	}
 	return ""
 }
@@ -125,37 +84,28 @@ func who(e dshq.Event) string {
 // model message's thinking ("thinking: …", kept but never searchable), a
 // message with only blank text, a converted harness record's subtype and
 // role (claude-code/progress hook_progress).
-func harnessPreview(e dshq.Event) string {
-	if m, ok := messageOf(e); ok {
-		for _, c := range m.Content {
-			if c.Type == "reasoning" && strings.TrimSpace(c.Text) != "" {
-				return "thinking: " + c.Text
+func harnessPreview(eventType string, d fold.Data) string {
+	if isMessage(eventType) {
+		blocks := d.Message(eventType).Blocks("content")
+		for _, b := range blocks {
+			if b.Type == "reasoning" && strings.TrimSpace(b.Text) != "" {
+				return "thinking: " + b.Text
 			}
 		}
-		if len(m.Content) > 0 {
+		if len(blocks) > 0 {
 			return "(blank)"
 		}
 		return ""
 	}
-	if !strings.HasPrefix(e.Type, dshq.HarnessClaudeCode+"/") && !strings.HasPrefix(e.Type, dshq.HarnessCodex+"/") {
+	if !strings.HasPrefix(eventType, dshq.HarnessClaudeCode+"/") && !strings.HasPrefix(eventType, dshq.HarnessCodex+"/") {
 		return ""
 	}
-	var d struct {
-		Subtype  string `json:"subtype"`
-		Role     string `json:"role"`
-		Error    string `json:"error"`
-		RoutedTo string `json:"routedTo"`
-		CopyOf   *int64 `json:"copyOf"`
+	out := words(d.String("subtype"), d.String("role"), d.String("error"))
+	if to := d.String("routedTo"); to != "" {
+		out = words(out, "→ "+to)
 	}
-	if json.Unmarshal(e.Data, &d) != nil {
-		return ""
-	}
-	out := words(d.Subtype, d.Role, d.Error)
-	if d.RoutedTo != "" {
-		out = words(out, "→ "+d.RoutedTo)
-	}
-	if d.CopyOf != nil {
-		out = words(out, fmt.Sprintf("(copy of %d)", *d.CopyOf))
+	if d.Value("copyOf") != nil {
+		out = words(out, fmt.Sprintf("(copy of %d)", d.Int("copyOf")))
 	}
 	return out
 }

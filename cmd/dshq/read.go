@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/fold"
 	"github.com/dshq/dshq/query"
 )
 
@@ -75,12 +75,14 @@ func (g *globals) readSession(ctx context.Context, c *query.Client, id string, o
 	tw := newTable(g.stdout)
 	n := 0
 	calls := map[string]string{}
-	var merged *dshq.SessionRead // --json: every page's events in one reply
-	for {
+	var merged, last *dshq.SessionRead // --json: every page's events in one reply
+	err := query.Follow(opts, func(cursor string, opts []query.CallOption) (string, uint64, error) {
+		req.Cursor = cursor
 		page, err := c.ReadSession(ctx, req, opts...)
 		if err != nil {
-			return err
+			return "", 0, err
 		}
+		last = page
 		if g.json {
 			if merged == nil {
 				merged = page
@@ -102,19 +104,19 @@ func (g *globals) readSession(ctx context.Context, c *query.Client, id string, o
 			}
 		}
 		n += len(page.Events)
-		if page.NextCursor == "" {
-			if g.json {
-				return writeJSON(g.stdout, merged)
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "%s at generation %d\n", count(n, "event"), page.Generation)
-			return nil
-		}
-		req.Cursor = page.NextCursor
-		opts = append(opts, query.WithMinGeneration(page.Generation))
+		return page.NextCursor, page.Generation, nil
+	})
+	if err != nil {
+		return err
 	}
+	if g.json {
+		return writeJSON(g.stdout, merged)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "%s at generation %d\n", count(n, "event"), last.Generation)
+	return nil
 }
 
 // printEvent writes one event row: mark, seq, time, type, text preview; a
@@ -126,23 +128,14 @@ func printEvent(tw io.Writer, e dshq.Event, target bool, calls map[string]string
 		mark = ">"
 	}
 	text := preview(e)
-	var d struct {
-		CallID  string `json:"callId"`
-		Name    string `json:"name"`
-		Message struct {
-			Source struct {
-				CallID string `json:"callId"`
-			} `json:"source"`
-		} `json:"message"`
-	}
 	switch e.Type {
 	case "tool/call":
-		if json.Unmarshal(e.Data, &d) == nil && d.CallID != "" && calls != nil {
-			calls[d.CallID] = d.Name
+		if d := fold.DecodeData(e.Data); d.String("callId") != "" && calls != nil {
+			calls[d.String("callId")] = d.String("name")
 		}
 	case "tool/result":
-		if json.Unmarshal(e.Data, &d) == nil && calls[d.Message.Source.CallID] != "" {
-			text = calls[d.Message.Source.CallID] + " → " + text
+		if name := calls[fold.DecodeData(e.Data).ResultCallID()]; name != "" {
+			text = name + " → " + text
 		}
 	}
 	fmt.Fprintf(tw, "%s %d\t%s\t%s\t%s\n", mark, e.Seq, isoTime(e.Time), e.Type, flat(text, 100))

@@ -150,12 +150,14 @@ func listFilter(kind string, values []string) dshq.Filter {
 func (g *globals) searchSessions(ctx context.Context, c *query.Client, req dshq.SessionSearchRequest, all bool, opts []query.CallOption) error {
 	tw := newTable(g.stdout)
 	n := 0
-	var merged *dshq.SessionSearchPage // --json: every page's items in one reply
-	for {
+	var merged, last *dshq.SessionSearchPage // --json: every page's items in one reply
+	err := query.Follow(opts, func(cursor string, opts []query.CallOption) (string, uint64, error) {
+		req.Cursor = cursor
 		page, err := c.SearchSessions(ctx, req, opts...)
 		if err != nil {
-			return err
+			return "", 0, err
 		}
+		last = page
 		if g.json {
 			if merged == nil {
 				merged = page
@@ -174,26 +176,28 @@ func (g *globals) searchSessions(ctx context.Context, c *query.Client, req dshq.
 			}
 		}
 		n += len(page.Items)
-		if !all || page.NextCursor == "" {
-			if g.json {
-				return writeJSON(g.stdout, withRestoreHints(merged))
-			}
-			return g.endTable(tw, n, "sessions", page.NextCursor, page.Generation)
-		}
-		req.Cursor = page.NextCursor
-		opts = append(opts, query.WithMinGeneration(page.Generation))
+		return nextIf(all, page.NextCursor), page.Generation, nil
+	})
+	if err != nil {
+		return err
 	}
+	if g.json {
+		return writeJSON(g.stdout, withRestoreHints(merged))
+	}
+	return g.endTable(tw, n, "sessions", last.NextCursor, last.Generation)
 }
 
 func (g *globals) searchEvents(ctx context.Context, c *query.Client, req dshq.EventSearchRequest, all bool, opts []query.CallOption) error {
 	tw := newTable(g.stdout)
 	n := 0
-	var merged *dshq.EventSearchPage // --json: every page's items in one reply
-	for {
+	var merged, last *dshq.EventSearchPage // --json: every page's items in one reply
+	err := query.Follow(opts, func(cursor string, opts []query.CallOption) (string, uint64, error) {
+		req.Cursor = cursor
 		page, err := c.SearchEvents(ctx, req, opts...)
 		if err != nil {
-			return err
+			return "", 0, err
 		}
+		last = page
 		if g.json {
 			if merged == nil {
 				merged = page
@@ -210,15 +214,23 @@ func (g *globals) searchEvents(ctx context.Context, c *query.Client, req dshq.Ev
 			}
 		}
 		n += len(page.Items)
-		if !all || page.NextCursor == "" {
-			if g.json {
-				return writeJSON(g.stdout, merged)
-			}
-			return g.endTable(tw, n, "events", page.NextCursor, page.Generation)
-		}
-		req.Cursor = page.NextCursor
-		opts = append(opts, query.WithMinGeneration(page.Generation))
+		return nextIf(all, page.NextCursor), page.Generation, nil
+	})
+	if err != nil {
+		return err
 	}
+	if g.json {
+		return writeJSON(g.stdout, merged)
+	}
+	return g.endTable(tw, n, "events", last.NextCursor, last.Generation)
+}
+
+// nextIf is next when all pages are asked for, else "" (the first page only).
+func nextIf(all bool, next string) string {
+	if !all {
+		return ""
+	}
+	return next
 }
 
 // endTable flushes a result table with a closing line (text mode only).

@@ -202,6 +202,13 @@ func (e *Env) Last() uint64 {
 // returns the session id and the stream sequence of the last record.
 func (e *Env) PublishLog(t testing.TB, jsonl []byte) (id string, last uint64) {
 	t.Helper()
+	return e.PublishTenantLog(t, "", jsonl)
+}
+
+// PublishTenantLog is PublishLog on tenant's log subject
+// (dsh.log.<tenant>.<token>; "" for none).
+func (e *Env) PublishTenantLog(t testing.TB, tenant string, jsonl []byte) (id string, last uint64) {
+	t.Helper()
 	sc := bufio.NewScanner(bytes.NewReader(jsonl))
 	sc.Buffer(make([]byte, 0, 1<<20), 1<<24)
 	var tok string
@@ -225,7 +232,7 @@ func (e *Env) PublishLog(t testing.TB, jsonl []byte) (id string, last uint64) {
 		} else {
 			msgID = tok + ":" + strconv.Itoa(n-1)
 		}
-		last = e.Publish(t, dshq.LogSubjectPrefix+tok, bytes.Clone(line),
+		last = e.Publish(t, dshq.LogSubjectPrefix+record.LogKey(tenant, tok), bytes.Clone(line),
 			jetstream.WithMsgID(msgID), jetstream.WithExpectLastSequencePerSubject(last))
 		n++
 	}

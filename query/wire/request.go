@@ -113,8 +113,8 @@ type RankedSession struct {
 // SessionRanking is the sessions.rank reply: the shard's ranked sessions
 // (score desc, time desc, id asc), at most MaxResults of them, More when
 // more matched. When the ranking is larger than a reply, Keys is empty
-// and Stored names it in the cursor bucket (chunks Stored.0, Stored.1, ...
-// of Chunks, each a JSON array of RankedSession).
+// and Stored names it, in Chunks chunks, in the cursor bucket (whose
+// format is the engine's: engine.LoadRanking reads it).
 type SessionRanking struct {
 	Keys       []RankedSession `json:"keys"`
 	Stored     string          `json:"stored,omitempty"`

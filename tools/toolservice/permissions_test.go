@@ -14,7 +14,6 @@ import (
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/internal/tenanttest"
 	"github.com/dshq/dshq/internal/testnats"
-	"github.com/dshq/dshq/record"
 	"github.com/dshq/dshq/tenancy"
 	"github.com/dshq/dshq/tools"
 	"github.com/dshq/dshq/tools/toolservice"
@@ -22,34 +21,22 @@ import (
 )
 
 // tenantCorpus holds, all in one cwd, sessions of teamA, of teamB and of no
-// tenant, each with the same phrase, and a large event of teamA's.
-func tenantCorpus(t *testing.T) *toolstest.Fake {
+// tenant, each with the same phrase, and a large event of teamA's: the
+// tools' service over the real pipeline (a server of its own).
+func tenantCorpus(t *testing.T) tools.Service {
 	t.Helper()
-	f := toolstest.New()
+	var logs []toolstest.Log
 	add := func(tenant, id, text string) {
-		h, err := record.ParseHeader([]byte(fmt.Sprintf(`{"type":"session","version":2,"id":%q,"createdAt":1,"cwd":"/shared","isSeeded":false}`, id)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var evs []dshq.Event
-		for i, raw := range []string{
-			`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}`,
-			fmt.Sprintf(`{"type":"user/message","seq":1,"time":2,"data":{"id":"m","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":%q}]},"surfaceOp":"append"}`, text),
-			`{"type":"step/start","seq":2,"time":3,"data":{"turn":1,"step":1}}`,
-		} {
-			e, err := record.ParseEvent([]byte(raw))
-			if err != nil {
-				t.Fatalf("event %d: %v", i, err)
-			}
-			evs = append(evs, e)
-		}
-		f.AddInTenant(tenant, h, evs, false)
+		logs = append(logs, toolstest.Log{Tenant: tenant, JSONL: []byte(fmt.Sprintf(`{"type":"session","version":2,"id":%q,"createdAt":1,"cwd":"/shared","isSeeded":false}`, id) + "\n" +
+			`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}` + "\n" +
+			fmt.Sprintf(`{"type":"user/message","seq":1,"time":2,"data":{"id":"m","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":%q}]},"surfaceOp":"append"}`, text) + "\n" +
+			`{"type":"step/start","seq":2,"time":3,"data":{"turn":1,"step":1}}` + "\n")})
 	}
 	add("teamA", "a-me", "vermilion secret of team A")
 	add("teamA", "a-big", strings.Repeat("vermilion ", 4000))
 	add("teamB", "b-me", "vermilion secret of team B")
 	add("", "plain-me", "vermilion secret of nobody")
-	return f
+	return tools.FromQueryClient(toolstest.StartPipeline(t, logs).Client)
 }
 
 // tenantService runs dsh-tools as the trusted user over tenantCorpus, on a

@@ -273,21 +273,20 @@ func (s *server) call(ctx context.Context, name string, r *nats.Msg, b binding) 
 	if caller != "" && workspace != "" {
 		return errorReply(dshq.CodeInvalidRequest, CallerHeader+" and "+WorkspaceHeader+" do not go together: name one caller")
 	}
+	by := tools.AsSession(caller)
+	if workspace != "" {
+		by = tools.AsWorkspace(workspace)
+	}
+	by = b.bind(by)
 	if g := r.Header.Get(MinGenerationHeader); g != "" {
 		n, err := strconv.ParseUint(g, 10, 64)
 		if err != nil {
 			return errorReply(dshq.CodeInvalidRequest, MinGenerationHeader+" must be a non-negative integer")
 		}
-		ctx = tools.WithMinGeneration(ctx, n)
+		by = by.AtGeneration(n)
 	}
 	start := time.Now()
-	var res tools.Result
-	var err error
-	if workspace != "" {
-		res, err = b.callWorkspace(ctx, s.tools, workspace, name, r.Data)
-	} else {
-		res, err = b.call(ctx, s.tools, caller, name, r.Data)
-	}
+	res, err := s.tools.Call(ctx, by, name, r.Data)
 	s.metrics.observe(name, start, res, err)
 	if err != nil {
 		return errorReply(dshq.CodeAborted, "session query was cancelled")

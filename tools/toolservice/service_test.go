@@ -16,6 +16,7 @@ import (
 	"github.com/dshq/dshq/internal/microhost"
 	"github.com/dshq/dshq/internal/testenv"
 	"github.com/dshq/dshq/internal/testnats"
+	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/tools"
 	"github.com/dshq/dshq/tools/toolservice"
 	"github.com/dshq/dshq/tools/toolstest"
@@ -26,9 +27,9 @@ func TestMain(m *testing.M) { testenv.VerifyNoLeaks(m) }
 const bigText = "retry budget "
 
 // corpus holds a caller and a same-workspace session with a large event.
-func corpus(t *testing.T) *toolstest.Fake {
+func corpus(t *testing.T) *toolstest.Pipeline {
 	t.Helper()
-	f := toolstest.New()
+	var logs []toolstest.Log
 	big := strings.Repeat(bigText, 3000) // ~39 KB
 	for _, log := range []string{
 		`{"type":"session","version":2,"id":"me","createdAt":1,"cwd":"/w","isSeeded":false}
@@ -38,11 +39,9 @@ func corpus(t *testing.T) *toolstest.Fake {
 {"type":"user/message","seq":0,"time":5,"data":{"id":"m","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":%q}]},"surfaceOp":"append"}`, big),
 		`{"type":"session","version":2,"id":"other","createdAt":3,"cwd":"/elsewhere","isSeeded":false}`,
 	} {
-		if err := f.AddJSONL([]byte(log), false); err != nil {
-			t.Fatal(err)
-		}
+		logs = append(logs, toolstest.Log{JSONL: []byte(log)})
 	}
-	return f
+	return toolstest.StartPipeline(t, logs)
 }
 
 type env struct {
@@ -53,8 +52,9 @@ type env struct {
 func start(t *testing.T, opts ...toolservice.Option) *env {
 	t.Helper()
 	ctx := context.Background()
-	nc := testnats.Start(t, embedded.Config{Sync: embedded.SyncRelaxed}).Conn(t)
-	tl, err := tools.New(corpus(t))
+	p := corpus(t)
+	nc := p.Conn
+	tl, err := tools.New(tools.FromQueryClient(p.Client))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestSpill(t *testing.T) {
 func TestServeRefusesAShortSpillTTL(t *testing.T) {
 	ctx := context.Background()
 	nc := testnats.Start(t, embedded.Config{Sync: embedded.SyncRelaxed}).Conn(t)
-	tl, _ := tools.New(toolstest.New())
+	tl, _ := tools.New(tools.FromQueryClient(query.NewClient(nc)))
 	if _, err := toolservice.Serve(ctx, nc, tl, toolservice.WithSpillTTL(time.Minute)); err == nil {
 		t.Fatal("a one-minute spill TTL was accepted")
 	}

@@ -1,9 +1,6 @@
 package toolservice
 
 import (
-	"context"
-	"encoding/json"
-
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/tenancy"
 	"github.com/dshq/dshq/tools"
@@ -32,23 +29,12 @@ func (b binding) subject(endpoint string) string {
 	return dshq.ToolsSubjectPrefix + "." + endpoint
 }
 
-// call runs a tool for the binding: a tenant's call is bound to its tenant
-// (tools.Caller.InTenant).
-func (b binding) call(ctx context.Context, t *tools.Tools, caller, name string, args json.RawMessage) (tools.Result, error) {
-	return t.Call(ctx, b.bind(tools.AsSession(caller)), name, args)
-}
-
-// bind binds c to the binding's tenant, if any.
+// bind binds c to the binding's tenant, if any: a tenant's call, session
+// or workspace, is bound to its tenant (tools.Caller.InTenant); the
+// trusted subjects' are the untenanted namespace's.
 func (b binding) bind(c tools.Caller) tools.Caller {
 	if b.tenanted {
 		return c.InTenant(b.tenant)
 	}
 	return c
-}
-
-// callWorkspace runs a tool for a workspace caller under the binding: a
-// tenant's workspace on its subjects, the untenanted namespace's on the
-// trusted ones.
-func (b binding) callWorkspace(ctx context.Context, t *tools.Tools, cwd, name string, args json.RawMessage) (tools.Result, error) {
-	return t.Call(ctx, b.bind(tools.AsWorkspace(cwd)), name, args)
 }

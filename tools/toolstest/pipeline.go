@@ -1,3 +1,8 @@
+// Package toolstest starts the real stack the tools' tests run against:
+// an embedded nats-server with JetStream, the projector (bbolt and Bleve in
+// the test's temp dir), the one query engine serving the projection shard
+// and the dsh-query service. There is no fake of the query rules: a test
+// that injects a failure decorates the real service.
 package toolstest
 
 import (
@@ -15,11 +20,13 @@ import (
 	"github.com/dshq/dshq/shardhost"
 )
 
-// Log is one session log to publish: the upstream JSONL layout, and whether
-// a harness holds the session (a write lease makes it live).
+// Log is one session log to publish: the upstream JSONL layout, whether a
+// harness holds the session (a write lease makes it live), and the tenant
+// whose log subject it is written on ("" for none).
 type Log struct {
-	JSONL []byte
-	Live  bool
+	JSONL  []byte
+	Live   bool
+	Tenant string
 }
 
 // Pipeline is the real stack (package testenv: an embedded nats-server
@@ -49,10 +56,10 @@ func StartPipeline(t testing.TB, logs []Log) *Pipeline {
 	env := testenv.Start(t, testenv.StreamConfig(bus.StreamConfig{LeaseTTL: time.Minute}))
 	live := 0
 	for _, l := range logs {
-		id, _ := env.PublishLog(t, l.JSONL)
+		id, _ := env.PublishTenantLog(t, l.Tenant, l.JSONL)
 		if l.Live {
 			live++
-			env.SetLease(t, "", id, true)
+			env.SetLease(t, l.Tenant, id, true)
 		}
 	}
 	p := env.StartProjector(t)

@@ -1,5 +1,7 @@
 package build
 
+import "encoding/json"
+
 // The message and content shapes of a dshq log (docs/harnesses.md#events,
 // docs/events-and-surfaces.md): what the fold checks at its strict level
 // and what semantic text is read from.
@@ -56,3 +58,42 @@ func Completed() Obj { return Obj{{"kind", "completed"}} }
 
 // Aborted is the reason of a turn the user interrupted.
 func Aborted(by string) Obj { return Obj{{"kind", "aborted"}, {"reason", Obj{{"kind", by}}}} }
+
+// AppendBlocks appends the elements of a JSON list to out as content
+// blocks: a string mapped by str, an object by obj; an element either leaves
+// out (a nil func, or a nil Obj) is left to the source line. Anything but a
+// list appends none.
+func AppendBlocks(out Arr, list json.RawMessage, str func(string) Obj, obj func(Record) Obj) Arr {
+	elems, _ := Array(list)
+	for _, e := range elems {
+		var b Obj
+		if s, ok := String(e); ok {
+			if str != nil {
+				b = str(s)
+			}
+		} else if o, ok := Object(e); ok && obj != nil {
+			b = obj(o)
+		}
+		if b != nil {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// TextMember is the obj of Blocks that maps an object with a string member
+// "text" to a text block.
+func TextMember(o Record) Obj {
+	if s, ok := o.Str("text"); ok {
+		return Text(s)
+	}
+	return nil
+}
+
+// ReasoningMember is TextMember for reasoning blocks.
+func ReasoningMember(o Record) Obj {
+	if s, ok := o.Str("text"); ok {
+		return Reasoning(s)
+	}
+	return nil
+}

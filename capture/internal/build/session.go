@@ -2,8 +2,9 @@
 // (capture/claudecode, capture/codex): events with their capture members
 // (docs/harnesses.md#source-lines), long lines split to fit one event,
 // and the bookkeeping every mapping needs — seqs, turns, the current
-// surface with the source line of each node, tool calls awaiting results.
-// It does no I/O.
+// surface with the source line of each node, tool calls awaiting results —
+// and the skeleton of a converter (File) around what a harness states of its
+// own (Format). It does no I/O.
 package build
 
 import (

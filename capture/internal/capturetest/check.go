@@ -25,6 +25,29 @@ import (
 // (and everything else fixed by the test).
 type New func(cfg capture.Config) capture.Converter
 
+// For returns the New of a converter package (claudecode.New, codex.New)
+// for the file at path, its events bounded at maxEvent (0: the default).
+func For[C capture.Converter](newConv func(capture.Config) C, path string, maxEvent int) New {
+	return func(cfg capture.Config) capture.Converter {
+		cfg.Path, cfg.MaxEventBytes = path, maxEvent
+		return newConv(cfg)
+	}
+}
+
+// HeadLines returns the first n lines of data (all of it when it has
+// fewer): a fuzz seed cut from a fixture.
+func HeadLines(data []byte, n int) []byte {
+	off := 0
+	for i := 0; i < n; i++ {
+		j := bytes.IndexByte(data[off:], '\n')
+		if j < 0 {
+			return data
+		}
+		off += j + 1
+	}
+	return data[:off]
+}
+
 // Above largeFile bytes Check tries fewer chunk sizes and resume points,
 // and above hugeFile fewer still: each is a whole conversion more, and
 // under the race detector a conversion of the corpus's largest file costs

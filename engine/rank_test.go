@@ -13,9 +13,9 @@ import (
 )
 
 // TestSessionRankStoredWhenLarge: a sessions.rank window larger than a
-// reply is stored in chunks (as JSON arrays of wire.RankedSession) and
-// named instead; read back, it is the ranking a large reply carries, in
-// the order a partitioned service merges by.
+// reply is stored in chunks and named instead; read back (LoadRanking), it
+// is the ranking a large reply carries, in the order a partitioned service
+// merges by.
 func TestSessionRankStoredWhenLarge(t *testing.T) {
 	p := newPipe(t)
 	for i := range 60 {
@@ -50,12 +50,8 @@ func TestSessionRankStoredWhenLarge(t *testing.T) {
 	if small.Stored == "" || small.Chunks != 1 || len(small.Keys) != 0 {
 		t.Fatalf("small reply %+v", small)
 	}
-	b, err := store.Get(ctx, small.Stored+".0")
+	stored, err := engine.LoadRanking(ctx, store, small.Stored, small.Chunks)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var stored []wire.RankedSession
-	if err := json.Unmarshal(b, &stored); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(stored, whole.Keys) {
