@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/dshq/dshq/internal/metricsrv"
 )
 
 // metricsEndpoint serves the registry of the node's current life on
@@ -21,15 +23,21 @@ import (
 // long as a connection (its parts register their metrics anew).
 type metricsEndpoint struct {
 	reg atomic.Pointer[prometheus.Registry]
+	// also is Config.MetricsAlso (nil = none).
+	also prometheus.Gatherer
 }
 
-// Gather gathers the current registry (prometheus.Gatherer).
+// Gather gathers the current registry and Config.MetricsAlso
+// (prometheus.Gatherer).
 func (m *metricsEndpoint) Gather() ([]*dto.MetricFamily, error) {
-	reg := m.reg.Load()
-	if reg == nil {
-		return nil, nil
+	gs := prometheus.Gatherers{}
+	if reg := m.reg.Load(); reg != nil {
+		gs = append(gs, reg)
 	}
-	return reg.Gather()
+	if m.also != nil {
+		gs = append(gs, m.also)
+	}
+	return gs.Gather()
 }
 
 // newRegistry returns a registry with the Go and process collectors.
@@ -48,10 +56,8 @@ func (n *Node) serveMetrics() error {
 	if err != nil {
 		return fmt.Errorf("metrics listener: %w", err)
 	}
-	m := &metricsEndpoint{}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	m := &metricsEndpoint{also: n.cfg.MetricsAlso}
+	srv := &http.Server{Handler: metricsrv.Handler(ln.Addr(), promhttp.HandlerFor(m, promhttp.HandlerOpts{})), ReadHeaderTimeout: 10 * time.Second}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
@@ -54,6 +55,9 @@ type Config struct {
 	RelaxedSync bool
 	// Metrics is the HTTP address of /metrics ("" = none).
 	Metrics string
+	// MetricsAlso are metrics of the process's parts outside the node (the
+	// web UI of dshq serve), served on /metrics with the node's (nil = none).
+	MetricsAlso prometheus.Gatherer
 	// Parts selects the parts to run.
 	Parts Parts
 	// Stream configures the session stream and lease bucket.

@@ -235,7 +235,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filters []feed.F
 				}
 				return
 			}
-			s.fail(w, r, err)
+			s.failStream(w, r, err)
 			return
 		}
 		subs[i] = sub
@@ -316,6 +316,18 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filters []feed.F
 	}
 }
 
+// failStream answers a stream that could not start, as s.fail does,
+// unless the page went away meanwhile (closed or navigated during the
+// handshake): a client gone is no failure of the server, so it is neither
+// answered nor logged above debug.
+func (s *Server) failStream(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		s.log.Debug("web: the page left before its live stream started", "path", r.URL.Path, "err", err)
+		return
+	}
+	s.fail(w, r, err)
+}
+
 // startPosition is the position a subscription resumes after before its
 // first delivery: the one asked for, or the one before its first message.
 func startPosition(sub *feed.Subscription) uint64 {
@@ -365,7 +377,7 @@ func (s *Server) sessionLive(w http.ResponseWriter, r *http.Request) {
 	st, err := s.statSession(ctx, id)
 	cancel()
 	if err != nil {
-		s.fail(w, r, err)
+		s.failStream(w, r, err)
 		return
 	}
 	filters := []feed.Filter{{SessionID: id}}

@@ -18,8 +18,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/microhost"
 	"github.com/dshq/dshq/query"
 )
 
@@ -82,6 +84,11 @@ type Server struct {
 	timelines timelineCache
 	// counts are the counts of recent searches.
 	searchCounts searchCounts
+
+	// reg receives the request metrics (WithMetrics; nil = none), counted
+	// by metrics (nil records nothing).
+	reg     prometheus.Registerer
+	metrics *microhost.Metrics
 }
 
 // asset is one embedded static file.
@@ -157,6 +164,9 @@ func New(nc *nats.Conn, opts ...Option) (*Server, error) {
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
 	}
+	if s.metrics, err = microhost.NewMetrics(s.reg, webMetrics); err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.routes()
 	return s, nil
@@ -211,6 +221,11 @@ func (s *Server) routes() {
 // ServeHTTP serves the UI: security headers on every answer, then the
 // request's authorisation, then the page.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.metrics != nil {
+		sw := &statusWriter{ResponseWriter: w}
+		defer s.observe(sw, r, time.Now())
+		w = sw
+	}
 	setSecurityHeaders(w.Header())
 	if !s.authorize(w, r) {
 		return

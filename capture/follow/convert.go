@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/bus"
@@ -108,10 +109,23 @@ func Resume(ctx context.Context, st Records, f capture.Format, path string, data
 // ResumeOn is Resume for a file captured on machine: the headers of the
 // sessions it creates name it ("" names none; machine.go).
 func ResumeOn(ctx context.Context, st Records, f capture.Format, path string, data []byte, machine string) (*Resumed, error) {
+	return ResumeFrom(ctx, st, f, path, bytes.NewReader(data), int64(len(data)), machine)
+}
+
+// ResumeFrom is ResumeOn reading the file's first size bytes from src as it
+// goes, a line at a time: what it holds of the file at once is bounded by
+// the file's longest line, never the whole file (dshq watch resumes a large
+// transcript this way). The stored session's records are held as the
+// stream gives them. Lines.Offset of the result is where the caller reads
+// on.
+func ResumeFrom(ctx context.Context, st Records, f capture.Format, path string, src io.ReaderAt, size int64, machine string) (*Resumed, error) {
 	if machine != "" && !record.ValidMachine(machine) {
 		return nil, fmt.Errorf("machine %q is not a machine name (1 to %d bytes of UTF-8 without control characters)", machine, record.MaxMachineBytes)
 	}
-	id := probeID(f, path, data)
+	id, err := probeID(f, path, src, size)
+	if err != nil {
+		return nil, err
+	}
 	r := &Resumed{Format: f, Headers: map[string]dshq.HeaderRecord{}, Stored: map[string]int64{}}
 	if id == "" {
 		r.Conv, r.Lines = withMachine(NewConverter(f, path, nil), machine), &capture.Lines{}
@@ -143,9 +157,12 @@ func ResumeOn(ctx context.Context, st Records, f capture.Format, path string, da
 			return nil, changed("%v", err)
 		}
 	}
-	n, remapped, ok := storedPrefix(f, lines, data)
+	n, remapped, ok, err := storedPrefix(f, lines, &lineReader{src: src, size: size})
+	if err != nil {
+		return nil, err
+	}
 	if !ok {
-		return nil, departs(path, id, lines, data)
+		return nil, departs(path, id, lines, src, size)
 	}
 	r.Remapped = remapped
 	r.OwnID = id
@@ -216,51 +233,65 @@ func ResumeOn(ctx context.Context, st Records, f capture.Format, path string, da
 // lines: a truncated file when it is shorter than them and their start,
 // else a second file claiming the session (or this one rewritten), named
 // by the first stored line it departs from.
-func departs(path, id string, lines []capture.Line, data []byte) error {
-	var stored bytes.Buffer
-	differs := 0 // the first stored line the file does not hold (1-based)
+// The file (size bytes of src) is read a stored line at a time.
+func departs(path, id string, lines []capture.Line, src io.ReaderAt, size int64) error {
+	var n int64    // where the stored line starts
+	differs := 0   // the first stored line the file does not hold (1-based)
+	prefix := true // the file so far is a prefix of the stored bytes
 	for i, l := range lines {
-		n := int64(stored.Len())
-		if differs == 0 && (!bytes.HasPrefix(data[min(n, int64(len(data))):], l.Text) || !bytes.HasPrefix(data[min(n+int64(len(l.Text)), int64(len(data))):], []byte(l.EOL))) {
+		want := append(append(make([]byte, 0, l.Len()), l.Text...), l.EOL...)
+		got := make([]byte, max(0, min(l.Len(), size-n)))
+		if _, err := src.ReadAt(got, n); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if differs == 0 && !bytes.Equal(got, want) {
 			differs = i + 1
 		}
-		stored.Write(l.Text)
-		stored.WriteString(l.EOL)
+		prefix = prefix && bytes.HasPrefix(want, got)
+		n += l.Len()
 	}
-	if bytes.HasPrefix(stored.Bytes(), data) {
+	if prefix && size <= n {
 		return &ChangedError{Path: path, SessionID: id, Why: fmt.Sprintf(
-			"the file holds %d bytes, fewer than the %d (%d lines) its session holds: it was truncated", len(data), stored.Len(), len(lines))}
+			"the file holds %d bytes, fewer than the %d (%d lines) its session holds: it was truncated", size, n, len(lines))}
 	}
 	return &ChangedError{Path: path, SessionID: id, OtherFile: true, Why: fmt.Sprintf(
 		"two files claim this session: it is stored from a file of %d lines that this one departs from at line %d (another file states the same session id, or this one was rewritten); this file is not stored over it", len(lines), max(differs, 1))}
 }
 
-// probeID returns the id of the file's own session as its lines (then its
-// name) decide it, "" when the file gives none yet (no line at all).
-func probeID(f capture.Format, path string, data []byte) string {
+// probeID returns the id of the file's own session (the first size bytes
+// of src, read a piece at a time) as its lines (then its name) decide it,
+// "" when the file gives none yet (no line at all).
+func probeID(f capture.Format, path string, src io.ReaderAt, size int64) (string, error) {
 	c := NewConverter(f, path, nil)
 	var s capture.Lines
-	for len(data) > 0 {
-		chunk := data[:min(len(data), 1<<20)]
-		data = data[len(chunk):]
-		for _, l := range s.Write(chunk) {
+	chunk := make([]byte, min(size, 1<<20))
+	for off := int64(0); off < size; {
+		n, err := src.ReadAt(chunk[:min(int64(len(chunk)), size-off)], off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "", err
+		}
+		if n == 0 {
+			break
+		}
+		off += int64(n)
+		for _, l := range s.Write(chunk[:n]) {
 			ups, err := c.Feed(l)
 			if err != nil {
-				return ""
+				return "", nil
 			}
 			if id := firstHeader(ups); id != "" {
-				return id
+				return id, nil
 			}
 		}
 	}
 	if l, ok := s.Finish(); ok {
 		if ups, err := c.Feed(l); err == nil {
 			if id := firstHeader(ups); id != "" {
-				return id
+				return id, nil
 			}
 		}
 	}
-	return firstHeader(c.Finish())
+	return firstHeader(c.Finish()), nil
 }
 
 func firstHeader(ups []capture.Update) string {

@@ -85,7 +85,7 @@ func (w *Watcher) followHarness(ctx context.Context, f *file, sem chan struct{})
 	case <-ctx.Done():
 		return nil
 	}
-	l, data, err := w.resume(ctx, f)
+	l, err := w.resume(ctx, f)
 	<-sem
 	if err != nil {
 		return err
@@ -94,7 +94,8 @@ func (w *Watcher) followHarness(ctx context.Context, f *file, sem chan struct{})
 	if err := l.publish(ctx, l.r.Replay); err != nil {
 		return err
 	}
-	if err := l.feed(ctx, data[l.r.Lines.Offset():]); err != nil {
+	// What the file holds past its stored lines, in pieces like any growth.
+	if _, err := l.readMore(ctx); err != nil {
 		return err
 	}
 	if len(l.handles) == 0 && l.r.Conv.Stats().Pending == 0 {
@@ -120,29 +121,37 @@ func (w *Watcher) followHarness(ctx context.Context, f *file, sem chan struct{})
 	}
 }
 
-// resume reads the file and resumes its conversion from the stream.
-func (w *Watcher) resume(ctx context.Context, f *file) (*live, []byte, error) {
-	data, err := readRegular(f.path)
+// resume resumes the file's conversion from the stream, reading the file
+// a line at a time (ResumeFrom): the file is never held whole. The live
+// period reads on from where its stored lines end.
+func (w *Watcher) resume(ctx context.Context, f *file) (*live, error) {
+	fh, fi, err := openRegular(f.path)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	format := capture.Detect(f.path, data[:min(len(data), 256<<10)])
+	defer fh.Close()
+	head := make([]byte, min(fi.Size(), 256<<10))
+	n, err := fh.ReadAt(head, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	format := capture.Detect(f.path, head[:n])
 	if !Harness(format) {
 		format = f.root.Format
 	}
-	r, err := ResumeOn(ctx, w.cfg.Store, format, f.path, data, w.cfg.Machine)
+	r, err := ResumeFrom(ctx, w.cfg.Store, format, f.path, fh, fi.Size(), w.cfg.Machine)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if n := remappedNotice(r); n != "" && f.synced.Load() < 0 {
 		w.report(Report{Kind: ReportNotice, Path: f.path, Format: format, SessionID: r.OwnID, Detail: n})
 	}
-	l := &live{w: w, f: f, format: format, r: r, handles: map[string]*bus.Handle{}, next: map[string]int64{}, read: int64(len(data))}
+	l := &live{w: w, f: f, format: format, r: r, handles: map[string]*bus.Handle{}, next: map[string]int64{}, read: r.Lines.Offset()}
 	for id, n := range r.Stored {
 		l.next[id] = n
 	}
-	f.synced.Store(int64(len(data)))
-	return l, data, nil
+	f.synced.Store(l.read)
+	return l, nil
 }
 
 // readPiece bounds one read of what a file gained.
@@ -176,17 +185,18 @@ func (l *live) readMore(ctx context.Context) (bool, error) {
 		l.read += int64(n)
 		l.f.synced.Store(l.read)
 		grew = true
-		if err := l.feed(ctx, buf[:n]); err != nil {
+		if err := l.feed(ctx, buf[:n], l.read >= fi.Size()); err != nil {
 			return grew, err
 		}
 	}
 	return grew, nil
 }
 
-// feed converts the complete lines of p and publishes what they give. A
-// last line without a newline is taken when it is a whole JSON value, else
-// held until the rest of it arrives (capture.Lines.Complete: the rule of
-// Import too, so a watched file and its import store the same log).
+// feed converts the complete lines of p and publishes what they give. At
+// the end of what the file holds (atEnd; not at the end of a piece of it),
+// a last line without a newline is taken when it is a whole JSON value,
+// else held until the rest of it arrives (capture.Lines.Complete: the rule
+// of Import too, so a watched file and its import store the same log).
 //
 // A line of releaseAfter bytes or more costs the watcher several times its
 // size while it is converted and published; once it is, that memory is
@@ -194,10 +204,12 @@ func (l *live) readMore(ctx context.Context) (bool, error) {
 // by the runtime for later, so the watcher's footprint is bounded by the
 // largest line it holds and falls back after it
 // (TestAWatchReleasesALongLine).
-func (l *live) feed(ctx context.Context, p []byte) error {
+func (l *live) feed(ctx context.Context, p []byte, atEnd bool) error {
 	lines := l.r.Lines.Write(p)
-	if last, ok := l.r.Lines.Complete(); ok {
-		lines = append(lines, last)
+	if atEnd {
+		if last, ok := l.r.Lines.Complete(); ok {
+			lines = append(lines, last)
+		}
 	}
 	var ups []capture.Update
 	longest := 0

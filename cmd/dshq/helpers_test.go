@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/internal/corpus"
+	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/internal/testenv"
 	"github.com/dshq/dshq/node"
+	"github.com/dshq/dshq/query"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -126,4 +129,27 @@ func golden(t *testing.T, name, got string) {
 func webPreset(t testing.TB) string {
 	t.Helper()
 	return filepath.Join(corpus.Fixtures(t), "web-preset.jsonl")
+}
+
+// waitGeneration waits until the pipeline's projection has applied gen,
+// however long this machine takes (bounded by the test binary's deadline
+// only): a command asked afterwards with --min-generation gen answers at
+// once instead of racing its own timeout against a loaded projector.
+func (p *pipeline) waitGeneration(t testing.TB, gen uint64) {
+	t.Helper()
+	nc, err := natsconn.Connect(natsconn.Options{URL: p.url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	qc := query.NewClient(nc)
+	for {
+		_, err := qc.ListSessions(context.Background(), dshq.SessionListRequest{Limit: 1}, query.WithMinGeneration(gen), query.WithTimeoutMs(30000))
+		if dshq.ErrorCode(err) != dshq.CodeNotCaughtUp {
+			if err != nil {
+				t.Fatalf("waiting for generation %d: %v", gen, err)
+			}
+			return
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -80,11 +81,15 @@ SIGTERM, and logs when it begins ("dshq shutting down") and when it is done
 				}
 				defer stop()
 			}
+			// The web UI lives across the node's reconnections: its request
+			// metrics are the process's, served with the node's.
+			uiMetrics := prometheus.NewRegistry()
 			cfg := node.Config{
 				Home:        resolved,
 				Listen:      listen,
 				RelaxedSync: relaxedSync,
 				Metrics:     metrics,
+				MetricsAlso: uiMetrics,
 				Parts:       node.All,
 				Logger:      log,
 				Stream:      bus.StreamConfig{Replicas: replicas},
@@ -106,16 +111,16 @@ SIGTERM, and logs when it begins ("dshq shutting down") and when it is done
 			stopping := context.AfterFunc(cmd.Context(), func() { log.Info("dshq shutting down", "reason", context.Cause(cmd.Context()).Error()) })
 			defer stopping()
 			err = node.Run(ctx, cfg, func(info node.Info) {
-				uiURL := ""
+				uiURL, uiURLs := "", []string(nil)
 				if h.addr != "off" {
 					uiConn := g.conn
 					if !external {
 						uiConn = natsconn.Options{URL: info.ClientURL}
 					}
-					u, err := startUI(uiConn, h, log)
+					u, err := startUI(uiConn, h, log, uiMetrics)
 					switch {
 					case err == nil:
-						uiURL = u.l.URL
+						uiURL, uiURLs = u.l.URL, u.l.URLs
 						<-uiDone
 						go func() { <-ctx.Done(); uiDone <- u.stop() }()
 					case cmd.Flags().Changed("http"):
@@ -129,12 +134,13 @@ SIGTERM, and logs when it begins ("dshq shutting down") and when it is done
 					}
 				}
 				log.Info("dshq ready", "nats", info.ClientURL, "embedded", info.Embedded, "home", resolved,
-					"metrics", info.MetricsURL, "ui", uiURL, "generation", info.Generation)
+					"metrics", info.MetricsURL, "ui", uiURL, "ui_urls", uiURLs, "generation", info.Generation)
 				if g.json {
 					_ = json.NewEncoder(g.stdout).Encode(struct {
 						node.Info
-						UIURL string
-					}{info, uiURL})
+						UIURL  string
+						UIURLs []string
+					}{info, uiURL, uiURLs})
 				}
 			})
 			cancel(nil)

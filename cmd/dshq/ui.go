@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/dshq/dshq/internal/metricsrv"
 	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/web"
 )
@@ -34,8 +37,9 @@ type ui struct {
 	nc *nats.Conn
 }
 
-// startUI connects to NATS with o and serves the UI on h.addr.
-func startUI(o natsconn.Options, h httpFlags, log *slog.Logger) (*ui, error) {
+// startUI connects to NATS with o and serves the UI on h.addr, its request
+// metrics registered on reg.
+func startUI(o natsconn.Options, h httpFlags, log *slog.Logger, reg prometheus.Registerer) (*ui, error) {
 	if err := web.CheckBind(h.addr, h.token); err != nil {
 		return nil, err
 	}
@@ -44,7 +48,7 @@ func startUI(o natsconn.Options, h httpFlags, log *slog.Logger) (*ui, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := web.New(nc, web.WithToken(h.token), web.WithLogger(log))
+	s, err := web.New(nc, web.WithToken(h.token), web.WithLogger(log), web.WithMetrics(reg))
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -67,6 +71,7 @@ func newUICmd(g *globals) *cobra.Command {
 	var (
 		h        httpFlags
 		logLevel string
+		metrics  string
 	)
 	cmd := &cobra.Command{
 		Use:   "ui",
@@ -94,15 +99,29 @@ reverse proxy that authenticates, bind to loopback instead.`,
 			if h.addr == "off" {
 				return errors.New("--http off: ui has nothing else to do")
 			}
-			u, err := startUI(g.conn, h, log)
+			reg := metricsrv.NewRegistry()
+			metricsURL := ""
+			if metrics != "" {
+				url, stop, err := metricsrv.Serve(metrics, reg, log)
+				if err != nil {
+					return err
+				}
+				defer func() { _ = stop() }()
+				metricsURL = url
+			}
+			u, err := startUI(g.conn, h, log, reg)
 			if err != nil {
 				return err
 			}
-			log.Info("dshq ui ready", "ui", u.l.URL, "nats", g.conn.URL, "token", h.token != "")
+			log.Info("dshq ui ready", "ui", u.l.URL, "urls", u.l.URLs, "nats", natsconn.Redacted(g.conn.URL), "token", h.token != "", "metrics", metricsURL)
 			if g.json {
-				_ = json.NewEncoder(g.stdout).Encode(map[string]string{"UIURL": u.l.URL})
+				_ = json.NewEncoder(g.stdout).Encode(struct {
+					UIURL      string
+					UIURLs     []string
+					MetricsURL string `json:",omitempty"`
+				}{u.l.URL, u.l.URLs, metricsURL})
 			} else {
-				fmt.Fprintf(g.stdout, "dshq ui at %s\n", u.l.URL)
+				fmt.Fprintf(g.stdout, "dshq ui at %s\n", strings.Join(u.l.URLs, " "))
 			}
 			<-cmd.Context().Done()
 			return u.stop()
@@ -110,5 +129,6 @@ reverse proxy that authenticates, bind to loopback instead.`,
 	}
 	h.add(cmd, g, false)
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics (the UI's requests, Go and process) on HOST:PORT (/metrics)")
 	return cmd
 }

@@ -30,6 +30,34 @@ func checkUI(t *testing.T, url string) {
 	}
 }
 
+// checkUIMetrics scrapes the metrics endpoint at url after checkUI: it
+// counts the UI's answer of its first page, and refuses a request that
+// names another host (421, as the UI does).
+func checkUIMetrics(t *testing.T, url string) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{`dshq_web_requests_total{code="200",route="GET /{$}"} 1`, `dshq_web_request_seconds_count{code="200",route="GET /{$}"} 1`} {
+		if res.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s: %d, no %s in\n%s", url, res.StatusCode, want, body)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Host = "rebound.example:80"
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("GET %s with Host %s: %d", url, req.Host, res.StatusCode)
+	}
+}
+
 func TestUI(t *testing.T) {
 	t.Run("ui serves the UI of a running dshq and stops when its context ends", func(t *testing.T) {
 		p := startPipeline(t)
@@ -39,7 +67,7 @@ func TestUI(t *testing.T) {
 		var stderr bytes.Buffer
 		done := make(chan int, 1)
 		go func() {
-			done <- runContext(ctx, []string{"ui", "--http", "127.0.0.1:0", "--json", "--log-level", "warn"},
+			done <- runContext(ctx, []string{"ui", "--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--json", "--log-level", "warn"},
 				func(k string) string { return p.env[k] }, nil, out, &stderr)
 		}()
 		select {
@@ -49,11 +77,12 @@ func TestUI(t *testing.T) {
 		case <-time.After(60 * time.Second):
 			t.Fatal("ui did not become ready")
 		}
-		var ready struct{ UIURL string }
+		var ready struct{ UIURL, MetricsURL string }
 		if err := json.Unmarshal([]byte(out.String()), &ready); err != nil {
 			t.Fatalf("ready line %q: %v", out.String(), err)
 		}
 		checkUI(t, ready.UIURL)
+		checkUIMetrics(t, ready.MetricsURL)
 		cancel()
 		if code := <-done; code != 0 || stderr.Len() != 0 {
 			t.Errorf("exit %d, stderr %q", code, stderr.String())
@@ -87,11 +116,18 @@ func TestUI(t *testing.T) {
 		case <-time.After(60 * time.Second):
 			t.Fatal("ui did not become ready")
 		}
-		var ready struct{ UIURL string }
+		var ready struct {
+			UIURL  string
+			UIURLs []string
+		}
 		if err := json.Unmarshal([]byte(out.String()), &ready); err != nil {
 			t.Fatal(err)
 		}
-		url := strings.Replace(ready.UIURL, "0.0.0.0", "127.0.0.1", 1)
+		// The URL to open, not the unspecified address it is bound to.
+		url := ready.UIURL
+		if !strings.HasPrefix(url, "http://localhost:") || len(ready.UIURLs) == 0 || ready.UIURLs[0] != url {
+			t.Errorf("an open bind prints %q (%q)", url, ready.UIURLs)
+		}
 		res, err := http.Get(url)
 		if err != nil {
 			t.Fatal(err)

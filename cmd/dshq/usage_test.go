@@ -211,6 +211,7 @@ func usageFixtures(t *testing.T) (laptop, desktop string) {
 func (p *pipeline) usage(t *testing.T, gen uint64, args ...string) usageOut {
 	t.Helper()
 	var out usageOut
+	p.waitGeneration(t, gen)
 	args = append([]string{"usage"}, args...)
 	args = append(args, "--json", "--timezone", "UTC", "--min-generation", strconv.FormatUint(gen, 10), "--timeout-ms", "30000")
 	p.dshq(args...).ok(t).decode(t, &out)

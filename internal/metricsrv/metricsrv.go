@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,9 +37,7 @@ func Serve(addr string, reg *prometheus.Registry, log *slog.Logger) (url string,
 	if err != nil {
 		return "", nil, fmt.Errorf("metrics listener: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: Handler(ln.Addr(), promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -54,4 +53,40 @@ func Serve(addr string, reg *prometheus.Registry, log *slog.Logger) (url string,
 		return err
 	}
 	return "http://" + ln.Addr().String() + "/metrics", stop, nil
+}
+
+// Handler serves metrics on /metrics for a listener bound to addr. Bound
+// to a loopback address, it answers only requests that name a loopback
+// host (localhost, 127.0.0.1, [::1]), as the web UI does: another Host is
+// a page of another site reaching this machine's port through DNS
+// rebinding, answered 421 Misdirected Request. Bound to another address
+// it is meant for scrapers elsewhere and answers any Host.
+func Handler(addr net.Addr, metrics http.Handler) http.Handler {
+	loopback := false
+	if a, ok := addr.(*net.TCPAddr); ok {
+		loopback = a.IP.IsLoopback()
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		if loopback && !isLoopbackHost(r.Host) {
+			http.Error(w, "this metrics endpoint serves only loopback host names (localhost, 127.0.0.1, [::1])", http.StatusMisdirectedRequest)
+			return
+		}
+		metrics.ServeHTTP(w, r)
+	})
+	return mux
+}
+
+// isLoopbackHost reports whether a Host header (a name or address, with
+// or without a port) names only this machine.
+func isLoopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -177,16 +177,24 @@ const DrainTimeout = 10 * time.Second
 // handler. It always returns nil: a stopping process has nothing better to
 // do with a drain failure than close.
 func Drain(nc *nats.Conn) error {
+	drain(nc, DrainTimeout)
+	return nil
+}
+
+// drain is Drain waiting at most timeout; drained says whether the drain
+// closed nc, rather than a failure or the timeout.
+func drain(nc *nats.Conn, timeout time.Duration) (drained bool) {
 	closed := make(chan struct{})
 	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
 	if err := nc.Drain(); err != nil {
 		nc.Close()
-		return nil
+		return false
 	}
 	select {
 	case <-closed:
-	case <-time.After(DrainTimeout):
+		return true
+	case <-time.After(timeout):
 		nc.Close()
+		return false
 	}
-	return nil
 }
