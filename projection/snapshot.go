@@ -47,33 +47,9 @@ func (s *snapshot) Session(id string) (dshq.SessionInfo, bool) {
 	return v.info(), true
 }
 
+// SessionsByCreated is SessionsInOrder in the created order, newest first.
 func (s *snapshot) SessionsByCreated(afterKey []byte, fn func(dshq.SessionInfo) bool) error {
-	c := s.tx.Bucket(bucketByCreated).Cursor()
-	var k []byte
-	if afterKey == nil {
-		k, _ = c.First()
-	} else {
-		k, _ = c.Seek(afterKey)
-		if k != nil && bytes.Equal(k, afterKey) {
-			k, _ = c.Next()
-		}
-	}
-	for ; k != nil; k, _ = c.Next() {
-		if len(k) < 8 {
-			return fmt.Errorf("corrupt order key %x", k)
-		}
-		v, err := getSession(s.tx, string(k[8:]))
-		if err != nil {
-			return err
-		}
-		if v == nil {
-			return fmt.Errorf("order index names missing session %q", k[8:])
-		}
-		if !fn(v.info()) {
-			return nil
-		}
-	}
-	return nil
+	return s.SessionsInOrder(dshq.OrderCreatedDesc, afterKey, fn)
 }
 
 func (s *snapshot) Children(parentID string) []string {

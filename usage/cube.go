@@ -68,11 +68,11 @@ type CubeRow struct {
 type plan int
 
 const (
-	planRows   plan = iota // every session's rows of the slot range
-	planTotals             // every session's all-time totals
-	planSessions           // the same (or the roots'), one group per session
-	planCube               // a slot cube of the range
-	planAll                // an all-time cube
+	planRows     plan = iota // every session's rows of the slot range
+	planTotals               // every session's all-time totals
+	planSessions             // the same (or the roots'), one group per session
+	planCube                 // a slot cube of the range
+	planAll                  // an all-time cube
 )
 
 // planOf picks the fewest rows that answer q: a cube when q needs no

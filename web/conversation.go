@@ -68,10 +68,10 @@ type convItem struct {
 	Boundary string // Compaction, Rewind, Replacement
 }
 
-// FoldSummary names the kinds of a fold's events: "progress ×8 · system ×2".
-func (it *convItem) FoldSummary() string {
-	n := map[string]int{}
-	var order []string
+// foldCounts is the kinds of a fold's events in the order they first
+// appear, and the number of each.
+func (it *convItem) foldCounts() (order []string, n map[string]int) {
+	n = map[string]int{}
 	for _, v := range it.Fold {
 		k := shortType(v.Type)
 		if n[k] == 0 {
@@ -79,6 +79,12 @@ func (it *convItem) FoldSummary() string {
 		}
 		n[k]++
 	}
+	return order, n
+}
+
+// FoldSummary names the kinds of a fold's events: "progress ×8 · system ×2".
+func (it *convItem) FoldSummary() string {
+	order, n := it.foldCounts()
 	sort.SliceStable(order, func(i, j int) bool { return n[order[i]] > n[order[j]] })
 	parts := make([]string, 0, len(order))
 	for _, k := range order {

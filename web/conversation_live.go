@@ -50,17 +50,9 @@ func (s *Server) liveConv(v eventView, row string) (convLive, error) {
 }
 
 // FoldKinds is the fold's kinds and counts as JSON ([["progress",8],…], in
-// FoldSummary's order), for the live script to extend the summary.
+// the order they first appear), for the live script to extend the summary.
 func (it *convItem) FoldKinds() string {
-	n := map[string]int{}
-	var order []string
-	for _, v := range it.Fold {
-		k := shortType(v.Type)
-		if n[k] == 0 {
-			order = append(order, k)
-		}
-		n[k]++
-	}
+	order, n := it.foldCounts()
 	out := make([][2]any, 0, len(order))
 	for _, k := range order {
 		out = append(out, [2]any{k, n[k]})
