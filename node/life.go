@@ -438,9 +438,15 @@ func (l *life) startTools() error {
 	if err != nil {
 		return fmt.Errorf("tools: %w", err)
 	}
-	stop, err := toolservice.Serve(l.ctx, l.nc, t, toolservice.WithLogger(l.log), toolservice.WithRegisterer(l.reg),
-		toolservice.WithSpillReplicas(l.cfg.Stream.Replicas))
-	if err != nil {
+	// Its spill bucket is provisioned like the others: a cluster still
+	// placing its peers is waited out.
+	var stop func() error
+	if err := l.retryTransient("ensure the spill bucket", func() error {
+		var err error
+		stop, err = toolservice.Serve(l.ctx, l.nc, t, toolservice.WithLogger(l.log), toolservice.WithRegisterer(l.reg),
+			toolservice.WithSpillReplicas(l.cfg.Stream.Replicas))
+		return err
+	}); err != nil {
 		return fmt.Errorf("start tools service: %w", err)
 	}
 	l.stack.push(stop)
