@@ -34,9 +34,13 @@ func TestPartitionedUsageCountsSharedCallsOnce(t *testing.T) {
 	for _, order := range []struct {
 		name  string
 		files []string
+		batch int // the shards' batch size (0: the default)
 	}{
-		{"parents first", files},
-		{"children first", reversed(files)},
+		{"parents first", files, 0},
+		{"children first", reversed(files), 0},
+		// What a shard keeps of the others' sessions between batches
+		// is stored and read back.
+		{"children first, a record a batch", reversed(files), 1},
 	} {
 		t.Run(order.name, func(t *testing.T) {
 			env := testenv.Start(t)
@@ -52,8 +56,12 @@ func TestPartitionedUsageCountsSharedCallsOnce(t *testing.T) {
 				}
 			}
 			projectors := []*projection.Projector{serveProjector(t, env, 0, 1)}
+			var opts []projection.Option
+			if order.batch > 0 {
+				opts = append(opts, projection.WithBatchSize(order.batch))
+			}
 			for i := range 3 {
-				projectors = append(projectors, serveProjector(t, env, i, 3))
+				projectors = append(projectors, serveProjector(t, env, i, 3, opts...))
 			}
 			last := env.Last()
 			for _, p := range projectors {
