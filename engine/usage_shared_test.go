@@ -16,6 +16,7 @@ import (
 	"github.com/dshq/dshq/capture/claudecode"
 	"github.com/dshq/dshq/capture/codex"
 	"github.com/dshq/dshq/capture/follow"
+	"github.com/dshq/dshq/internal/corpus"
 	"github.com/dshq/dshq/internal/testenv"
 	"github.com/dshq/dshq/projection"
 	"github.com/dshq/dshq/query"
@@ -110,6 +111,88 @@ func TestPartitionedUsageCountsSharedCallsOnce(t *testing.T) {
 						t.Errorf("partitioned %s\none shard   %s", p, w)
 					}
 				})
+			}
+		})
+	}
+}
+
+// TestPartitionedUsageOfTheHarnessCorpus imports the agent-harnesses
+// corpus's Claude Code and Codex files (their subagents, mirrors and
+// streamed messages) into one projection and three shards: every report of
+// the partitioned service has the one projection's rows, tokens and calls
+// (and costs, added across shards, within rounding).
+func TestPartitionedUsageOfTheHarnessCorpus(t *testing.T) {
+	files, err := corpus.HarnessFiles(corpus.RequireHarnesses(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := testenv.Start(t)
+	held := map[int]int{}
+	for _, f := range files {
+		data, err := os.ReadFile(f.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !follow.Harness(capture.Detect(f.Path, data)) {
+			continue
+		}
+		for _, id := range publishFile(t, env, f.Path) {
+			held[dshq.ShardOf(id, 3)]++
+		}
+	}
+	if len(held) != 3 {
+		t.Fatalf("the corpus's sessions do not span the shards: %v", held)
+	}
+	projectors := []*projection.Projector{serveProjector(t, env, 0, 1)}
+	for i := range 3 {
+		projectors = append(projectors, serveProjector(t, env, i, 3))
+	}
+	last := env.Last()
+	for _, p := range projectors {
+		testenv.WaitGeneration(t, p, last)
+	}
+	whole := query.NewClient(env.Conn, query.WithSubjectPrefix(dshq.ShardSubjectPrefix(dshq.DefaultShard)))
+	parted := servePartitioned(t, env, 3)
+	ask := func(t *testing.T, c *query.Client, body map[string]any) wire.UsageReply {
+		t.Helper()
+		body["minGeneration"] = last
+		body["timeZone"] = "UTC"
+		b, _ := json.Marshal(body)
+		raw, err := c.Raw(context.Background(), wire.EndpointUsageReport, b)
+		if err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		var out wire.UsageReply
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		body map[string]any
+	}{
+		{"by day and model", map[string]any{"groupBy": []string{"day", "model"}}},
+		{"by session", map[string]any{"groupBy": []string{"session"}}},
+		{"by session rolled up", map[string]any{"groupBy": []string{"session"}, "rollup": true}},
+		{"by project and harness", map[string]any{"groupBy": []string{"project", "harness"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, p := ask(t, whole, c.body), ask(t, parted, c.body)
+			if w.Totals.Calls == 0 {
+				t.Fatal("the whole projection counts no call")
+			}
+			if len(w.Rows) != len(p.Rows) {
+				t.Fatalf("%d rows partitioned, %d whole", len(p.Rows), len(w.Rows))
+			}
+			for i, wr := range w.Rows {
+				pr := p.Rows[i]
+				if wr.Period != pr.Period || wr.Tokens != pr.Tokens || wr.Calls != pr.Calls || !near(wr.TotalCost, pr.TotalCost) {
+					t.Errorf("row %d: partitioned %+v, whole %+v", i, pr, wr)
+				}
+			}
+			if w.Totals.Tokens != p.Totals.Tokens || w.Totals.Calls != p.Totals.Calls {
+				t.Errorf("totals partitioned %+v, whole %+v", p.Totals, w.Totals)
 			}
 		})
 	}
