@@ -226,7 +226,7 @@ func (b *batch) usageEvent(s *openSession, r streamRecord, evTime int64) error {
 				if direct && e.Mirror {
 					continue // the session that made the call has stated it
 				}
-				if !foreign { // another shard's session counts it no more
+				if !foreign { // a session of another shard uncounts its own there
 					ork, ot, _, err := decodeUsageKey(old)
 					if err != nil {
 						return fmt.Errorf("%w: usage key %q: %v", ErrCorruptStore, e.Key, err)

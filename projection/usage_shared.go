@@ -43,8 +43,8 @@ func foreignStateKey(id string) string { return "\x00" + id }
 //
 // The projector of the session's shard counts the calls of the events its
 // fold applies; here the records are taken as they are. They differ only for
-// a record that shard refuses (quarantines), which no imported or captured
-// log holds.
+// a record that shard refuses (quarantines): an event that breaks its
+// session's log, or a retried publish that escaped deduplication.
 func (b *batch) usageForeign(r streamRecord, tok string) error {
 	header := bytes.Contains(r.data, []byte(`"session"`))
 	if !header && !usage.MayStateUsage(r.data) {
