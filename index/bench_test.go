@@ -218,3 +218,58 @@ func BenchmarkSearchSessions(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLiveApply applies the corpus as a live load does: small batches
+// (16 docs) at a steady pace (one every 20 ms, 800 docs/s), and reports the
+// process CPU per 1,000 docs, through Close, so that what Bleve's persister
+// and merger spend in the background counts too. CPU, not wall time, is the
+// figure to compare on a shared machine:
+//
+//	go test -run '^$' -bench LiveApply -benchtime 1x ./index/ -args -bench.docs=20000
+func BenchmarkLiveApply(b *testing.B) {
+	c := newBenchCorpus(*benchDocs)
+	ctx := context.Background()
+	const batchDocs, every = 16, 20 * time.Millisecond
+	for range b.N {
+		x, err := Open(filepath.Join(b.TempDir(), "index"), Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tick := time.NewTicker(every)
+		cpu := cpuTime()
+		for i := 0; i < len(c.docs); i += batchDocs {
+			<-tick.C
+			var bt Batch
+			for _, d := range c.docs[i:min(len(c.docs), i+batchDocs)] {
+				bt.Upsert(d)
+			}
+			if err := x.Apply(ctx, &bt, uint64(i+batchDocs)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		tick.Stop()
+		if err := x.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64((cpuTime()-cpu).Milliseconds())*1000/float64(len(c.docs)), "cpu-ms/1k-docs")
+		liveSearch(b, x, c.queries)
+	}
+}
+
+// liveSearch reopens the index the live load left and reports its segments
+// and the latency of the cross-session searches over it.
+func liveSearch(b *testing.B, x *Index, queries []string) {
+	b.Helper()
+	y, err := Open(x.dir, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer y.Close()
+	st := y.idx.StatsMap()["index"].(map[string]any)
+	b.ReportMetric(float64(st["num_root_memorysegments"].(uint64)+st["num_root_filesegments"].(uint64)), "segments")
+	sess := latencies(b, queries, func(q string) error {
+		_, err := y.SearchSessions(context.Background(), SessionQuery{Query: q})
+		return err
+	})
+	report(b, "sessions", sess)
+}
