@@ -2,8 +2,6 @@ package projection
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/klauspost/compress/s2"
@@ -36,7 +34,7 @@ func rawCodecs(tb testing.TB) []rawCodec {
 		}
 		out = append(out, rawCodec{"zstd-" + lvl.String(), func(dst, src []byte) []byte { return enc.EncodeAll(src, dst) }, func(dst, src []byte) ([]byte, error) { return dec.DecodeAll(src, dst) }})
 	}
-	dict := fixtureDict(tb)
+	dict := rawDict1Bytes // the fixture logs (raw.go)
 	for _, lvl := range []zstd.EncoderLevel{zstd.SpeedFastest, zstd.SpeedDefault} {
 		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(lvl), zstd.WithEncoderConcurrency(1),
 			zstd.WithLowerEncoderMem(true), zstd.WithEncoderCRC(false), zstd.WithEncoderDictRaw(1, dict))
@@ -49,7 +47,7 @@ func rawCodecs(tb testing.TB) []rawCodec {
 		}
 		out = append(out, rawCodec{"zstd-dict-" + lvl.String(), func(dst, src []byte) []byte { return enc.EncodeAll(src, dst) }, func(dst, src []byte) ([]byte, error) { return dec.DecodeAll(src, dst) }})
 	}
-	sd := s2.MakeDict(dict[max(0, len(dict)-65000):], nil)
+	sd := rawDict1() // what the store uses
 	out = append(out,
 		rawCodec{"s2-dict", sd.Encode, sd.Decode},
 		rawCodec{"s2-dict-better", sd.EncodeBetter, sd.Decode},
@@ -58,23 +56,6 @@ func rawCodecs(tb testing.TB) []rawCodec {
 		rawCodec{"snappy", snappy.Encode, snappy.Decode},
 	)
 	return out
-}
-
-// fixtureDict is the repository's fixture logs, concatenated.
-func fixtureDict(tb testing.TB) []byte {
-	paths, _ := filepath.Glob(filepath.Join(corpus.Fixtures(tb), "*.jsonl"))
-	var d []byte
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		d = append(d, b...)
-	}
-	if len(d) > 100000 {
-		d = d[len(d)-100000:]
-	}
-	return d
 }
 
 // corpusRecords returns the deepseek-harness corpus's event records, each
