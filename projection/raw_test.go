@@ -2,8 +2,10 @@ package projection
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -244,4 +246,14 @@ func TestSnapshot_ACorruptStoredRecordIsAnErrorNotAPanic(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRawDict1_NeverChanges pins the dictionary: stored blocks decode only
+// against the bytes they were encoded with, and a block decoded against
+// other bytes is wrong without an error. A new dictionary is a new codec.
+func TestRawDict1_NeverChanges(t *testing.T) {
+	const want = "1a8a330388d4e0320aac95194a83e9dcd7bb6aff8de895514d3cd4fba2e3f4f4"
+	if got := fmt.Sprintf("%x", sha256.Sum256(rawDict1Bytes)); got != want {
+		t.Errorf("rawdict1.jsonl has sha256 %s, want %s", got, want)
+	}
 }
