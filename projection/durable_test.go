@@ -104,7 +104,9 @@ func killChildAfterCommit(t *testing.T, url, dir string, at uint64) (uint64, str
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	// A child that never commits is killed too, and the scan below ends.
+	stuck := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() })
+	defer stuck.Stop()
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		var gen uint64

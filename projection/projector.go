@@ -146,8 +146,9 @@ type instance struct {
 
 // Open opens the projection in dir (creating it if missing). A missing,
 // corrupt or incompatible store or index is rebuilt from the stream (the
-// rebuild itself happens as Run catches up from sequence 1); so is a
-// projection of another stream than the one of that name now (another
+// rebuild itself happens as Run catches up from sequence 1); so is a store
+// left with unsynced commits by a system that stopped (ErrUnsyncedAtStop),
+// and a projection of another stream than the one of that name now (another
 // server's, or one deleted and created again: StreamIdentity), or one that
 // does not record its stream and has applied records. An index behind the
 // store is re-fed from the store. Open reads the stream's info, not its
