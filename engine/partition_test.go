@@ -45,10 +45,10 @@ type partitionedStack struct {
 const partitionedMaxResults = 30
 
 // serveProjector opens and runs a projector of partition shard/shards and
-// serves it as a replica of its shard.
-func serveProjector(t *testing.T, env *testenv.Env, shard, shards int) *projection.Projector {
+// serves it as a replica of its shard, with more options.
+func serveProjector(t *testing.T, env *testenv.Env, shard, shards int, more ...projection.Option) *projection.Projector {
 	t.Helper()
-	opts := []projection.Option{projection.WithDurable(dshq.ShardDurable(shard, shards))}
+	opts := append([]projection.Option{projection.WithDurable(dshq.ShardDurable(shard, shards))}, more...)
 	if shards > 1 {
 		opts = append(opts, projection.WithPartition(shard, shards))
 	}

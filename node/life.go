@@ -19,6 +19,7 @@ import (
 	"github.com/dshq/dshq/feed"
 	"github.com/dshq/dshq/feed/feedcommit"
 	"github.com/dshq/dshq/internal/failover"
+	"github.com/dshq/dshq/internal/lifecycle"
 	"github.com/dshq/dshq/internal/metricsrv"
 	"github.com/dshq/dshq/internal/natsconn"
 	"github.com/dshq/dshq/projection"
@@ -251,7 +252,7 @@ func (l *life) retryTransient(what string, fn func() error) error {
 			return err
 		}
 		l.log.Warn("retrying", "what", what, "err", err, "in", wait)
-		if sleep(l.ctx, wait) != nil {
+		if lifecycle.Sleep(l.ctx, wait) != nil {
 			return err
 		}
 		wait = min(2*wait, 2*time.Second)

@@ -311,18 +311,6 @@ func (n *Node) restart(ctx context.Context, cause error, lived time.Duration) (*
 	return l, err
 }
 
-// sleep waits d or until ctx ends (ctx.Err()).
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // feedDrain bounds how long a stopping node lets the feed's publisher finish
 // the publication in progress; what it leaves, the next start publishes.
 const feedDrain = 5 * time.Second

@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dshq/dshq/internal/lifecycle"
 )
 
 // leaseRetry is how long the lease follower waits before retrying a missing
@@ -25,14 +27,14 @@ func (p *Projector) watchLeases(ctx context.Context) error {
 			if !errors.Is(err, jetstream.ErrBucketNotFound) {
 				p.log.Warn("lease bucket unavailable; retrying", "bucket", p.cfg.leaseBucket, "err", err)
 			}
-			if waitCtx(ctx, leaseRetry) != nil {
+			if lifecycle.Sleep(ctx, leaseRetry) != nil {
 				return nil
 			}
 			continue
 		}
 		if err := p.followLeases(ctx, kv); err != nil && ctx.Err() == nil {
 			p.log.Warn("lease watch failed; retrying", "err", err)
-			if waitCtx(ctx, leaseRetry) != nil {
+			if lifecycle.Sleep(ctx, leaseRetry) != nil {
 				return nil
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/dshq/dshq/internal/failover"
+	"github.com/dshq/dshq/internal/lifecycle"
 )
 
 // fetchWait is how long one pull request waits for records.
@@ -75,7 +76,7 @@ func (p *Projector) follow(ctx context.Context) error {
 				// The stream may not exist yet, or the bus is unreachable:
 				// a daemon waits for it.
 				p.log.Warn("cannot create the consumer; retrying", "err", err)
-				if waitCtx(ctx, time.Second) != nil {
+				if lifecycle.Sleep(ctx, time.Second) != nil {
 					return nil
 				}
 				continue
@@ -94,7 +95,7 @@ func (p *Projector) follow(ctx context.Context) error {
 			}
 			p.log.Warn("fetch failed; retrying", "err", err)
 			for_ = nil // recreate the consumer: it may have been deleted
-			if err := waitCtx(ctx, time.Second); err != nil {
+			if err := lifecycle.Sleep(ctx, time.Second); err != nil {
 				return nil
 			}
 			continue
@@ -211,7 +212,7 @@ func (p *Projector) checkDurableFree(ctx context.Context) error {
 			}
 			return nil
 		}
-		if waitCtx(ctx, durableSample) != nil {
+		if lifecycle.Sleep(ctx, durableSample) != nil {
 			return nil
 		}
 	}
@@ -570,15 +571,4 @@ func (p *Projector) consumer(ctx context.Context, inst *instance) (jetstream.Con
 	}
 	p.learnStreamEnd(cp, stream.CachedInfo().State.LastSeq)
 	return c, nil
-}
-
-func waitCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

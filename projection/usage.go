@@ -50,11 +50,15 @@ type usageBatch struct {
 	rows   [4]map[string]*usage.Tokens // by usageBuckets' index
 	states map[string]*usage.State
 	dims   map[string]usage.SessionDims
+	// foreign are the other shards' sessions whose records the batch read
+	// (usage_shared.go).
+	foreign map[string]*foreignSession
 }
 
 func (b *batch) usageOf() *usageBatch {
 	if b.usage == nil {
-		b.usage = &usageBatch{states: map[string]*usage.State{}, dims: map[string]usage.SessionDims{}}
+		b.usage = &usageBatch{states: map[string]*usage.State{}, dims: map[string]usage.SessionDims{},
+			foreign: map[string]*foreignSession{}}
 		for i := range b.usage.rows {
 			b.usage.rows[i] = map[string]*usage.Tokens{}
 		}
@@ -125,12 +129,16 @@ func usageAncestors(tx *bolt.Tx, parent string) []string {
 	return a[:min(len(a), maxUsageAncestors)]
 }
 
-// usageLineage records the ancestors of another shard's session whose
-// header record r may be (tok is its log subject's token): a record that
-// names a parent session and is a valid header of that subject, the first
-// one seen for its id. Only a child's header says "parentSession", so most
-// records are passed over without parsing.
+// usageLineage reads a record r of another shard's session (tok is its
+// log subject's token): the keys of the calls it states (usageForeign), and
+// the session's ancestors when r is its header: a record that names a
+// parent session and is a valid header of that subject, the first one seen
+// for its id. Only a child's header says "parentSession", so most records
+// are passed over without parsing.
 func (b *batch) usageLineage(r streamRecord, tok string) error {
+	if err := b.usageForeign(r, tok); err != nil {
+		return err
+	}
 	if !bytes.Contains(r.data, []byte(`"parentSession"`)) {
 		return nil
 	}
@@ -211,15 +219,21 @@ func (b *batch) usageEvent(s *openSession, r streamRecord, evTime int64) error {
 				if !e.Replace {
 					continue
 				}
-				ork, ot, direct, err := decodeUsageKey(old)
+				foreign, direct, err := usageKeyOwner(old)
 				if err != nil {
 					return fmt.Errorf("%w: usage key %q: %v", ErrCorruptStore, e.Key, err)
 				}
 				if direct && e.Mirror {
 					continue // the session that made the call has stated it
 				}
-				if err := b.usageAdd(ork, ot, -1); err != nil {
-					return err
+				if !foreign { // a session of another shard uncounts its own there
+					ork, ot, _, err := decodeUsageKey(old)
+					if err != nil {
+						return fmt.Errorf("%w: usage key %q: %v", ErrCorruptStore, e.Key, err)
+					}
+					if err := b.usageAdd(ork, ot, -1); err != nil {
+						return err
+					}
 				}
 			}
 			if err := keys.Put(kk, encodeUsageKey(rk, e.Tokens, !e.Mirror)); err != nil {
@@ -316,6 +330,9 @@ func (b *batch) finishUsage() error {
 				return err
 			}
 		}
+	}
+	if err := b.finishForeign(); err != nil {
+		return err
 	}
 	states := b.tx.Bucket(bucketUsageStates)
 	for _, id := range sortedKeys(b.usage.states) {
@@ -421,7 +438,9 @@ func decodeUsageTokens(b []byte) (usage.Tokens, error) {
 
 // A usage key's value: a flag (1 when the call was counted from the
 // records of the session that made it, 0 from another session's mirror of
-// it), the row key it was counted in and its counts.
+// it), the row key it was counted in and its counts. A key another shard's
+// session owns (usage_shared.go) is the flag alone, 3 when that session
+// made the call and 2 for a mirror.
 func encodeUsageKey(rk []byte, t usage.Tokens, direct bool) []byte {
 	b := []byte{0}
 	if direct {
@@ -430,6 +449,22 @@ func encodeUsageKey(rk []byte, t usage.Tokens, direct bool) []byte {
 	b = binary.AppendUvarint(b, uint64(len(rk)))
 	b = append(b, rk...)
 	return append(b, encodeUsageTokens(t)...)
+}
+
+func encodeForeignUsageKey(direct bool) []byte {
+	if direct {
+		return []byte{3}
+	}
+	return []byte{2}
+}
+
+// usageKeyOwner reads who owns a usage key: a session of this projection
+// or of another shard (foreign), and whether it made the call (direct).
+func usageKeyOwner(b []byte) (foreign, direct bool, err error) {
+	if len(b) == 0 || b[0] > 3 || b[0] >= 2 && len(b) != 1 {
+		return false, false, errCorruptUsage
+	}
+	return b[0] >= 2, b[0]&1 == 1, nil
 }
 
 func decodeUsageKey(b []byte) (rk []byte, t usage.Tokens, direct bool, err error) {

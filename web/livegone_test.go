@@ -1,39 +1,21 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/dshq/dshq/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A page closed while its live stream is being set up (the issue: a WARN
 // with status 502) is a client gone, not a failure of the server: nothing
 // is logged at WARN and no 5xx is answered.
 func TestAPageClosedDuringTheLiveHandshakeIsNoServerError(t *testing.T) {
-	var logs syncBuffer
+	var logs testenv.Buffer
 	s := newStack(t, WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	s.waitGeneration(t, s.importFile(t, "sample.jsonl"))
 	for _, path := range []string{"/s/s-7f3c/live?after=0", "/live?after=0"} {

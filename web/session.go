@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"fmt"
-	"github.com/dshq/dshq/internal/numfmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -11,6 +10,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/dshq/dshq"
+	"github.com/dshq/dshq/internal/numfmt"
+	"github.com/dshq/dshq/query"
 )
 
 // sessionData is a session's page: the conversation (the default) or the
@@ -280,22 +281,21 @@ func (s *Server) readRange(ctx context.Context, id string, from, to, count int64
 func (s *Server) readSurfaces(ctx context.Context, id string, from, to int64, surfaces map[int64]dshq.Surface) error {
 	lo, hi := float64(from), float64(to)
 	req := dshq.EventFilterRequest{SessionID: id, Filters: []dshq.Filter{{Kind: dshq.FilterSeq, From: &lo, To: &hi}}, Limit: dshq.MaxListLimit}
-	for {
-		p, err := s.qc.FilterEvents(ctx, req)
+	err := query.Follow(nil, func(cursor string, opts []query.CallOption) (string, uint64, error) {
+		req.Cursor = cursor
+		p, err := s.qc.FilterEvents(ctx, req, opts...)
 		if err != nil {
-			if dshq.ErrorCode(err) == dshq.CodeInvalidSurface {
-				return nil // became invalid since the stat: shown raw
-			}
-			return err
+			return "", 0, err
 		}
 		for _, doc := range p.Items {
 			surfaces[doc.Seq] = doc.Surface
 		}
-		if p.NextCursor == "" {
-			return nil
-		}
-		req.Cursor = p.NextCursor
+		return p.NextCursor, p.Generation, nil
+	})
+	if dshq.ErrorCode(err) == dshq.CodeInvalidSurface {
+		return nil // became invalid since the stat: shown raw
 	}
+	return err
 }
 
 // tracer reads and caches the event traces one page needs.

@@ -3,12 +3,10 @@ package web
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -64,18 +62,20 @@ type tlBuilder struct {
 	spans []*tlSpan
 	turn  *tlSpan
 	req   *tlSpan
-	calls map[string]*tlSpan
+	open  map[string]*tlSpan // the tool spans by call id
+	seen  callSet            // the calls counted
 	// input is the time of the latest event a model request answers: the
 	// user's message, a tool result, a step's or turn's start.
 	input       int64
 	first, last int64
 	events      int64 // the events read: the next one's seq
-	// Turns, Requests and Calls count the spans of each kind.
-	turns, requests, tools int
+	// turns and requests count the spans of their kind (seen counts the
+	// tool spans).
+	turns, requests int
 }
 
 func newTLBuilder(id string) *tlBuilder {
-	return &tlBuilder{id: id, calls: map[string]*tlSpan{}}
+	return &tlBuilder{id: id, open: map[string]*tlSpan{}}
 }
 
 func (b *tlBuilder) span(kind, label string, seq, start int64) *tlSpan {
@@ -98,50 +98,31 @@ func (b *tlBuilder) add(e dshq.Event) {
 		// the harness logged the next prompt.
 		b.turn.End = max(b.turn.End, e.Time)
 	}
+	f := factsOf(e)
 	switch e.Type {
 	case "turn/start":
 		b.closeTurn()
-		var d struct {
-			Turn json.Number `json:"turn"`
-		}
-		_ = json.Unmarshal(e.Data, &d)
-		b.turn = b.span("turn", strings.TrimSpace("Turn "+d.Turn.String()), e.Seq, e.Time)
+		b.turn = b.span("turn", turnLabel(f), e.Seq, e.Time)
 		b.turns++
 		b.req, b.input = nil, e.Time
 	case "turn/end":
-		var d struct {
-			Turn   json.Number `json:"turn"`
-			Reason struct {
-				Kind string `json:"kind"`
-			} `json:"reason"`
-			Capture json.RawMessage `json:"capture"`
-		}
-		_ = json.Unmarshal(e.Data, &d)
 		if b.turn == nil {
-			b.turn = b.span("turn", strings.TrimSpace("Turn "+d.Turn.String()), e.Seq, e.Time)
+			b.turn = b.span("turn", turnLabel(f), e.Seq, e.Time)
 			b.turns++
 		}
-		if d.Capture == nil {
+		if !f.Captured {
 			b.turn.End = max(b.turn.End, e.Time) // a harness's own turn/end is on time
 		}
-		if k := d.Reason.Kind; k != "" && k != "completed" {
-			b.turn.Failed, b.turn.Detail = true, clean(k)
+		if f.Reason != "" {
+			b.turn.Failed, b.turn.Detail = true, clean(f.Reason)
 		}
 		b.turn, b.req = nil, nil
 	case dshq.TypeAssistantMessage:
-		b.assistant(e)
+		b.assistant(e, f)
 	case "tool/call":
-		var c struct {
-			CallID string `json:"callId"`
-			Name   string `json:"name"`
-		}
-		_ = json.Unmarshal(e.Data, &c)
-		if sp := b.calls[c.CallID]; c.CallID != "" && sp != nil {
-			return // the call its assistant message made
-		}
-		b.call(c.CallID, c.Name, e.Seq, e.Time)
+		b.calls(f, e)
 	case dshq.TypeToolResult:
-		b.result(e)
+		b.result(e, f)
 		b.req, b.input = nil, e.Time
 	case dshq.TypeUserMessage, "step/start":
 		b.req, b.input = nil, e.Time
@@ -150,82 +131,52 @@ func (b *tlBuilder) add(e dshq.Event) {
 	}
 }
 
-func (b *tlBuilder) assistant(e dshq.Event) {
-	var a struct {
-		Message struct {
-			Source struct {
-				Model string `json:"model"`
-			} `json:"source"`
-			Content []struct {
-				Type string `json:"type"`
-				ID   string `json:"id"`
-				Name string `json:"name"`
-			} `json:"content"`
-		} `json:"message"`
-		Interrupted bool `json:"interrupted"`
-	}
-	if json.Unmarshal(e.Data, &a) != nil {
-		return
-	}
+func (b *tlBuilder) assistant(e dshq.Event, f eventFacts) {
 	if b.req == nil {
 		start := b.input
 		if start == 0 || start > e.Time {
 			start = e.Time
 		}
 		label := "Model request"
-		if m := a.Message.Source.Model; m != "" && m != "unknown" {
-			label = clean(m)
+		if f.Model != "" {
+			label = clean(f.Model)
 		}
 		b.req = b.span("request", label, e.Seq, start)
 		b.requests++
 	}
 	b.req.End = max(b.req.End, e.Time)
-	if a.Interrupted {
+	if f.Interrupted {
 		b.req.Failed, b.req.Detail = true, "interrupted"
 	}
-	for _, c := range a.Message.Content {
-		if c.Type == "tool-call" {
-			b.call(c.ID, c.Name, e.Seq, e.Time)
+	b.calls(f, e)
+}
+
+// calls opens a span for each call the event makes that is not open yet
+// (a tool/call repeats its assistant message's tool-call block).
+func (b *tlBuilder) calls(f eventFacts, e dshq.Event) {
+	for _, c := range f.Calls {
+		if !b.seen.add(c.ID) {
+			continue
+		}
+		name := c.Name
+		if name == "" {
+			name = "tool call"
+		}
+		sp := b.span("tool", clean(name), e.Seq, e.Time)
+		sp.Open, sp.callID = true, c.ID
+		if c.ID != "" {
+			b.open[c.ID] = sp
 		}
 	}
 }
 
-func (b *tlBuilder) call(id, name string, seq, t int64) {
-	if name == "" {
-		name = "tool call"
-	}
-	sp := b.span("tool", clean(name), seq, t)
-	sp.Open, sp.callID = true, id
-	b.tools++
-	if id != "" {
-		b.calls[id] = sp
-	}
-}
-
-func (b *tlBuilder) result(e dshq.Event) {
-	var r struct {
-		Error   json.RawMessage `json:"error"`
-		Message struct {
-			Source struct {
-				CallID string `json:"callId"`
-			} `json:"source"`
-			Content []struct {
-				IsError bool `json:"isError"`
-			} `json:"content"`
-		} `json:"message"`
-	}
-	if json.Unmarshal(e.Data, &r) != nil {
-		return
-	}
-	sp := b.calls[r.Message.Source.CallID]
+func (b *tlBuilder) result(e dshq.Event, f eventFacts) {
+	sp := b.open[f.ResultOf]
 	if sp == nil || !sp.Open {
 		return
 	}
 	sp.End, sp.Open = max(sp.Start, e.Time), false
-	sp.Failed = len(r.Error) > 0 && string(r.Error) != "null"
-	for _, c := range r.Message.Content {
-		sp.Failed = sp.Failed || c.IsError
-	}
+	sp.Failed = f.Failed
 }
 
 func (b *tlBuilder) closeTurn() {
@@ -386,7 +337,7 @@ func (s *Server) timelinePage(r *http.Request) (*view, error) {
 	}
 	d.Row.applyTotals(withUsage(d.Row.Totals, u))
 	spans := mergeLanes(lanes)
-	d.Turns, d.Requests, d.Tools = lanes[0].b.turns, lanes[0].b.requests, lanes[0].b.tools
+	d.Turns, d.Requests, d.Tools = lanes[0].b.turns, lanes[0].b.requests, int(lanes[0].b.seen.Count)
 	d.Pages = max(1, (int64(len(spans))+maxTimelineRows-1)/maxTimelineRows)
 	if page >= d.Pages {
 		base := sessionURL(id) + "/timeline"

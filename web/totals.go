@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"sort"
 	"strconv"
 	"strings"
@@ -10,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dshq/dshq"
-	"github.com/dshq/dshq/query/wire"
+	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/usage"
 )
 
@@ -31,7 +30,7 @@ type totals struct {
 	Usage *sessionUsage
 
 	models map[string]bool
-	calls  map[string]bool // call ids seen (a tool-call block and its tool/call are one call)
+	calls  callSet
 }
 
 // Duration is the span from the first to the last event.
@@ -56,10 +55,10 @@ func (s *Server) sessionTotals(ctx context.Context, id string, st *stat) *totals
 	if cached != nil && cached.Events == st.EventCount {
 		return cached
 	}
-	t := &totals{models: map[string]bool{}, calls: map[string]bool{}}
+	t := &totals{models: map[string]bool{}}
 	if cached != nil && cached.Events < st.EventCount {
 		*t = *cached
-		t.models, t.calls = cloneSet(cached.models), cloneSet(cached.calls)
+		t.models, t.calls = cloneSet(cached.models), cached.calls.clone()
 		t.Models = append([]string(nil), cached.Models...)
 	}
 	if err := s.scanEvents(ctx, id, t.Events, st.EventCount, t.add); err != nil {
@@ -99,25 +98,23 @@ func (s *Server) scanEvents(ctx context.Context, id string, from, count int64, f
 		return err
 	}
 	req := dshq.SessionReadRequest{SessionID: id, Limit: dshq.MaxListLimit}
-	for {
-		var page struct {
-			Events     []dshq.Event `json:"events"`
-			NextCursor string       `json:"nextCursor"`
-		}
-		if err := s.call(ctx, wire.EndpointSessionsRead, req, &page); err != nil {
-			return err
+	return query.Follow(nil, func(cursor string, opts []query.CallOption) (string, uint64, error) {
+		req.Cursor = cursor
+		page, err := s.qc.ReadSession(ctx, req, opts...)
+		if err != nil {
+			return "", 0, err
 		}
 		for _, e := range page.Events {
 			if e.Seq >= count {
-				return nil
+				return "", page.Generation, nil
 			}
 			fn(e)
 		}
-		if page.NextCursor == "" || len(page.Events) == 0 {
-			return nil
+		if len(page.Events) == 0 {
+			return "", page.Generation, nil
 		}
-		req.Cursor = page.NextCursor
-	}
+		return page.NextCursor, page.Generation, nil
+	})
 }
 
 // add counts one event.
@@ -127,70 +124,20 @@ func (t *totals) add(e dshq.Event) {
 	}
 	t.Last = max(t.Last, e.Time)
 	t.Events = e.Seq + 1
-	switch e.Type {
-	case "turn/start":
+	f := factsOf(e)
+	if e.Type == "turn/start" {
 		t.Turns++
-	case "tool/call":
-		var c struct {
-			CallID string `json:"callId"`
-		}
-		_ = json.Unmarshal(e.Data, &c)
-		t.call(c.CallID)
-	case dshq.TypeAssistantMessage:
-		var a struct {
-			Message struct {
-				Source struct {
-					Model string `json:"model"`
-				} `json:"source"`
-				Content []struct {
-					Type string `json:"type"`
-					ID   string `json:"id"`
-				} `json:"content"`
-			} `json:"message"`
-		}
-		if json.Unmarshal(e.Data, &a) != nil {
-			return
-		}
-		if m := a.Message.Source.Model; m != "" && m != "unknown" && !t.models[m] {
-			t.models[m] = true
-			t.Models = append(t.Models, clean(m))
-		}
-		for _, b := range a.Message.Content {
-			if b.Type == "tool-call" {
-				t.call(b.ID)
-			}
-		}
-	case dshq.TypeToolResult:
-		var r struct {
-			Error   json.RawMessage `json:"error"`
-			Message struct {
-				Content []struct {
-					IsError bool `json:"isError"`
-				} `json:"content"`
-			} `json:"message"`
-		}
-		if json.Unmarshal(e.Data, &r) != nil {
-			return
-		}
-		failed := len(r.Error) > 0 && string(r.Error) != "null"
-		for _, b := range r.Message.Content {
-			failed = failed || b.IsError
-		}
-		if failed {
-			t.FailedCalls++
-		}
 	}
-}
-
-// call counts a call id once (an id-less call always).
-func (t *totals) call(id string) {
-	if id == "" {
-		t.ToolCalls++
-		return
+	if m := f.Model; m != "" && !t.models[m] {
+		t.models[m] = true
+		t.Models = append(t.Models, clean(m))
 	}
-	if !t.calls[id] {
-		t.calls[id] = true
-		t.ToolCalls++
+	for _, c := range f.Calls {
+		t.calls.add(c.ID)
+	}
+	t.ToolCalls = t.calls.Count
+	if f.Failed {
+		t.FailedCalls++
 	}
 }
 

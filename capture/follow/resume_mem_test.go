@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,21 +85,7 @@ func TestAWatchResumesALargeFileAPieceAtATime(t *testing.T) {
 		file, text = nil, ""
 		debug.FreeOSMemory() // the baseline: what the test and the warm watch hold, resident
 		before := rss(t)
-		var peak atomic.Uint64
-		stop, sampled := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(sampled)
-			tick := time.NewTicker(5 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				peak.Store(max(peak.Load(), rss(t)))
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-				}
-			}
-		}()
+		stopSampling := samplePeakRSS(t)
 		if err := os.Rename(staged, filepath.Join(dir, id+".jsonl")); err != nil {
 			t.Fatal(err)
 		}
@@ -111,10 +96,9 @@ func TestAWatchResumesALargeFileAPieceAtATime(t *testing.T) {
 			})
 			published += r.Events
 		}
-		close(stop)
-		<-sampled
-		rose := int64(peak.Load()) - int64(before)
-		t.Logf("a %d MiB transcript of %d lines: resident %d MiB before, %d MiB at its peak", size, lines+3, before/mib, peak.Load()/mib)
+		peak := stopSampling()
+		rose := int64(peak) - int64(before)
+		t.Logf("a %d MiB transcript of %d lines: resident %d MiB before, %d MiB at its peak", size, lines+3, before/mib, peak/mib)
 		return rose
 	}
 	resume(1, 16) // a figure beside the next

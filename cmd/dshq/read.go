@@ -75,22 +75,17 @@ func (g *globals) readSession(ctx context.Context, c *query.Client, id string, o
 	tw := newTable(g.stdout)
 	n := 0
 	calls := map[string]string{}
-	var merged, last *dshq.SessionRead // --json: every page's events in one reply
-	err := query.Follow(opts, func(cursor string, opts []query.CallOption) (string, uint64, error) {
-		req.Cursor = cursor
-		page, err := c.ReadSession(ctx, req, opts...)
-		if err != nil {
-			return "", 0, err
-		}
-		last = page
-		if g.json {
-			if merged == nil {
-				merged = page
-			} else {
-				merged.Events = append(merged.Events, page.Events...)
-				merged.NextCursor, merged.Generation = page.NextCursor, page.Generation
-			}
-		} else {
+	merged, last, err := followPages(g, opts, true,
+		func(cursor string, opts []query.CallOption) (*dshq.SessionRead, error) {
+			req.Cursor = cursor
+			return c.ReadSession(ctx, req, opts...)
+		},
+		func(p *dshq.SessionRead) (string, uint64) { return p.NextCursor, p.Generation },
+		func(into, p *dshq.SessionRead) {
+			into.Events = append(into.Events, p.Events...)
+			into.NextCursor, into.Generation = p.NextCursor, p.Generation
+		},
+		func(page *dshq.SessionRead) {
 			if n == 0 {
 				cwd, _ := page.Session.CwdOrEmpty()
 				from := ""
@@ -102,10 +97,8 @@ func (g *globals) readSession(ctx context.Context, c *query.Client, id string, o
 			for _, e := range page.Events {
 				printEvent(tw, e, false, calls)
 			}
-		}
-		n += len(page.Events)
-		return page.NextCursor, page.Generation, nil
-	})
+			n += len(page.Events)
+		})
 	if err != nil {
 		return err
 	}

@@ -71,10 +71,12 @@ func requireClients(t *testing.T) *clients {
 // run starts bin with args in dir as machine m, offline; it reads the
 // combined output until stop says so (checked at every line and every
 // 100 ms) or the process ends, then kills the process group; it returns
-// the output. A run is cut at 60 s.
+// the output, with a last line saying so when the run was cut. A run is
+// cut at three minutes: a guard against a client that hangs, far above
+// what one takes (seconds) even on a loaded machine.
 func (c *clients) run(t *testing.T, m *machine, dir string, stop func(out string) bool, bin string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "unshare", append([]string{"-n", bin}, args...)...)
 	cmd.Dir = dir
@@ -129,20 +131,30 @@ loop:
 	}
 	pr.Close()
 	<-read
+	if ctx.Err() != nil {
+		return text() + "\n[cut after three minutes]"
+	}
 	return text()
 }
 
 // claudeFinds reports whether claude --resume finds session sid, from dir.
+// A claude that ends without a word (cut by run's bound on a loaded
+// machine, or gone before it printed) is asked again, twice at most, as
+// codexFinds does.
 func (c *clients) claudeFinds(t *testing.T, m *machine, dir, sid, prompt string) (bool, string) {
-	out := c.run(t, m, dir, func(string) bool { return false }, c.claude, "--resume", sid, "-p", prompt)
-	switch {
-	case strings.Contains(out, "Not logged in"):
-		return true, out
-	case strings.Contains(out, "No conversation found with session ID: "+sid), strings.Contains(out, "is not a UUID and does not match any session title"):
-		return false, out
+	for attempt := 1; ; attempt++ {
+		out := c.run(t, m, dir, func(string) bool { return false }, c.claude, "--resume", sid, "-p", prompt)
+		switch {
+		case strings.Contains(out, "Not logged in"):
+			return true, out
+		case strings.Contains(out, "No conversation found with session ID: "+sid), strings.Contains(out, "is not a UUID and does not match any session title"):
+			return false, out
+		}
+		if attempt == 3 {
+			t.Errorf("claude --resume %s: neither found nor not found, three times:\n%s", sid, out)
+			return false, out
+		}
 	}
-	t.Errorf("claude --resume %s: neither found nor not found:\n%s", sid, out)
-	return false, out
 }
 
 // codexFinds reports whether codex exec resume finds thread tid, from dir:

@@ -150,22 +150,17 @@ func listFilter(kind string, values []string) dshq.Filter {
 func (g *globals) searchSessions(ctx context.Context, c *query.Client, req dshq.SessionSearchRequest, all bool, opts []query.CallOption) error {
 	tw := newTable(g.stdout)
 	n := 0
-	var merged, last *dshq.SessionSearchPage // --json: every page's items in one reply
-	err := query.Follow(opts, func(cursor string, opts []query.CallOption) (string, uint64, error) {
-		req.Cursor = cursor
-		page, err := c.SearchSessions(ctx, req, opts...)
-		if err != nil {
-			return "", 0, err
-		}
-		last = page
-		if g.json {
-			if merged == nil {
-				merged = page
-			} else {
-				merged.Items = append(merged.Items, page.Items...)
-				merged.NextCursor, merged.Generation = page.NextCursor, page.Generation
-			}
-		} else {
+	merged, last, err := followPages(g, opts, all,
+		func(cursor string, opts []query.CallOption) (*dshq.SessionSearchPage, error) {
+			req.Cursor = cursor
+			return c.SearchSessions(ctx, req, opts...)
+		},
+		func(p *dshq.SessionSearchPage) (string, uint64) { return p.NextCursor, p.Generation },
+		func(into, p *dshq.SessionSearchPage) {
+			into.Items = append(into.Items, p.Items...)
+			into.NextCursor, into.Generation = p.NextCursor, p.Generation
+		},
+		func(page *dshq.SessionSearchPage) {
 			if n == 0 && len(page.Items) > 0 {
 				fmt.Fprintln(tw, "SESSION\tSEQ\tTYPE\tTIME\tCWD\tSNIPPET")
 			}
@@ -174,10 +169,8 @@ func (g *globals) searchSessions(ctx context.Context, c *query.Client, req dshq.
 				b := h.BestMatch
 				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", h.Header.ID, b.Seq, b.Type, isoTime(b.Time), cwd, flat(b.Snippet, 0))
 			}
-		}
-		n += len(page.Items)
-		return nextIf(all, page.NextCursor), page.Generation, nil
-	})
+			n += len(page.Items)
+		})
 	if err != nil {
 		return err
 	}
@@ -190,32 +183,25 @@ func (g *globals) searchSessions(ctx context.Context, c *query.Client, req dshq.
 func (g *globals) searchEvents(ctx context.Context, c *query.Client, req dshq.EventSearchRequest, all bool, opts []query.CallOption) error {
 	tw := newTable(g.stdout)
 	n := 0
-	var merged, last *dshq.EventSearchPage // --json: every page's items in one reply
-	err := query.Follow(opts, func(cursor string, opts []query.CallOption) (string, uint64, error) {
-		req.Cursor = cursor
-		page, err := c.SearchEvents(ctx, req, opts...)
-		if err != nil {
-			return "", 0, err
-		}
-		last = page
-		if g.json {
-			if merged == nil {
-				merged = page
-			} else {
-				merged.Items = append(merged.Items, page.Items...)
-				merged.NextCursor, merged.Generation = page.NextCursor, page.Generation
-			}
-		} else {
+	merged, last, err := followPages(g, opts, all,
+		func(cursor string, opts []query.CallOption) (*dshq.EventSearchPage, error) {
+			req.Cursor = cursor
+			return c.SearchEvents(ctx, req, opts...)
+		},
+		func(p *dshq.EventSearchPage) (string, uint64) { return p.NextCursor, p.Generation },
+		func(into, p *dshq.EventSearchPage) {
+			into.Items = append(into.Items, p.Items...)
+			into.NextCursor, into.Generation = p.NextCursor, p.Generation
+		},
+		func(page *dshq.EventSearchPage) {
 			if n == 0 && len(page.Items) > 0 {
 				fmt.Fprintln(tw, "SEQ\tTYPE\tSURFACE\tTIME\tSNIPPET")
 			}
 			for _, h := range page.Items {
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", h.Seq, h.Type, h.Surface, isoTime(h.Time), flat(h.Snippet, 0))
 			}
-		}
-		n += len(page.Items)
-		return nextIf(all, page.NextCursor), page.Generation, nil
-	})
+			n += len(page.Items)
+		})
 	if err != nil {
 		return err
 	}

@@ -59,3 +59,16 @@ func Reconnect[T any](ctx context.Context, first time.Duration, cause error, wai
 		cause = err
 	}
 }
+
+// Sleep waits d, or until ctx ends (then it returns ctx.Err()): the one
+// cancellable wait of the processes' retry loops.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
