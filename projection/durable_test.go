@@ -58,7 +58,7 @@ func TestProjector_CommitsWithoutFsyncSurviveAKilledProcess(t *testing.T) {
 	last := e.publishAll(mixedCorpus(t))
 	clean := e.start(t.TempDir(), WithBatchSize(7))
 	waitGen(t, clean.p, last)
-	wantStore, wantIndex := dumpStore(t, clean.p), dumpIndex(t, clean.p)
+	want := dumpOf(t, clean.p)
 	clean.stop()
 
 	dir := t.TempDir()
@@ -80,12 +80,7 @@ func TestProjector_CommitsWithoutFsyncSurviveAKilledProcess(t *testing.T) {
 		t.Errorf("generation after the kill = %d, want at least %d: a commit made without fsync was lost", got, committed)
 	}
 	waitGen(t, again.p, last)
-	if got := dumpStore(t, again.p); got != wantStore {
-		t.Errorf("store after the kill differs from a clean run:\n%s", diffLines(got, wantStore))
-	}
-	if got := dumpIndex(t, again.p); got != wantIndex {
-		t.Errorf("index after the kill differs from a clean run:\n%s", diffLines(got, wantIndex))
-	}
+	want.check(t, again.p, "after the kill")
 }
 
 // killChildAfterCommit runs a projector on dir in a child process (this
@@ -187,7 +182,7 @@ func TestOpen_RebuildsAStoreLeftUnsyncedWhenTheSystemStopped(t *testing.T) {
 	last := e.publishAll(mixedCorpus(t))
 	clean := e.start(t.TempDir())
 	waitGen(t, clean.p, last)
-	wantStore, wantIndex := dumpStore(t, clean.p), dumpIndex(t, clean.p)
+	want := dumpOf(t, clean.p)
 	clean.stop()
 
 	var synced atomic.Pointer[[]byte] // the store file a third of the way in
@@ -251,12 +246,7 @@ func TestOpen_RebuildsAStoreLeftUnsyncedWhenTheSystemStopped(t *testing.T) {
 				t.Errorf("store rebuilt = %v, want %v", got, c.rebuilt)
 			}
 			waitGen(t, again.p, last)
-			if got := dumpStore(t, again.p); got != wantStore {
-				t.Errorf("store differs from a clean projection:\n%s", diffLines(got, wantStore))
-			}
-			if got := dumpIndex(t, again.p); got != wantIndex {
-				t.Errorf("index differs from a clean projection:\n%s", diffLines(got, wantIndex))
-			}
+			want.check(t, again.p, "")
 		})
 	}
 }
