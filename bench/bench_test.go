@@ -81,7 +81,7 @@ func checkEveryRow(t *testing.T, sample int, bulk bool) {
 		Corpus:         CorpusConfig{Sessions: 12, Turns: 4, Seed: 1},
 		Dir:            t.TempDir(),
 		SampleSessions: sample, BulkWriters: 3,
-		Writers: 2, Samples: 20, AppendSamples: 2, Dshq: dshqBin,
+		Writers: 2, Samples: 20, SearchSamples: 25, AppendSamples: 2, Dshq: dshqBin,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -110,9 +110,9 @@ func checkEveryRow(t *testing.T, sample int, bulk bool) {
 		"dshq serve: records published (rec/s)|raw JetStream, same client and server",
 		"dshq serve: whole load searchable (events/s)|the same load published (events/s)",
 		"dshq serve: CPU of the load to searchable (ms per 1k records)|dshq serve's CPU during the raw reference",
-		"dshq serve peak RSS (MiB)|dshq serve RSS when ready, empty home",
-		"dshq serve peak RssAnon, sampled (MiB)|dshq serve RssAnon when ready, empty home",
-		"dshq serve peak RssFile, sampled (MiB)|dshq serve peak RSS (MiB)",
+		"dshq serve peak RSS, load and queries (MiB)|dshq serve RSS when ready, empty home",
+		"dshq serve peak RssAnon, load and queries, sampled (MiB)|dshq serve RssAnon when ready, empty home",
+		"dshq serve peak RssFile, load and queries, sampled (MiB)|dshq serve peak RSS (MiB)",
 		"dshq serve home: DSH_SESSIONS stream (MiB)|the records' own bytes",
 		"dshq serve home: DSH_FEED stream (MiB)|DSH_SESSIONS stream",
 		"dshq serve home: bbolt projection.db (MiB)|DSH_SESSIONS stream",
@@ -123,7 +123,7 @@ func checkEveryRow(t *testing.T, sample int, bulk bool) {
 	for _, p := range []string{"p50", "p99"} {
 		want = append(want,
 			"dshq serve: publish→searchable during the load (|publish→ack of the same records "+p,
-			"dshq serve: one append→searchable, quiet "+p+" (ms)|raw publish→consumer delivery, same server "+p)
+			"dshq serve: one append→searchable, quiet (|raw publish→consumer delivery, same server "+p)
 	}
 	for _, policy := range []string{"sync always", "sync relaxed"} {
 		for _, n := range []string{"1", "10", "100"} {
@@ -132,15 +132,17 @@ func checkEveryRow(t *testing.T, sample int, bulk bool) {
 			}
 		}
 	}
+	// The search classes name their 25 requests, the reads their 20.
 	for _, op := range []string{"sessions.search rare phrase", "sessions.search common phrase", "events.search common phrase"} {
 		for _, p := range []string{"p50", "p99"} {
-			want = append(want, op+" "+p+" (ms)|raw Bleve", op+" "+p+" (ms)|SQLite FTS5 (original design) "+p)
+			want = append(want, op+", 25 requests "+p+" (ms)|raw Bleve", op+", 25 requests "+p+" (ms)|SQLite FTS5 (original design) "+p)
 		}
 	}
+	want = append(want, "sessions.search rare phrase, 25 requests p99 (ms)|its own p50 (ms)")
 	for _, p := range []string{"p50", "p99"} {
-		want = append(want, "sessions.search common phrase, cwd+surface filters "+p+" (ms)|SQLite FTS5 (original design) "+p)
-		want = append(want, "events.trace "+p+" (ms)|SQLite log read + fold", "sessions.surface "+p+" (ms)|SQLite log read + fold")
-		want = append(want, "events.read ±5 "+p+" (ms)|SQLite read of the same window "+p, "sessions.trace "+p+" (ms)|SQLite lineage walk "+p)
+		want = append(want, "sessions.search common phrase, cwd+surface filters, 25 requests "+p+" (ms)|SQLite FTS5 (original design) "+p)
+		want = append(want, "events.trace, 20 requests "+p+" (ms)|SQLite log read + fold", "sessions.surface, 20 requests "+p+" (ms)|SQLite log read + fold")
+		want = append(want, "events.read ±5, 20 requests "+p+" (ms)|SQLite read of the same window "+p, "sessions.trace, 20 requests "+p+" (ms)|SQLite lineage walk "+p)
 		for _, u := range []string{"daily by model", "top 10 sessions (rolled up)", "projects under /"} {
 			want = append(want, "usage.report "+u+" "+p+" (ms)|target (issue 26, p99)")
 		}
@@ -178,6 +180,8 @@ func checkEveryRow(t *testing.T, sample int, bulk bool) {
 		t.Errorf("phases %+v: want bulk load %v of 8 sessions", ph, bulk)
 	}
 
+	checkTargets(t, rep)
+
 	var table bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
@@ -187,6 +191,11 @@ func checkEveryRow(t *testing.T, sample int, bulk bool) {
 			t.Errorf("table lacks %q", row.Metric)
 		}
 	}
+	_, targets, _ := strings.Cut(table.String(), "\ntargets (issue 28, its bounds at 100k events; this corpus: ")
+	_, targets, _ = strings.Cut(targets, "\n") // after the section's head
+	if n := strings.Count(targets, " met\n") + strings.Count(targets, " missed\n"); n != len(issue28Targets) {
+		t.Errorf("the table's targets section says met or missed %d times, want %d:\n%s", n, len(issue28Targets), targets)
+	}
 	if !strings.Contains(table.String(), "measured ingest sample: ") ||
 		bulk != strings.Contains(table.String(), "through Store.Import, record by record, 3 writers, sync relaxed") {
 		t.Errorf("table does not say how the corpus was written (bulk load %v):\n%s", bulk, table.String())
@@ -195,9 +204,67 @@ func checkEveryRow(t *testing.T, sample int, bulk bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back struct{ Rows []Row }
+	var back struct {
+		Rows       []Row
+		TargetSize string
+	}
 	if err := json.Unmarshal(b, &back); err != nil || len(back.Rows) != len(rep.Rows) {
 		t.Fatalf("JSON report: %d rows, %v", len(back.Rows), err)
+	}
+	withTarget := 0
+	for _, row := range back.Rows {
+		if row.Target != nil {
+			withTarget++
+		}
+	}
+	if withTarget != len(issue28Targets) || back.TargetSize != "100k" {
+		t.Errorf("JSON report: %d rows with a target at size %q, want %d at 100k", withTarget, back.TargetSize, len(issue28Targets))
+	}
+}
+
+// issue28Targets are the rows (metric and reference prefixes) that carry a
+// target of issue 28 at 100k events.
+var issue28Targets = []string{
+	"sessions.search rare phrase, 25 requests p99 (ms)|SQLite FTS5",
+	"sessions.search rare phrase, 25 requests p99 (ms)|raw Bleve",
+	"sessions.search rare phrase, 25 requests p99 (ms)|its own p50",
+	"sessions.search common phrase, 25 requests p99 (ms)|SQLite FTS5",
+	"sessions.search common phrase, 25 requests p99 (ms)|raw Bleve",
+	"sessions.search common phrase, cwd+surface filters, 25 requests p99 (ms)|SQLite FTS5",
+	"events.search common phrase, 25 requests p99 (ms)|SQLite FTS5",
+	"events.search common phrase, 25 requests p99 (ms)|raw Bleve",
+	"dshq serve: records published (rec/s)|raw JetStream",
+	"dshq serve: CPU of the load to searchable (ms per 1k records)|dshq serve's CPU during the raw reference",
+	"dshq serve: publish→searchable during the load (|publish→ack of the same records p99",
+	"dshq serve: one append→searchable, quiet (|raw publish→consumer delivery, same server p99",
+	"dshq serve peak RssAnon, load and queries, sampled (MiB)|",
+	"dshq serve home: DSH_FEED stream (MiB)|",
+	"dshq serve home: whole $DSH_HOME (MiB)|",
+}
+
+// checkTargets checks that exactly the rows of issue28Targets carry a
+// target, and that each says whether its figure is within its bound.
+func checkTargets(t *testing.T, rep *Report) {
+	t.Helper()
+	for _, row := range rep.Rows {
+		want := slices.ContainsFunc(issue28Targets, func(w string) bool {
+			metric, ref, _ := strings.Cut(w, "|")
+			return strings.HasPrefix(row.Metric, metric) && strings.HasPrefix(row.Reference, ref)
+		})
+		if (row.Target != nil) != want {
+			t.Errorf("row %q beside %q: target %+v, want one: %v", row.Metric, row.Reference, row.Target, want)
+			continue
+		}
+		if row.Target == nil {
+			continue
+		}
+		got := row.Value
+		if row.Target.Of == "ratio" {
+			got = row.Ratio
+		}
+		if met := (got <= row.Target.Bound) == row.Target.AtMost || got == row.Target.Bound; met != row.Target.Met {
+			t.Errorf("row %q: %v against %+v says met %v", row.Metric, got, row.Target, row.Target.Met)
+		}
 	}
 }
 
@@ -446,6 +513,55 @@ func TestMeasureOpRefusesVoidFigures(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("measureOp = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTargetSaysMetOrMissed(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		events     int
+		value, ref float64
+		b          bound
+		want       *Target
+	}{
+		{"a value under its upper bound is met", 50_000, 120, 35, valueAtMost(150, 250),
+			&Target{Of: "value", AtMost: true, Bound: 150, Met: true}},
+		{"a value over its upper bound is missed", 50_000, 151, 35, valueAtMost(150, 250),
+			&Target{Of: "value", AtMost: true, Bound: 150}},
+		{"a million-event run takes the 1M bound", 1_000_000, 151, 35, valueAtMost(150, 250),
+			&Target{Of: "value", AtMost: true, Bound: 250, Met: true}},
+		{"a ratio under its lower bound is missed", 50_000, 4000, 7000, ratioAtLeast(0.9, 0.9),
+			&Target{Of: "ratio", Bound: 0.9}},
+		{"a ratio on its lower bound is met", 50_000, 900, 1000, ratioAtLeast(0.9, 0.9),
+			&Target{Of: "ratio", Bound: 0.9, Met: true}},
+		{"a ratio without a reference is missed", 50_000, 1, 0, ratioAtMost(2, 2),
+			&Target{Of: "ratio", AtMost: true, Bound: 2}},
+		{"no bound at this size sets no target", 50_000, 1000, 35, valueAtMost(0, 400), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := &Report{Events: tc.events}
+			rep.add("figure", tc.value, "reference", tc.ref)
+			rep.target(tc.b)
+			got := rep.Rows[0].Target
+			if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+				t.Fatalf("target = %+v, want %+v", got, tc.want)
+			}
+			var table bytes.Buffer
+			if err := rep.WriteTable(&table); err != nil {
+				t.Fatal(err)
+			}
+			verdict := ""
+			switch {
+			case got == nil:
+			case got.Met:
+				verdict = "  met\n"
+			default:
+				verdict = "  missed\n"
+			}
+			if strings.Contains(table.String(), "targets (issue 28") != (got != nil) || !strings.Contains(table.String(), verdict) {
+				t.Errorf("table:\n%s\nwant a targets section saying %q", table.String(), verdict)
 			}
 		})
 	}

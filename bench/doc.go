@@ -61,13 +61,23 @@
 // gives when every sampled record of the load became searchable; a record's
 // publish→ack is its reference. Then single appends through the harness SDK
 // on the quiet server, each until a query at its generation answers, beside
-// raw publish→delivery on the same server; the process's peak RSS (VmHWM)
-// beside its RSS when it was ready, and the peaks of its two parts sampled
-// every 100 ms (RssAnon: its own memory, the Go heap and the embedded
-// server's caches; RssFile: the pages of the files it maps, bbolt's and
-// Bleve's, which the kernel reclaims under pressure); and, once it stopped, its home's size
-// on disk by part beside the session stream (and the stream beside the
-// records' own bytes, and Bleve beside the SQLite baseline's database).
+// raw publish→delivery on the same server; Config.Samples calls of every
+// search class, events.read and a usage report through a query client; the
+// process's peak RSS (VmHWM) over all of that beside its RSS when it was
+// ready, and the peaks of its two parts sampled every 100 ms from its start
+// until the last query (RssAnon: its own memory, the Go heap and the
+// embedded server's caches; RssFile: the pages of the files it maps,
+// bbolt's and Bleve's, which the kernel reclaims under pressure); and, once
+// it stopped, its home's size on disk by part beside the session stream
+// (and the stream beside the records' own bytes, and Bleve beside the
+// SQLite baseline's database).
+//
+// The search classes are timed over Config.SearchSamples requests (1,000 by
+// default: a p99 over a few hundred swings by 3× for one binary), the other
+// latencies over Config.Samples; each row names its count. Rows that issue
+// 28 sets a bound on carry a Target (a bound on the value or on the ratio,
+// at 100k events or at 1M, whichever is nearer the corpus), and the table
+// ends with them, each met or missed.
 //
 // A run fails rather than print a meaningless figure: a generated record
 // the projector quarantines, a search that finds nothing, or a rare-phrase

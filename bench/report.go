@@ -24,9 +24,47 @@ type Row struct {
 	RefValue float64 `json:"refValue"`
 	// Ratio is Value / RefValue (NaN when the reference is 0).
 	Ratio float64 `json:"ratio"`
+	// Target is issue 28's bound on this row at the report's TargetSize,
+	// with whether the run met it (nil: the row has none).
+	Target *Target `json:"target,omitempty"`
 
 	section int
 }
+
+// Target is a bound on one row's figure, and whether the row is within it.
+type Target struct {
+	// Of is what is bounded: "value" (dshq's figure) or "ratio" (dshq /
+	// reference).
+	Of string `json:"of"`
+	// AtMost is true for an upper bound (≤), false for a lower one (≥).
+	AtMost bool `json:"atMost"`
+	// Bound is the threshold, in the unit of Of.
+	Bound float64 `json:"bound"`
+	// Met says whether the figure is within the bound.
+	Met bool `json:"met"`
+}
+
+// bound is a target at each of issue 28's corpus sizes (0: none at that
+// size).
+type bound struct {
+	of           string
+	atMost       bool
+	at100k, at1M float64
+}
+
+// The sizes the targets are set for, and the corpus size (events) from
+// which a run counts as the larger: the geometric middle of 100k and 1M.
+const (
+	size100k         = "100k"
+	size1M           = "1M"
+	size1MFromEvents = 316_228
+)
+
+// valueAtMost bounds a row's value from above, ratioAtMost and
+// ratioAtLeast its ratio to the reference.
+func valueAtMost(at100k, at1M float64) bound  { return bound{"value", true, at100k, at1M} }
+func ratioAtMost(at100k, at1M float64) bound  { return bound{"ratio", true, at100k, at1M} }
+func ratioAtLeast(at100k, at1M float64) bound { return bound{"ratio", false, at100k, at1M} }
 
 // Report is the result of one bench run.
 type Report struct {
@@ -45,6 +83,9 @@ type Report struct {
 	Rows []Row `json:"rows"`
 	// ServeOnly is true for a run of the dshq serve phase alone.
 	ServeOnly bool `json:"serveOnly,omitempty"`
+	// TargetSize is the corpus size of issue 28 whose targets the rows
+	// carry: "1M" from 316,228 events up, "100k" below.
+	TargetSize string `json:"targetSize"`
 
 	section int // the section rows are added to (see Section…)
 }
@@ -77,6 +118,36 @@ func (r *Report) addLatency(metric string, got []time.Duration, ref string, want
 	r.add(metric+" p99 (ms)", ms(percentile(got, 0.99)), ref+" p99", ms(percentile(want, 0.99)))
 }
 
+// size is the issue's corpus size whose targets apply to this run.
+func (r *Report) size() string {
+	if r.Events >= size1MFromEvents {
+		return size1M
+	}
+	return size100k
+}
+
+// target sets b, at the run's size, on the row added last; a bound with
+// no threshold at this size sets nothing.
+func (r *Report) target(b bound) {
+	r.TargetSize = r.size()
+	limit := b.at100k
+	if r.TargetSize == size1M {
+		limit = b.at1M
+	}
+	if limit == 0 || len(r.Rows) == 0 {
+		return
+	}
+	row := &r.Rows[len(r.Rows)-1]
+	got := row.Value
+	if b.of == "ratio" {
+		got = row.Ratio
+	}
+	met := got >= limit // false for NaN
+	if b.atMost {
+		met = got <= limit
+	}
+	row.Target = &Target{Of: b.of, AtMost: b.atMost, Bound: limit, Met: met}
+}
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // percentile returns the p-th latency (nearest rank); 0 for no samples.
@@ -126,7 +197,54 @@ func (r *Report) writeRows(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(w, "\nratio = dshq / reference (throughput: higher is better; latency, time and memory: lower is better)")
+	if _, err := fmt.Fprintln(w, "\nratio = dshq / reference (throughput: higher is better; latency, time and memory: lower is better)"); err != nil {
+		return err
+	}
+	return r.writeTargets(w)
+}
+
+// writeTargets prints the rows that carry a target, each with its figure,
+// its bound and whether the run met it.
+func (r *Report) writeTargets(w io.Writer) error {
+	met, all := 0, 0
+	for _, row := range r.Rows {
+		if row.Target != nil {
+			all++
+			if row.Target.Met {
+				met++
+			}
+		}
+	}
+	if all == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\ntargets (issue 28, its bounds at %s events; this corpus: %d events): %d of %d met\n", r.TargetSize, r.Events, met, all)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "figure\tof\tdshq\tbound\t")
+	fmt.Fprintln(tw, "------\t--\t----\t-----\t")
+	for _, row := range r.Rows {
+		t := row.Target
+		if t == nil {
+			continue
+		}
+		name, got, limit := row.Metric, num(row.Value), num(t.Bound)
+		if t.Of == "ratio" {
+			name += " / " + row.Reference
+			got, limit = ratio(row.Ratio), ratio(t.Bound)
+		}
+		op, verdict := "≥", "missed"
+		if t.AtMost {
+			op = "≤"
+		}
+		if t.Met {
+			verdict = "met"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%s\n", name, t.Of, got, op, limit, verdict)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, "\nnot measured in one run: events.search beside the tree before this round (run the bench on both trees)")
 	return err
 }
 

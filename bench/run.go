@@ -41,8 +41,12 @@ type Config struct {
 	BulkWriters int
 	// Writers is the number of concurrent harness writers during ingest.
 	Writers int
-	// Samples is the number of measured calls per latency figure.
+	// Samples is the number of measured calls per latency figure, but the
+	// search classes'.
 	Samples int
+	// SearchSamples is the number of measured calls of each search class:
+	// their tails are targets, and a p99 of a few hundred swings by 3×.
+	SearchSamples int
 	// AppendSamples is the number of appends per batch size and sync policy.
 	AppendSamples int
 	// Progress receives one line per phase (nil = none).
@@ -71,6 +75,7 @@ const (
 	DefaultSampleSessions = 800
 	DefaultBulkWriters    = 16
 	DefaultSamples        = 300
+	DefaultSearchSamples  = 1000
 	DefaultAppendSamples  = 100
 	// DefaultPhaseTimeout bounds each wait for the projector to catch up.
 	DefaultPhaseTimeout = 20 * time.Minute
@@ -94,6 +99,9 @@ func (c *Config) defaults() {
 	}
 	if c.Samples <= 0 {
 		c.Samples = DefaultSamples
+	}
+	if c.SearchSamples <= 0 {
+		c.SearchSamples = DefaultSearchSamples
 	}
 	if c.AppendSamples <= 0 {
 		c.AppendSamples = DefaultAppendSamples

@@ -234,15 +234,23 @@ func (r *runner) measureServe(ctx context.Context) (err error) {
 	if err := r.serveQuietAppend(ctx, nc, js, client); err != nil {
 		return err
 	}
+	if err := r.serveQueries(ctx, client); err != nil {
+		return err
+	}
 	hwm, err := p.status("VmHWM")
 	if err != nil {
 		return err
 	}
 	anon, file := peaks.stop()
+	// Issue 28: RssAnon ≤ 150 MiB at 100k and ≤ 250 MiB at 1M, the whole
+	// peak (mapped store pages count for the user who reads top) ≤ 400 MiB
+	// at 1M.
 	r.rep.section = sectionServeMemory
-	r.rep.add("dshq serve peak RSS (MiB)", mib(hwm), "dshq serve RSS when ready, empty home", mib(idle))
-	r.rep.add("dshq serve peak RssAnon, sampled (MiB)", mib(anon), "dshq serve RssAnon when ready, empty home", mib(idleAnon))
-	r.rep.add("dshq serve peak RssFile, sampled (MiB)", mib(file), "dshq serve peak RSS (MiB)", mib(hwm))
+	r.rep.add("dshq serve peak RSS, load and queries (MiB)", mib(hwm), "dshq serve RSS when ready, empty home", mib(idle))
+	r.rep.target(valueAtMost(0, 400))
+	r.rep.add("dshq serve peak RssAnon, load and queries, sampled (MiB)", mib(anon), "dshq serve RssAnon when ready, empty home", mib(idleAnon))
+	r.rep.target(valueAtMost(150, 250))
+	r.rep.add("dshq serve peak RssFile, load and queries, sampled (MiB)", mib(file), "dshq serve peak RSS (MiB)", mib(hwm))
 	stopErr := p.stop()
 	p = nil
 	if stopErr != nil {
@@ -421,12 +429,17 @@ func (r *runner) serveLoad(ctx context.Context, js jetstream.JetStream, client *
 		return werr
 	}
 	events := float64(r.rep.Events)
+	// Issue 28: publish ≥ 0.9× raw JetStream at the same durability, for
+	// ≤ 250 ms of CPU per 1,000 records; publish→searchable p99 ≤ 250 ms.
 	r.rep.section = sectionServe
 	r.rep.add("dshq serve: records published (rec/s)", float64(n)/published.Seconds(), raw.label, raw.rate)
+	r.rep.target(ratioAtLeast(0.9, 0.9))
 	r.rep.add("dshq serve: CPU of the load to searchable (ms per 1k records)", cpuPerK(cpu1-cpu0, uint64(n)),
 		"dshq serve's CPU during the raw reference (ms per 1k records)", cpuPerK(raw.cpu, uint64(raw.recs)))
+	r.rep.target(valueAtMost(250, 250))
 	r.rep.add("dshq serve: whole load searchable (events/s)", events/searchableIn.Seconds(), "the same load published (events/s)", events/published.Seconds())
 	r.rep.addLatency(fmt.Sprintf("dshq serve: publish→searchable during the load (%d samples)", len(got)), got, "publish→ack of the same records", acks)
+	r.rep.target(valueAtMost(250, 250))
 	return nil
 }
 
@@ -458,7 +471,8 @@ func (r *runner) serveQuietAppend(ctx context.Context, nc *nats.Conn, js jetstre
 		return fmt.Errorf("delete the raw reference stream: %w", err)
 	}
 	r.rep.section = sectionServe
-	r.rep.addLatency("dshq serve: one append→searchable, quiet", got, "raw publish→consumer delivery, same server", want)
+	r.rep.addLatency(fmt.Sprintf("dshq serve: one append→searchable, quiet (%d samples)", len(got)), got, "raw publish→consumer delivery, same server", want)
+	r.rep.target(valueAtMost(5, 5)) // issue 28
 	return nil
 }
 
@@ -560,14 +574,17 @@ func (w *generationWatch) stop() {
 // measureHome reports the stopped serve home's size on disk by part,
 // beside the session stream it was derived from.
 func (r *runner) measureHome(home string) error {
+	// Issue 28: the feed ≤ 0.5× the session stream, the whole home ≤ 2.5×.
+	feed, whole := ratioAtMost(0.5, 0.5), ratioAtMost(2.5, 2.5)
 	parts := []struct {
-		name string
-		path func() (string, error)
+		name   string
+		path   func() (string, error)
+		target *bound
 	}{
-		{"DSH_FEED stream", func() (string, error) { return findDir(filepath.Join(home, "nats"), dshq.FeedStream) }},
-		{"bbolt projection.db", func() (string, error) { return findFile(filepath.Join(home, "projection"), "projection.db") }},
-		{"Bleve index", func() (string, error) { return findDir(filepath.Join(home, "projection"), "index") }},
-		{"whole $DSH_HOME", func() (string, error) { return home, nil }},
+		{"DSH_FEED stream", func() (string, error) { return findDir(filepath.Join(home, "nats"), dshq.FeedStream) }, &feed},
+		{"bbolt projection.db", func() (string, error) { return findFile(filepath.Join(home, "projection"), "projection.db") }, nil},
+		{"Bleve index", func() (string, error) { return findDir(filepath.Join(home, "projection"), "index") }, nil},
+		{"whole $DSH_HOME", func() (string, error) { return home, nil }, &whole},
 	}
 	streamDir, err := findDir(filepath.Join(home, "nats"), dshq.SessionStream)
 	if err != nil {
@@ -599,6 +616,9 @@ func (r *runner) measureHome(home string) error {
 			return err
 		}
 		r.rep.add("dshq serve home: "+part.name+" (MiB)", mib(size), "DSH_SESSIONS stream (MiB)", mib(stream))
+		if part.target != nil {
+			r.rep.target(*part.target)
+		}
 	}
 	if r.ftsBytes > 0 {
 		bleve, _ := findDir(filepath.Join(home, "projection"), "index")

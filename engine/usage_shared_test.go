@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -72,19 +71,13 @@ func TestPartitionedUsageCountsSharedCallsOnce(t *testing.T) {
 			parted := servePartitioned(t, env, 3)
 			ask := func(t *testing.T, c *query.Client, body map[string]any) []byte {
 				t.Helper()
-				body["minGeneration"] = last
 				body["timeZone"] = "UTC"
 				// Whole-dollar prices per token: a cost added across
 				// shards is exactly the one projection's.
 				body["prices"] = json.RawMessage(`{"models":{
 					"claude-test-1":{"input":1e6,"output":2e6,"cacheWrite":3e6,"cacheRead":1e6},
 					"gpt-test-1":{"input":1e6,"output":2e6,"cacheRead":1e6}}}`)
-				b, _ := json.Marshal(body)
-				raw, err := c.Raw(context.Background(), wire.EndpointUsageReport, b)
-				if err != nil {
-					t.Fatalf("%s: %v", b, err)
-				}
-				return raw
+				return usageRaw(t, c, last, body)
 			}
 			var total wire.UsageReply
 			if err := json.Unmarshal(ask(t, whole, map[string]any{"groupBy": []string{"model"}}), &total); err != nil {
@@ -155,18 +148,8 @@ func TestPartitionedUsageOfTheHarnessCorpus(t *testing.T) {
 	parted := servePartitioned(t, env, 3)
 	ask := func(t *testing.T, c *query.Client, body map[string]any) wire.UsageReply {
 		t.Helper()
-		body["minGeneration"] = last
 		body["timeZone"] = "UTC"
-		b, _ := json.Marshal(body)
-		raw, err := c.Raw(context.Background(), wire.EndpointUsageReport, b)
-		if err != nil {
-			t.Fatalf("%s: %v", b, err)
-		}
-		var out wire.UsageReply
-		if err := json.Unmarshal(raw, &out); err != nil {
-			t.Fatal(err)
-		}
-		return out
+		return usageReply(t, c, last, body)
 	}
 	for _, c := range []struct {
 		name string

@@ -98,18 +98,7 @@ func TestPartitionedUsageRollsUpAcrossShards(t *testing.T) {
 	whole := query.NewClient(env.Conn, query.WithSubjectPrefix(dshq.ShardSubjectPrefix(dshq.DefaultShard)))
 	parted := servePartitioned(t, env, 3)
 	ask := func(t *testing.T, c *query.Client, body map[string]any) wire.UsageReply {
-		t.Helper()
-		body["minGeneration"] = last
-		b, _ := json.Marshal(body)
-		raw, err := c.Raw(context.Background(), wire.EndpointUsageReport, b)
-		if err != nil {
-			t.Fatalf("%s: %v", b, err)
-		}
-		var out wire.UsageReply
-		if err := json.Unmarshal(raw, &out); err != nil {
-			t.Fatal(err)
-		}
-		return out
+		return usageReply(t, c, last, body)
 	}
 	cases := []struct {
 		name string
@@ -186,4 +175,27 @@ func usageChain(t *testing.T, env *testenv.Env, n int) []string {
 		ids = append(ids, id)
 	}
 	return ids
+}
+
+// usageRaw asks c for a usage report of body at generation gen or later
+// and returns the reply's JSON.
+func usageRaw(t *testing.T, c *query.Client, gen uint64, body map[string]any) []byte {
+	t.Helper()
+	body["minGeneration"] = gen
+	b, _ := json.Marshal(body)
+	raw, err := c.Raw(context.Background(), wire.EndpointUsageReport, b)
+	if err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return raw
+}
+
+// usageReply is usageRaw's reply, decoded.
+func usageReply(t *testing.T, c *query.Client, gen uint64, body map[string]any) wire.UsageReply {
+	t.Helper()
+	var out wire.UsageReply
+	if err := json.Unmarshal(usageRaw(t, c, gen, body), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

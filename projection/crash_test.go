@@ -69,7 +69,7 @@ func TestProjector_CrashAndRestartYieldsTheCleanProjection(t *testing.T) {
 
 	clean := e.start(t.TempDir(), WithBatchSize(7))
 	waitGen(t, clean.p, last)
-	wantStore, wantIndex := dumpStore(t, clean.p), dumpIndex(t, clean.p)
+	want := dumpOf(t, clean.p)
 	clean.stop()
 
 	cases := []struct {
@@ -93,12 +93,7 @@ func TestProjector_CrashAndRestartYieldsTheCleanProjection(t *testing.T) {
 			crashing.stop()
 			again := e.start(dir, opts...)
 			waitGen(t, again.p, last)
-			if got := dumpStore(t, again.p); got != wantStore {
-				t.Errorf("store after crash and restart differs from a clean run:\n%s", diffLines(got, wantStore))
-			}
-			if got := dumpIndex(t, again.p); got != wantIndex {
-				t.Errorf("index after crash and restart differs from a clean run:\n%s", diffLines(got, wantIndex))
-			}
+			want.check(t, again.p, "after crash and restart")
 			again.stop() // one projector per durable consumer at a time
 		})
 	}
@@ -121,12 +116,7 @@ func TestProjector_CrashAndRestartYieldsTheCleanProjection(t *testing.T) {
 		r.stop()
 		again := e.start(dir, WithBatchSize(5))
 		waitGen(t, again.p, last)
-		if got := dumpStore(t, again.p); got != wantStore {
-			t.Errorf("store differs from a clean run:\n%s", diffLines(got, wantStore))
-		}
-		if got := dumpIndex(t, again.p); got != wantIndex {
-			t.Errorf("index differs from a clean run:\n%s", diffLines(got, wantIndex))
-		}
+		want.check(t, again.p, "")
 	})
 }
 
@@ -136,6 +126,29 @@ func mustUnmarshal(t testing.TB, b []byte, v any) {
 	t.Helper()
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// projDump is what a projection holds: its store's and its index's dumps.
+type projDump struct{ store, index string }
+
+func dumpOf(t testing.TB, p *Projector) projDump {
+	t.Helper()
+	return projDump{store: dumpStore(t, p), index: dumpIndex(t, p)}
+}
+
+// check reports where p's store and index differ from d (a clean run's),
+// saying when they were read ("after the kill"; "" for no moment).
+func (d projDump) check(t testing.TB, p *Projector, when string) {
+	t.Helper()
+	if when != "" {
+		when += " "
+	}
+	if got := dumpStore(t, p); got != d.store {
+		t.Errorf("store %sdiffers from a clean run:\n%s", when, diffLines(got, d.store))
+	}
+	if got := dumpIndex(t, p); got != d.index {
+		t.Errorf("index %sdiffers from a clean run:\n%s", when, diffLines(got, d.index))
 	}
 }
 

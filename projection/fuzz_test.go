@@ -11,9 +11,15 @@ import (
 func FuzzEventValue(f *testing.F) {
 	f.Add([]byte{}, "user/message", int64(5), "hello", []byte(`{"a":1}`))
 	f.Add([]byte{0, 9, 200}, "", int64(-1), "", []byte(nil))
+	// Tails: an s2 block against the dictionary, a cut one, a plain one.
+	f.Add([]byte{0, 1, 0, 0, 0, 0, 2, rawS2Dict1, 40, 0xfe, 0xff, 0xff}, "tool/result", int64(9), "retry budget",
+		[]byte(`{"type":"tool/result","seq":9,"time":1,"data":{"content":[{"type":"text","text":"retry budget"}]}}`))
+	f.Add(rawTail("x", []byte(`{"type":"user/message"}`))[:5], "", int64(0), "", bytes.Repeat([]byte(`{"a":"b"}`), 10000))
+	f.Add([]byte{3, rawPlain, 'a'}, "", int64(0), "", []byte{0xff, 0})
 	f.Fuzz(func(t *testing.T, junk []byte, typ string, n int64, text string, raw []byte) {
 		// Arbitrary bytes are an error or a value, never a panic.
 		_, _ = unmarshalEvent(junk)
+		_, _, _ = decodeRawTail(junk)
 		_, _ = decodeSeqs(junk)
 		_ = checkBoltMetaBytes(junk)
 

@@ -49,8 +49,9 @@ var (
 // aggregates (docs/usage.md): a version 2 store is rebuilt to compute them.
 // Version 4 adds the usage totals and cubes (docs/usage.md, "The
 // aggregates"). Version 5 adds the sessions' summaries and the activity
-// order (summary.go).
-const SchemaVersion = 5
+// order (summary.go). Version 6 stores an event's raw record and text
+// compressed (raw.go): a version 5 store holds them plain.
+const SchemaVersion = 6
 
 // sessionKey is the prefix of every per-session key: a 2-byte big-endian
 // length and the id's bytes, so that no id's keys are a prefix of another's.
@@ -125,6 +126,11 @@ type eventValue struct {
 	OrderKey int64
 	Text     string
 	Raw      []byte
+	// tail is the stored encoding of Text and Raw as read (raw.go), valid
+	// for the transaction it was read in: marshal writes it back as it is,
+	// so rewriting a read value's surface does not compress its record
+	// again. A value whose Text or Raw changes is built anew, without it.
+	tail []byte
 }
 
 var surfaceCodes = []dshq.Surface{"", dshq.SurfaceCurrent, dshq.SurfaceShadowed, dshq.SurfaceLogOnly}
@@ -139,7 +145,11 @@ func surfaceCode(s dshq.Surface) byte {
 }
 
 func (v eventValue) marshal() []byte {
-	b := make([]byte, 0, 32+len(v.Type)+len(v.Text)+len(v.Raw))
+	tail := v.tail
+	if tail == nil {
+		tail = rawTail(v.Text, v.Raw)
+	}
+	b := make([]byte, 0, 2+3*binary.MaxVarintLen64+len(v.Type)+len(tail))
 	var flags byte
 	if v.Invalid {
 		flags = 1
@@ -150,12 +160,12 @@ func (v eventValue) marshal() []byte {
 	b = binary.AppendVarint(b, v.Time)
 	b = binary.AppendUvarint(b, v.StreamSeq)
 	b = binary.AppendVarint(b, v.OrderKey)
-	b = binary.AppendUvarint(b, uint64(len(v.Text)))
-	b = append(b, v.Text...)
-	return append(b, v.Raw...)
+	return append(b, tail...)
 }
 
-var errCorruptEvent = errors.New("corrupt stored event")
+// errCorruptEvent is a stored event value that does not decode; it is an
+// ErrCorruptStore, which a rebuild from the stream repairs.
+var errCorruptEvent = fmt.Errorf("%w: corrupt stored event", ErrCorruptStore)
 
 func unmarshalEvent(b []byte) (eventValue, error) {
 	var v eventValue
@@ -197,9 +207,10 @@ func unmarshalEvent(b []byte) (eventValue, error) {
 	if v.OrderKey, ok = vint(); !ok {
 		return v, errCorruptEvent
 	}
-	if v.Text, ok = str(); !ok {
-		return v, errCorruptEvent
+	text, raw, err := decodeRawTail(b)
+	if err != nil {
+		return v, err
 	}
-	v.Raw = append([]byte(nil), b...)
+	v.Text, v.Raw, v.tail = text, raw, b
 	return v, nil
 }

@@ -57,6 +57,8 @@ type config struct {
 	// reading that many records, as a pull cut off by its deadline does
 	// (tests).
 	followCutoff int
+	// bootID names the running boot (durable.go); tests play a reboot.
+	bootID func() string
 }
 
 // WithStream sets the stream name (dshq.SessionStream).
@@ -144,8 +146,9 @@ type instance struct {
 
 // Open opens the projection in dir (creating it if missing). A missing,
 // corrupt or incompatible store or index is rebuilt from the stream (the
-// rebuild itself happens as Run catches up from sequence 1); so is a
-// projection of another stream than the one of that name now (another
+// rebuild itself happens as Run catches up from sequence 1); so is a store
+// left with unsynced commits by a system that stopped (ErrUnsyncedAtStop),
+// and a projection of another stream than the one of that name now (another
 // server's, or one deleted and created again: StreamIdentity), or one that
 // does not record its stream and has applied records. An index behind the
 // store is re-fed from the store. Open reads the stream's info, not its
@@ -155,6 +158,7 @@ func Open(ctx context.Context, js jetstream.JetStream, dir string, opts ...Optio
 		stream: dshq.SessionStream, durable: dshq.ProjectorDurable, leaseBucket: dshq.LeaseBucket,
 		batchSize: DefaultBatchSize, cacheBytes: DefaultFoldCacheBytes, verify: true,
 		lockTimeout: 5 * time.Second, rebuildFetch: rebuildFetch{wait: fetchWait},
+		bootID: bootID,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -308,9 +312,12 @@ func (p *Projector) newInstance(ctx context.Context) (*instance, error) {
 // recreated and re-fed from the store; an index behind the store is re-fed
 // for the sessions changed since its generation.
 func (p *Projector) openInstance(ctx context.Context, dir string) (*instance, error) {
-	st, err := openStore(filepath.Join(dir, "projection.db"), p.cfg.verify, p.cfg.lockTimeout)
+	st, err := openStore(filepath.Join(dir, "projection.db"), p.cfg.verify, p.cfg.lockTimeout, withBoot(p.cfg.bootID()))
 	if err != nil {
 		return nil, err
+	}
+	if st.resumed {
+		p.log.Info("projection store was not closed (the process stopped); its commits are intact on this boot, resuming from its checkpoint", "dir", dir)
 	}
 	if err := st.checkPartition(p.cfg.partition); err != nil {
 		st.close()

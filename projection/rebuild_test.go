@@ -132,7 +132,7 @@ func TestOpen_DetectsACorruptStoreOrIndexAndRebuilds(t *testing.T) {
 	last := e.publishAll(mixedCorpus(t))
 	clean := e.start(t.TempDir())
 	waitGen(t, clean.p, last)
-	wantStore, wantIndex := dumpStore(t, clean.p), dumpIndex(t, clean.p)
+	want := dumpOf(t, clean.p)
 	clean.stop()
 
 	instDir := func(dir string) string {
@@ -198,12 +198,7 @@ func TestOpen_DetectsACorruptStoreOrIndexAndRebuilds(t *testing.T) {
 				t.Errorf("store rebuilt = %v, want %v", got, c.rebuilt)
 			}
 			waitGen(t, again.p, last)
-			if got := dumpStore(t, again.p); got != wantStore {
-				t.Errorf("store differs from a clean projection:\n%s", diffLines(got, wantStore))
-			}
-			if got := dumpIndex(t, again.p); got != wantIndex {
-				t.Errorf("index differs from a clean projection:\n%s", diffLines(got, wantIndex))
-			}
+			want.check(t, again.p, "")
 		})
 	}
 }
@@ -328,7 +323,7 @@ func TestRebuild_ReadsEveryRecordOnceWhenPullsAreCutOff(t *testing.T) {
 	last := e.publishAll(mixedCorpus(t))
 	clean := e.start(t.TempDir())
 	waitGen(t, clean.p, last)
-	wantStore, wantIndex := dumpStore(t, clean.p), dumpIndex(t, clean.p)
+	want := dumpOf(t, clean.p)
 	clean.stop()
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -343,12 +338,7 @@ func TestRebuild_ReadsEveryRecordOnceWhenPullsAreCutOff(t *testing.T) {
 			if !final.Swapped || final.Applied != last || final.Records != int(last) {
 				t.Errorf("final progress %+v, want %d records applied through %d", final, last, last)
 			}
-			if got := dumpStore(t, r.p); got != wantStore {
-				t.Errorf("rebuilt store differs from a clean projection:\n%s", diffLines(got, wantStore))
-			}
-			if got := dumpIndex(t, r.p); got != wantIndex {
-				t.Errorf("rebuilt index differs from a clean projection:\n%s", diffLines(got, wantIndex))
-			}
+			want.check(t, r.p, "after the rebuild")
 		})
 	}
 }
@@ -413,17 +403,12 @@ func TestRun_ReadsEveryRecordOnceWhenPullsAreCutOff(t *testing.T) {
 	last := e.publishAll(mixedCorpus(t))
 	clean := e.start(t.TempDir())
 	waitGen(t, clean.p, last)
-	wantStore, wantIndex := dumpStore(t, clean.p), dumpIndex(t, clean.p)
+	want := dumpOf(t, clean.p)
 	clean.stop()
 
 	// Every pull is abandoned after three records: the records the server
 	// sent after them must not be acknowledged (AckAll) by a later one.
 	r := e.start(t.TempDir(), WithBatchSize(10), WithDurable("cut-off"), func(c *config) { c.followCutoff = 3 })
 	waitGen(t, r.p, last)
-	if got := dumpStore(t, r.p); got != wantStore {
-		t.Errorf("store differs from a clean projection:\n%s", diffLines(got, wantStore))
-	}
-	if got := dumpIndex(t, r.p); got != wantIndex {
-		t.Errorf("index differs from a clean projection:\n%s", diffLines(got, wantIndex))
-	}
+	want.check(t, r.p, "")
 }

@@ -25,7 +25,23 @@ type store struct {
 	db    *bolt.DB
 	path  string
 	epoch string
+	// unsynced is true when the store commits without fsync (durable.go).
+	unsynced bool
+	// resumed is true when the store was opened after its last process
+	// stopped without Close on this boot (durable.go).
+	resumed bool
 }
+
+// storeOption configures openStore.
+type storeOption func(*storeConfig)
+
+type storeConfig struct {
+	boot string // the running boot; "" syncs every commit
+}
+
+// withBoot makes the store commit without fsync during boot (durable.go);
+// an empty boot keeps every commit synced.
+func withBoot(boot string) storeOption { return func(c *storeConfig) { c.boot = boot } }
 
 // sessionValue is the stored form of dshq.SessionInfo.
 type sessionValue struct {
@@ -96,8 +112,14 @@ func newEpoch() string {
 
 // openStore opens (or creates) the bbolt file at path. A new file gets a
 // fresh epoch. A file that cannot be read, fails bbolt's consistency check
-// (when verify) or has another schema version fails with ErrCorruptStore.
-func openStore(path string, verify bool, lockTimeout time.Duration) (s *store, err error) {
+// (when verify) or has another schema version fails with ErrCorruptStore;
+// so does one that held commits not on disk when the system stopped
+// (ErrUnsyncedAtStop). With withBoot, commits skip fsync (durable.go).
+func openStore(path string, verify bool, lockTimeout time.Duration, opts ...storeOption) (s *store, err error) {
+	var cfg storeConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	_, statErr := os.Stat(path)
 	fresh := errors.Is(statErr, os.ErrNotExist)
 	defer func() {
@@ -110,18 +132,34 @@ func openStore(path string, verify bool, lockTimeout time.Duration) (s *store, e
 	if err := checkBoltFile(path); err != nil {
 		return nil, err
 	}
+	resumed, err := checkUnsynced(path, cfg.boot)
+	if err != nil {
+		return nil, err
+	}
+	unsynced := cfg.boot != ""
 	// The freelist as a hash map: allocation in a large store stays O(1),
 	// as etcd runs bbolt. (NoFreelistSync is not used: its rebuilding scan
 	// on open runs in a goroutine of bbolt's, where a garbled page panics
 	// beyond our recover.)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, FreelistType: bolt.FreelistMapType})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout: lockTimeout, FreelistType: bolt.FreelistMapType,
+		NoSync: unsynced, NoGrowSync: unsynced,
+	})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {
 			return nil, fmt.Errorf("open %s: file is locked by another process: %w", path, err)
 		}
 		return nil, fmt.Errorf("%w: open %s: %v", ErrCorruptStore, path, err)
 	}
-	s = &store{db: db, path: path}
+	// Open writes nothing without fsync; the first commit that skips it
+	// comes after the marker is on disk.
+	if unsynced && !resumed {
+		if err := markUnsynced(path, cfg.boot); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	s = &store{db: db, path: path, unsynced: unsynced, resumed: resumed}
 	if err := s.init(fresh, verify); err != nil {
 		db.Close()
 		return nil, err
@@ -192,7 +230,25 @@ func (s *store) checkpoint() (uint64, error) {
 	return cp, err
 }
 
-func (s *store) close() error { return s.db.Close() }
+// close closes the store. One that commits without fsync is synced first
+// and its marker removed; when the sync fails, the marker is rewritten to
+// name no boot, so that the next open rebuilds it (durable.go).
+func (s *store) close() error {
+	if !s.unsynced {
+		return s.db.Close()
+	}
+	if err := s.db.View(func(*bolt.Tx) error { return nil }); errors.Is(err, bolt.ErrDatabaseNotOpen) {
+		// Closed under the projector (crash tests): its commits are in
+		// the page cache, as after a crash; the marker stays.
+		return nil
+	}
+	serr := s.db.Sync()
+	cerr := s.db.Close()
+	if serr != nil {
+		return errors.Join(fmt.Errorf("sync store: %w", serr), cerr, markUnsynced(s.path, ""))
+	}
+	return errors.Join(cerr, clearUnsynced(s.path))
+}
 
 func getSession(tx *bolt.Tx, id string) (*sessionValue, error) {
 	b := tx.Bucket(bucketSessions).Get([]byte(id))

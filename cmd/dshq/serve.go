@@ -179,6 +179,10 @@ SIGTERM, and logs when it begins ("dshq shutting down") and when it is done
 // default of 100 its resident memory after a 100k-event load peaked at
 // 186-205 MiB, at 50 at 139 MiB (dshq-bench -sessions 1630 -serve-only),
 // for collections the live path, which waits on syncs, has the CPU for.
+// There is no soft memory limit: GOMEMLIMIT=100MiB lowered that peak by a
+// tenth only (105-110 to 95-96 MiB) for 4-12% more CPU per record, and the
+// embedded server sizes JetStream's memory store at 75% of GOMEMLIMIT, so
+// under ~171 MiB the 128 MiB cursor bucket does not fit and serve exits.
 const serveGCPercent = 50
 
 // addSizeFlags adds the flags that size the live feed stream and the
