@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,28 @@ func TestBrowserUsagePage(t *testing.T) {
 		t.Errorf("the tokens chart has %d bars, want one per day and model (6)", bars)
 	}
 	b.waitFor(10*time.Second, `document.getElementById('usage-status').dataset.state === 'live'`)
+	if got := eval[string](b, `document.getElementById('usage-status').textContent`); got != "Feed connected" {
+		t.Errorf("the status says %q, want the other pages' %q", got, "Feed connected")
+	}
+	// The token axis reads in round steps (1, 2, 2.5 or 5 × 10^n), and no
+	// two series of a chart share a color.
+	for _, tick := range eval[[]string](b, `[...document.querySelectorAll('#chart-tokens text.tick[text-anchor="end"]')].map((t) => t.textContent)`) {
+		if !regexp.MustCompile(`^\d+(\.5)?[kMB]?$`).MatchString(tick) {
+			t.Errorf("the tokens axis has a tick %q, not a round step", tick)
+		}
+	}
+	fills := eval[[]string](b, `[...document.querySelectorAll('#chart-tokens rect:not([data-day])')].map((r) => r.getAttribute('fill'))`)
+	if seen := map[string]bool{}; len(fills) < 2 || func() bool {
+		for _, f := range fills {
+			if seen[f] {
+				return true
+			}
+			seen[f] = true
+		}
+		return false
+	}() {
+		t.Errorf("the legend's colors %v: want one color per series, none twice", fills)
+	}
 
 	// A new assistant record with usage arrives: the totals, the charts
 	// and the lists follow without a reload.

@@ -4,7 +4,12 @@
 (function () {
   'use strict';
   const SVG = 'http://www.w3.org/2000/svg';
-  const palette = ['#4a4fd8', '#1f8a70', '#b8740f', '#c53a32', '#7a4fd0', '#2f6fdf', '#25804d', '#9a6b3f', '#d04f9a', '#5b7083'];
+  // Ten categorical colors that stay apart from each other (Tableau 10):
+  // a chart stacks at most maxSeries series, the smallest folded into
+  // "other", so no two series share a color.
+  const palette = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac'];
+  const maxSeries = palette.length;
+  const OTHER = 'other';
   const params = new URLSearchParams(location.search);
   if (!params.has('tz') && window.Intl) {
     const tz = Intl.DateTimeFormat().resolvedOptions().timeZone;
@@ -24,25 +29,39 @@
   const num = (n) => Number(n || 0).toLocaleString('en-US');
   const money = (t) => t.totalCost === null || t.totalCost === undefined ? 'no price'
     : '$' + t.totalCost.toFixed(2) + (t.unpricedModels && t.unpricedModels.length ? ' + unpriced' : '');
-  const short = (n) => n >= 1e9 ? (n / 1e9).toFixed(1) + 'B' : n >= 1e6 ? (n / 1e6).toFixed(1) + 'M' : n >= 1e3 ? (n / 1e3).toFixed(1) + 'k' : String(Math.round(n * 100) / 100);
+  const short = (n) => (n >= 1e9 ? (n / 1e9).toFixed(1) + 'B' : n >= 1e6 ? (n / 1e6).toFixed(1) + 'M' : n >= 1e3 ? (n / 1e3).toFixed(1) + 'k' : String(Math.round(n * 100) / 100)).replace(/\.0(?=[kMB]$)/, '');
 
   // chart draws one stacked bar chart of value(row) per day and stack key.
   const stackKey = (data, r) => (data.stack === 'machine' ? r.machine : r.model) || '(none)';
-  // stackOrder is the series in order of their tokens: one color per
-  // series in both charts.
+  // stackOrder is the series in order of their tokens, one color per
+  // series in both charts; past maxSeries the smallest are one "other".
   function stackOrder(data) {
     const totals = new Map();
     for (const r of data.days) totals.set(stackKey(data, r), (totals.get(stackKey(data, r)) || 0) + r.totalTokens);
-    return [...totals.keys()].sort((a, b) => totals.get(b) - totals.get(a) || (a < b ? -1 : 1));
+    const keys = [...totals.keys()].sort((a, b) => totals.get(b) - totals.get(a) || (a < b ? -1 : 1));
+    return keys.length > maxSeries ? [...keys.slice(0, maxSeries - 1), OTHER] : keys;
   }
-  const money4 = (v) => v === 0 ? '$0' : v < 0.01 ? '$' + v.toPrecision(2) : '$' + v.toFixed(2);
+  // niceStep is the smallest 1, 2, 2.5 or 5 × 10^n at or above v: the
+  // axis's four steps read as round numbers.
+  function niceStep(v) {
+    if (!(v > 0)) return 1;
+    const p = Math.pow(10, Math.floor(Math.log10(v)));
+    for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v * (1 - 1e-9)) return m * p;
+    return 10 * p;
+  }
+  const money4 = (v) => v === 0 ? '$0' : v < 0.01 ? '$' + Number(v.toPrecision(2)) : '$' + v.toFixed(2);
 
   function chart(box, data, keys, value, unit) {
     const days = [...new Set(data.days.map((r) => r.day))].sort();
     const cell = new Map();
-    for (const r of data.days) cell.set(r.day + '\u0000' + stackKey(data, r), value(r));
-    let top = 0;
-    for (const d of days) top = Math.max(top, keys.reduce((s, k) => s + (cell.get(d + '\u0000' + k) || 0), 0));
+    const shown = new Set(keys);
+    for (const r of data.days) {
+      const k = shown.has(stackKey(data, r)) ? stackKey(data, r) : OTHER;
+      cell.set(r.day + '\u0000' + k, (cell.get(r.day + '\u0000' + k) || 0) + value(r));
+    }
+    let max = 0;
+    for (const d of days) max = Math.max(max, keys.reduce((s, k) => s + (cell.get(d + '\u0000' + k) || 0), 0));
+    const top = max > 0 ? 4 * niceStep(max / 4) : 0;
     const W = 920, H = 240, L = 64, B = 28, T = 10;
     const svg = el('svg', { viewBox: `0 0 ${W} ${H + 40 + 18 * Math.ceil(keys.length / 4)}`, class: 'chart-svg' });
     svg.appendChild(el('line', { x1: L, y1: T + H - B, x2: W, y2: T + H - B, class: 'axis' }));
@@ -144,7 +163,7 @@
     es.addEventListener('usage', (e) => { want = Math.max(want, JSON.parse(e.data).generation); refresh(); });
     es.addEventListener('status', (e) => {
       const s = JSON.parse(e.data);
-      if (s.bus === 'connected') show('live', 'live'); else show('reconnecting', 'reconnecting…');
+      if (s.bus === 'connected') show('live', 'Feed connected'); else show('reconnecting', 'reconnecting…');
     });
     es.addEventListener('resync', () => { es.close(); location.reload(); });
     es.onerror = () => show('reconnecting', 'reconnecting…');
