@@ -20,6 +20,7 @@ import (
 	"github.com/dshq/dshq/bus"
 	"github.com/dshq/dshq/internal/testenv"
 	"github.com/dshq/dshq/node"
+	"github.com/dshq/dshq/query"
 	"github.com/dshq/dshq/record"
 )
 
@@ -100,7 +101,32 @@ func (s *stack) importLog(t testing.TB, hdr dshq.HeaderRecord, events []dshq.Eve
 	if err != nil {
 		t.Fatalf("import %s: %v", hdr.Header.ID, err)
 	}
+	s.waitPersisted(t, hdr.Header.ID, res.LastSeq)
 	return res.LastSeq
+}
+
+// waitPersisted waits until the projection, at generation gen or later,
+// holds session id as no longer live: an import releases its write lease
+// when it returns, and the projection learns that from the lease bucket
+// after it applied the records, so a page asked for at once could still
+// show the session live (and without its synthesized closers).
+func (s *stack) waitPersisted(t testing.TB, id string, gen uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := s.ui.qc.StatSession(ctx, dshq.SessionStatRequest{SessionID: id}, query.WithMinGeneration(gen))
+		if err == nil && !st.Session.Live || dshq.ErrorCode(err) == dshq.CodeSessionNotFound {
+			return // not live; or not a session the UI reads (nothing to wait for)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("session %s still live (or unreadable: %v) 30 s after its import", id, err)
+		case <-tick.C:
+		}
+	}
 }
 
 // importLines imports a log given as JSONL lines (header first).
