@@ -198,6 +198,9 @@ func Open(ctx context.Context, js jetstream.JetStream, dir string, opts ...Optio
 		return nil, err
 	}
 	p.gen = cp
+	// The gauge says the generation the store opened at: a projector that
+	// opens caught up applies nothing, and read 0 until its next commit.
+	p.metrics.generation.Set(float64(cp))
 	return p, nil
 }
 
