@@ -46,6 +46,9 @@ type Engine struct {
 	cursorKey wire.CursorKey
 	// keyOf, when set, returns cursorKey when a request first needs it.
 	keyOf func(ctx context.Context) (wire.CursorKey, error)
+	// io is a request's CursorStore traffic (withStoreIO; nil on the
+	// engine itself).
+	io *storeIO
 	// usageDims keeps the sessions' usage dimensions between usage
 	// reports (engine/usage.go).
 	usageDims *usage.DimsCache
@@ -133,15 +136,15 @@ func (e *Engine) Run(ctx context.Context, req *wire.Request) ([]byte, error) {
 	if r, ok := e.src.(Router); ok && sessionEndpoints[req.Endpoint] {
 		return r.Route(ctx, req)
 	}
+	e = e.withStoreIO()
 	if e.cursorKey == nil {
 		k, err := e.keyOf(ctx)
 		if err != nil {
 			return nil, err
 		}
-		keyed := *e
-		keyed.cursorKey = k
-		e = &keyed
+		e.cursorKey = k
 	}
+	e.preload(ctx, req)
 	minGen := max(req.MinGeneration, e.peekCursorGeneration(req))
 	timeout := req.TimeoutMs
 	if timeout <= 0 {
@@ -171,6 +174,9 @@ func (e *Engine) Run(ctx context.Context, req *wire.Request) ([]byte, error) {
 		return nil
 	})
 	if err == nil {
+		if err := e.flush(ctx); err != nil {
+			return nil, err
+		}
 		return out, nil
 	}
 	return nil, e.mapError(ctx, err, called, minGen, timeout)

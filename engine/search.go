@@ -133,7 +133,8 @@ func (e *Engine) tooManyResults(endpoint string, meta searchMeta) error {
 // chunks. sessions are the result set's sessions (a session ranking names
 // each once). The stored format (<id>.m, <id>.<chunk>) is this file's
 // alone: later pages read it with storedRun, a partitioned service's
-// merge with LoadRanking.
+// merge with LoadRanking. A request's engine writes them after its
+// snapshot (storeIO).
 func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []string, meta searchMeta) (string, int, error) {
 	elems, err := encodeElems(hits)
 	if err != nil {
@@ -157,14 +158,14 @@ func (e *Engine) storeHits(ctx context.Context, hits any, from int, sessions []s
 			chunk = append(chunk, el...)
 		}
 		chunk = append(chunk, ']')
-		if err := e.store.Put(ctx, chunkKey(id, len(meta.Starts)), slices.Clone(chunk)); err != nil {
+		if err := e.put(ctx, chunkKey(id, len(meta.Starts)), slices.Clone(chunk)); err != nil {
 			return "", 0, &dshq.Error{Code: dshq.CodeIndexFailed, Message: "store search results: " + err.Error(), Err: err}
 		}
 		meta.Starts = append(meta.Starts, int64(start))
 		start = end
 	}
 	mb, _ := json.Marshal(storedMeta{searchMeta: meta, Sessions: appendJSONStrings(nil, sessions)})
-	if err := e.store.Put(ctx, id+".m", mb); err != nil {
+	if err := e.put(ctx, id+".m", mb); err != nil {
 		return "", 0, &dshq.Error{Code: dshq.CodeIndexFailed, Message: "store search results: " + err.Error(), Err: err}
 	}
 	return id, len(meta.Starts), nil
@@ -354,23 +355,4 @@ func storedRun[E any](ctx context.Context, e *Engine, c *wire.Cursor, meta searc
 		}
 	}
 	return out, nil
-}
-
-func (e *Engine) load(ctx context.Context, key string, v any) error {
-	return loadStored(ctx, e.store, key, v)
-}
-
-// loadStored decodes the stored value under key into v.
-func loadStored(ctx context.Context, store CursorStore, key string, v any) error {
-	b, err := store.Get(ctx, key)
-	if errors.Is(err, ErrCursorExpired) {
-		return dshq.Errorf(dshq.CodeStaleCursor, "cursor is stale because its stored results expired")
-	}
-	if err != nil {
-		return &dshq.Error{Code: dshq.CodeIndexFailed, Message: "load search results: " + err.Error(), Err: err}
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return dshq.Errorf(dshq.CodeInvalidCursor, "cursor is invalid: its stored results are unreadable")
-	}
-	return nil
 }

@@ -143,7 +143,7 @@ func openStore(path string, verify bool, lockTimeout time.Duration, opts ...stor
 	// beyond our recover.)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout: lockTimeout, FreelistType: bolt.FreelistMapType,
-		NoSync: unsynced, NoGrowSync: unsynced,
+		NoSync: unsynced, NoGrowSync: unsynced, InitialMmapSize: initialMmapSize,
 	})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {
@@ -166,6 +166,15 @@ func openStore(path string, verify bool, lockTimeout time.Duration, opts ...stor
 	}
 	return s, nil
 }
+
+// initialMmapSize is the address space bbolt maps at open. A commit that
+// grows the file past the mapping remaps it, and a remap waits for every
+// open read transaction while every new one waits behind it: with a
+// mapping this large a store up to 1 GiB never remaps, so a slow reader
+// never stalls the projector and the other readers. It is address space
+// only: the kernel reads in the file's pages as they are touched (resident
+// memory is the same), and the file grows by what is written.
+const initialMmapSize = 1 << 30
 
 func (s *store) init(fresh, verify bool) error {
 	if fresh {
