@@ -67,10 +67,7 @@ func TestProjector_CrashAndRestartYieldsTheCleanProjection(t *testing.T) {
 	e.publishAll(corpus[:half])
 	last := e.publishAll(corpus[half:])
 
-	clean := e.start(t.TempDir(), WithBatchSize(7))
-	waitGen(t, clean.p, last)
-	want := dumpOf(t, clean.p)
-	clean.stop()
+	want := e.cleanRun(last, WithBatchSize(7))
 
 	cases := []struct {
 		name  string
@@ -137,18 +134,35 @@ func dumpOf(t testing.TB, p *Projector) projDump {
 	return projDump{store: dumpStore(t, p), index: dumpIndex(t, p)}
 }
 
+// cleanRun projects the stream through last in a new directory, as an
+// uninterrupted run does, and returns what that projection holds.
+func (e *env) cleanRun(last uint64, opts ...Option) projDump {
+	e.t.Helper()
+	clean := e.start(e.t.TempDir(), opts...)
+	waitGen(e.t, clean.p, last)
+	d := dumpOf(e.t, clean.p)
+	clean.stop()
+	return d
+}
+
 // check reports where p's store and index differ from d (a clean run's),
 // saying when they were read ("after the kill"; "" for no moment).
 func (d projDump) check(t testing.TB, p *Projector, when string) {
 	t.Helper()
+	d.same(t, dumpOf(t, p), when)
+}
+
+// same reports where got differs from d (a clean run's), as check.
+func (d projDump) same(t testing.TB, got projDump, when string) {
+	t.Helper()
 	if when != "" {
 		when += " "
 	}
-	if got := dumpStore(t, p); got != d.store {
-		t.Errorf("store %sdiffers from a clean run:\n%s", when, diffLines(got, d.store))
+	if got.store != d.store {
+		t.Errorf("store %sdiffers from a clean run:\n%s", when, diffLines(got.store, d.store))
 	}
-	if got := dumpIndex(t, p); got != d.index {
-		t.Errorf("index %sdiffers from a clean run:\n%s", when, diffLines(got, d.index))
+	if got.index != d.index {
+		t.Errorf("index %sdiffers from a clean run:\n%s", when, diffLines(got.index, d.index))
 	}
 }
 

@@ -56,10 +56,7 @@ func TestProjector_CommitsWithoutFsyncSurviveAKilledProcess(t *testing.T) {
 	}
 	e, url := listeningEnv(t)
 	last := e.publishAll(mixedCorpus(t))
-	clean := e.start(t.TempDir(), WithBatchSize(7))
-	waitGen(t, clean.p, last)
-	want := dumpOf(t, clean.p)
-	clean.stop()
+	want := e.cleanRun(last, WithBatchSize(7))
 
 	dir := t.TempDir()
 	committed, epoch := killChildAfterCommit(t, url, dir, last/2)
@@ -180,10 +177,7 @@ func stopWithoutSync(t *testing.T, r *running) {
 func TestOpen_RebuildsAStoreLeftUnsyncedWhenTheSystemStopped(t *testing.T) {
 	e := newEnv(t)
 	last := e.publishAll(mixedCorpus(t))
-	clean := e.start(t.TempDir())
-	waitGen(t, clean.p, last)
-	want := dumpOf(t, clean.p)
-	clean.stop()
+	want := e.cleanRun(last)
 
 	var synced atomic.Pointer[[]byte] // the store file a third of the way in
 	cases := []struct {

@@ -114,26 +114,15 @@ func TestRebuild_SwapsAtomicallyWhileReadsAndAppendsGoOn(t *testing.T) {
 	if dirs != 1 {
 		t.Errorf("%d projection directories after the swap, want 1", dirs)
 	}
-	gotStore, gotIndex := dumpStore(t, r.p), dumpIndex(t, r.p)
+	got := dumpOf(t, r.p)
 	r.stop()
-
-	clean := e.start(t.TempDir())
-	waitGen(t, clean.p, info.State.LastSeq)
-	if want := dumpStore(t, clean.p); gotStore != want {
-		t.Errorf("rebuilt store differs from a clean projection:\n%s", diffLines(gotStore, want))
-	}
-	if want := dumpIndex(t, clean.p); gotIndex != want {
-		t.Errorf("rebuilt index differs from a clean projection:\n%s", diffLines(gotIndex, want))
-	}
+	e.cleanRun(info.State.LastSeq).same(t, got, "after the rebuild")
 }
 
 func TestOpen_DetectsACorruptStoreOrIndexAndRebuilds(t *testing.T) {
 	e := newEnv(t)
 	last := e.publishAll(mixedCorpus(t))
-	clean := e.start(t.TempDir())
-	waitGen(t, clean.p, last)
-	want := dumpOf(t, clean.p)
-	clean.stop()
+	want := e.cleanRun(last)
 
 	instDir := func(dir string) string {
 		name, err := os.ReadFile(filepath.Join(dir, currentFile))
@@ -321,10 +310,7 @@ func TestRebuild_ReadsEveryRecordOnceWhenPullsAreCutOff(t *testing.T) {
 	}
 	e := newEnv(t)
 	last := e.publishAll(mixedCorpus(t))
-	clean := e.start(t.TempDir())
-	waitGen(t, clean.p, last)
-	want := dumpOf(t, clean.p)
-	clean.stop()
+	want := e.cleanRun(last)
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := e.start(t.TempDir(), WithDurable(fmt.Sprintf("cut-off-%d", i)), withRebuildFetch(tt.fetch))
@@ -401,10 +387,7 @@ func TestOpen_RefedDocsKeepTheGenerationTheyWereFirstSearchableAt(t *testing.T) 
 func TestRun_ReadsEveryRecordOnceWhenPullsAreCutOff(t *testing.T) {
 	e := newEnv(t)
 	last := e.publishAll(mixedCorpus(t))
-	clean := e.start(t.TempDir())
-	waitGen(t, clean.p, last)
-	want := dumpOf(t, clean.p)
-	clean.stop()
+	want := e.cleanRun(last)
 
 	// Every pull is abandoned after three records: the records the server
 	// sent after them must not be acknowledged (AckAll) by a later one.
