@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -64,8 +65,10 @@ func TestClusterFailoverLosesNothing(t *testing.T) {
 	ctx := testCtx(t, 5*time.Minute)
 	c := startNATSCluster(t, 3)
 	home := t.TempDir()
+	// Its profiles, for the goroutines at the first failed operation.
+	pprofAddr := freeLoopbackAddr(t)
 	serve, _ := startServe(t, "dshq serve", []string{"serve", "--nats-url", c.urls(0), "--user", "trusted", "--replicas", "3",
-		"--home", home, "--http", "127.0.0.1:0", "--log-level", "info"})
+		"--home", home, "--http", "127.0.0.1:0", "--log-level", "info", "--pprof", pprofAddr})
 
 	mon := connectCluster(t, c, "e2e-monitor", 0)
 	js, err := jetstream.New(mon)
@@ -76,7 +79,7 @@ func TestClusterFailoverLosesNothing(t *testing.T) {
 		waitStreamCurrent(t, js, s, 3, startTimeout)
 	}
 
-	ops := &opLog{}
+	ops := &opLog{serveProfiles: "http://" + pprofAddr + "/debug/pprof/"}
 	var writers []*clusterWriter
 	for i := range failoverWriters {
 		tenant := tenantOf(i)
@@ -288,16 +291,46 @@ type op struct {
 	err   error
 }
 
-// opLog collects every operation, for the waits.
+// opLog collects every operation, for the waits. At the first that
+// fails it takes the goroutines of dshq serve (the process whose answer did
+// not come) from serveProfiles, for the report.
 type opLog struct {
-	mu  sync.Mutex // guards ops
-	ops []op
+	serveProfiles string
+	dumpOnce      sync.Once
+	mu            sync.Mutex // guards ops and dump
+	ops           []op
+	dump          string
 }
 
 func (l *opLog) add(o op) {
+	if o.err != nil && l.serveProfiles != "" {
+		l.dumpOnce.Do(func() {
+			d := fmt.Sprintf("(%s %s, started %s)\n", o.kind, o.what, o.start.Format("15:04:05.000"))
+			if resp, err := httpGet(l.serveProfiles + "goroutine?debug=2"); err != nil {
+				d += err.Error()
+			} else {
+				d += string(resp.body)
+			}
+			l.mu.Lock()
+			l.dump = d
+			l.mu.Unlock()
+		})
+	}
 	l.mu.Lock()
 	l.ops = append(l.ops, o)
 	l.mu.Unlock()
+}
+
+// freeLoopbackAddr returns a loopback address whose port was free a moment
+// ago, for a process that binds it next.
+func freeLoopbackAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // The kinds of operation the test measures.
@@ -405,6 +438,9 @@ func reportFailovers(t *testing.T, l *opLog, phases []failoverPhase) {
 			t.Errorf("%s %s failed after %v (started %s): %v", o.kind, o.what, o.dur.Round(time.Millisecond),
 				o.start.Format("15:04:05.000"), o.err)
 		}
+	}
+	if l.dump != "" {
+		t.Logf("the goroutines of dshq serve when the first operation failed %s", l.dump)
 	}
 }
 
