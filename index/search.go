@@ -217,45 +217,51 @@ func withFilters(tq query.Query, fs *filterSet, asOf uint64) (query.Query, *rank
 // is skipped. snippetChars 0 means Options.SnippetChars. Errors:
 // CodeInvalidQuery, CodeInvalidConfig, CodeAborted, CodeIndexFailed.
 func (x *Index) Hits(ctx context.Context, q string, keys []Key, snippetChars int) ([]Hit, error) {
+	hits, _, err := x.HitsAt(ctx, q, keys, snippetChars)
+	return hits, err
+}
+
+// HitsAt is Hits that also returns the generation of the index state the
+// docs were read from (0 when it read none, or cannot tell): when it is the
+// generation of a projection snapshot this index belongs to, every hit is
+// exactly as that snapshot holds its event.
+func (x *Index) HitsAt(ctx context.Context, q string, keys []Key, snippetChars int) ([]Hit, uint64, error) {
 	text, err := NormalizeQuery(q)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if snippetChars < 0 {
-		return nil, dshq.Errorf(dshq.CodeInvalidConfig, "snippet chars must not be negative, got %d", snippetChars)
+		return nil, 0, dshq.Errorf(dshq.CodeInvalidConfig, "snippet chars must not be negative, got %d", snippetChars)
 	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if x.idx == nil {
-		return nil, indexError(ErrClosed, "load hits")
+		return nil, 0, indexError(ErrClosed, "load hits")
 	}
 	if len(keys) == 0 {
-		return []Hit{}, nil
+		return []Hit{}, 0, nil
 	}
 	ids := make([]string, len(keys))
 	for i, k := range keys {
 		ids[i] = docID(k.Gen, k.SessionID, k.Seq)
 	}
-	docs, err := x.fetch(ctx, ids)
+	byID, gen, err := x.loadDocs(ctx, ids)
 	if err != nil {
-		return nil, indexError(err, "load hits")
-	}
-	byID := make(map[string]Doc, len(docs))
-	for _, s := range docs {
-		byID[docID(s.cgen, s.doc.SessionID, s.doc.Seq)] = s.doc
+		return nil, 0, indexError(err, "load hits")
 	}
 	terms := x.an.phraseTerms(text)
 	chars := x.snippetChars(snippetChars)
 	out := make([]Hit, 0, len(keys))
 	for i, k := range keys {
-		d, ok := byID[ids[i]]
+		st, ok := byID[ids[i]]
 		if !ok {
 			continue // deleted between the ranking and the load
 		}
-		at := x.an.matchStart(d.Text, terms)
+		d := st.doc
+		at := x.an.pageMatchStart(d.Text, terms)
 		out = append(out, Hit{Doc: d, Score: k.Score, Snippet: Snippet(d.Text, at, chars)})
 	}
-	return out, nil
+	return out, gen, nil
 }
 
 // prepare checks the filters' budget, normalizes the query and bounds the
