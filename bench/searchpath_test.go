@@ -212,8 +212,14 @@ func BenchmarkSearchPath(b *testing.B) {
 		runtime.ReadMemStats(&ms0)
 		for i := range n {
 			for j, l := range c.layers {
+				var err error
 				t0 := time.Now()
-				if err := l.fn(i); err != nil {
+				// Labelled, so that a profile of one class and layer is
+				// `go tool pprof -tagfocus layer=index -tagfocus class=filters`
+				// (the NATS layer's work runs in the service's goroutines,
+				// unlabelled).
+				pprof.Do(ctx, pprof.Labels("class", c.name, "layer", l.name), func(context.Context) { err = l.fn(i) })
+				if err != nil {
 					b.Fatalf("%s: %s: %v", c.name, l.name, err)
 				}
 				lat[j] = append(lat[j], time.Since(t0))
