@@ -15,9 +15,9 @@ import (
 // snapshot, keyed by id (an id not indexed is absent), and returns the
 // generation of that snapshot (0 when it cannot tell). fetch asks Bleve for
 // each doc by id, which opens a term reader of the id field on every
-// segment per doc; this looks every id up once per segment (zap skips a
-// segment whose ids all sort below the one sought, as new generations do)
-// and reads each found doc's stored fields directly. A reader that is not
+// segment per doc; this looks every id up once per segment (zap skips an id
+// above the segment's largest, as is every id of a later generation: see
+// docID) and reads each found doc's stored fields directly. A reader that is not
 // scorch's falls back to fetch.
 func (x *Index) loadDocs(ctx context.Context, ids []string) (map[string]stored, uint64, error) {
 	out := make(map[string]stored, len(ids))

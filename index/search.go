@@ -203,11 +203,12 @@ func (x *Index) RankSessions(ctx context.Context, q SessionQuery) (Ranking, erro
 // changes ranking. The numeric ranges and asOf are
 // tested on each match that passes (rankFilter).
 func withFilters(tq query.Query, fs *filterSet, asOf uint64) (query.Query, *rankFilter) {
+	// Without clauses the text query stands alone: a conjunction of one
+	// would score as its conjunct (the sum of one score) but add a
+	// searcher and a scorer call per match.
 	q := tq
 	switch {
 	case len(fs.clauses) == 1:
-		// A conjunction of one would score as its conjunct (the sum of one
-		// score) but add a searcher and a scorer call per match.
 		q = query.NewConjunctionQuery([]query.Query{tq, fs.clauses[0]})
 	case len(fs.clauses) > 1:
 		// Several clauses are one intersection of their postings
