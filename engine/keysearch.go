@@ -242,24 +242,47 @@ func holdsEvent(snap Snapshot, k HitKey) (bool, error) {
 	return ok, nil
 }
 
-// loadHits loads the hits of keys from the index, by key.
-func loadHits(ctx context.Context, ix Index, phrase string, keys []HitKey) (map[eventKey]dshq.EventSearchHit, error) {
-	hits, err := ix.LoadHits(ctx, phrase, keys, dshq.SnippetChars)
+// ExactHitLoader is an Index that can say which of its states it read the
+// hits it loads from: the generation of the snapshot's own index state,
+// when it read that index. When that is the snapshot's generation, every
+// hit's record is the snapshot's (the projector indexes a batch's docs,
+// reclassified ones included, with the batch's generation), and the Engine
+// reads no event back from the snapshot.
+type ExactHitLoader interface {
+	// LoadHitsAt is LoadHits that also returns the generation of the state
+	// of the snapshot's own index the hits were read from, or 0 (another
+	// index, or a state it cannot tell).
+	LoadHitsAt(ctx context.Context, phrase string, keys []HitKey, snippetChars int) (hits []dshq.EventSearchHit, gen uint64, err error)
+}
+
+// loadHits loads the hits of keys from the index, by key; exact reports
+// that they were read from exactly snap's own index state
+// (ExactHitLoader).
+func loadHits(ctx context.Context, ix Index, snap Snapshot, phrase string, keys []HitKey) (map[eventKey]dshq.EventSearchHit, bool, error) {
+	var hits []dshq.EventSearchHit
+	var gen uint64
+	var err error
+	if xl, ok := ix.(ExactHitLoader); ok {
+		hits, gen, err = xl.LoadHitsAt(ctx, phrase, keys, dshq.SnippetChars)
+	} else {
+		hits, err = ix.LoadHits(ctx, phrase, keys, dshq.SnippetChars)
+	}
 	if err != nil {
-		return nil, indexFailed(err)
+		return nil, false, indexFailed(err)
 	}
 	by := make(map[eventKey]dshq.EventSearchHit, len(hits))
 	for _, h := range hits {
 		by[eventKey{h.SessionID, h.Seq}] = h
 	}
-	return by, nil
+	return by, gen != 0 && gen == snap.Generation(), nil
 }
 
 // eventHits builds events.search items: the snippet from the index, the
-// record from the snapshot.
+// record from the snapshot (the index's own when it read exactly the
+// snapshot's state: the same record).
 func (e *Engine) eventHits(ix Index, phrase string) buildFunc[dshq.EventSearchHit] {
 	return func(ctx context.Context, snap Snapshot, keys []HitKey, _ *laterPage) ([]*dshq.EventSearchHit, int, error) {
-		by, err := loadHits(ctx, ix, phrase, keys)
+		by, exact, err := loadHits(ctx, ix, snap, phrase, keys)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -269,9 +292,10 @@ func (e *Engine) eventHits(ix Index, phrase string) buildFunc[dshq.EventSearchHi
 			if !ok {
 				continue
 			}
-			h, ok, err := resolveHit(snap, k.SessionID, h)
-			if err != nil {
-				return nil, 0, err
+			if !exact {
+				if h, ok, err = resolveHit(snap, k.SessionID, h); err != nil {
+					return nil, 0, err
+				}
 			}
 			if ok {
 				out[i] = &h

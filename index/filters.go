@@ -8,6 +8,7 @@ import (
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
+	"github.com/blevesearch/bleve/v2/search/searcher"
 	bindex "github.com/blevesearch/bleve_index_api"
 	"github.com/dshq/dshq"
 )
@@ -335,3 +336,46 @@ func (fs *filterSet) checkBudget(maxPredicates, fixedBindings int) error {
 	}
 	return nil
 }
+
+// filterQuery matches the docs every clause matches and scores nothing:
+// its searchers read no term frequencies or norms, and a conjunction of
+// term clauses is one intersection of their postings (Bleve's unadorned
+// conjunction) that the text query's searcher is advanced to. Its weight
+// is 0, as the clauses' boost-0 terms weighed, so the query norm and every
+// score stay those of the text query alone.
+type filterQuery struct {
+	clauses []query.Query
+}
+
+// Searcher implements query.Query.
+func (q filterQuery) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.IndexMapping, _ search.SearcherOptions) (search.Searcher, error) {
+	opts := search.SearcherOptions{Score: "none"}
+	subs := make([]search.Searcher, 0, len(q.clauses))
+	for _, c := range q.clauses {
+		s, err := c.Searcher(ctx, r, m, opts)
+		if err != nil {
+			for _, s := range subs {
+				_ = s.Close()
+			}
+			return nil, err
+		}
+		subs = append(subs, s)
+	}
+	if len(subs) == 1 {
+		return zeroWeight{subs[0]}, nil
+	}
+	s, err := searcher.NewConjunctionSearcher(ctx, r, subs, opts)
+	if err != nil {
+		for _, s := range subs {
+			_ = s.Close()
+		}
+		return nil, err
+	}
+	return zeroWeight{s}, nil
+}
+
+// zeroWeight is a searcher that adds nothing to a query's norm.
+type zeroWeight struct{ search.Searcher }
+
+func (zeroWeight) Weight() float64        { return 0 }
+func (zeroWeight) SetQueryNorm(_ float64) {}

@@ -196,17 +196,25 @@ func (x *Index) RankSessions(ctx context.Context, q SessionQuery) (Ranking, erro
 }
 
 // withFilters combines the text query with filter clauses. The clauses join
-// the text query in one conjunction, so the most selective of them drives
-// the search (a session's events are found without visiting every match in
-// the index), and they are built with boost 0 so they add nothing to a
-// score: filtering never changes ranking. The numeric ranges and asOf are
+// the text query in one conjunction (several of them as one filterQuery),
+// so the most selective of them drives the search (a session's events are
+// found without visiting every match in the index), and they score
+// nothing (boost 0, or no scoring at all in a filterQuery): filtering never
+// changes ranking. The numeric ranges and asOf are
 // tested on each match that passes (rankFilter).
 func withFilters(tq query.Query, fs *filterSet, asOf uint64) (query.Query, *rankFilter) {
+	// Without clauses the text query stands alone: a conjunction of one
+	// would score as its conjunct (the sum of one score) but add a
+	// searcher and a scorer call per match.
 	q := tq
-	if len(fs.clauses) > 0 {
-		// A conjunction of one would score as its conjunct (the sum of one
-		// score) but add a searcher and a scorer call per match.
-		q = query.NewBooleanQuery(append([]query.Query{tq}, fs.clauses...), nil, nil)
+	switch {
+	case len(fs.clauses) == 1:
+		q = query.NewConjunctionQuery([]query.Query{tq, fs.clauses[0]})
+	case len(fs.clauses) > 1:
+		// Several clauses are one intersection of their postings
+		// (filterQuery). One alone is cheaper as it is: BenchmarkCommonPhrase's
+		// RankEventsPhrase took 0.31 CPU-ms through filterQuery, 0.23 without.
+		q = query.NewConjunctionQuery([]query.Query{tq, filterQuery{clauses: fs.clauses}})
 	}
 	return q, newRankFilter(fs.ranges, asOf)
 }
@@ -217,45 +225,51 @@ func withFilters(tq query.Query, fs *filterSet, asOf uint64) (query.Query, *rank
 // is skipped. snippetChars 0 means Options.SnippetChars. Errors:
 // CodeInvalidQuery, CodeInvalidConfig, CodeAborted, CodeIndexFailed.
 func (x *Index) Hits(ctx context.Context, q string, keys []Key, snippetChars int) ([]Hit, error) {
+	hits, _, err := x.HitsAt(ctx, q, keys, snippetChars)
+	return hits, err
+}
+
+// HitsAt is Hits that also returns the generation of the index state the
+// docs were read from (0 when it read none, or cannot tell): when it is the
+// generation of a projection snapshot this index belongs to, every hit is
+// exactly as that snapshot holds its event.
+func (x *Index) HitsAt(ctx context.Context, q string, keys []Key, snippetChars int) ([]Hit, uint64, error) {
 	text, err := NormalizeQuery(q)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if snippetChars < 0 {
-		return nil, dshq.Errorf(dshq.CodeInvalidConfig, "snippet chars must not be negative, got %d", snippetChars)
+		return nil, 0, dshq.Errorf(dshq.CodeInvalidConfig, "snippet chars must not be negative, got %d", snippetChars)
 	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if x.idx == nil {
-		return nil, indexError(ErrClosed, "load hits")
+		return nil, 0, indexError(ErrClosed, "load hits")
 	}
 	if len(keys) == 0 {
-		return []Hit{}, nil
+		return []Hit{}, 0, nil
 	}
 	ids := make([]string, len(keys))
 	for i, k := range keys {
 		ids[i] = docID(k.Gen, k.SessionID, k.Seq)
 	}
-	docs, err := x.fetch(ctx, ids)
+	byID, gen, err := x.loadDocs(ctx, ids)
 	if err != nil {
-		return nil, indexError(err, "load hits")
-	}
-	byID := make(map[string]Doc, len(docs))
-	for _, s := range docs {
-		byID[docID(s.cgen, s.doc.SessionID, s.doc.Seq)] = s.doc
+		return nil, 0, indexError(err, "load hits")
 	}
 	terms := x.an.phraseTerms(text)
 	chars := x.snippetChars(snippetChars)
 	out := make([]Hit, 0, len(keys))
 	for i, k := range keys {
-		d, ok := byID[ids[i]]
+		st, ok := byID[ids[i]]
 		if !ok {
 			continue // deleted between the ranking and the load
 		}
-		at := x.an.matchStart(d.Text, terms)
+		d := st.doc
+		at := x.an.pageMatchStart(d.Text, terms)
 		out = append(out, Hit{Doc: d, Score: k.Score, Snippet: Snippet(d.Text, at, chars)})
 	}
-	return out, nil
+	return out, gen, nil
 }
 
 // prepare checks the filters' budget, normalizes the query and bounds the

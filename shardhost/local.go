@@ -195,19 +195,29 @@ func (s indexOf) rankPages(limit int, asOf uint64, rank func(offset, limit int, 
 
 // LoadHits loads the docs of keys and cuts their snippets.
 func (s indexOf) LoadHits(ctx context.Context, phrase string, keys []engine.HitKey, snippetChars int) ([]dshq.EventSearchHit, error) {
+	hits, _, err := s.LoadHitsAt(ctx, phrase, keys, snippetChars)
+	return hits, err
+}
+
+// LoadHitsAt implements engine.ExactHitLoader: the generation of the index
+// state the hits were read from when the index is the snapshot's own.
+func (s indexOf) LoadHitsAt(ctx context.Context, phrase string, keys []engine.HitKey, snippetChars int) ([]dshq.EventSearchHit, uint64, error) {
 	ks := make([]index.Key, len(keys))
 	for i, k := range keys {
 		ks[i] = index.Key{SessionID: k.SessionID, Seq: k.Seq, Gen: k.Gen}
 	}
-	hits, err := s.x.Hits(ctx, phrase, ks, snippetChars)
+	hits, gen, err := s.x.HitsAt(ctx, phrase, ks, snippetChars)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	out := make([]dshq.EventSearchHit, len(hits))
 	for i, h := range hits {
 		out[i] = h.EventHit()
 	}
-	return out, nil
+	if s.x == nil || s.x != s.own {
+		gen = 0
+	}
+	return out, gen, nil
 }
 
 // UsageRows implements engine.UsageSource over the projection's usage

@@ -1,0 +1,67 @@
+package index
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/dshq/dshq"
+)
+
+// BenchmarkPageHits loads a page of hits (docs and snippets) as the query
+// service does for each page it serves: the first 20 keys of a ranking
+// across sessions (20 sessions) and of one session's ranking, over
+// commonPhraseCorpus in batches of 1,000 (many segments, as a live index
+// has). Compare trees alternating, -count 6:
+//
+//	go test -run '^$' -bench PageHits -count 6 ./index/ -args -phrase-bench-docs 50000
+func BenchmarkPageHits(b *testing.B) {
+	x, err := Open(filepath.Join(b.TempDir(), "index"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer x.Close()
+	ctx := context.Background()
+	docs := commonPhraseCorpus(*phraseBenchDocs)
+	for i := 0; i < len(docs); i += 1000 {
+		var bt Batch
+		for _, d := range docs[i:min(len(docs), i+1000)] {
+			bt.Upsert(d)
+		}
+		if err := x.Apply(ctx, &bt, uint64(i+1000)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	across, err := x.RankSessions(ctx, SessionQuery{Query: "retry budget", Limit: dshq.DefaultSearchLimit})
+	if err != nil {
+		b.Fatal(err)
+	}
+	within, err := x.RankEvents(ctx, EventQuery{SessionID: "bench-00042", Query: "timeout", Limit: dshq.DefaultSearchLimit})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		q    string
+		keys []Key
+	}{{"AcrossSessions", "retry budget", across.Keys}, {"OneSession", "timeout", within.Keys}} {
+		b.Run(c.name, func(b *testing.B) {
+			if len(c.keys) == 0 {
+				b.Fatal("no keys")
+			}
+			b.ReportAllocs()
+			var ds []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				hits, err := x.Hits(ctx, c.q, c.keys, 0)
+				if err != nil || len(hits) != len(c.keys) {
+					b.Fatalf("%d hits of %d keys: %v", len(hits), len(c.keys), err)
+				}
+				ds = append(ds, time.Since(t0))
+			}
+			b.ReportMetric(float64(len(c.keys)), "keys")
+			reportPercentiles(b, ds)
+		})
+	}
+}
