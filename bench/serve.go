@@ -475,6 +475,9 @@ func (r *runner) serveQuietAppend(ctx context.Context, p *serveProc, nc *nats.Co
 		batches := p.stages.snapshot()
 		r.printLoadStages(batches, probes[0].gen)
 		r.printStages(probes, batches)
+		if err := p.stages.save(); err != nil {
+			return err
+		}
 	}
 	raw, err := rawStream(ctx, js)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -180,12 +181,12 @@ func (r *runner) measureRebuild(ctx context.Context) error {
 	return nil
 }
 
-// StagesEnv, set (to anything) in the environment of the bench, runs `dshq
-// serve` at log level debug and prints, after the quiet appends, where each
+// StagesEnv, set in the environment of the bench, runs `dshq serve` at log
+// level debug and prints, after the quiet appends, where each
 // one's append→searchable went by stage, from the projector's "batch
 // stages" log lines (projection/run.go, stageTimes). The debug log costs
 // CPU during the load: a run with it set is for the breakdown, not for the
-// figures.
+// figures. A value other than "1" names a file that receives the lines.
 const StagesEnv = "DSHQ_BENCH_STAGES"
 
 // batchStages is one "batch stages" line of the projector (Unix ns).
@@ -206,8 +207,20 @@ type batchStages struct {
 
 // stageLog collects the projector's batch stages of a serve process.
 type stageLog struct {
-	mu      sync.Mutex // guards batches
+	mu      sync.Mutex // guards batches, lines
 	batches []batchStages
+	lines   []string
+}
+
+// save writes the lines to StagesEnv's file, when it names one.
+func (l *stageLog) save() error {
+	path := os.Getenv(StagesEnv)
+	if path == "" || path == "1" {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return os.WriteFile(path, []byte(strings.Join(l.lines, "\n")+"\n"), 0o600)
 }
 
 func (l *stageLog) add(line string) {
@@ -217,6 +230,7 @@ func (l *stageLog) add(line string) {
 	}
 	l.mu.Lock()
 	l.batches = append(l.batches, b)
+	l.lines = append(l.lines, line)
 	l.mu.Unlock()
 }
 
