@@ -607,7 +607,7 @@ func (p *Projector) applyBatchTimed(ctx context.Context, inst *instance, recs []
 	if err != nil {
 		return nil, err
 	}
-	t.note(&t.folded)
+	t.note(stageFolded)
 	if err := p.hook("before-index", b.gen); err != nil {
 		return nil, err
 	}
@@ -619,14 +619,14 @@ func (p *Projector) applyBatchTimed(ctx context.Context, inst *instance, recs []
 		}
 		inst.indexGen = b.gen
 	}
-	t.note(&t.indexed)
+	t.note(stageIndexed)
 	if err := p.hook("before-commit", b.gen); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("commit batch: %w", err)
 	}
-	t.note(&t.committed)
+	t.note(stageCommitted)
 	ok = true
 	for kind, n := range b.counts {
 		p.metrics.applied.WithLabelValues(kind).Add(float64(n))

@@ -247,9 +247,9 @@ func (p *Projector) drain(ctx context.Context, inst *instance, mb jetstream.Mess
 			return read, nil
 		}
 		times := &stageTimes{}
-		times.note(&times.recv)
+		times.note(stageRecv)
 		group := p.gather(msgs, first)
-		times.note(&times.gathered)
+		times.note(stageGathered)
 		cut := false
 		if c := p.cfg.followCutoff; c > 0 && read+len(group) >= c {
 			group, cut = group[:c-read], true // the rest is dropped, as by a deadline
@@ -460,7 +460,7 @@ func (p *Projector) applyMsgs(ctx context.Context, inst *instance, msgs []jetstr
 			return fmt.Errorf("message metadata: %w", err)
 		}
 		pending = md.NumPending
-		times.stored = md.Timestamp
+		times.at[stageStored] = md.Timestamp
 		seq := md.Sequence.Stream
 		if seq < next {
 			continue // redelivered: already applied
@@ -498,14 +498,14 @@ func (p *Projector) applyRecords(ctx context.Context, inst *instance, recs []str
 			p.writeMu.Unlock()
 			return errSwapped
 		}
-		times.note(&times.locked)
+		times.note(stageLocked)
 		c, err := p.applyBatchTimed(ctx, inst, recs, times)
 		if err == nil && c != nil {
 			p.published(c, times)
 			// After the generation advanced: readers waiting for it do not
 			// wait for the release too.
 			p.releaseMapped(inst)
-			times.note(&times.released)
+			times.note(stageReleased)
 		}
 		p.writeMu.Unlock()
 		if err == nil && c != nil {
@@ -535,12 +535,12 @@ func (p *Projector) applyRecords(ctx context.Context, inst *instance, recs []str
 // the OnCommit hook runs. The caller holds writeMu.
 func (p *Projector) published(c *Commit, times *stageTimes) {
 	p.setGeneration(c.Generation)
-	times.note(&times.published)
+	times.note(stagePublished)
 	p.metrics.generation.Set(float64(c.Generation))
 	if p.cfg.onCommit != nil {
 		p.cfg.onCommit(*c)
 	}
-	times.note(&times.hooked)
+	times.note(stageHooked)
 }
 
 // consumer (re)creates the durable pull consumer so that it delivers from
@@ -595,20 +595,39 @@ func (p *Projector) consumer(ctx context.Context, inst *instance) (jetstream.Con
 // pages. A nil *stageTimes notes nothing; a zero time is a stage not
 // reached.
 type stageTimes struct {
-	stored, recv, gathered, locked, folded, indexed, committed, published, hooked, released time.Time
+	at [stageCount]time.Time
 }
+
+type stage int
+
+const (
+	stageStored stage = iota
+	stageRecv
+	stageGathered
+	stageLocked
+	stageFolded
+	stageIndexed
+	stageCommitted
+	stagePublished
+	stageHooked
+	stageReleased
+	stageCount
+)
+
+// stageNames name the stages in the log line.
+var stageNames = [stageCount]string{"stored", "recv", "gathered", "locked", "folded", "indexed", "committed", "published", "hooked", "released"}
 
 func newStageTimes() *stageTimes {
 	t := &stageTimes{}
-	t.note(&t.recv)
-	t.gathered = t.recv
+	t.note(stageRecv)
+	t.at[stageGathered] = t.at[stageRecv]
 	return t
 }
 
-// note sets *at to now; on a nil t it does nothing.
-func (t *stageTimes) note(at *time.Time) {
+// note sets the time of stage s to now; on a nil t it does nothing.
+func (t *stageTimes) note(s stage) {
 	if t != nil {
-		*at = time.Now()
+		t.at[s] = time.Now()
 	}
 }
 
@@ -618,16 +637,14 @@ func (p *Projector) logStages(ctx context.Context, recs []streamRecord, t *stage
 	if t == nil || !p.log.Enabled(ctx, slog.LevelDebug) {
 		return
 	}
-	ns := func(at time.Time) int64 {
-		if at.IsZero() {
-			return 0
+	attrs := make([]slog.Attr, 0, 3+stageCount)
+	attrs = append(attrs, slog.Uint64("first", recs[0].seq), slog.Uint64("last", recs[len(recs)-1].seq), slog.Int("records", len(recs)))
+	for s, at := range t.at {
+		var ns int64
+		if !at.IsZero() {
+			ns = at.UnixNano()
 		}
-		return at.UnixNano()
+		attrs = append(attrs, slog.Int64(stageNames[s], ns))
 	}
-	p.log.LogAttrs(ctx, slog.LevelDebug, "batch stages",
-		slog.Uint64("first", recs[0].seq), slog.Uint64("last", recs[len(recs)-1].seq), slog.Int("records", len(recs)),
-		slog.Int64("stored", ns(t.stored)), slog.Int64("recv", ns(t.recv)), slog.Int64("gathered", ns(t.gathered)),
-		slog.Int64("locked", ns(t.locked)), slog.Int64("folded", ns(t.folded)), slog.Int64("indexed", ns(t.indexed)),
-		slog.Int64("committed", ns(t.committed)), slog.Int64("published", ns(t.published)),
-		slog.Int64("hooked", ns(t.hooked)), slog.Int64("released", ns(t.released)))
+	p.log.LogAttrs(ctx, slog.LevelDebug, "batch stages", attrs...)
 }
