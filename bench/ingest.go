@@ -114,12 +114,13 @@ func writeSession(ctx context.Context, store *bus.Store, s Session) (uint64, err
 // publish→delivery of a raw record through a JetStream consumer.
 func (r *runner) measurePublishToSearchable(ctx context.Context) error {
 	r.progress("publish→searchable: %d single appends", r.cfg.Samples)
-	got, first, err := probeAppends(ctx, r.store, "bench-probe", r.cfg.Samples, func(ctx context.Context, at uint64) error {
+	probes, first, err := probeAppends(ctx, r.store, "bench-probe", r.cfg.Samples, func(ctx context.Context, at uint64) error {
 		return waitProjected(ctx, r.proj, at)
 	})
 	if err != nil {
 		return err
 	}
+	got := probeDurations(probes)
 	want, err := rawDeliveryLatency(ctx, r.js, r.raw, first, r.cfg.Samples)
 	if err != nil {
 		return err
@@ -129,11 +130,27 @@ func (r *runner) measurePublishToSearchable(ctx context.Context) error {
 	return nil
 }
 
+// probeSample is one timed append of probeAppends: when it began, when
+// its append was acknowledged at generation gen, and when searchable(gen)
+// returned.
+type probeSample struct {
+	start, ack, end time.Time
+	gen             uint64
+}
+
+func probeDurations(samples []probeSample) []time.Duration {
+	out := make([]time.Duration, len(samples))
+	for i, s := range samples {
+		out[i] = s.end.Sub(s.start)
+	}
+	return out
+}
+
 // probeAppends creates session id in store and appends its first event, then
 // samples single user messages, timing each from its append until
-// searchable(its generation) returns. It returns the times and the first
+// searchable(its generation) returns. It returns the samples and the first
 // event's record (what a raw reference publishes).
-func probeAppends(ctx context.Context, store *bus.Store, id string, samples int, searchable func(ctx context.Context, gen uint64) error) ([]time.Duration, []byte, error) {
+func probeAppends(ctx context.Context, store *bus.Store, id string, samples int, searchable func(ctx context.Context, gen uint64) error) ([]probeSample, []byte, error) {
 	h, err := store.Create(ctx, dshq.Header{Version: dshq.FormatVersion2, ID: id, CreatedAt: 1_800_000_000_000, Cwd: dshq.Str("/home/dev/probe")})
 	if err != nil {
 		return nil, nil, err
@@ -146,7 +163,7 @@ func probeAppends(ctx context.Context, store *bus.Store, id string, samples int,
 	if _, err := h.Append(ctx, []dshq.Event{first}); err != nil {
 		return nil, nil, err
 	}
-	got := make([]time.Duration, 0, samples)
+	got := make([]probeSample, 0, samples)
 	for i := range samples {
 		seq := int64(i + 1)
 		e, err := probeEvent(fmt.Sprintf(`{"type":"user/message","seq":%d,"time":%d,"data":{"id":"m-p%d","role":"user","source":{"kind":"user"},"content":[{"type":"text","text":"probe %d needle"}]},"surfaceOp":"append"}`, seq, 1_800_000_000_001+seq, seq, seq))
@@ -155,13 +172,14 @@ func probeAppends(ctx context.Context, store *bus.Store, id string, samples int,
 		}
 		t0 := time.Now()
 		at, err := h.Append(ctx, []dshq.Event{e})
+		ack := time.Now()
 		if err == nil {
 			err = searchable(ctx, at)
 		}
 		if err != nil {
 			return nil, nil, err
 		}
-		got = append(got, time.Since(t0))
+		got = append(got, probeSample{start: t0, ack: ack, end: time.Now(), gen: at})
 	}
 	return got, first.Raw, nil
 }

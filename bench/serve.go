@@ -45,12 +45,19 @@ type serveProc struct {
 
 	mu   sync.Mutex // guards tail
 	tail []string   // its last log lines, for an error
+
+	stages *stageLog // its projector's batch stages (StagesEnv); nil = not logged
 }
 
 // startServe runs `dshq serve` on a fresh home with a random loopback
 // port, no web UI and no metrics, and waits for its ready line.
 func startServe(ctx context.Context, bin, home, pprof string) (*serveProc, error) {
-	args := []string{"serve", "--home", home, "--listen", "127.0.0.1:0", "--http", "off", "--log-level", "info"}
+	level := "info"
+	var stages *stageLog
+	if os.Getenv(StagesEnv) != "" {
+		level, stages = "debug", &stageLog{}
+	}
+	args := []string{"serve", "--home", home, "--listen", "127.0.0.1:0", "--http", "off", "--log-level", level}
 	if pprof != "" {
 		args = append(args, "--pprof", pprof)
 	}
@@ -63,7 +70,7 @@ func startServe(ctx context.Context, bin, home, pprof string) (*serveProc, error
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("dshq serve: %w", err)
 	}
-	p := &serveProc{cmd: cmd, home: home, done: make(chan error, 1)}
+	p := &serveProc{cmd: cmd, home: home, done: make(chan error, 1), stages: stages}
 	ready := make(chan string, 1)
 	go p.readLog(stderr, ready)
 	go func() { p.done <- cmd.Wait() }()
@@ -91,6 +98,10 @@ func (p *serveProc) readLog(r io.Reader, ready chan<- string) {
 	sent := false
 	for sc.Scan() {
 		line := sc.Text()
+		if p.stages != nil && strings.Contains(line, `"batch stages"`) {
+			p.stages.add(line)
+			continue
+		}
 		p.mu.Lock()
 		p.tail = append(p.tail, line)
 		if len(p.tail) > 20 {
@@ -231,7 +242,7 @@ func (r *runner) measureServe(ctx context.Context) (err error) {
 	if err := r.serveLoad(ctx, js, client, p, raw); err != nil {
 		return fmt.Errorf("%w (dshq serve's last log lines:\n%s)", err, p.lastLines())
 	}
-	if err := r.serveQuietAppend(ctx, nc, js, client); err != nil {
+	if err := r.serveQuietAppend(ctx, p, nc, js, client); err != nil {
 		return err
 	}
 	if err := r.serveQueries(ctx, client); err != nil {
@@ -446,18 +457,27 @@ func (r *runner) serveLoad(ctx context.Context, js jetstream.JetStream, client *
 // serveQuietAppend appends single events to a session through the harness
 // SDK over TCP and times each until a query at its generation answers,
 // beside raw publish→delivery on the same server.
-func (r *runner) serveQuietAppend(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, client *query.Client) error {
+func (r *runner) serveQuietAppend(ctx context.Context, p *serveProc, nc *nats.Conn, js jetstream.JetStream, client *query.Client) error {
 	r.progress("dshq serve: one append→searchable, %d single appends on the quiet server", r.cfg.Samples)
 	store, err := bus.NewStore(ctx, nc)
 	if err != nil {
 		return err
 	}
-	got, first, err := probeAppends(ctx, store, "bench-serve-probe", r.cfg.Samples, func(ctx context.Context, at uint64) error {
+	probes, first, err := probeAppends(ctx, store, "bench-serve-probe", r.cfg.Samples, func(ctx context.Context, at uint64) error {
 		_, err := client.ListSessions(ctx, dshq.SessionListRequest{Limit: 1}, query.WithMinGeneration(at), query.WithTimeoutMs(dshq.MaxTimeoutMs))
 		return err
 	})
 	if err != nil {
 		return err
+	}
+	got := probeDurations(probes)
+	if p.stages != nil && len(probes) > 0 {
+		batches := p.stages.snapshot()
+		r.printLoadStages(batches, probes[0].gen)
+		r.printStages(probes, batches)
+		if err := p.stages.save(); err != nil {
+			return err
+		}
 	}
 	raw, err := rawStream(ctx, js)
 	if err != nil {

@@ -1,9 +1,16 @@
 package bench
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -172,4 +179,182 @@ func (r *runner) measureRebuild(ctx context.Context) error {
 	r.rep.add("rebuild (s)", elapsed.Seconds(), "raw re-read of the stream (s)", raw.Seconds())
 	r.rep.add("rebuild (records/s)", float64(last)/elapsed.Seconds(), "raw re-read of the stream (rec/s)", float64(last)/raw.Seconds())
 	return nil
+}
+
+// StagesEnv, set in the environment of the bench, runs `dshq serve` at log
+// level debug and prints, after the quiet appends, where each
+// one's append→searchable went by stage, from the projector's "batch
+// stages" log lines (projection/run.go, stageTimes). The debug log costs
+// CPU during the load: a run with it set is for the breakdown, not for the
+// figures. A value other than "1" names a file that receives the lines.
+const StagesEnv = "DSHQ_BENCH_STAGES"
+
+// batchStages is one "batch stages" line of the projector (Unix ns).
+type batchStages struct {
+	First, Last uint64
+	Records     int
+	Stored      int64
+	Recv        int64
+	Gathered    int64
+	Locked      int64
+	Folded      int64
+	Indexed     int64
+	Committed   int64
+	Published   int64
+	Hooked      int64
+	Released    int64
+}
+
+// stageLog collects the projector's batch stages of a serve process.
+type stageLog struct {
+	mu      sync.Mutex // guards batches, lines
+	batches []batchStages
+	lines   []string
+}
+
+// save writes the lines to StagesEnv's file, when it names one.
+func (l *stageLog) save() error {
+	path := os.Getenv(StagesEnv)
+	if path == "" || path == "1" {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return os.WriteFile(path, []byte(strings.Join(l.lines, "\n")+"\n"), 0o600)
+}
+
+func (l *stageLog) add(line string) {
+	var b batchStages
+	if json.Unmarshal([]byte(line), &b) != nil || b.Last == 0 {
+		return
+	}
+	l.mu.Lock()
+	l.batches = append(l.batches, b)
+	l.lines = append(l.lines, line)
+	l.mu.Unlock()
+}
+
+func (l *stageLog) snapshot() []batchStages {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.batches)
+}
+
+// stageNames are the columns of printStages, each the time from the end of
+// the one before (the first from the append's start).
+var stageNames = []string{
+	"server (publish→the record's stream timestamp)",
+	"delivered (timestamp→projector: store+fsync, consumer)",
+	"gather (linger for pending)",
+	"checkpoint+lock",
+	"fold+finish (bbolt tx, fold, sessions)",
+	"Bleve batch",
+	"bbolt commit",
+	"generation published",
+	"query answered (after published or ack, the later)",
+}
+
+// printStages prints the per-stage breakdown of the quiet appends: the
+// median of each stage over all samples and over the slowest 1%, then each
+// of the slowest 1% alone, beside the ack and the previous batch's work
+// after its publication (the OnCommit hook and the release of mapped
+// pages) that was still running when this record was stored.
+func (r *runner) printStages(probes []probeSample, batches []batchStages) {
+	type row struct {
+		total, ack time.Duration
+		stages     []time.Duration
+		prevBusy   time.Duration // previous batch's post-publish work left at this one's store time
+		hook, rel  time.Duration // this batch's own post-publish work
+		records    int
+	}
+	slices.SortFunc(batches, func(a, b batchStages) int { return cmp.Compare(a.Last, b.Last) })
+	var rows []row
+	for _, s := range probes {
+		i := sort.Search(len(batches), func(i int) bool { return batches[i].Last >= s.gen })
+		if i == len(batches) || batches[i].First > s.gen {
+			continue
+		}
+		b := batches[i]
+		t0 := s.start.UnixNano()
+		end := s.end.UnixNano()
+		marks := []int64{b.Stored, b.Recv, b.Gathered, b.Locked, b.Folded, b.Indexed, b.Committed, b.Published}
+		rw := row{total: s.end.Sub(s.start), ack: s.ack.Sub(s.start), records: b.Records,
+			hook: time.Duration(b.Hooked - b.Published), rel: time.Duration(b.Released - b.Hooked)}
+		prev := t0
+		for _, m := range marks {
+			rw.stages = append(rw.stages, time.Duration(m-prev))
+			prev = m
+		}
+		rw.stages = append(rw.stages, time.Duration(end-max(b.Published, s.ack.UnixNano())))
+		if i > 0 {
+			rw.prevBusy = max(0, time.Duration(batches[i-1].Released-b.Stored))
+		}
+		rows = append(rows, rw)
+	}
+	if len(rows) == 0 {
+		r.progress("stages: no batch stages matched the quiet appends")
+		return
+	}
+	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(a.total, b.total) })
+	slow := rows[len(rows)-max(1, len(rows)/100):]
+	median := func(rs []row, f func(row) time.Duration) time.Duration {
+		v := make([]time.Duration, len(rs))
+		for i, x := range rs {
+			v[i] = f(x)
+		}
+		return percentile(v, 0.5)
+	}
+	r.progress("stages of one append→searchable (%d samples matched; median of all | median of the slowest %d), ms:", len(rows), len(slow))
+	line := func(name string, f func(row) time.Duration) {
+		r.progress("  %-52s %7.3f | %7.3f", name, ms(median(rows, f)), ms(median(slow, f)))
+	}
+	line("total", func(x row) time.Duration { return x.total })
+	line("ack (publish→acknowledged)", func(x row) time.Duration { return x.ack })
+	for i, n := range stageNames {
+		line(n, func(x row) time.Duration { return x.stages[i] })
+	}
+	line("previous batch's hook+release left at store time", func(x row) time.Duration { return x.prevBusy })
+	line("this batch's OnCommit hook (after visible)", func(x row) time.Duration { return x.hook })
+	line("this batch's release of mapped pages (after visible)", func(x row) time.Duration { return x.rel })
+	r.progress("  the slowest %d, each (ms: total ack | stages as above | prev-busy hook release):", len(slow))
+	for _, x := range slow {
+		parts := make([]string, len(x.stages))
+		for i, d := range x.stages {
+			parts[i] = fmt.Sprintf("%.2f", ms(d))
+		}
+		r.progress("    %.2f %.2f | %s | %.2f %.2f %.2f", ms(x.total), ms(x.ack), strings.Join(parts, " "), ms(x.prevBusy), ms(x.hook), ms(x.rel))
+	}
+}
+
+// printLoadStages prints how the batches before generation before (the
+// load's) spent their time, by stage, summed over the batches.
+func (r *runner) printLoadStages(batches []batchStages, before uint64) {
+	var n, recs int
+	var gather, lock, fold, idx, commit, publish, hook, rel, idle time.Duration
+	var prevEnd int64
+	for _, b := range batches {
+		if b.Last >= before {
+			continue
+		}
+		n++
+		recs += b.Records
+		gather += time.Duration(b.Gathered - b.Recv)
+		lock += time.Duration(b.Locked - b.Gathered)
+		fold += time.Duration(b.Folded - b.Locked)
+		idx += time.Duration(b.Indexed - b.Folded)
+		commit += time.Duration(b.Committed - b.Indexed)
+		publish += time.Duration(b.Published - b.Committed)
+		hook += time.Duration(b.Hooked - b.Published)
+		rel += time.Duration(b.Released - b.Hooked)
+		if prevEnd != 0 && b.Recv > prevEnd {
+			idle += time.Duration(b.Recv - prevEnd)
+		}
+		prevEnd = b.Released
+	}
+	if n == 0 {
+		return
+	}
+	r.progress("stages of the load's %d batches: %.1f records per batch; per batch, ms: gather %.2f, checkpoint+lock %.2f, fold+finish %.2f, Bleve %.2f, bbolt commit %.2f, publish %.2f, OnCommit hook %.2f, release %.2f, idle between %.2f",
+		n, float64(recs)/float64(n), ms(gather)/float64(n), ms(lock)/float64(n), ms(fold)/float64(n), ms(idx)/float64(n),
+		ms(commit)/float64(n), ms(publish)/float64(n), ms(hook)/float64(n), ms(rel)/float64(n), ms(idle)/float64(n))
 }

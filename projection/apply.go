@@ -563,6 +563,12 @@ const eventsFillPercent = 0.9
 // commits, so it is never behind a snapshot. It returns the Commit (nil when
 // nothing was applied).
 func (p *Projector) applyBatch(ctx context.Context, inst *instance, recs []streamRecord) (*Commit, error) {
+	return p.applyBatchTimed(ctx, inst, recs, nil)
+}
+
+// applyBatchTimed is applyBatch, noting when its stages end in t (nil:
+// not noted).
+func (p *Projector) applyBatchTimed(ctx context.Context, inst *instance, recs []streamRecord, t *stageTimes) (*Commit, error) {
 	tx, err := inst.store.db.Begin(true)
 	if err != nil {
 		return nil, fmt.Errorf("begin batch: %w", err)
@@ -601,6 +607,7 @@ func (p *Projector) applyBatch(ctx context.Context, inst *instance, recs []strea
 	if err != nil {
 		return nil, err
 	}
+	t.note(stageFolded)
 	if err := p.hook("before-index", b.gen); err != nil {
 		return nil, err
 	}
@@ -612,12 +619,14 @@ func (p *Projector) applyBatch(ctx context.Context, inst *instance, recs []strea
 		}
 		inst.indexGen = b.gen
 	}
+	t.note(stageIndexed)
 	if err := p.hook("before-commit", b.gen); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("commit batch: %w", err)
 	}
+	t.note(stageCommitted)
 	ok = true
 	for kind, n := range b.counts {
 		p.metrics.applied.WithLabelValues(kind).Add(float64(n))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -245,14 +246,17 @@ func (p *Projector) drain(ctx context.Context, inst *instance, mb jetstream.Mess
 		case <-ctx.Done():
 			return read, nil
 		}
+		times := &stageTimes{}
+		times.note(stageRecv)
 		group := p.gather(msgs, first)
+		times.note(stageGathered)
 		cut := false
 		if c := p.cfg.followCutoff; c > 0 && read+len(group) >= c {
 			group, cut = group[:c-read], true // the rest is dropped, as by a deadline
 		}
 		read += len(group)
 		if len(group) > 0 {
-			if err := p.applyMsgs(ctx, inst, group); err != nil {
+			if err := p.applyMsgs(ctx, inst, group, times); err != nil {
 				return read, err
 			}
 		}
@@ -305,7 +309,7 @@ func (p *Projector) fillFrom(ctx context.Context, inst *instance, info *jetstrea
 		p.log.Debug("cannot read the records the consumer delivered; the next pull retries", "err", err)
 		return nil
 	}
-	return p.applyRecords(ctx, inst, recs, nil, info.NumPending)
+	return p.applyRecords(ctx, inst, recs, nil, info.NumPending, newStageTimes())
 }
 
 // readAhead applies, after a pull that brought nothing from a consumer that
@@ -338,7 +342,7 @@ func (p *Projector) readAhead(ctx context.Context, inst *instance) error {
 		return nil
 	}
 	p.log.Debug("read ahead of a consumer that delivered nothing", "from", cp+1, "to", to)
-	return p.applyRecords(ctx, inst, recs, nil, last-to)
+	return p.applyRecords(ctx, inst, recs, nil, last-to, newStageTimes())
 }
 
 // checkpointOf returns inst's checkpoint, or errSwapped when a rebuild has
@@ -442,7 +446,7 @@ var errSwapped = errors.New("projection swapped")
 // at or below the checkpoint are redeliveries (skipped), and the records
 // missing before a delivery past the next sequence are read from the
 // stream first. The last message acknowledges the group (AckAll).
-func (p *Projector) applyMsgs(ctx context.Context, inst *instance, msgs []jetstream.Msg) error {
+func (p *Projector) applyMsgs(ctx context.Context, inst *instance, msgs []jetstream.Msg, times *stageTimes) error {
 	cp, err := p.checkpointOf(inst)
 	if err != nil {
 		return err
@@ -456,6 +460,7 @@ func (p *Projector) applyMsgs(ctx context.Context, inst *instance, msgs []jetstr
 			return fmt.Errorf("message metadata: %w", err)
 		}
 		pending = md.NumPending
+		times.at[stageStored] = md.Timestamp
 		seq := md.Sequence.Stream
 		if seq < next {
 			continue // redelivered: already applied
@@ -477,15 +482,15 @@ func (p *Projector) applyMsgs(ctx context.Context, inst *instance, msgs []jetstr
 		recs = append(recs, streamRecord{seq: seq, subject: m.Subject(), data: m.Data()})
 		next = seq + 1
 	}
-	return p.applyRecords(ctx, inst, recs, msgs[len(msgs)-1], pending)
+	return p.applyRecords(ctx, inst, recs, msgs[len(msgs)-1], pending, times)
 }
 
 // applyRecords applies recs (in stream order, contiguous after the
 // checkpoint but for redeliveries) as one batch and then acknowledges ack
 // (AckAll: everything delivered up to it; nil = nothing to acknowledge).
 // pending is the stream's count of records after the batch, for the lag
-// metric.
-func (p *Projector) applyRecords(ctx context.Context, inst *instance, recs []streamRecord, ack jetstream.Msg, pending uint64) error {
+// metric. times notes the batch's stages (see stageTimes).
+func (p *Projector) applyRecords(ctx context.Context, inst *instance, recs []streamRecord, ack jetstream.Msg, pending uint64, times *stageTimes) error {
 	start := time.Now()
 	if len(recs) > 0 {
 		p.writeMu.Lock()
@@ -493,14 +498,19 @@ func (p *Projector) applyRecords(ctx context.Context, inst *instance, recs []str
 			p.writeMu.Unlock()
 			return errSwapped
 		}
-		c, err := p.applyBatch(ctx, inst, recs)
+		times.note(stageLocked)
+		c, err := p.applyBatchTimed(ctx, inst, recs, times)
 		if err == nil && c != nil {
-			p.published(c)
+			p.published(c, times)
 			// After the generation advanced: readers waiting for it do not
 			// wait for the release too.
 			p.releaseMapped(inst)
+			times.note(stageReleased)
 		}
 		p.writeMu.Unlock()
+		if err == nil && c != nil {
+			p.logStages(ctx, recs, times)
+		}
 		if err != nil {
 			return err
 		}
@@ -523,12 +533,14 @@ func (p *Projector) applyRecords(ctx context.Context, inst *instance, recs []str
 
 // published makes a committed batch visible: the generation advances and
 // the OnCommit hook runs. The caller holds writeMu.
-func (p *Projector) published(c *Commit) {
+func (p *Projector) published(c *Commit, times *stageTimes) {
 	p.setGeneration(c.Generation)
+	times.note(stagePublished)
 	p.metrics.generation.Set(float64(c.Generation))
 	if p.cfg.onCommit != nil {
 		p.cfg.onCommit(*c)
 	}
+	times.note(stageHooked)
 }
 
 // consumer (re)creates the durable pull consumer so that it delivers from
@@ -571,4 +583,68 @@ func (p *Projector) consumer(ctx context.Context, inst *instance) (jetstream.Con
 	}
 	p.learnStreamEnd(cp, stream.CachedInfo().State.LastSeq)
 	return c, nil
+}
+
+// stageTimes are the wall-clock times at which one batch of the loop
+// passed each stage, for the debug log line "batch stages" (the bench's
+// per-stage breakdown of one append→searchable, DSHQ_BENCH_STAGES): the
+// server's store time of its last record, when the loop received its first
+// message and had gathered the group, held writeMu, had folded the records
+// into the write transaction, applied the index batch, committed, made
+// the generation visible, run the OnCommit hook and released the mapped
+// pages. A nil *stageTimes notes nothing; a zero time is a stage not
+// reached.
+type stageTimes struct {
+	at [stageCount]time.Time
+}
+
+type stage int
+
+const (
+	stageStored stage = iota
+	stageRecv
+	stageGathered
+	stageLocked
+	stageFolded
+	stageIndexed
+	stageCommitted
+	stagePublished
+	stageHooked
+	stageReleased
+	stageCount
+)
+
+// stageNames name the stages in the log line.
+var stageNames = [stageCount]string{"stored", "recv", "gathered", "locked", "folded", "indexed", "committed", "published", "hooked", "released"}
+
+func newStageTimes() *stageTimes {
+	t := &stageTimes{}
+	t.note(stageRecv)
+	t.at[stageGathered] = t.at[stageRecv]
+	return t
+}
+
+// note sets the time of stage s to now; on a nil t it does nothing.
+func (t *stageTimes) note(s stage) {
+	if t != nil {
+		t.at[s] = time.Now()
+	}
+}
+
+// logStages logs the stage times of a published batch at debug level, as
+// Unix nanoseconds (the bench compares them with its own clock: one host).
+func (p *Projector) logStages(ctx context.Context, recs []streamRecord, t *stageTimes) {
+	if t == nil || !p.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 3+stageCount)
+	attrs = append(attrs, slog.Uint64("first", recs[0].seq), slog.Uint64("last", recs[len(recs)-1].seq), slog.Int("records", len(recs)))
+	for s, at := range t.at {
+		var ns int64
+		if !at.IsZero() {
+			ns = at.UnixNano()
+		}
+		attrs = append(attrs, slog.Int64(stageNames[s], ns))
+	}
+	p.log.LogAttrs(ctx, slog.LevelDebug, "batch stages", attrs...)
 }
