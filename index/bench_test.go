@@ -97,15 +97,7 @@ func BenchmarkCorpus(b *testing.B) {
 				b.Fatal(err)
 			}
 			start, cpu := time.Now(), cpuTime()
-			for i := 0; i < len(c.docs); i += 1000 {
-				var bt Batch
-				for _, d := range c.docs[i:min(len(c.docs), i+1000)] {
-					bt.Upsert(d)
-				}
-				if err := x.Apply(ctx, &bt, uint64(i+1000)); err != nil {
-					b.Fatal(err)
-				}
-			}
+			applyInBatches(b, x, c.docs, 1000)
 			b.ReportMetric(float64(len(c.docs))/time.Since(start).Seconds(), "docs/s")
 			b.ReportMetric(float64(len(c.docs))/(cpuTime()-cpu).Seconds(), "docs/cpu-s")
 			sess := latencies(b, c.queries, func(q string) error {
@@ -190,27 +182,42 @@ func report(b *testing.B, name string, ds []time.Duration) {
 	b.ReportMetric(ms(ds[len(ds)*99/100]), name+"-p99-ms")
 }
 
+// applyInBatches upserts docs into x in batches of size, each batch at the
+// generation of the docs applied once it is in.
+func applyInBatches(b *testing.B, x *Index, docs []Doc, size int) {
+	b.Helper()
+	for i := 0; i < len(docs); i += size {
+		var bt Batch
+		for _, d := range docs[i:min(len(docs), i+size)] {
+			bt.Upsert(d)
+		}
+		if err := x.Apply(context.Background(), &bt, uint64(i+size)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// openLoaded opens a new index in b's temporary directory, closed when b's
+// run ends, holding docs applied in batches of size.
+func openLoaded(b *testing.B, docs []Doc, size int) *Index {
+	b.Helper()
+	x, err := Open(filepath.Join(b.TempDir(), "index"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = x.Close() })
+	applyInBatches(b, x, docs, size)
+	return x
+}
+
 // BenchmarkSearchSessions measures one cross-session search over the
 // corpus's query mix (index built once, outside the timer):
 //
 //	go test -run '^$' -bench BenchmarkSearchSessions ./index/ -args -bench.docs=20000
 func BenchmarkSearchSessions(b *testing.B) {
 	c := newBenchCorpus(*benchDocs)
-	x, err := Open(filepath.Join(b.TempDir(), "index"), Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer x.Close()
+	x := openLoaded(b, c.docs, 1000)
 	ctx := context.Background()
-	for i := 0; i < len(c.docs); i += 1000 {
-		var bt Batch
-		for _, d := range c.docs[i:min(len(c.docs), i+1000)] {
-			bt.Upsert(d)
-		}
-		if err := x.Apply(ctx, &bt, uint64(i+1000)); err != nil {
-			b.Fatal(err)
-		}
-	}
 	b.ResetTimer()
 	for i := range b.N {
 		if _, err := x.SearchSessions(ctx, SessionQuery{Query: c.queries[i%len(c.queries)]}); err != nil {

@@ -3,7 +3,6 @@ package index
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -40,22 +39,8 @@ func broadCorpus() []Doc {
 //
 //	go test -run '^$' -bench BenchmarkBroadSearch -benchtime 40x ./index/
 func BenchmarkBroadSearch(b *testing.B) {
-	x, err := Open(filepath.Join(b.TempDir(), "index"), Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer x.Close()
+	x := openLoaded(b, broadCorpus(), 1000)
 	ctx := context.Background()
-	docs := broadCorpus()
-	for i := 0; i < len(docs); i += 1000 {
-		var bt Batch
-		for _, d := range docs[i:min(len(docs), i+1000)] {
-			bt.Upsert(d)
-		}
-		if err := x.Apply(ctx, &bt, uint64(i+1000)); err != nil {
-			b.Fatal(err)
-		}
-	}
 	cases := []struct {
 		name   string
 		want   int

@@ -2,7 +2,6 @@ package index
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,22 +16,8 @@ import (
 //
 //	go test -run '^$' -bench PageHits -count 6 ./index/ -args -phrase-bench-docs 50000
 func BenchmarkPageHits(b *testing.B) {
-	x, err := Open(filepath.Join(b.TempDir(), "index"), Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer x.Close()
+	x := openLoaded(b, commonPhraseCorpus(*phraseBenchDocs), 1000)
 	ctx := context.Background()
-	docs := commonPhraseCorpus(*phraseBenchDocs)
-	for i := 0; i < len(docs); i += 1000 {
-		var bt Batch
-		for _, d := range docs[i:min(len(docs), i+1000)] {
-			bt.Upsert(d)
-		}
-		if err := x.Apply(ctx, &bt, uint64(i+1000)); err != nil {
-			b.Fatal(err)
-		}
-	}
 	across, err := x.RankSessions(ctx, SessionQuery{Query: "retry budget", Limit: dshq.DefaultSearchLimit})
 	if err != nil {
 		b.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -66,24 +65,11 @@ context deadline signal shutdown restart health metric histogram counter gauge l
 //
 //	go test -run '^$' -bench CommonPhrase -benchtime 20x ./index/
 func BenchmarkCommonPhrase(b *testing.B) {
-	x, err := Open(filepath.Join(b.TempDir(), "index"), Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer x.Close()
-	ctx := context.Background()
 	docs := commonPhraseCorpus(*phraseBenchDocs)
 	start := time.Now()
-	for i := 0; i < len(docs); i += 5000 {
-		var bt Batch
-		for _, d := range docs[i:min(len(docs), i+5000)] {
-			bt.Upsert(d)
-		}
-		if err := x.Apply(ctx, &bt, uint64(i+5000)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	x := openLoaded(b, docs, 5000)
 	b.Logf("%d docs indexed in %v", len(docs), time.Since(start))
+	ctx := context.Background()
 	cwd, current := "/w/3", string(dshq.SurfaceCurrent)
 	filtered := func(q string) SessionQuery {
 		return SessionQuery{Query: q, Limit: MaxLimit,
