@@ -44,7 +44,8 @@ appended events with their text, surface changes, titles, lease changes and
 quarantined records, one line per message (--json: one feed message per line).
 
 --workspace CWD or --session ID narrows it (a relative CWD is made absolute
-against the current directory, as session cwds are absolute); --kinds picks
+against the current directory, as session cwds are absolute; a Windows
+drive-letter or UNC path is kept as written); --kinds picks
 message kinds (session, event, surface, title, lease, quarantine). Without
 --from it starts with the next message; --from GEN resumes after generation
 GEN (0 = the whole retained feed) with nothing dropped or repeated at the
@@ -59,14 +60,12 @@ refused. It runs until SIGINT, or until --count messages were printed.`,
 				return usageErrorf("--workspace and --session do not go together")
 			}
 			var f feed.Filter
-			if workspace != "" && !filepath.IsAbs(workspace) {
-				abs, err := filepath.Abs(workspace)
+			if workspace != "" {
+				ws, err := workspaceArg(workspace)
 				if err != nil {
 					return usageErrorf("--workspace: %w", err)
 				}
-				workspace = abs
-			}
-			if workspace != "" {
+				workspace = ws
 				f.Workspace = record.WorkspaceKey(&workspace)
 			}
 			if session != "" {
@@ -484,8 +483,8 @@ Diagnostics go to stderr.`,
 	return cmd
 }
 
-// callerWorkspace returns the workspace of a workspace caller: dir made
-// absolute, symlinks as they are, or, when dir is "", the working directory
+// callerWorkspace returns the workspace of a workspace caller: dir as
+// workspaceArg reads it, symlinks as they are, or, when dir is "", the working directory
 // as the system reports it (getcwd, not $PWD), which is what Claude Code
 // and Codex record as their sessions' cwd.
 func callerWorkspace(dir string) (string, error) {
@@ -496,9 +495,22 @@ func callerWorkspace(dir string) (string, error) {
 		}
 		return wd, nil
 	}
-	abs, err := filepath.Abs(dir)
+	ws, err := workspaceArg(dir)
 	if err != nil {
 		return "", usageErrorf("--workspace: %w", err)
 	}
-	return abs, nil
+	return ws, nil
+}
+
+// workspaceArg is the workspace a --workspace flag names: a path that is
+// absolute in a harness's own terms (dshq.AbsoluteCwd: POSIX, a Windows
+// drive letter or UNC path, as Claude Code on Windows writes it) is kept as
+// written, since a workspace is compared byte for byte; any other is made
+// absolute here (filepath.Abs). On Linux filepath.Abs would take
+// "e:\work" for a relative path and put the working directory before it.
+func workspaceArg(dir string) (string, error) {
+	if dshq.AbsoluteCwd(dir) {
+		return dir, nil
+	}
+	return filepath.Abs(dir)
 }

@@ -189,11 +189,11 @@ func (g *globals) runRestore(ctx context.Context, ids []string, o restoreOptions
 		o.cwd = abs
 	}
 	if o.workspace != "" {
-		abs, err := filepath.Abs(o.workspace)
+		ws, err := workspaceArg(o.workspace)
 		if err != nil {
 			return usageErrorf("--workspace: %v", err)
 		}
-		o.workspace = abs
+		o.workspace = ws
 	}
 	tgt, err := g.restoreTarget(o)
 	if err != nil {
