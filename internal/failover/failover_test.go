@@ -171,3 +171,34 @@ func TestRange_AndLeaderReads(t *testing.T) {
 		t.Fatalf("Range declined at 300: %v, %d messages", err, len(got))
 	}
 }
+
+// A publish or request while the connection is down and its reconnect
+// buffer is full fails with nats.ErrReconnectBufExceeded: the server went
+// away, as with ErrDisconnected, so it is transient. Before, dshq import
+// took it for a fault of the file it was importing and refused every file
+// after it, without waiting for the server (issue 24, item 7: 32 of 40
+// files of 2.7 MB refused 10 s after a SIGKILL of dshq serve).
+func TestAFullReconnectBufferIsTransient(t *testing.T) {
+	s := startServer(t)
+	nc := s.Dial(t, nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond), nats.ReconnectBufSize(1024),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	down := nc.StatusChanged(nats.RECONNECTING)
+	defer nc.RemoveStatusListener(down)
+	s.NATSServer().Shutdown()
+	select {
+	case <-down:
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for the connection to be reconnecting")
+	}
+	// The first publish fills the buffer past its limit; the next is refused.
+	var err error
+	for i := 0; i < 2 && err == nil; i++ {
+		err = nc.Publish("x", make([]byte, 4096))
+	}
+	if !errors.Is(err, nats.ErrReconnectBufExceeded) {
+		t.Fatalf("two publishes of 4 KiB with a 1 KiB reconnect buffer while down: %v, want %v", err, nats.ErrReconnectBufExceeded)
+	}
+	if !Transient(fmt.Errorf("import session %q: %w", "s-1", err)) {
+		t.Errorf("Transient(%v) = false", err)
+	}
+}

@@ -25,6 +25,9 @@ func Transient(err error) bool {
 		errors.Is(err, nats.ErrDisconnected),
 		errors.Is(err, nats.ErrConnectionReconnecting),
 		errors.Is(err, nats.ErrConnectionDraining),
+		// Written while the connection is down, past what the client
+		// buffers until it is back: the server went away.
+		errors.Is(err, nats.ErrReconnectBufExceeded),
 		errors.Is(err, jetstream.ErrJetStreamNotEnabled),
 		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
