@@ -98,7 +98,7 @@ func (w *Watcher) followHarness(ctx context.Context, f *file, sem chan struct{})
 	if _, err := l.readMore(ctx); err != nil {
 		return err
 	}
-	if len(l.handles) == 0 && l.r.Conv.Stats().Pending == 0 {
+	if len(l.handles) == 0 && l.r.Conv.Stats().Pending == 0 && l.r.Lines.Held() == 0 {
 		return nil // nothing new: the file is not being written
 	}
 	idle := time.NewTimer(w.cfg.Idle)
@@ -185,18 +185,19 @@ func (l *live) readMore(ctx context.Context) (bool, error) {
 		l.read += int64(n)
 		l.f.synced.Store(l.read)
 		grew = true
-		if err := l.feed(ctx, buf[:n], l.read >= fi.Size()); err != nil {
+		if err := l.feed(ctx, buf[:n]); err != nil {
 			return grew, err
+		}
+		if readHook != nil {
+			readHook(l.f.path, l.read)
 		}
 	}
 	return grew, nil
 }
 
-// feed converts the complete lines of p and publishes what they give. At
-// the end of what the file holds (atEnd; not at the end of a piece of it),
-// a last line without a newline is taken when it is a whole JSON value,
-// else held until the rest of it arrives (capture.Lines.Complete: the rule
-// of Import too, so a watched file and its import store the same log).
+// feed converts the complete lines of p and publishes what they give. The
+// bytes after the last newline are held: finish decides them at the idle
+// time.
 //
 // A line of releaseAfter bytes or more costs the watcher several times its
 // size while it is converted and published; once it is, that memory is
@@ -204,13 +205,8 @@ func (l *live) readMore(ctx context.Context) (bool, error) {
 // by the runtime for later, so the watcher's footprint is bounded by the
 // largest line it holds and falls back after it
 // (TestAWatchReleasesALongLine).
-func (l *live) feed(ctx context.Context, p []byte, atEnd bool) error {
+func (l *live) feed(ctx context.Context, p []byte) error {
 	lines := l.r.Lines.Write(p)
-	if atEnd {
-		if last, ok := l.r.Lines.Complete(); ok {
-			lines = append(lines, last)
-		}
-	}
 	var ups []capture.Update
 	longest := 0
 	for _, line := range lines {
@@ -228,16 +224,35 @@ func (l *live) feed(ctx context.Context, p []byte, atEnd bool) error {
 	return err
 }
 
+// readHook, when set (by tests, before the watcher starts), is called each
+// time a live file's new bytes up to size were read and their complete lines
+// published.
+var readHook func(path string, size int64)
+
 // releaseAfter is the size of a line (or of a read) after which feed gives
 // its memory back to the system.
 const releaseAfter = 16 << 20
 
-// finish decides what the converter still holds (a header waiting for its
-// facts, and the lines held with it), as Import does for a file taken as
+// finish decides what is still held, as Import does for a file taken as
 // complete, and publishes it: at the idle time, when the file is as
-// finished as anyone can tell.
+// finished as anyone can tell. A last line without a newline is taken when
+// it is a whole JSON value, else held until the rest of it arrives
+// (capture.Lines.Complete: the rule of Import too, so a watched file and
+// its import store the same log); deciding it at the idle time rather than
+// as soon as it is read lets a newline written apart from its line (two
+// writes) end that line, as an import of the finished file sees it. Then
+// the converter's own (a header waiting for its facts, and the lines held
+// with it).
 func (l *live) finish(ctx context.Context) error {
-	return l.publish(ctx, l.r.Conv.Finish())
+	var ups []capture.Update
+	if last, ok := l.r.Lines.Complete(); ok {
+		u, err := l.r.Conv.Feed(last)
+		if err != nil {
+			return err
+		}
+		ups = u
+	}
+	return l.publish(ctx, append(ups, l.r.Conv.Finish()...))
 }
 
 // publish stores updates through the sessions' write handles: a new

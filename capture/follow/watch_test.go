@@ -257,3 +257,78 @@ func TestWatchDecidesAWaitingHeaderAtIdle(t *testing.T) {
 	w.wait(t, 0, time.Minute, "idle report", kind(follow.ReportIdle))
 	sameStored(t, st, want, res.Sessions[0].ID)
 }
+
+// TestANewlineWrittenApartFromItsLineEndsIt: a writer that writes a line's
+// JSON and its newline in two writes (Python's print does) leaves the
+// watcher reading a whole JSON value without a newline. The watcher decides
+// such a last line at the idle time, so the newline that follows ends it,
+// and watch stores what an import of the finished file stores. Before, it
+// took the line at once and the newline then began an empty line, an
+// invalid-line event the import has not (issue 24, item 2, re-run by hand).
+func TestANewlineWrittenApartFromItsLineEndsIt(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "claudecode", "testdata", "turns.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.TrimSuffix(data, []byte("\n"))
+	cut := bytes.LastIndexByte(body, '\n') + 1
+	first, last := data[:cut], body[cut:] // the lines but the last; the last's JSON
+	root := t.TempDir()
+	path := filepath.Join(root, "proj", "apart.jsonl")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, first, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The newline is written once the watcher has read the JSON before it
+	// (and published what that gave), before it reads on.
+	var once sync.Once
+	hookErr := make(chan error, 1)
+	restore := follow.SetReadHook(func(p string, size int64) {
+		if p != path || size != int64(len(first)+len(last)) {
+			return
+		}
+		once.Do(func() { hookErr <- appendFile(path, []byte("\n")) })
+	})
+	st := newStore(t)
+	w := runWatcher(t, follow.Config{Store: st, Roots: []follow.Root{{Format: capture.FormatClaudeCode, Dir: root}},
+		Idle: 5 * time.Second, ForcePoll: true, Poll: 20 * time.Millisecond})
+	defer restore()
+	defer w.stop(t)
+	w.wait(t, 0, time.Minute, "the first lines published", kind(follow.ReportPublished))
+	if err := appendFile(path, last); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-hookErr:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the watcher never read the last line's JSON")
+	}
+	w.wait(t, 0, time.Minute, "idle report", kind(follow.ReportIdle))
+	w.stop(t)
+
+	want := newStore(t)
+	res, err := follow.Import(context.Background(), want, capture.FormatClaudeCode, path, data)
+	if err != nil || res.Held != 0 {
+		t.Fatalf("import: %+v, %v", res, err)
+	}
+	for _, s := range res.Sessions {
+		sameStored(t, st, want, s.ID)
+	}
+}
+
+func appendFile(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
