@@ -79,6 +79,19 @@
 // at 100k events or at 1M, whichever is nearer the corpus), and the table
 // ends with them, each met or missed.
 //
+// Each search class ends with a tail note (Report.Tails, printed after the
+// targets; -tails=false leaves it out): what overlapped the slowest 1% of
+// dshq's samples, beside the share of all samples it overlapped — a GC
+// cycle of the bench process (and its stop-the-world pauses), a merge or
+// persist of the projection's Bleve index or of the raw reference index, a
+// projector commit, page faults, the process's CPU and the machine's CPU
+// pressure during the sample — and the reference's latency on the same
+// samples, which run back to back. Two probes bracket each dshq sample,
+// outside its timing (runtime/metrics, getrusage, /proc/pressure/cpu and
+// Bleve's expvar of its indexes' counters). -search-trace FILE writes an
+// execution trace of the search classes (-search-trace-class limits it),
+// each dshq sample a region named after its class.
+//
 // A run fails rather than print a meaningless figure: a generated record
 // the projector quarantines, a search that finds nothing, or a rare-phrase
 // search on which dshq and the baseline disagree is an error.

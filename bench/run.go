@@ -67,6 +67,17 @@ type Config struct {
 	// Dshq is the dshq binary the serve phase runs ("" = one built with
 	// go build into the working directory).
 	Dshq string
+	// SearchTrace, when set, is a file to write an execution trace
+	// (runtime/trace) of the search classes to: from the first to the last
+	// whose name contains SearchTraceClass ("" = all four).
+	SearchTrace      string
+	SearchTraceClass string
+	// NoTailProbes leaves out the probes around each dshq sample of the
+	// search classes and their tail notes (Report.Tails).
+	NoTailProbes bool
+	// NoSettle measures the queries at once, without first waiting for
+	// the Bleve indexes' background merges and persists to finish.
+	NoSettle bool
 }
 
 // Defaults of Config.

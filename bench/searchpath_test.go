@@ -30,7 +30,31 @@ var (
 	pathCPU      = flag.String("searchpath.cpuprofile", "", "write a CPU profile of the measured requests (not the setup) to this file")
 	pathTrace    = flag.String("searchpath.trace", "", "write an execution trace of the measured requests to this file")
 	pathClass    = flag.String("searchpath.class", "", "measure only the classes whose name contains this")
+	pathBallast  = flag.Int("searchpath.ballast", 0, "MiB of pointerful live heap to hold through the measured requests (the bench process's heap at 1M events is about 1,400 MiB)")
 )
+
+// ballastLeaf is one object of a ballast: 64 bytes with a pointer, which
+// the GC marks one by one, as it does the bench's corpus.
+type ballastLeaf struct {
+	next *ballastLeaf
+	_    [7]uint64
+}
+
+// makeBallast allocates mib MiB of live heap: chunks of pointers to leaves.
+func makeBallast(mib int) [][]*ballastLeaf {
+	var out [][]*ballastLeaf
+	for left := mib << 20 / 64; left > 0; left -= 4096 {
+		chunk := make([]*ballastLeaf, min(left, 4096))
+		for i := range chunk {
+			chunk[i] = &ballastLeaf{}
+			if i > 0 {
+				chunk[i].next = chunk[i-1]
+			}
+		}
+		out = append(out, chunk)
+	}
+	return out
+}
 
 // BenchmarkSearchPath measures the bench's four search classes layer by
 // layer on its corpus (every session bulk-loaded, then projected): the
@@ -194,9 +218,16 @@ func BenchmarkSearchPath(b *testing.B) {
 			{"raw Bleve phrase AND session", func(i int) error { _, err := bleveSearch(raw, common[i], sess[i].Header.ID); return err }},
 		}},
 	}
+	ballast := makeBallast(*pathBallast)
+	defer runtime.KeepAlive(ballast)
+	if *pathBallast > 0 {
+		runtime.GC()
+		b.Logf("ballast: %d MiB of live heap (%d objects), live heap now %.0f MiB", *pathBallast, *pathBallast<<20/64, mib(liveHeap()))
+	}
 	stopProfile := startSearchProfiles(b)
 	defer stopProfile()
 	var table strings.Builder
+	var tails []string
 	for _, c := range classes {
 		if !strings.Contains(c.name, *pathClass) {
 			continue
@@ -210,24 +241,39 @@ func BenchmarkSearchPath(b *testing.B) {
 		}
 		var ms0, ms1 runtime.MemStats
 		runtime.ReadMemStats(&ms0)
+		// The client layer's samples are probed as the bench's are.
+		tp := newTailProbe(&r.commits, true)
+		tp.startClass()
 		for i := range n {
 			for j, l := range c.layers {
 				var err error
+				if j == 0 {
+					tp.begin()
+				}
 				t0 := time.Now()
 				// Labelled, so that a profile of one class and layer is
 				// `go tool pprof -tagfocus layer=index -tagfocus class=filters`
 				// (the NATS layer's work runs in the service's goroutines,
 				// unlabelled).
 				pprof.Do(ctx, pprof.Labels("class", c.name, "layer", l.name), func(context.Context) { err = l.fn(i) })
+				d := time.Since(t0)
+				if j == 0 {
+					tp.end(t0, d)
+				}
 				if err != nil {
 					b.Fatalf("%s: %s: %v", c.name, l.name, err)
 				}
-				lat[j] = append(lat[j], time.Since(t0))
+				lat[j] = append(lat[j], d)
 			}
 		}
+		tp.endClass()
+		tp.close()
 		runtime.ReadMemStats(&ms1)
+		last := len(c.layers) - 1
+		note := tailNote(c.name+", client over NATS", tp.samples, c.layers[last].name, lat[last], tp.classStats())
 		fmt.Fprintf(&table, "%s, %d requests per layer, %d GC cycles, %.1f ms GC pause in all:\n", c.name, n,
 			ms1.NumGC-ms0.NumGC, float64(ms1.PauseTotalNs-ms0.PauseTotalNs)/1e6)
+		tails = append(tails, note.Lines()...)
 		for j, l := range c.layers {
 			alloc := allocPerCall(func(i int) error { return l.fn(i) }, min(n, 200))
 			slices.Sort(lat[j])
@@ -239,6 +285,9 @@ func BenchmarkSearchPath(b *testing.B) {
 		}
 	}
 	fmt.Print(table.String())
+	for _, l := range tails {
+		fmt.Println("tail:", l)
+	}
 }
 
 // allocPerCall returns the bytes one call of fn allocates, averaged over
@@ -252,8 +301,6 @@ func allocPerCall(fn func(i int) error, calls int) float64 {
 	runtime.ReadMemStats(&z)
 	return float64(z.TotalAlloc-a.TotalAlloc) / float64(calls)
 }
-
-func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // startSearchProfiles starts the CPU profile and the execution trace the
 // flags ask for; the returned func stops them.
