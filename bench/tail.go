@@ -202,8 +202,9 @@ func newTailProbe(commits *atomic.Int64, indexes bool) *tailProbe {
 	}
 	for i := range t.per {
 		t.per[i] = []metrics.Sample{{Name: metricGCCycles}, {Name: metricGCPauses}, {Name: metricSchedWait}}
-		t.class[i] = []metrics.Sample{{Name: metricGCCycles}, {Name: metricGCCPU}, {Name: metricAssistCPU},
-			{Name: metricAllocs}, {Name: metricLiveHeap}, {Name: metricSchedWait}}
+		// The per-sample metrics first (read reads them), then the class's.
+		t.class[i] = []metrics.Sample{{Name: metricGCCycles}, {Name: metricGCPauses}, {Name: metricSchedWait},
+			{Name: metricGCCPU}, {Name: metricAssistCPU}, {Name: metricAllocs}, {Name: metricLiveHeap}}
 	}
 	return t
 }
@@ -293,11 +294,11 @@ func (t *tailProbe) classStats() classStats {
 	}
 	c := classStats{
 		gcCycles:  u64(b[0]) - u64(a[0]),
-		gcCPU:     time.Duration((sec(b[1]) - sec(a[1])) * 1e9),
-		assistCPU: time.Duration((sec(b[2]) - sec(a[2])) * 1e9),
-		allocated: u64(b[3]) - u64(a[3]),
-		live:      u64(a[4]),
-		schedP99:  histDeltaQuantile(a[5].Value.Float64Histogram(), b[5].Value.Float64Histogram(), 0.99),
+		gcCPU:     time.Duration((sec(b[3]) - sec(a[3])) * 1e9),
+		assistCPU: time.Duration((sec(b[4]) - sec(a[4])) * 1e9),
+		allocated: u64(b[5]) - u64(a[5]),
+		live:      u64(a[6]),
+		schedP99:  histDeltaQuantile(a[2].Value.Float64Histogram(), b[2].Value.Float64Histogram(), 0.99),
 		commits:   t.cls[1].commits - t.cls[0].commits,
 		psi:       t.cls[1].psi - t.cls[0].psi,
 		cpu:       t.cls[1].cpu - t.cls[0].cpu,

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"runtime/metrics"
 	"strings"
 	"testing"
@@ -172,5 +173,31 @@ func TestLongestNewFindsTheHighestGrownBucket(t *testing.T) {
 	}
 	if got := longestNew(a, a); got != 0 {
 		t.Errorf("longestNew of no growth = %v", got)
+	}
+}
+
+func TestTailProbeSeesAGCCycleDuringASample(t *testing.T) {
+	tp := newTailProbe(nil, true)
+	defer tp.close()
+	runtime.GC() // as measureOp does: the live heap is then known
+	tp.startClass()
+	tp.begin()
+	start := time.Now()
+	runtime.GC()
+	tp.end(start, time.Since(start))
+	tp.begin()
+	tp.end(time.Now(), 0)
+	tp.endClass()
+	if len(tp.samples) != 2 {
+		t.Fatalf("%d samples, want 2", len(tp.samples))
+	}
+	if s := tp.samples[0]; !s.gc || !s.gcPause {
+		t.Errorf("a sample around runtime.GC: %+v, want a GC cycle with its pauses", s)
+	}
+	if s := tp.samples[1]; s.gcPause {
+		t.Errorf("a sample after it: %+v, want no GC pause", s)
+	}
+	if c := tp.classStats(); c.gcCycles < 1 || c.live == 0 {
+		t.Errorf("class stats %+v: want at least one GC cycle and a live heap", c)
 	}
 }
