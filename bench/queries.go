@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/search/query"
 
 	"github.com/dshq/dshq"
@@ -324,11 +325,15 @@ func (r *runner) searchAndRead(ctx context.Context, fts *FTS, idx bleve.Index, s
 			},
 			ftsName: "SQLite lineage walk", fts: func(i int) (int, error) { return fts.Trace(ctx, sess[i].Header.ID) }},
 	}
+	r.scorch = [2]*scorch.Stats{scorchStats(projectionBleve(r.proj.Index())), scorchStats(idx)}
+	if r.scorch[projectionIndex] == nil {
+		r.progress("the projection's Bleve index is out of the probes' reach: its tail notes say nothing of its merges")
+	}
 	if !r.cfg.NoSettle {
 		// Steady state for all three implementations: the raw reference
 		// index was just built (its merger runs on after its last batch)
 		// and the projection's may still merge what the ingest wrote.
-		waited, ok := settleIndexes(ctx, settleLimit)
+		waited, ok := settleIndexes(ctx, r.scorch, settleLimit)
 		r.progress("Bleve indexes settled before the queries: %v after %s", ok, waited.Round(time.Millisecond))
 		r.rep.SettledAfter = waited
 	}
@@ -449,7 +454,7 @@ func (r *runner) measureOp(o op, n int) error {
 	}
 	var tp *tailProbe
 	if o.probe && !r.cfg.NoTailProbes {
-		tp = newTailProbe(&r.commits, true)
+		tp = newTailProbe(&r.commits, r.scorch)
 		defer tp.close()
 		tp.startClass()
 	}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -141,15 +142,16 @@ type runner struct {
 	raw    jetstream.Stream // BENCH_RAW: same settings as the session stream
 	last   uint64           // the session stream's last sequence after ingest
 
-	rawPublishRate float64       // records/s, measured before ingest
-	printed        int           // rows already shown by progressRows
-	applyName      string        // the row of applyRate
-	applyRate      float64       // records/s of a fresh projector
-	applyCPU       time.Duration // process CPU time of that apply
-	applyRecords   uint64        // records it applied
-	commits        atomic.Int64  // batches the projectors committed
-	ingestRate     float64       // events/s to searchable
-	ftsBytes       uint64        // the SQLite FTS5 database's size on disk
+	rawPublishRate float64          // records/s, measured before ingest
+	printed        int              // rows already shown by progressRows
+	applyName      string           // the row of applyRate
+	applyRate      float64          // records/s of a fresh projector
+	applyCPU       time.Duration    // process CPU time of that apply
+	applyRecords   uint64           // records it applied
+	commits        atomic.Int64     // batches the projectors committed
+	ingestRate     float64          // events/s to searchable
+	ftsBytes       uint64           // the SQLite FTS5 database's size on disk
+	scorch         [2]*scorch.Stats // the projection's and the raw reference's index counters, for the tail probes
 }
 
 // Run generates the corpus, runs every measurement and returns the report.

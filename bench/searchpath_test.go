@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blevesearch/bleve/v2/index/scorch"
+
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/index"
@@ -242,7 +244,7 @@ func BenchmarkSearchPath(b *testing.B) {
 		var ms0, ms1 runtime.MemStats
 		runtime.ReadMemStats(&ms0)
 		// The client layer's samples are probed as the bench's are.
-		tp := newTailProbe(&r.commits, true)
+		tp := newTailProbe(&r.commits, [2]*scorch.Stats{scorchStats(projectionBleve(x)), scorchStats(raw)})
 		tp.startClass()
 		for i := range n {
 			for j, l := range c.layers {

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
-	"expvar"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"path/filepath"
+	"reflect"
 	"runtime/metrics"
 	"slices"
 	"strconv"
@@ -18,6 +16,12 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/index/scorch"
+
+	"github.com/dshq/dshq/index"
 )
 
 // A search class's tail note says what overlapped the slowest 1% of dshq's
@@ -27,7 +31,9 @@ import (
 // and the machine's CPU pressure during the sample, and the reference's
 // latency on the same samples, taken back to back. Each dshq sample is
 // bracketed by two probes (tailProbe.begin and end, outside its timing):
-// counters of when each activity began and ended, read before and after,
+// counters of when each activity began and ended, read before and after
+// (scorch's own for the indexes, read atomically; runtime/metrics,
+// getrusage and /proc/pressure/cpu for the rest),
 // say whether it ran at some point during the sample (activity.during).
 
 // activity is a background activity's counts at one instant: how many
@@ -70,60 +76,59 @@ const (
 	referenceIndex
 )
 
-// rawBleveDir is the raw reference index's directory name.
-const rawBleveDir = "raw.bleve"
-
-// scorchStats are the counters of scorch's StatsMap a probe reads.
-type scorchStats struct {
-	FileMergeBeg uint64 `json:"TotFileMergeZapBeg"`
-	FileMergeEnd uint64 `json:"TotFileMergeZapEnd"`
-	MemMergeBeg  uint64 `json:"TotMemMergeZapBeg"`
-	MemMergeEnd  uint64 `json:"TotMemMergeZapEnd"`
-	Persisted    uint64 `json:"TotPersistedSegments"`
-	Busy         bool   `json:"index_bgthreads_active"`
+// scorchStats returns the live counters of a Bleve index's scorch engine
+// (nil for another engine): read atomically, they cost a probe nothing.
+func scorchStats(idx bleve.Index) *scorch.Stats {
+	if idx == nil {
+		return nil
+	}
+	adv, err := idx.Advanced()
+	if err != nil {
+		return nil
+	}
+	s, ok := adv.(*scorch.Scorch)
+	if !ok {
+		return nil
+	}
+	st, _ := s.Stats().(*scorch.Stats)
+	return st
 }
 
-// parseIndexStates reads Bleve's expvar of its open indexes (JSON: each
-// index's path → {"index": scorch's StatsMap, …}) into the projection's
-// and the reference's states (any index not named rawBleveDir counts as
-// the projection's).
-func parseIndexStates(js []byte) ([2]indexState, error) {
-	var all map[string]struct {
-		Index *scorchStats `json:"index"`
+// projectionBleve returns the Bleve index behind the projection's index,
+// which the index package keeps to itself (its field idx): the bench reads
+// scorch's counters through it rather than the index package growing an
+// API for a benchmark. nil if the field is not there (the probes then say
+// nothing of the projection's index, and the progress line says so).
+func projectionBleve(x *index.Index) bleve.Index {
+	if x == nil {
+		return nil
 	}
-	var out [2]indexState
-	if err := json.Unmarshal(js, &all); err != nil {
-		return out, fmt.Errorf("bleve index stats: %w", err)
+	v := reflect.ValueOf(x).Elem().FieldByName("idx")
+	if !v.IsValid() || v.Type() != reflect.TypeFor[bleve.Index]() {
+		return nil
 	}
-	for name, s := range all {
-		if s.Index == nil {
-			continue
-		}
-		st := indexState{activity{s.Index.FileMergeBeg + s.Index.MemMergeBeg, s.Index.FileMergeEnd + s.Index.MemMergeEnd},
-			s.Index.Persisted, s.Index.Busy}
-		k := projectionIndex
-		if filepath.Base(filepath.Clean(name)) == rawBleveDir {
-			k = referenceIndex
-		}
-		out[k] = out[k].add(st)
-	}
-	return out, nil
+	idx, _ := reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem().Interface().(bleve.Index)
+	return idx
 }
 
-// readIndexStates reads the states of the process's open Bleve indexes.
-// Bleve publishes them as an expvar (its only way to the projection's
-// index, which the index package keeps to itself).
-func readIndexStates() ([2]indexState, bool) {
-	m, _ := expvar.Get("bleve").(*expvar.Map)
-	if m == nil {
-		return [2]indexState{}, false
+// stateOf reads an index's background work from its scorch counters.
+func stateOf(st *scorch.Stats) indexState {
+	if st == nil {
+		return indexState{}
 	}
-	v := m.Get("indexes")
-	if v == nil {
-		return [2]indexState{}, false
+	ld := atomic.LoadUint64
+	root := ld(&st.CurRootEpoch)
+	return indexState{
+		merges: activity{ld(&st.TotFileMergeZapBeg) + ld(&st.TotMemMergeZapBeg), ld(&st.TotFileMergeZapEnd) + ld(&st.TotMemMergeZapEnd)},
+		// scorch's index_bgthreads_active: the root not yet merged or persisted.
+		persisted: ld(&st.TotPersistedSegments),
+		busy:      ld(&st.LastMergedEpoch) != root || ld(&st.LastPersistedEpoch) != root,
 	}
-	st, err := parseIndexStates([]byte(v.String()))
-	return st, err == nil
+}
+
+// indexStates reads both indexes' states.
+func indexStates(stats [2]*scorch.Stats) [2]indexState {
+	return [2]indexState{stateOf(stats[projectionIndex]), stateOf(stats[referenceIndex])}
 }
 
 // probe is what a tailProbe reads at one instant.
@@ -181,9 +186,9 @@ const (
 // tailProbe probes each dshq sample of one class (begin before it, end
 // after it, both outside its timing) and the class as a whole.
 type tailProbe struct {
-	commits *atomic.Int64 // nil: no projector to watch
-	indexes bool          // read the Bleve indexes' states
-	psi     *os.File      // /proc/pressure/cpu (nil where there is none)
+	commits *atomic.Int64    // nil: no projector to watch
+	stats   [2]*scorch.Stats // the projection's and the reference's index (nil: none)
+	psi     *os.File         // /proc/pressure/cpu (nil where there is none)
 	buf     []byte
 
 	per    [2][]metrics.Sample // before and after a sample
@@ -195,8 +200,8 @@ type tailProbe struct {
 	samples []sampleTail
 }
 
-func newTailProbe(commits *atomic.Int64, indexes bool) *tailProbe {
-	t := &tailProbe{commits: commits, indexes: indexes, buf: make([]byte, 256)}
+func newTailProbe(commits *atomic.Int64, stats [2]*scorch.Stats) *tailProbe {
+	t := &tailProbe{commits: commits, stats: stats, buf: make([]byte, 256)}
 	if f, err := os.Open("/proc/pressure/cpu"); err == nil {
 		t.psi = f
 	}
@@ -225,9 +230,7 @@ func (t *tailProbe) read(ms []metrics.Sample) probe {
 	// Each cycle pauses twice: at its start (sweep termination) and at its
 	// end (mark termination).
 	p.gc = activity{began: p.gcPauses - cycles, ended: cycles}
-	if t.indexes {
-		p.index, _ = readIndexStates()
-	}
+	p.index = indexStates(t.stats)
 	if t.commits != nil {
 		p.commits = t.commits.Load()
 	}
@@ -584,25 +587,21 @@ func idle(st [2]indexState) bool {
 	return true
 }
 
-// settleIndexes waits, up to limit, until the process's Bleve indexes have
-// no background work (idle at two polls 100 ms apart with nothing merged
-// or persisted between), and returns how long it waited and whether they
-// settled.
-func settleIndexes(ctx context.Context, limit time.Duration) (time.Duration, bool) {
+// settleIndexes waits, up to limit, until the indexes have no background
+// work (idle at two polls 100 ms apart with nothing merged or persisted
+// between), and returns how long it waited and whether they settled.
+func settleIndexes(ctx context.Context, stats [2]*scorch.Stats, limit time.Duration) (time.Duration, bool) {
 	start := time.Now()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	prev, ok := readIndexStates()
-	if !ok {
-		return 0, false
-	}
+	prev := indexStates(stats)
 	for time.Since(start) < limit {
 		select {
 		case <-ctx.Done():
 			return time.Since(start), false
 		case <-tick.C:
 		}
-		st, _ := readIndexStates()
+		st := indexStates(stats)
 		if idle(prev) && idle(st) && st == prev {
 			return time.Since(start), true
 		}

@@ -2,11 +2,18 @@ package bench
 
 import (
 	"math/rand/v2"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/index/scorch"
+
+	"github.com/dshq/dshq/index"
 )
 
 // span is a synthetic interval of an activity, in ticks.
@@ -136,19 +143,38 @@ func TestTailNoteCountsWhatOverlappedTheSlowestSamples(t *testing.T) {
 	}
 }
 
-func TestParseIndexStatesTellsTheIndexesApart(t *testing.T) {
-	js := `{"/tmp/b/projection/p1/index":{"index":{"TotFileMergeZapBeg":5,"TotFileMergeZapEnd":4,"TotMemMergeZapBeg":7,"TotMemMergeZapEnd":7,"TotPersistedSegments":9,"index_bgthreads_active":false,"field:text:x":1},"searches":3},
-	"/tmp/b/raw.bleve":{"index":{"TotFileMergeZapBeg":2,"TotFileMergeZapEnd":2,"TotPersistedSegments":1,"index_bgthreads_active":true}}}`
-	st, err := parseIndexStates([]byte(js))
+func TestStateOfReadsScorchsCounters(t *testing.T) {
+	st := &scorch.Stats{TotFileMergeZapBeg: 5, TotFileMergeZapEnd: 4, TotMemMergeZapBeg: 7, TotMemMergeZapEnd: 7,
+		TotPersistedSegments: 9, CurRootEpoch: 12, LastMergedEpoch: 12, LastPersistedEpoch: 12}
+	if got, want := stateOf(st), (indexState{merges: activity{12, 11}, persisted: 9}); got != want {
+		t.Errorf("state %+v, want %+v", got, want)
+	}
+	st.LastPersistedEpoch = 11
+	if !stateOf(st).busy {
+		t.Error("an index whose root is not persisted yet is not busy")
+	}
+	if stateOf(nil) != (indexState{}) {
+		t.Error("no index has a state")
+	}
+}
+
+func TestProbesReachBothIndexes(t *testing.T) {
+	dir := t.TempDir()
+	x, err := index.Open(filepath.Join(dir, "index"), index.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := [2]indexState{{merges: activity{12, 11}, persisted: 9}, {merges: activity{2, 2}, persisted: 1, busy: true}}
-	if st != want {
-		t.Errorf("states %+v, want %+v", st, want)
+	defer x.Close()
+	if st := scorchStats(projectionBleve(x)); st == nil {
+		t.Error("the projection's index's scorch counters are out of reach")
 	}
-	if _, err := parseIndexStates([]byte("error marshaling stats")); err == nil {
-		t.Error("unreadable stats parsed")
+	raw, err := bleve.New(filepath.Join(dir, "raw.bleve"), bleve.NewIndexMapping())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if st := scorchStats(raw); st == nil {
+		t.Error("the raw index's scorch counters are out of reach")
 	}
 }
 
@@ -177,7 +203,7 @@ func TestLongestNewFindsTheHighestGrownBucket(t *testing.T) {
 }
 
 func TestTailProbeSeesAGCCycleDuringASample(t *testing.T) {
-	tp := newTailProbe(nil, true)
+	tp := newTailProbe(nil, [2]*scorch.Stats{})
 	defer tp.close()
 	runtime.GC() // as measureOp does: the live heap is then known
 	tp.startClass()
@@ -199,5 +225,34 @@ func TestTailProbeSeesAGCCycleDuringASample(t *testing.T) {
 	}
 	if c := tp.classStats(); c.gcCycles < 1 || c.live == 0 {
 		t.Errorf("class stats %+v: want at least one GC cycle and a live heap", c)
+	}
+}
+
+// BenchmarkTailProbe measures what probing one sample costs (begin and
+// end, outside its timing) with two Bleve indexes open, as during the
+// bench's queries.
+func BenchmarkTailProbe(b *testing.B) {
+	dir := b.TempDir()
+	var stats [2]*scorch.Stats
+	for k, name := range []string{"index", "raw.bleve"} {
+		idx, err := bleve.New(filepath.Join(dir, name), bleve.NewIndexMapping())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer idx.Close()
+		stats[k] = scorchStats(idx)
+		for i := range 100 {
+			if err := idx.Index(strconv.Itoa(i), map[string]any{"text": "a probe of the tail"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	tp := newTailProbe(nil, stats)
+	defer tp.close()
+	tp.startClass()
+	b.ReportAllocs()
+	for b.Loop() {
+		tp.begin()
+		tp.end(time.Now(), 0)
 	}
 }
