@@ -220,72 +220,86 @@ func BenchmarkSearchPath(b *testing.B) {
 			{"raw Bleve phrase AND session", func(i int) error { _, err := bleveSearch(raw, common[i], sess[i].Header.ID); return err }},
 		}},
 	}
-	ballast := makeBallast(*pathBallast)
-	defer runtime.KeepAlive(ballast)
+	// With a ballast, each class runs four times, alternating without and
+	// with it: the ballast's effect beside the same process without it.
+	rounds := []int{0}
 	if *pathBallast > 0 {
-		runtime.GC()
-		b.Logf("ballast: %d MiB of live heap (%d objects), live heap now %.0f MiB", *pathBallast, *pathBallast<<20/64, mib(liveHeap()))
+		rounds = []int{0, *pathBallast, 0, *pathBallast}
 	}
 	stopProfile := startSearchProfiles(b)
 	defer stopProfile()
 	var table strings.Builder
 	var tails []string
+	var ballast [][]*ballastLeaf
 	for _, c := range classes {
-		if !strings.Contains(c.name, *pathClass) {
-			continue
-		}
-		lat := make([][]time.Duration, len(c.layers))
-		runtime.GC()
-		for _, l := range c.layers { // warm-up, alike for every layer
-			if err := l.fn(n - 1); err != nil {
-				b.Fatalf("%s: %s: %v", c.name, l.name, err)
+		for _, bal := range rounds {
+			if !strings.Contains(c.name, *pathClass) {
+				continue
 			}
-		}
-		var ms0, ms1 runtime.MemStats
-		runtime.ReadMemStats(&ms0)
-		// The client layer's samples are probed as the bench's are.
-		tp := newTailProbe(&r.commits, [2]*scorch.Stats{scorchStats(projectionBleve(x)), scorchStats(raw)})
-		tp.startClass()
-		for i := range n {
-			for j, l := range c.layers {
-				var err error
-				if j == 0 {
-					tp.begin()
-				}
-				t0 := time.Now()
-				// Labelled, so that a profile of one class and layer is
-				// `go tool pprof -tagfocus layer=index -tagfocus class=filters`
-				// (the NATS layer's work runs in the service's goroutines,
-				// unlabelled).
-				pprof.Do(ctx, pprof.Labels("class", c.name, "layer", l.name), func(context.Context) { err = l.fn(i) })
-				d := time.Since(t0)
-				if j == 0 {
-					tp.end(t0, d)
-				}
-				if err != nil {
+			ballast = nil
+			if bal > 0 {
+				ballast = makeBallast(bal)
+			}
+			runtime.GC()
+			name, key := c.name, c.name
+			if len(rounds) > 1 {
+				name = fmt.Sprintf("%s, ballast %d MiB (live heap %.0f MiB)", c.name, bal, mib(liveHeap()))
+				key = fmt.Sprintf("%s ballast%d", c.name, bal)
+			}
+			lat := make([][]time.Duration, len(c.layers))
+			runtime.GC()
+			for _, l := range c.layers { // warm-up, alike for every layer
+				if err := l.fn(n - 1); err != nil {
 					b.Fatalf("%s: %s: %v", c.name, l.name, err)
 				}
-				lat[j] = append(lat[j], d)
+			}
+			var ms0, ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
+			// The client layer's samples are probed as the bench's are.
+			tp := newTailProbe(&r.commits, [2]*scorch.Stats{scorchStats(projectionBleve(x)), scorchStats(raw)})
+			tp.startClass()
+			for i := range n {
+				for j, l := range c.layers {
+					var err error
+					if j == 0 {
+						tp.begin()
+					}
+					t0 := time.Now()
+					// Labelled, so that a profile of one class and layer is
+					// `go tool pprof -tagfocus layer=index -tagfocus class=filters`
+					// (the NATS layer's work runs in the service's goroutines,
+					// unlabelled).
+					pprof.Do(ctx, pprof.Labels("class", c.name, "layer", l.name), func(context.Context) { err = l.fn(i) })
+					d := time.Since(t0)
+					if j == 0 {
+						tp.end(t0, d)
+					}
+					if err != nil {
+						b.Fatalf("%s: %s: %v", c.name, l.name, err)
+					}
+					lat[j] = append(lat[j], d)
+				}
+			}
+			tp.endClass()
+			tp.close()
+			runtime.ReadMemStats(&ms1)
+			last := len(c.layers) - 1
+			note := tailNote(name+", client over NATS", tp.samples, c.layers[last].name, lat[last], tp.classStats())
+			fmt.Fprintf(&table, "%s, %d requests per layer, %d GC cycles, %.1f ms GC pause in all:\n", name, n,
+				ms1.NumGC-ms0.NumGC, float64(ms1.PauseTotalNs-ms0.PauseTotalNs)/1e6)
+			tails = append(tails, note.Lines()...)
+			for j, l := range c.layers {
+				alloc := allocPerCall(func(i int) error { return l.fn(i) }, min(n, 200))
+				slices.Sort(lat[j])
+				p50, p99 := percentile(lat[j], 0.50), percentile(lat[j], 0.99)
+				fmt.Fprintf(&table, "  %-26s p50 %7.3f ms  p99 %7.3f ms  max %7.3f ms  %8.1f KiB allocated per request\n",
+					l.name, msOf(p50), msOf(p99), msOf(lat[j][len(lat[j])-1]), alloc/1024)
+				metric := strings.NewReplacer(" ", "-", ",", "", "+", "").Replace(key + "/" + l.name)
+				b.ReportMetric(msOf(p99), metric+"-p99-ms")
 			}
 		}
-		tp.endClass()
-		tp.close()
-		runtime.ReadMemStats(&ms1)
-		last := len(c.layers) - 1
-		note := tailNote(c.name+", client over NATS", tp.samples, c.layers[last].name, lat[last], tp.classStats())
-		fmt.Fprintf(&table, "%s, %d requests per layer, %d GC cycles, %.1f ms GC pause in all:\n", c.name, n,
-			ms1.NumGC-ms0.NumGC, float64(ms1.PauseTotalNs-ms0.PauseTotalNs)/1e6)
-		tails = append(tails, note.Lines()...)
-		for j, l := range c.layers {
-			alloc := allocPerCall(func(i int) error { return l.fn(i) }, min(n, 200))
-			slices.Sort(lat[j])
-			p50, p99 := percentile(lat[j], 0.50), percentile(lat[j], 0.99)
-			fmt.Fprintf(&table, "  %-26s p50 %7.3f ms  p99 %7.3f ms  max %7.3f ms  %8.1f KiB allocated per request\n",
-				l.name, msOf(p50), msOf(p99), msOf(lat[j][len(lat[j])-1]), alloc/1024)
-			key := strings.NewReplacer(" ", "-", ",", "", "+", "").Replace(c.name + "/" + l.name)
-			b.ReportMetric(msOf(p99), key+"-p99-ms")
-		}
 	}
+	runtime.KeepAlive(ballast)
 	fmt.Print(table.String())
 	for _, l := range tails {
 		fmt.Println("tail:", l)
