@@ -135,7 +135,7 @@ func BenchmarkSearchPath(b *testing.B) {
 		rare[i] = r.corpus.Rare[k]
 		common[i] = r.corpus.Common[r.rng.IntN(len(r.corpus.Common))]
 		sess[i] = sessions[r.rng.IntN(len(sessions))]
-		_ = r.rng.IntN(max(1, len(sess[i].Events)))
+		_ = r.rng.IntN(max(1, sess[i].EventCount))
 	}
 	budget := query.ReplyBudget(r.nc)
 	x := r.proj.Index()
