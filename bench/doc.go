@@ -72,6 +72,12 @@
 // (and the stream beside the records' own bytes, and Bleve beside the
 // SQLite baseline's database).
 //
+// Before the query latencies the bench releases its read-back copies of
+// the events and documents (the references hold their own), so that all
+// three implementations run on a heap nearer a user's process, and waits
+// until neither Bleve index has background work (the raw reference index
+// is built just before; Config.NoSettle, -settle=false, measures at once).
+//
 // The search classes are timed over Config.SearchSamples requests (1,000 by
 // default: a p99 over a few hundred swings by 3× for one binary), the other
 // latencies over Config.Samples; each row names its count. Rows that issue
