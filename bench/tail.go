@@ -29,12 +29,12 @@ import (
 // process, a merge or persist of the projection's Bleve index or of the raw
 // reference index, a projector commit, page faults, the process's own CPU
 // and the machine's CPU pressure during the sample, and the reference's
-// latency on the same samples, taken back to back. Each dshq sample is
-// bracketed by two probes (tailProbe.begin and end, outside its timing):
-// counters of when each activity began and ended, read before and after
-// (scorch's own for the indexes, read atomically; runtime/metrics,
-// getrusage and /proc/pressure/cpu for the rest),
-// say whether it ran at some point during the sample (activity.during).
+// latency on the same samples, taken back to back. Two probes bracket each
+// dshq sample (tailProbe.begin and end, outside its timing): counters of
+// how often each activity began and ended (scorch's own for the indexes,
+// read atomically; runtime/metrics, getrusage and /proc/pressure/cpu for
+// the rest), read before and after, say whether it ran at some point
+// during the sample (activity.during).
 
 // activity is a background activity's counts at one instant: how many
 // times it has begun and how many times it has ended.
@@ -62,11 +62,6 @@ type indexState struct {
 // the instants of s and t.
 func (s indexState) during(t indexState) bool {
 	return s.busy || t.busy || s.persisted != t.persisted || s.merges.during(t.merges)
-}
-
-func (s indexState) add(t indexState) indexState {
-	return indexState{activity{s.merges.began + t.merges.began, s.merges.ended + t.merges.ended},
-		s.persisted + t.persisted, s.busy || t.busy}
 }
 
 // The indexes a probe tells apart: the projection's (dshq's), and the raw
@@ -97,8 +92,9 @@ func scorchStats(idx bleve.Index) *scorch.Stats {
 // projectionBleve returns the Bleve index behind the projection's index,
 // which the index package keeps to itself (its field idx): the bench reads
 // scorch's counters through it rather than the index package growing an
-// API for a benchmark. nil if the field is not there (the probes then say
-// nothing of the projection's index, and the progress line says so).
+// API for a benchmark (the bench reads it while the index is open, as its
+// searches do). nil if the field is not there: the probes then say nothing
+// of the projection's index, and the progress line says so.
 func projectionBleve(x *index.Index) bleve.Index {
 	if x == nil {
 		return nil
@@ -119,10 +115,10 @@ func stateOf(st *scorch.Stats) indexState {
 	ld := atomic.LoadUint64
 	root := ld(&st.CurRootEpoch)
 	return indexState{
-		merges: activity{ld(&st.TotFileMergeZapBeg) + ld(&st.TotMemMergeZapBeg), ld(&st.TotFileMergeZapEnd) + ld(&st.TotMemMergeZapEnd)},
-		// scorch's index_bgthreads_active: the root not yet merged or persisted.
+		merges:    activity{ld(&st.TotFileMergeZapBeg) + ld(&st.TotMemMergeZapBeg), ld(&st.TotFileMergeZapEnd) + ld(&st.TotMemMergeZapEnd)},
 		persisted: ld(&st.TotPersistedSegments),
-		busy:      ld(&st.LastMergedEpoch) != root || ld(&st.LastPersistedEpoch) != root,
+		// scorch's index_bgthreads_active: the root not yet merged or persisted.
+		busy: ld(&st.LastMergedEpoch) != root || ld(&st.LastPersistedEpoch) != root,
 	}
 }
 
@@ -221,7 +217,8 @@ func (t *tailProbe) close() {
 	}
 }
 
-// read probes the process now into p, reading the per-sample metrics into ms.
+// read probes the process now, reading the runtime metrics into ms (the
+// per-sample ones first).
 func (t *tailProbe) read(ms []metrics.Sample) probe {
 	metrics.Read(ms)
 	var p probe
