@@ -72,12 +72,31 @@
 // (and the stream beside the records' own bytes, and Bleve beside the
 // SQLite baseline's database).
 //
+// Before the query latencies the bench releases its read-back copies of
+// the events and documents (the references hold their own), so that all
+// three implementations run on a heap nearer a user's process, and waits
+// until neither Bleve index has background work (the raw reference index
+// is built just before; Config.NoSettle, -settle=false, measures at once).
+//
 // The search classes are timed over Config.SearchSamples requests (1,000 by
 // default: a p99 over a few hundred swings by 3× for one binary), the other
 // latencies over Config.Samples; each row names its count. Rows that issue
 // 28 sets a bound on carry a Target (a bound on the value or on the ratio,
 // at 100k events or at 1M, whichever is nearer the corpus), and the table
 // ends with them, each met or missed.
+//
+// Each search class ends with a tail note (Report.Tails, printed after the
+// targets; -tails=false leaves it out): what overlapped the slowest 1% of
+// dshq's samples, beside the share of all samples it overlapped — a GC
+// cycle of the bench process (and its stop-the-world pauses), a merge or
+// persist of the projection's Bleve index or of the raw reference index, a
+// projector commit, page faults, the process's CPU and the machine's CPU
+// pressure during the sample — and the reference's latency on the same
+// samples, which run back to back. Two probes bracket each dshq sample,
+// outside its timing (runtime/metrics, getrusage, /proc/pressure/cpu and
+// Bleve's expvar of its indexes' counters). -search-trace FILE writes an
+// execution trace of the search classes (-search-trace-class limits it),
+// each dshq sample a region named after its class.
 //
 // A run fails rather than print a meaningless figure: a generated record
 // the projector quarantines, a search that finds nothing, or a rare-phrase

@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/trace"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/search/query"
 
 	"github.com/dshq/dshq"
@@ -33,6 +37,7 @@ func (r *runner) collect(ctx context.Context) ([]FTSSession, error) {
 				}
 				return true
 			})
+			fs.EventCount = len(fs.Events)
 			out = append(out, fs)
 			return err == nil
 		})
@@ -86,6 +91,17 @@ func (r *runner) measureQueries(ctx context.Context) error {
 		return err
 	}
 	defer idx.Close()
+	// The references hold their copies now: release the bench's, so that
+	// the queries of all three run on a heap nearer a user's process (at
+	// 1M events the bench's heap was ~1.4 GB; with no GC cycle in a whole
+	// class, each request's allocations then fault in fresh pages —
+	// docs/profiling-search.md, "The rare phrase's tail at 1M").
+	before := liveHeap()
+	for i := range sessions {
+		sessions[i].Events, sessions[i].Docs, sessions[i].HeaderRaw = nil, nil, nil
+	}
+	runtime.GC()
+	r.progress("released the read-back documents before the queries: live heap %.0f → %.0f MiB", mib(before), mib(liveHeap()))
 	if err := r.searchAndRead(ctx, fts, idx, sessions); err != nil {
 		return err
 	}
@@ -165,6 +181,10 @@ func bleveSearch(idx bleve.Index, phrase, sessionID string) (int, error) {
 	return len(res.Hits), nil
 }
 
+// settleLimit bounds the wait for the Bleve indexes to settle before the
+// queries; past it they are measured as they are (the progress line says).
+const settleLimit = 5 * time.Minute
+
 // call is one measured call; it returns the number of results.
 type call func(i int) (int, error)
 
@@ -184,11 +204,14 @@ type op struct {
 	// ftsP99, bleveP99 and tail are issue 28's targets on dshq's p99 beside
 	// the SQLite baseline's, beside raw Bleve's, and beside its own p50.
 	ftsP99, bleveP99, tail *bound
-	dshq                   call
-	bleveName              string
-	bleve                  call
-	ftsName                string
-	fts                    call
+	// probe: note what overlapped the slowest of dshq's samples (a search
+	// class's tail note, tail.go).
+	probe     bool
+	dshq      call
+	bleveName string
+	bleve     call
+	ftsName   string
+	fts       call
 }
 
 func (r *runner) searchAndRead(ctx context.Context, fts *FTS, idx bleve.Index, sessions []FTSSession) error {
@@ -209,7 +232,7 @@ func (r *runner) searchAndRead(ctx context.Context, fts *FTS, idx bleve.Index, s
 		rare[i] = r.corpus.Rare[k]
 		common[i] = r.corpus.Common[r.rng.IntN(len(r.corpus.Common))]
 		sess[i] = sessions[r.rng.IntN(len(sessions))]
-		seqs[i] = int64(r.rng.IntN(max(1, len(sess[i].Events))))
+		seqs[i] = int64(r.rng.IntN(max(1, sess[i].EventCount)))
 	}
 	cwd := func(i int) string {
 		c, _ := sess[i].Header.CwdOrEmpty()
@@ -249,16 +272,16 @@ func (r *runner) searchAndRead(ctx context.Context, fts *FTS, idx bleve.Index, s
 	twiceBleve, tail := ratioAtMost(2, 2), ratioAtMost(3, 3)
 	ns := r.cfg.SearchSamples
 	ops := []op{
-		{name: "sessions.search rare phrase", section: sectionSearch, mustHit: true, sameHits: true,
+		{name: "sessions.search rare phrase", section: sectionSearch, probe: true, mustHit: true, sameHits: true,
 			samples: ns, ftsP99: &atMostFTS, bleveP99: &twiceBleve, tail: &tail,
 			dshq: sessionsSearch(rare, false), ftsName: ftsRef, fts: ftsSessions(rare, false),
 			bleveName: bleveRef, bleve: func(i int) (int, error) { return bleveSearch(idx, rare[i], "") }},
-		{name: "sessions.search common phrase", section: sectionSearch, samples: ns, ftsP99: &tenth, bleveP99: &twiceBleve,
+		{name: "sessions.search common phrase", section: sectionSearch, probe: true, samples: ns, ftsP99: &tenth, bleveP99: &twiceBleve,
 			dshq: sessionsSearch(common, false), ftsName: ftsRef, fts: ftsSessions(common, false),
 			bleveName: bleveRef, bleve: func(i int) (int, error) { return bleveSearch(idx, common[i], "") }},
-		{name: "sessions.search common phrase, cwd+surface filters", section: sectionSearch, samples: ns, ftsP99: &tenth,
+		{name: "sessions.search common phrase, cwd+surface filters", section: sectionSearch, probe: true, samples: ns, ftsP99: &tenth,
 			dshq: sessionsSearch(common, true), ftsName: ftsRef, fts: ftsSessions(common, true)},
-		{name: "events.search common phrase", section: sectionSearch, samples: ns, ftsP99: &tenth, bleveP99: &twiceBleve,
+		{name: "events.search common phrase", section: sectionSearch, probe: true, samples: ns, ftsP99: &tenth, bleveP99: &twiceBleve,
 			dshq: func(i int) (int, error) {
 				page, err := r.client.SearchEvents(ctx, dshq.EventSearchRequest{SessionID: sess[i].Header.ID, Query: common[i]})
 				if err != nil {
@@ -314,16 +337,97 @@ func (r *runner) searchAndRead(ctx context.Context, fts *FTS, idx bleve.Index, s
 			},
 			ftsName: "SQLite lineage walk", fts: func(i int) (int, error) { return fts.Trace(ctx, sess[i].Header.ID) }},
 	}
-	for _, o := range ops {
+	r.scorch = [2]*scorch.Stats{scorchStats(projectionBleve(r.proj.Index())), scorchStats(idx)}
+	if r.scorch[projectionIndex] == nil {
+		r.progress("the projection's Bleve index is out of the probes' reach: its tail notes say nothing of its merges")
+	}
+	if !r.cfg.NoSettle {
+		// Steady state for all three implementations: the raw reference
+		// index was just built (its merger runs on after its last batch)
+		// and the projection's may still merge what the ingest wrote.
+		waited, ok := settleIndexes(ctx, r.scorch, settleLimit)
+		r.progress("Bleve indexes settled before the queries: %v after %s", ok, waited.Round(time.Millisecond))
+		r.rep.SettledAfter = waited
+	}
+	tr := r.searchTrace(ops)
+	for i, o := range ops {
 		r.rep.section = o.section
 		k := o.samples
 		if k == 0 {
 			k = r.cfg.Samples
 		}
-		r.progress("latency: %s, %d samples each", o.name, k)
-		if err := r.measureOp(o, k); err != nil {
+		if err := tr.before(i); err != nil {
 			return err
 		}
+		r.progress("latency: %s, %d samples each", o.name, k)
+		if err := r.measureOp(o, k); err != nil {
+			return errors.Join(err, tr.stop())
+		}
+		if err := tr.after(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// searchTracer writes an execution trace (Config.SearchTrace) from the
+// first to the last of the search classes whose name contains
+// Config.SearchTraceClass.
+type searchTracer struct {
+	r           *runner
+	first, last int // of ops; -1: no trace
+	f           *os.File
+}
+
+func (r *runner) searchTrace(ops []op) *searchTracer {
+	t := &searchTracer{r: r, first: -1, last: -1}
+	if r.cfg.SearchTrace == "" {
+		return t
+	}
+	for i, o := range ops {
+		if o.section == sectionSearch && strings.Contains(o.name, r.cfg.SearchTraceClass) {
+			if t.first < 0 {
+				t.first = i
+			}
+			t.last = i
+		}
+	}
+	return t
+}
+
+func (t *searchTracer) before(i int) error {
+	if i != t.first {
+		return nil
+	}
+	f, err := os.Create(t.r.cfg.SearchTrace)
+	if err != nil {
+		return fmt.Errorf("search trace: %w", err)
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return fmt.Errorf("search trace: %w", err)
+	}
+	t.f = f
+	t.r.progress("execution trace of the search classes to %s (each dshq sample is a region named after its class)", f.Name())
+	return nil
+}
+
+func (t *searchTracer) after(i int) error {
+	if i != t.last {
+		return nil
+	}
+	return t.stop()
+}
+
+func (t *searchTracer) stop() error {
+	if t.f == nil {
+		return nil
+	}
+	trace.Stop()
+	err := t.f.Close()
+	t.f = nil
+	if err != nil {
+		return fmt.Errorf("search trace: %w", err)
 	}
 	return nil
 }
@@ -360,18 +464,40 @@ func (r *runner) measureOp(o op, n int) error {
 			return fmt.Errorf("%s: %s: warm-up: %w", o.name, s.name, err)
 		}
 	}
+	var tp *tailProbe
+	if o.probe && !r.cfg.NoTailProbes {
+		tp = newTailProbe(&r.commits, r.scorch)
+		defer tp.close()
+		tp.startClass()
+	}
 	for i := range n {
-		for _, s := range all {
+		for j, s := range all {
+			probed := tp != nil && j == 0
+			if probed {
+				tp.begin()
+			}
 			t0 := time.Now()
-			hits, err := s.fn(i)
+			hits, err := timedCall(o.name, j == 0, s.fn, i)
+			lat := time.Since(t0)
+			if probed {
+				tp.end(t0, lat)
+			}
 			if err != nil {
 				return fmt.Errorf("%s: %s: %w", o.name, s.name, err)
 			}
-			s.lat = append(s.lat, time.Since(t0))
+			s.lat = append(s.lat, lat)
 			if o.mustHit && hits == 0 {
 				return fmt.Errorf("%s: %s: sample %d found nothing", o.name, s.name, i)
 			}
 			s.count = append(s.count, hits)
+		}
+	}
+	if tp != nil {
+		tp.endClass()
+		note := tailNote(o.name, tp.samples, all[1].name, all[1].lat, tp.classStats())
+		r.rep.Tails = append(r.rep.Tails, note)
+		for _, l := range note.Lines() {
+			r.progress("tail: %s", l)
 		}
 	}
 	for _, s := range all {
@@ -398,4 +524,16 @@ func (r *runner) measureOp(o op, n int) error {
 		r.rep.target(*o.tail)
 	}
 	return nil
+}
+
+// timedCall runs one measured call; while an execution trace runs, dshq's
+// call is a region named after its class, logging its sample index.
+func timedCall(class string, dshq bool, fn call, i int) (int, error) {
+	if !dshq || !trace.IsEnabled() {
+		return fn(i)
+	}
+	ctx := context.Background()
+	defer trace.StartRegion(ctx, class).End()
+	trace.Log(ctx, "sample", strconv.Itoa(i))
+	return fn(i)
 }

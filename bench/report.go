@@ -86,6 +86,12 @@ type Report struct {
 	// TargetSize is the corpus size of issue 28 whose targets the rows
 	// carry: "1M" from 316,228 events up, "100k" below.
 	TargetSize string `json:"targetSize"`
+	// Tails say, for each search class, what overlapped the slowest 1% of
+	// dshq's samples (see TailNote).
+	Tails []TailNote `json:"tails,omitempty"`
+	// SettledAfter is how long the queries waited for the Bleve indexes'
+	// background work to finish (Config.NoSettle).
+	SettledAfter time.Duration `json:"settledAfterNs,omitempty"`
 
 	section int // the section rows are added to (see Section…)
 }
@@ -200,7 +206,26 @@ func (r *Report) writeRows(w io.Writer) error {
 	if _, err := fmt.Fprintln(w, "\nratio = dshq / reference (throughput: higher is better; latency, time and memory: lower is better)"); err != nil {
 		return err
 	}
-	return r.writeTargets(w)
+	if err := r.writeTargets(w); err != nil {
+		return err
+	}
+	return r.writeTails(w)
+}
+
+// writeTails prints each search class's tail note.
+func (r *Report) writeTails(w io.Writer) error {
+	if len(r.Tails) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\ntails: what overlapped the slowest 1% of dshq's samples of each search class, beside all of them (probed outside the timing; docs/profiling-search.md)")
+	for _, t := range r.Tails {
+		for _, l := range t.Lines() {
+			if _, err := fmt.Fprintln(w, l); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // writeTargets prints the rows that carry a target, each with its figure,

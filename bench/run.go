@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,6 +68,17 @@ type Config struct {
 	// Dshq is the dshq binary the serve phase runs ("" = one built with
 	// go build into the working directory).
 	Dshq string
+	// SearchTrace, when set, is a file to write an execution trace
+	// (runtime/trace) of the search classes to: from the first to the last
+	// whose name contains SearchTraceClass ("" = all four).
+	SearchTrace      string
+	SearchTraceClass string
+	// NoTailProbes leaves out the probes around each dshq sample of the
+	// search classes and their tail notes (Report.Tails).
+	NoTailProbes bool
+	// NoSettle measures the queries at once, without first waiting for
+	// the Bleve indexes' background merges and persists to finish.
+	NoSettle bool
 }
 
 // Defaults of Config.
@@ -130,15 +142,16 @@ type runner struct {
 	raw    jetstream.Stream // BENCH_RAW: same settings as the session stream
 	last   uint64           // the session stream's last sequence after ingest
 
-	rawPublishRate float64       // records/s, measured before ingest
-	printed        int           // rows already shown by progressRows
-	applyName      string        // the row of applyRate
-	applyRate      float64       // records/s of a fresh projector
-	applyCPU       time.Duration // process CPU time of that apply
-	applyRecords   uint64        // records it applied
-	commits        atomic.Int64  // batches the projectors committed
-	ingestRate     float64       // events/s to searchable
-	ftsBytes       uint64        // the SQLite FTS5 database's size on disk
+	rawPublishRate float64          // records/s, measured before ingest
+	printed        int              // rows already shown by progressRows
+	applyName      string           // the row of applyRate
+	applyRate      float64          // records/s of a fresh projector
+	applyCPU       time.Duration    // process CPU time of that apply
+	applyRecords   uint64           // records it applied
+	commits        atomic.Int64     // batches the projectors committed
+	ingestRate     float64          // events/s to searchable
+	ftsBytes       uint64           // the SQLite FTS5 database's size on disk
+	scorch         [2]*scorch.Stats // the projection's and the raw reference's index counters, for the tail probes
 }
 
 // Run generates the corpus, runs every measurement and returns the report.

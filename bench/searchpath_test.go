@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blevesearch/bleve/v2/index/scorch"
+
 	"github.com/dshq/dshq"
 	"github.com/dshq/dshq/engine"
 	"github.com/dshq/dshq/index"
@@ -30,7 +32,31 @@ var (
 	pathCPU      = flag.String("searchpath.cpuprofile", "", "write a CPU profile of the measured requests (not the setup) to this file")
 	pathTrace    = flag.String("searchpath.trace", "", "write an execution trace of the measured requests to this file")
 	pathClass    = flag.String("searchpath.class", "", "measure only the classes whose name contains this")
+	pathBallast  = flag.Int("searchpath.ballast", 0, "MiB of pointerful live heap to hold through the measured requests (the bench process's heap at 1M events is about 1,400 MiB)")
 )
+
+// ballastLeaf is one object of a ballast: 64 bytes with a pointer, which
+// the GC marks one by one, as it does the bench's corpus.
+type ballastLeaf struct {
+	next *ballastLeaf
+	_    [7]uint64
+}
+
+// makeBallast allocates mib MiB of live heap: chunks of pointers to leaves.
+func makeBallast(mib int) [][]*ballastLeaf {
+	var out [][]*ballastLeaf
+	for left := mib << 20 / 64; left > 0; left -= 4096 {
+		chunk := make([]*ballastLeaf, min(left, 4096))
+		for i := range chunk {
+			chunk[i] = &ballastLeaf{}
+			if i > 0 {
+				chunk[i].next = chunk[i-1]
+			}
+		}
+		out = append(out, chunk)
+	}
+	return out
+}
 
 // BenchmarkSearchPath measures the bench's four search classes layer by
 // layer on its corpus (every session bulk-loaded, then projected): the
@@ -109,7 +135,7 @@ func BenchmarkSearchPath(b *testing.B) {
 		rare[i] = r.corpus.Rare[k]
 		common[i] = r.corpus.Common[r.rng.IntN(len(r.corpus.Common))]
 		sess[i] = sessions[r.rng.IntN(len(sessions))]
-		_ = r.rng.IntN(max(1, len(sess[i].Events)))
+		_ = r.rng.IntN(max(1, sess[i].EventCount))
 	}
 	budget := query.ReplyBudget(r.nc)
 	x := r.proj.Index()
@@ -194,51 +220,90 @@ func BenchmarkSearchPath(b *testing.B) {
 			{"raw Bleve phrase AND session", func(i int) error { _, err := bleveSearch(raw, common[i], sess[i].Header.ID); return err }},
 		}},
 	}
+	// With a ballast, each class runs four times, alternating without and
+	// with it: the ballast's effect beside the same process without it.
+	rounds := []int{0}
+	if *pathBallast > 0 {
+		rounds = []int{0, *pathBallast, 0, *pathBallast}
+	}
 	stopProfile := startSearchProfiles(b)
 	defer stopProfile()
 	var table strings.Builder
+	var tails []string
+	var ballast [][]*ballastLeaf
 	for _, c := range classes {
-		if !strings.Contains(c.name, *pathClass) {
-			continue
-		}
-		lat := make([][]time.Duration, len(c.layers))
-		runtime.GC()
-		for _, l := range c.layers { // warm-up, alike for every layer
-			if err := l.fn(n - 1); err != nil {
-				b.Fatalf("%s: %s: %v", c.name, l.name, err)
+		for _, bal := range rounds {
+			if !strings.Contains(c.name, *pathClass) {
+				continue
 			}
-		}
-		var ms0, ms1 runtime.MemStats
-		runtime.ReadMemStats(&ms0)
-		for i := range n {
-			for j, l := range c.layers {
-				var err error
-				t0 := time.Now()
-				// Labelled, so that a profile of one class and layer is
-				// `go tool pprof -tagfocus layer=index -tagfocus class=filters`
-				// (the NATS layer's work runs in the service's goroutines,
-				// unlabelled).
-				pprof.Do(ctx, pprof.Labels("class", c.name, "layer", l.name), func(context.Context) { err = l.fn(i) })
-				if err != nil {
+			ballast = nil
+			if bal > 0 {
+				ballast = makeBallast(bal)
+			}
+			runtime.GC()
+			name, key := c.name, c.name
+			if len(rounds) > 1 {
+				name = fmt.Sprintf("%s, ballast %d MiB (live heap %.0f MiB)", c.name, bal, mib(liveHeap()))
+				key = fmt.Sprintf("%s ballast%d", c.name, bal)
+			}
+			lat := make([][]time.Duration, len(c.layers))
+			runtime.GC()
+			for _, l := range c.layers { // warm-up, alike for every layer
+				if err := l.fn(n - 1); err != nil {
 					b.Fatalf("%s: %s: %v", c.name, l.name, err)
 				}
-				lat[j] = append(lat[j], time.Since(t0))
+			}
+			var ms0, ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
+			// The client layer's samples are probed as the bench's are.
+			tp := newTailProbe(&r.commits, [2]*scorch.Stats{scorchStats(projectionBleve(x)), scorchStats(raw)})
+			tp.startClass()
+			for i := range n {
+				for j, l := range c.layers {
+					var err error
+					if j == 0 {
+						tp.begin()
+					}
+					t0 := time.Now()
+					// Labelled, so that a profile of one class and layer is
+					// `go tool pprof -tagfocus layer=index -tagfocus class=filters`
+					// (the NATS layer's work runs in the service's goroutines,
+					// unlabelled).
+					pprof.Do(ctx, pprof.Labels("class", c.name, "layer", l.name), func(context.Context) { err = l.fn(i) })
+					d := time.Since(t0)
+					if j == 0 {
+						tp.end(t0, d)
+					}
+					if err != nil {
+						b.Fatalf("%s: %s: %v", c.name, l.name, err)
+					}
+					lat[j] = append(lat[j], d)
+				}
+			}
+			tp.endClass()
+			tp.close()
+			runtime.ReadMemStats(&ms1)
+			last := len(c.layers) - 1
+			note := tailNote(name+", client over NATS", tp.samples, c.layers[last].name, lat[last], tp.classStats())
+			fmt.Fprintf(&table, "%s, %d requests per layer, %d GC cycles, %.1f ms GC pause in all:\n", name, n,
+				ms1.NumGC-ms0.NumGC, float64(ms1.PauseTotalNs-ms0.PauseTotalNs)/1e6)
+			tails = append(tails, note.Lines()...)
+			for j, l := range c.layers {
+				alloc := allocPerCall(func(i int) error { return l.fn(i) }, min(n, 200))
+				slices.Sort(lat[j])
+				p50, p99 := percentile(lat[j], 0.50), percentile(lat[j], 0.99)
+				fmt.Fprintf(&table, "  %-26s p50 %7.3f ms  p99 %7.3f ms  max %7.3f ms  %8.1f KiB allocated per request\n",
+					l.name, msOf(p50), msOf(p99), msOf(lat[j][len(lat[j])-1]), alloc/1024)
+				metric := strings.NewReplacer(" ", "-", ",", "", "+", "").Replace(key + "/" + l.name)
+				b.ReportMetric(msOf(p99), metric+"-p99-ms")
 			}
 		}
-		runtime.ReadMemStats(&ms1)
-		fmt.Fprintf(&table, "%s, %d requests per layer, %d GC cycles, %.1f ms GC pause in all:\n", c.name, n,
-			ms1.NumGC-ms0.NumGC, float64(ms1.PauseTotalNs-ms0.PauseTotalNs)/1e6)
-		for j, l := range c.layers {
-			alloc := allocPerCall(func(i int) error { return l.fn(i) }, min(n, 200))
-			slices.Sort(lat[j])
-			p50, p99 := percentile(lat[j], 0.50), percentile(lat[j], 0.99)
-			fmt.Fprintf(&table, "  %-26s p50 %7.3f ms  p99 %7.3f ms  max %7.3f ms  %8.1f KiB allocated per request\n",
-				l.name, msOf(p50), msOf(p99), msOf(lat[j][len(lat[j])-1]), alloc/1024)
-			key := strings.NewReplacer(" ", "-", ",", "", "+", "").Replace(c.name + "/" + l.name)
-			b.ReportMetric(msOf(p99), key+"-p99-ms")
-		}
 	}
+	runtime.KeepAlive(ballast)
 	fmt.Print(table.String())
+	for _, l := range tails {
+		fmt.Println("tail:", l)
+	}
 }
 
 // allocPerCall returns the bytes one call of fn allocates, averaged over
@@ -252,8 +317,6 @@ func allocPerCall(fn func(i int) error, calls int) float64 {
 	runtime.ReadMemStats(&z)
 	return float64(z.TotalAlloc-a.TotalAlloc) / float64(calls)
 }
-
-func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // startSearchProfiles starts the CPU profile and the execution trace the
 // flags ask for; the returned func stops them.

@@ -60,6 +60,9 @@ type FTSSession struct {
 	Inherited int64
 	Events    [][]byte
 	Docs      []dshq.SearchDocument
+	// EventCount is len(Events), kept once they are released (see
+	// measureQueries).
+	EventCount int
 }
 
 // Load inserts sessions, their raw events and their documents in one

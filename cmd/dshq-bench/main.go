@@ -51,6 +51,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	serve := fs.Bool("serve", true, "run the dshq serve phase: the whole corpus published into a dshq serve process, its peak RSS and home size by part")
 	fs.BoolVar(&cfg.ServeOnly, "serve-only", false, "run only the dshq serve phase")
 	fs.StringVar(&cfg.ServePprof, "serve-pprof", "", "pass --pprof HOST:PORT to dshq serve, to profile it during the serve phase")
+	fs.StringVar(&cfg.SearchTrace, "search-trace", "", "write an execution trace (go tool trace) of the search classes to this file; each dshq sample is a region named after its class")
+	fs.StringVar(&cfg.SearchTraceClass, "search-trace-class", "", "with -search-trace: trace only the search classes whose name contains this (e.g. rare)")
+	settle := fs.Bool("settle", true, "wait for the Bleve indexes' background merges to finish before the query latencies (steady state; -settle=false measures during them)")
+	tails := fs.Bool("tails", true, "probe each dshq sample of the search classes (outside its timing) and print what overlapped the slowest 1% of them")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address during the run (e.g. 127.0.0.1:6060), to profile a phase")
@@ -67,7 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if !*quiet {
 		cfg.Progress = stderr
 	}
-	cfg.NoServe = !*serve
+	cfg.NoServe, cfg.NoTailProbes, cfg.NoSettle = !*serve, !*tails, !*settle
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *pprofAddr != "" {
