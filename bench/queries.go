@@ -337,7 +337,7 @@ func (r *runner) searchAndRead(ctx context.Context, fts *FTS, idx bleve.Index, s
 			},
 			ftsName: "SQLite lineage walk", fts: func(i int) (int, error) { return fts.Trace(ctx, sess[i].Header.ID) }},
 	}
-	r.scorch = [2]*scorch.Stats{scorchStats(projectionBleve(r.proj.Index())), scorchStats(idx)}
+	r.scorch = [2]*scorch.Stats{projectionStats(r.proj.Index()), scorchStats(idx)}
 	if r.scorch[projectionIndex] == nil {
 		r.progress("the projection's Bleve index is out of the probes' reach: its tail notes say nothing of its merges")
 	}

@@ -256,7 +256,7 @@ func BenchmarkSearchPath(b *testing.B) {
 			var ms0, ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms0)
 			// The client layer's samples are probed as the bench's are.
-			tp := newTailProbe(&r.commits, [2]*scorch.Stats{scorchStats(projectionBleve(x)), scorchStats(raw)})
+			tp := newTailProbe(&r.commits, [2]*scorch.Stats{projectionStats(x), scorchStats(raw)})
 			tp.startClass()
 			for i := range n {
 				for j, l := range c.layers {

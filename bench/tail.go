@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"reflect"
 	"runtime/metrics"
 	"slices"
 	"strconv"
@@ -16,7 +15,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/index/scorch"
@@ -89,22 +87,14 @@ func scorchStats(idx bleve.Index) *scorch.Stats {
 	return st
 }
 
-// projectionBleve returns the Bleve index behind the projection's index,
-// which the index package keeps to itself (its field idx): the bench reads
-// scorch's counters through it rather than the index package growing an
-// API for a benchmark (the bench reads it while the index is open, as its
-// searches do). nil if the field is not there: the probes then say nothing
-// of the projection's index, and the progress line says so.
-func projectionBleve(x *index.Index) bleve.Index {
+// projectionStats returns the live scorch counters of the projection's
+// index (index.Index.ScorchStats), nil without one: the probes then say
+// nothing of it, and the progress line says so.
+func projectionStats(x *index.Index) *scorch.Stats {
 	if x == nil {
 		return nil
 	}
-	v := reflect.ValueOf(x).Elem().FieldByName("idx")
-	if !v.IsValid() || v.Type() != reflect.TypeFor[bleve.Index]() {
-		return nil
-	}
-	idx, _ := reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem().Interface().(bleve.Index)
-	return idx
+	return x.ScorchStats()
 }
 
 // stateOf reads an index's background work from its scorch counters.

@@ -165,7 +165,7 @@ func TestProbesReachBothIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer x.Close()
-	if st := scorchStats(projectionBleve(x)); st == nil {
+	if st := projectionStats(x); st == nil {
 		t.Error("the projection's index's scorch counters are out of reach")
 	}
 	raw, err := bleve.New(filepath.Join(dir, "raw.bleve"), bleve.NewIndexMapping())

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/dshq/dshq"
 	bolterrors "go.etcd.io/bbolt/errors"
 )
@@ -353,4 +354,27 @@ func indexError(err error, format string, args ...any) error {
 	}
 	msg := fmt.Sprintf(format, args...)
 	return &dshq.Error{Code: code, Message: msg + ": " + err.Error(), Err: err}
+}
+
+// ScorchStats returns the live counters of the index's Bleve engine
+// (scorch's Stats: merges, persists, epochs), or nil when the index is
+// closed. It is for benchmarks and diagnostics that watch the engine's
+// background work while they measure (cmd/dshq-bench's tail notes): read
+// its fields with sync/atomic; they go on counting after the call.
+func (x *Index) ScorchStats() *scorch.Stats {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.idx == nil {
+		return nil
+	}
+	adv, err := x.idx.Advanced()
+	if err != nil {
+		return nil
+	}
+	s, ok := adv.(*scorch.Scorch)
+	if !ok {
+		return nil
+	}
+	st, _ := s.Stats().(*scorch.Stats)
+	return st
 }
