@@ -257,17 +257,15 @@ const (
 // gone, when not nil, is closed when the one service instance subject
 // reaches is taken for gone: roundTrip then returns errReplicaGone.
 func roundTrip(ctx context.Context, nc *nats.Conn, subject, moved string, body []byte, header nats.Header, gone <-chan struct{}) (*nats.Msg, error) {
-	inbox := nc.NewRespInbox()
-	replies := make(chan *nats.Msg, 16)
-	sub, err := nc.ChanSubscribe(inbox, replies)
+	box, err := awaitReplies(nc)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	defer box.done()
 	watch := failover.For(nc, moved)
 	changed := watch.Changed()
 	send := func() error {
-		return nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: body, Header: header})
+		return nc.PublishMsg(&nats.Msg{Subject: subject, Reply: box.inbox, Data: body, Header: header})
 	}
 	if err := send(); err != nil {
 		return nil, err
@@ -284,7 +282,10 @@ func roundTrip(ctx context.Context, nc *nats.Conn, subject, moved string, body [
 	}()
 	for {
 		select {
-		case m := <-replies:
+		case m := <-box.c:
+			if m.Subject != box.inbox {
+				continue // a late reply to an earlier request
+			}
 			if m.Header.Get("Status") != "503" || len(m.Data) > 0 {
 				return m, nil
 			}
