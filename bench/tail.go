@@ -75,16 +75,7 @@ func scorchStats(idx bleve.Index) *scorch.Stats {
 	if idx == nil {
 		return nil
 	}
-	adv, err := idx.Advanced()
-	if err != nil {
-		return nil
-	}
-	s, ok := adv.(*scorch.Scorch)
-	if !ok {
-		return nil
-	}
-	st, _ := s.Stats().(*scorch.Stats)
-	return st
+	return index.EngineStats(idx)
 }
 
 // projectionStats returns the live scorch counters of the projection's

@@ -367,7 +367,14 @@ func (x *Index) ScorchStats() *scorch.Stats {
 	if x.idx == nil {
 		return nil
 	}
-	adv, err := x.idx.Advanced()
+	return EngineStats(x.idx)
+}
+
+// EngineStats returns the live counters of a Bleve index's scorch engine,
+// nil for another engine (as ScorchStats; the bench's reference index is a
+// plain Bleve index).
+func EngineStats(idx bleve.Index) *scorch.Stats {
+	adv, err := idx.Advanced()
 	if err != nil {
 		return nil
 	}
