@@ -60,8 +60,12 @@ func (h *heapSampler) Stop() uint64 {
 	return h.peak
 }
 
-func heapNow() uint64 {
-	s := []metrics.Sample{{Name: heapMetric}}
+func heapNow() uint64 { return runtimeUint64(heapMetric) }
+
+// runtimeUint64 reads one uint64 metric of the runtime (runtime/metrics),
+// 0 when it is not one.
+func runtimeUint64(name string) uint64 {
+	s := []metrics.Sample{{Name: name}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 {
 		return 0

@@ -546,14 +546,7 @@ func (t TailNote) Lines() []string {
 }
 
 // liveHeap returns the live heap the last GC marked, in bytes.
-func liveHeap() uint64 {
-	s := []metrics.Sample{{Name: metricLiveHeap}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	return s[0].Value.Uint64()
-}
+func liveHeap() uint64 { return runtimeUint64(metricLiveHeap) }
 
 // idle reports whether neither index merges, persists or is busy.
 func idle(st [2]indexState) bool {
