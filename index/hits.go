@@ -5,10 +5,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/numeric"
 	"github.com/blevesearch/bleve/v2/search"
+
+	"github.com/dshq/dshq/internal/words"
 )
 
 // loadDocs loads the stored docs of ids (a page's hits) from one index
@@ -92,6 +95,9 @@ func (an *analyzer) pageMatchStart(text string, terms []string) int {
 	if len(terms) == 0 {
 		return -1
 	}
+	if at, ok := leadingMatchStart(text, terms); ok {
+		return at
+	}
 	tokens := an.Analyze(text)
 	if len(terms) == 1 {
 		return firstTermStart(tokens, terms[0])
@@ -127,4 +133,77 @@ func (an *analyzer) pageMatchStart(text string, terms []string) int {
 		}
 	}
 	return start
+}
+
+// leadingMatchStart is pageMatchStart for a text whose phrase match comes
+// before its first CJK word (every text without CJK that matches): it scans
+// the words as the analyzer folds them, without building the token stream,
+// and stops at the first match. Before a CJK word the analyzer's tokens are
+// the folded words, one per position, numbered from 1 (the bigram filter
+// renumbers past the words folding empties; CJK words further on move no
+// earlier position), and the first match to end is the first to start,
+// since every match has len(terms) positions. ok is false when a CJK word
+// comes first: the caller analyzes the whole text.
+func leadingMatchStart(text string, terms []string) (start int, ok bool) {
+	n := len(terms)
+	// ring holds the last n words' folded terms and starts.
+	type word struct {
+		term  string
+		start int
+	}
+	var small [4]word
+	ring := small[:0]
+	if n > len(small) {
+		ring = make([]word, 0, n)
+	}
+	seen := 0
+	start, ok = -1, true
+	stop := false
+	words.Each(text, func(s, e int, cjk bool) {
+		if stop {
+			return
+		}
+		if cjk {
+			stop, ok = true, false
+			return
+		}
+		t := text[s:e]
+		if isASCII(unsafe.Slice(unsafe.StringData(t), len(t))) {
+			t = asciiLowerString(t)
+		} else {
+			t = words.Fold(t)
+		}
+		if t == "" {
+			return
+		}
+		w := word{term: t, start: s}
+		if len(ring) < n {
+			ring = append(ring, w)
+		} else {
+			ring[seen%n] = w
+		}
+		seen++
+		if seen < n {
+			return
+		}
+		// The window's oldest word is at seen%n.
+		for j := range n {
+			if ring[(seen+j)%n].term != terms[j] {
+				return
+			}
+		}
+		start, stop = ring[seen%n].start, true
+	})
+	return start, ok
+}
+
+// asciiLowerString is asciiLower of a string: s itself when it has no
+// upper-case letter.
+func asciiLowerString(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; 'A' <= c && c <= 'Z' {
+			return string(asciiLower([]byte(s)))
+		}
+	}
+	return s
 }
