@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/analysis/lang/cjk"
@@ -279,7 +280,7 @@ func TestAnalyzeFastPathSame(t *testing.T) {
 	an := newAnalyzer()
 	texts := []string{
 		"", "Hello WORLD mixedCase123 ABC abc", "Ünïcödé Café naïve ﬁle ＡＢＣ Straße İstanbul",
-		"配置 重试预算 Retry BUDGET 超时", "x", "x \u0301\u0301 y Retry \u0301 Budget the ﬁle", "Retry Budget 配置 retry budget", strings.Repeat("Token UPPER lower 配置 ", 300),
+		"配置 重试预算 Retry BUDGET 超时", "x", "x \u0301\u0301 y Retry \u0301 Budget the ﬁle", "Retry Budget 配置 retry budget", "retry 配置 budget ㈀ the log 配 level retry budget", "retry㈀budget retry budget", strings.Repeat("Token UPPER lower 配置 ", 300),
 	}
 	for _, d := range commonPhraseCorpus(3000) {
 		texts = append(texts, d.Text, strings.ToUpper(d.Text))
@@ -299,6 +300,27 @@ func TestAnalyzeFastPathSame(t *testing.T) {
 			terms := an.phraseTerms(q)
 			if a, b := an.pageMatchStart(text, terms), old.matchStart(text, old.phraseTerms(q)); a != b {
 				t.Fatalf("%q in %q: match at %d, want %d", q, text, a, b)
+			}
+		}
+	}
+}
+
+// TestCJKFoldsOffASCII checks what leadingMatchStart relies on: every rune
+// of a CJK word (words' scripts) stays a CJK word after folding (NFKC) and
+// yields no ASCII letter or digit, so no token of a CJK word equals a term
+// of ASCII letters and digits, and each takes a position.
+func TestCJKFoldsOffASCII(t *testing.T) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if !unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul, unicode.Bopomofo) {
+			continue
+		}
+		f := norm.NFKC.String(string(r))
+		if f == "" {
+			t.Fatalf("%U folds to nothing", r)
+		}
+		for i := 0; i < len(f); i++ {
+			if isASCIIWord(f[i : i+1]) {
+				t.Fatalf("%U folds to %q, which has an ASCII letter or digit", r, f)
 			}
 		}
 	}

@@ -135,15 +135,16 @@ func (an *analyzer) pageMatchStart(text string, terms []string) int {
 	return start
 }
 
-// leadingMatchStart is pageMatchStart for a text whose phrase match comes
-// before its first CJK word (every text without CJK that matches): it scans
-// the words as the analyzer folds them, without building the token stream,
-// and stops at the first match. Before a CJK word the analyzer's tokens are
-// the folded words, one per position, numbered from 1 (the bigram filter
-// renumbers past the words folding empties; CJK words further on move no
-// earlier position), and the first match to end is the first to start,
-// since every match has len(terms) positions. ok is false when a CJK word
-// comes first: the caller analyzes the whole text.
+// leadingMatchStart is pageMatchStart without building the token stream:
+// it scans the words as the analyzer folds them and stops at the first
+// match. The analyzer's non-CJK tokens are the folded words (empties
+// dropped), one per position, in order (the bigram filter numbers them); a
+// CJK word between two takes at least one position. So a phrase of terms
+// of ASCII letters and digits matches at consecutive non-CJK words, its
+// first match to end is the first to start (every match has len(terms)
+// positions), and its start is the first word's. With another term that
+// holds up to the first CJK word; ok is false when one comes before a match: the caller analyzes the
+// whole text.
 func leadingMatchStart(text string, terms []string) (start int, ok bool) {
 	n := len(terms)
 	// ring holds the last n words' folded terms and starts.
@@ -156,6 +157,10 @@ func leadingMatchStart(text string, terms []string) (start int, ok bool) {
 	if n > len(small) {
 		ring = make([]word, 0, n)
 	}
+	asciiTerms := true
+	for _, t := range terms {
+		asciiTerms = asciiTerms && isASCIIWord(t)
+	}
 	seen := 0
 	start, ok = -1, true
 	stop := false
@@ -164,7 +169,14 @@ func leadingMatchStart(text string, terms []string) (start int, ok bool) {
 			return
 		}
 		if cjk {
-			stop, ok = true, false
+			if !asciiTerms {
+				stop, ok = true, false
+				return
+			}
+			// A CJK word takes at least one position and yields no
+			// ASCII letter or digit (TestCJKFoldsOffASCII): no match
+			// spans it.
+			ring, seen = ring[:0], 0
 			return
 		}
 		t := text[s:e]
@@ -206,4 +218,15 @@ func asciiLowerString(s string) string {
 		}
 	}
 	return s
+}
+
+// isASCIIWord reports whether s is ASCII letters and digits only.
+func isASCIIWord(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
