@@ -71,9 +71,15 @@ type foldFilter struct{}
 func (foldFilter) Filter(input analysis.TokenStream) analysis.TokenStream {
 	rv := input[:0]
 	for _, tok := range input {
-		if tok.Type == analysis.Ideographic {
+		switch {
+		case tok.Type == analysis.Ideographic:
 			tok.Term = norm.NFKC.Bytes(tok.Term)
-		} else {
+		case isASCII(tok.Term):
+			// words.Fold of ASCII letters and digits is their lower case
+			// (NFKD, NFC and the marks leave ASCII alone): the term as it
+			// is unless it has an upper-case letter.
+			tok.Term = asciiLower(tok.Term)
+		default:
 			tok.Term = []byte(words.Fold(string(tok.Term)))
 		}
 		if len(tok.Term) > 0 {
@@ -81,6 +87,35 @@ func (foldFilter) Filter(input analysis.TokenStream) analysis.TokenStream {
 		}
 	}
 	return rv
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// asciiLower returns b lower-cased: b itself when it has no upper-case
+// letter, else a copy (b may alias the analyzed text, which is not ours).
+func asciiLower(b []byte) []byte {
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			out := make([]byte, len(b))
+			copy(out, b[:i])
+			for j := i; j < len(b); j++ {
+				if c := b[j]; 'A' <= c && c <= 'Z' {
+					out[j] = c + 'a' - 'A'
+				} else {
+					out[j] = c
+				}
+			}
+			return out
+		}
+	}
+	return b
 }
 
 // analyzer is the text analysis used for documents and queries alike.

@@ -6,11 +6,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/analysis/lang/cjk"
 	"github.com/blevesearch/bleve/v2/registry"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/dshq/dshq/internal/golden"
+	"github.com/dshq/dshq/internal/words"
 )
 
 // matchCases: does a doc with text find the query? Checked against a real
@@ -243,5 +247,81 @@ func TestOneTermMatchStartIsTheGeneralOne(t *testing.T) {
 	}
 	if checked < 50 {
 		t.Fatalf("only %d one-term cases checked", checked)
+	}
+}
+
+// oldFoldFilter is foldFilter before its ASCII fast path: every non-CJK
+// term through words.Fold.
+type oldFoldFilter struct{}
+
+func (oldFoldFilter) Filter(input analysis.TokenStream) analysis.TokenStream {
+	rv := input[:0]
+	for _, tok := range input {
+		if tok.Type == analysis.Ideographic {
+			tok.Term = norm.NFKC.Bytes(tok.Term)
+		} else {
+			tok.Term = []byte(words.Fold(string(tok.Term)))
+		}
+		if len(tok.Term) > 0 {
+			rv = append(rv, tok)
+		}
+	}
+	return rv
+}
+
+// TestAnalyzeFastPathSame checks that the analyzer (with foldFilter's ASCII
+// fast path) yields exactly the tokens of the one before it, and so the same
+// snippets, on a generated corpus and on mixed scripts.
+func TestAnalyzeFastPathSame(t *testing.T) {
+	old := &analyzer{a: &analysis.DefaultAnalyzer{
+		Tokenizer:    wordTokenizer{},
+		TokenFilters: []analysis.TokenFilter{oldFoldFilter{}, cjk.NewCJKBigramFilter(true)},
+	}}
+	an := newAnalyzer()
+	texts := []string{
+		"", "Hello WORLD mixedCase123 ABC abc", "Ünïcödé Café naïve ﬁle ＡＢＣ Straße İstanbul",
+		"配置 重试预算 Retry BUDGET 超时", "x", "x \u0301\u0301 y Retry \u0301 Budget the ﬁle", "Retry Budget 配置 retry budget", "retry 配置 budget ㈀ the log 配 level retry budget", "retry㈀budget retry budget", strings.Repeat("Token UPPER lower 配置 ", 300),
+	}
+	for _, d := range commonPhraseCorpus(3000) {
+		texts = append(texts, d.Text, strings.ToUpper(d.Text))
+	}
+	for _, text := range texts {
+		got, want := an.Analyze(text), old.Analyze(text)
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d tokens, want %d", text, len(got), len(want))
+		}
+		for i := range got {
+			g, w := got[i], want[i]
+			if string(g.Term) != string(w.Term) || g.Start != w.Start || g.End != w.End || g.Position != w.Position || g.Type != w.Type {
+				t.Fatalf("%q: token %d is %+v, want %+v", text, i, *g, *w)
+			}
+		}
+		for _, q := range []string{"retry budget", "BUDGET", "重试 预算", "café naïve", "token upper", "the", "timeout", "log level", "quasar pulsar", "upper lower 配置", "ﬁle"} {
+			terms := an.phraseTerms(q)
+			if a, b := an.pageMatchStart(text, terms), old.matchStart(text, old.phraseTerms(q)); a != b {
+				t.Fatalf("%q in %q: match at %d, want %d", q, text, a, b)
+			}
+		}
+	}
+}
+
+// TestCJKFoldsOffASCII checks what leadingMatchStart relies on: every rune
+// of a CJK word (words' scripts) stays a CJK word after folding (NFKC) and
+// yields no ASCII letter or digit, so no token of a CJK word equals a term
+// of ASCII letters and digits, and each takes a position.
+func TestCJKFoldsOffASCII(t *testing.T) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if !unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul, unicode.Bopomofo) {
+			continue
+		}
+		f := norm.NFKC.String(string(r))
+		if f == "" {
+			t.Fatalf("%U folds to nothing", r)
+		}
+		for i := 0; i < len(f); i++ {
+			if isASCIIWord(f[i : i+1]) {
+				t.Fatalf("%U folds to %q, which has an ASCII letter or digit", r, f)
+			}
+		}
 	}
 }

@@ -5,10 +5,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/numeric"
 	"github.com/blevesearch/bleve/v2/search"
+
+	"github.com/dshq/dshq/internal/words"
 )
 
 // loadDocs loads the stored docs of ids (a page's hits) from one index
@@ -92,6 +95,9 @@ func (an *analyzer) pageMatchStart(text string, terms []string) int {
 	if len(terms) == 0 {
 		return -1
 	}
+	if at, ok := leadingMatchStart(text, terms); ok {
+		return at
+	}
 	tokens := an.Analyze(text)
 	if len(terms) == 1 {
 		return firstTermStart(tokens, terms[0])
@@ -127,4 +133,100 @@ func (an *analyzer) pageMatchStart(text string, terms []string) int {
 		}
 	}
 	return start
+}
+
+// leadingMatchStart is pageMatchStart without building the token stream:
+// it scans the words as the analyzer folds them and stops at the first
+// match. The analyzer's non-CJK tokens are the folded words (empties
+// dropped), one per position, in order (the bigram filter numbers them); a
+// CJK word between two takes at least one position. So a phrase of terms
+// of ASCII letters and digits matches at consecutive non-CJK words, its
+// first match to end is the first to start (every match has len(terms)
+// positions), and its start is the first word's. With another term that
+// holds up to the first CJK word; ok is false when one comes before a match: the caller analyzes the
+// whole text.
+func leadingMatchStart(text string, terms []string) (start int, ok bool) {
+	n := len(terms)
+	// ring holds the last n words' folded terms and starts.
+	type word struct {
+		term  string
+		start int
+	}
+	var small [4]word
+	ring := small[:0]
+	if n > len(small) {
+		ring = make([]word, 0, n)
+	}
+	asciiTerms := true
+	for _, t := range terms {
+		asciiTerms = asciiTerms && isASCIIWord(t)
+	}
+	seen := 0
+	start, ok = -1, true
+	stop := false
+	words.Each(text, func(s, e int, cjk bool) {
+		if stop {
+			return
+		}
+		if cjk {
+			if !asciiTerms {
+				stop, ok = true, false
+				return
+			}
+			// A CJK word takes at least one position and yields no
+			// ASCII letter or digit (TestCJKFoldsOffASCII): no match
+			// spans it.
+			ring, seen = ring[:0], 0
+			return
+		}
+		t := text[s:e]
+		if isASCII(unsafe.Slice(unsafe.StringData(t), len(t))) {
+			t = asciiLowerString(t)
+		} else {
+			t = words.Fold(t)
+		}
+		if t == "" {
+			return
+		}
+		w := word{term: t, start: s}
+		if len(ring) < n {
+			ring = append(ring, w)
+		} else {
+			ring[seen%n] = w
+		}
+		seen++
+		if seen < n {
+			return
+		}
+		// The window's oldest word is at seen%n.
+		for j := range n {
+			if ring[(seen+j)%n].term != terms[j] {
+				return
+			}
+		}
+		start, stop = ring[seen%n].start, true
+	})
+	return start, ok
+}
+
+// asciiLowerString is asciiLower of a string: s itself when it has no
+// upper-case letter.
+func asciiLowerString(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; 'A' <= c && c <= 'Z' {
+			return string(asciiLower([]byte(s)))
+		}
+	}
+	return s
+}
+
+// isASCIIWord reports whether s is ASCII letters and digits only.
+func isASCIIWord(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
