@@ -143,8 +143,8 @@ func (an *analyzer) pageMatchStart(text string, terms []string) int {
 // of ASCII letters and digits matches at consecutive non-CJK words, its
 // first match to end is the first to start (every match has len(terms)
 // positions), and its start is the first word's. With another term that
-// holds up to the first CJK word; ok is false when one comes before a match: the caller analyzes the
-// whole text.
+// holds up to the first CJK word; ok is false when one comes before a
+// match, and the caller analyzes the whole text.
 func leadingMatchStart(text string, terms []string) (start int, ok bool) {
 	n := len(terms)
 	// ring holds the last n words' folded terms and starts.
