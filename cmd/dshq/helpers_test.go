@@ -68,10 +68,35 @@ type result struct {
 	code           int
 }
 
-// dshq runs the CLI in-process against the pipeline (DSH_NATS_URL).
+// dshq runs the CLI in-process against the pipeline (DSH_NATS_URL). The
+// notices of a wait for NATS (a request past its deadline on a machine
+// busy with other tests is retried, and says so) are logged and left out
+// of the run's stderr, which the tests compare whole; importwait_test.go
+// checks them through runCLI.
 func (p *pipeline) dshq(args ...string) result {
 	p.t.Helper()
-	return runCLI(p.t, p.env, "", args...)
+	r := runCLI(p.t, p.env, "", args...)
+	r.stderr = withoutWaitNotices(p.t, r.stderr)
+	return r
+}
+
+// withoutWaitNotices returns stderr without the lines natsWaiter prints,
+// logging each.
+func withoutWaitNotices(t testing.TB, stderr string) string {
+	t.Helper()
+	if !strings.Contains(stderr, "dshq: waiting for NATS at ") {
+		return stderr
+	}
+	var kept strings.Builder
+	for _, line := range strings.SplitAfter(stderr, "\n") {
+		if strings.HasPrefix(line, "dshq: waiting for NATS at ") ||
+			(strings.HasPrefix(line, "dshq: NATS at ") && strings.HasSuffix(line, " is back: continuing\n")) {
+			t.Logf("the CLI waited: %s", strings.TrimSuffix(line, "\n"))
+			continue
+		}
+		kept.WriteString(line)
+	}
+	return kept.String()
 }
 
 // runCLI runs the CLI in-process with env as its whole environment.

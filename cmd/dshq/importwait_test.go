@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -109,5 +111,30 @@ func TestImportWithNoRootNamesEveryRoot(t *testing.T) {
 		if r.code == 0 || !strings.Contains(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
 			t.Errorf("exit %d, stderr %q: want %q", r.code, r.stderr, want)
 		}
+	}
+}
+
+// TestWaitNoticesAreLeftOutOfComparedStderr: the pipeline's runs drop
+// exactly the lines natsWaiter prints (a loaded CI run's corpus import
+// printed a retry notice before its refusal, and the comparison of the
+// whole stderr failed), and keep every other line.
+func TestWaitNoticesAreLeftOutOfComparedStderr(t *testing.T) {
+	var b bytes.Buffer
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	w := &natsWaiter{stderr: &b, url: "nats://127.0.0.1:4222", wait: time.Minute, cancel: cancel}
+	w.notice(context.DeadlineExceeded)
+	b.WriteString(`{"error":{"code":"DSHQ_IMPORT_REFUSED","message":"16 of 154 files refused"}}` + "\n")
+	w.lost(errors.New("EOF"))
+	w.back()
+	b.WriteString("dshq: waiting for a line that is not a notice\n")
+	if ctx.Err() != nil {
+		t.Fatalf("the waiter gave up: %v", context.Cause(ctx))
+	}
+	got := withoutWaitNotices(t, b.String())
+	want := `{"error":{"code":"DSHQ_IMPORT_REFUSED","message":"16 of 154 files refused"}}` + "\n" +
+		"dshq: waiting for a line that is not a notice\n"
+	if got != want {
+		t.Fatalf("from\n%s\ngot\n%q\nwant\n%q", b.String(), got, want)
 	}
 }
