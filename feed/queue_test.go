@@ -87,7 +87,7 @@ func TestQueueRetriesThroughAnOutage(t *testing.T) {
 // (here: the stream came back between its two messages, so the first got
 // no responder and the second was stored) is retried with the rest, which
 // then follows the part stored (TestPartlyPublishedCommitIsCompletedByRepublishing;
-// docs/protocol.md §5.2). Commits stay in generation order.
+// docs/protocol.md#52-messages). Commits stay in generation order.
 func expectSameCommits(t *testing.T, label string, got, want []Message) {
 	t.Helper()
 	if len(got) != len(want) {
