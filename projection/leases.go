@@ -52,15 +52,7 @@ func (p *Projector) followLeases(ctx context.Context, kv jetstream.KeyValue) err
 	if err != nil {
 		return err
 	}
-	defer func() {
-		// The watcher's message handler blocks sending to Updates when its
-		// buffer is full (many lease changes at once), and closes it only
-		// once that send returns: drain it after Stop, or the handler's
-		// goroutine never ends.
-		_ = w.Stop()
-		for range w.Updates() {
-		}
-	}()
+	defer stopWatch(w)
 	expires := map[string]time.Time{} // lease key → lapse time, when the bucket has a TTL
 	initial := map[string]bool{}      // log keys seen while the watch replays current values; nil after
 	sweep := time.NewTicker(sweepInterval(ttl))
@@ -178,4 +170,37 @@ func (p *Projector) setLive(key string, live bool) {
 		return nil
 	})
 	p.cfg.onCommit(c)
+}
+
+// stopWatch stops w and drains its updates. The watcher's message handler
+// blocks sending to Updates when its buffer is full (many lease changes at
+// once), and closes it only once that send returns: without the drain the
+// handler's goroutine never ends.
+//
+// Updates is closed by the subscription's closed handler, which nats.go's
+// WatchAll sets only after it subscribed. A watch whose context ends while
+// WatchAll runs can be unsubscribed by nats.go (it unsubscribes a watch
+// when its context ends) before that handler is set, and then Updates is
+// never closed: a loaded CI run hung for good in a drain that waited for
+// it. So only a Stop that removed the subscription itself (nil: the
+// handler was set, since WatchAll had returned) waits for the close; a
+// Stop that found it closed already empties what is buffered, so that a
+// handler in the middle of a send returns, and goes: a closed
+// subscription delivers nothing more.
+func stopWatch(w jetstream.KeyWatcher) {
+	if err := w.Stop(); err == nil {
+		for range w.Updates() {
+		}
+		return
+	}
+	for {
+		select {
+		case _, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+		default:
+			return
+		}
+	}
 }
