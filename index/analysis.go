@@ -89,9 +89,10 @@ func (foldFilter) Filter(input analysis.TokenStream) analysis.TokenStream {
 	return rv
 }
 
-func isASCII(b []byte) bool {
-	for _, c := range b {
-		if c >= 0x80 {
+// isASCII reports whether b holds ASCII bytes only.
+func isASCII[T string | []byte](b T) bool {
+	for i := 0; i < len(b); i++ {
+		if b[i] >= 0x80 {
 			return false
 		}
 	}

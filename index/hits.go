@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"unsafe"
 
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/numeric"
@@ -180,7 +179,7 @@ func leadingMatchStart(text string, terms []string) (start int, ok bool) {
 			return
 		}
 		t := text[s:e]
-		if isASCII(unsafe.Slice(unsafe.StringData(t), len(t))) {
+		if isASCII(t) {
 			t = asciiLowerString(t)
 		} else {
 			t = words.Fold(t)
