@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dshq/dshq"
@@ -307,8 +308,34 @@ func ReplaceSyncedStream(ctx context.Context, js jetstream.JetStream, cfg Stream
 	if err := js.DeleteStream(ctx, cfg.Name); err != nil {
 		return false, fmt.Errorf("replace feed stream %s: %w", cfg.Name, err)
 	}
-	if _, err := js.CreateStream(ctx, want); err != nil {
+	if err := createAfterDelete(ctx, js, want); err != nil {
 		return false, fmt.Errorf("replace feed stream %s: %w", cfg.Name, err)
 	}
 	return true, nil
+}
+
+// The server's answer to a create whose store could not be made
+// (JSStreamCreateErrF, with the description of errStreamStoreFailed).
+const (
+	errCodeStreamCreate jetstream.ErrorCode = 10049
+	storeFailed                             = "error creating store for stream"
+)
+
+// createAfterDelete creates a stream just deleted. When the deleted stream
+// was its account's last, nats-server removes the account's emptied
+// streams directory in a goroutine of its own after answering the delete
+// (stream.stop in v2.15), and a create that runs meanwhile fails with
+// "error creating store for stream" (its mkdir finds a parent gone). That
+// failure stored nothing, so the create is asked again, a bounded number
+// of times; any other error is returned at once.
+func createAfterDelete(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	b := backoff.WithContext(backoff.WithMaxRetries(backoff.NewConstantBackOff(20*time.Millisecond), 10), ctx)
+	return backoff.Retry(func() error {
+		_, err := js.CreateStream(ctx, cfg)
+		var api *jetstream.APIError
+		if err != nil && !(errors.As(err, &api) && api.ErrorCode == errCodeStreamCreate && api.Description == storeFailed) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}, b)
 }
