@@ -50,36 +50,18 @@ func TestRequestMetricsCountEachRouteAndStatus(t *testing.T) {
 
 	// The stream's end is counted and timed when its handler returns,
 	// after the client went: wait for both.
-	var requests []*dto.MetricFamily
+	var got map[[2]string]float64
+	var timed map[[2]string]uint64
 	for {
-		if requests, err = reg.Gather(); err != nil {
+		requests, err := reg.Gather()
+		if err != nil {
 			t.Fatal(err)
 		}
-		if streamed(requests) {
+		got, timed = requestSeries(requests)
+		if live := [2]string{"GET /live", "200"}; got[live] > 0 && timed[live] > 0 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond) // poll interval
-	}
-	got := map[[2]string]float64{}
-	timed := map[[2]string]uint64{}
-	for _, mf := range requests {
-		for _, m := range mf.GetMetric() {
-			var key [2]string
-			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "route":
-					key[0] = l.GetValue()
-				case "code":
-					key[1] = l.GetValue()
-				}
-			}
-			switch mf.GetName() {
-			case "dshq_web_requests_total":
-				got[key] = m.GetCounter().GetValue()
-			case "dshq_web_request_seconds":
-				timed[key] = m.GetHistogram().GetSampleCount()
-			}
-		}
 	}
 	want := map[[2]string]float64{
 		{"GET /{$}", "200"}:    2,
@@ -99,33 +81,30 @@ func TestRequestMetricsCountEachRouteAndStatus(t *testing.T) {
 	}
 }
 
-// streamed reports whether the families both count and time a live stream
-// answered 200. The two are separate metrics, recorded one after the other
-// (microhost.Metrics.Observe), so a gather between the two records sees
-// the count without the time: a loaded no-../shared make test did.
-func streamed(mfs []*dto.MetricFamily) bool {
-	counted, timed := false, false
+// requestSeries returns the UI's request counts and timed samples by
+// [route, code]. The two are separate metrics, recorded one after the
+// other (microhost.Metrics.Observe), so a gather between the two records
+// has the count without the time: a loaded no-../shared make test saw it.
+func requestSeries(mfs []*dto.MetricFamily) (counted map[[2]string]float64, timed map[[2]string]uint64) {
+	counted, timed = map[[2]string]float64{}, map[[2]string]uint64{}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
-			var route, code string
+			var key [2]string
 			for _, l := range m.GetLabel() {
 				switch l.GetName() {
 				case "route":
-					route = l.GetValue()
+					key[0] = l.GetValue()
 				case "code":
-					code = l.GetValue()
+					key[1] = l.GetValue()
 				}
-			}
-			if route != "GET /live" || code != "200" {
-				continue
 			}
 			switch mf.GetName() {
 			case "dshq_web_requests_total":
-				counted = m.GetCounter().GetValue() > 0
+				counted[key] = m.GetCounter().GetValue()
 			case "dshq_web_request_seconds":
-				timed = m.GetHistogram().GetSampleCount() > 0
+				timed[key] = m.GetHistogram().GetSampleCount()
 			}
 		}
 	}
-	return counted && timed
+	return counted, timed
 }
